@@ -1,0 +1,1 @@
+"""edgebus: broker_core/mqtt."""

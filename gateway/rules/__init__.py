@@ -1,0 +1,1 @@
+"""edgebus: gateway/rules."""

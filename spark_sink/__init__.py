@@ -1,0 +1,1 @@
+"""edgebus: spark_sink."""
