@@ -256,9 +256,7 @@ def start_edgebus(
         f"data_dir: {workdir / 'data'}\n" + config_yaml_extra + "\n"
     )
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(REPO_ROOT), *filter(None, [env.get("PYTHONPATH")])]
-    )
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), *filter(None, [env.get("PYTHONPATH")])])
     env.setdefault("PYTHONUNBUFFERED", "1")
     return _launch(
         "edgebus",

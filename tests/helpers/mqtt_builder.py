@@ -286,9 +286,7 @@ def fixed_header(
     packet_type: int, flags: int, remaining_length: int, *, width: int | None = None
 ) -> bytes:
     """The fixed header: type << 4 | flags, then the Remaining Length as a varint."""
-    return u8(((packet_type & 0x0F) << 4) | (flags & 0x0F)) + varint(
-        remaining_length, width=width
-    )
+    return u8(((packet_type & 0x0F) << 4) | (flags & 0x0F)) + varint(remaining_length, width=width)
 
 
 def raw_packet(
@@ -356,8 +354,10 @@ def prop(key: int | str, value: Any, *, prop_type: PropType | None = None) -> by
 
 def _pairs(properties: Mapping[str, Any]) -> Iterable[tuple[str, Any]]:
     for name, value in properties.items():
-        if name in REPEATABLE and isinstance(value, list | tuple) and not (
-            name == "user_property" and len(value) == 2 and isinstance(value[0], str)
+        if (
+            name in REPEATABLE
+            and isinstance(value, list | tuple)
+            and not (name == "user_property" and len(value) == 2 and isinstance(value[0], str))
         ):
             for item in value:
                 yield name, item
@@ -880,14 +880,14 @@ def parse_packet(data: bytes, protocol_level: int = 4, *, strict: bool = True) -
         raise ParseError(
             f"remaining length {length} does not match {len(data) - offset} bytes given"
         )
-    if packet_type == PacketType.RESERVED or (packet_type == PacketType.AUTH and protocol_level < 5):
+    v5 = protocol_level >= 5
+    if packet_type == PacketType.RESERVED or (packet_type == PacketType.AUTH and not v5):
         raise ParseError(f"reserved packet type {packet_type}")
     ptype = PacketType(packet_type)
     if strict and ptype is not PacketType.PUBLISH and flags != _REQUIRED_FLAGS[ptype]:
         raise ParseError(f"{ptype.name} with reserved flags 0x{flags:X}")
     pkt = Packet(type=ptype, flags=flags, raw=bytes(data), remaining_length=length)
     reader = _Reader(data, offset)
-    v5 = protocol_level >= 5
     parser = _PARSERS[ptype]
     parser(pkt, reader, v5, strict)
     if reader.remaining() and strict:

@@ -337,13 +337,9 @@ class RawClient:
         """
         mid = self.next_mid() if mid is None else mid
         self.send(
-            mb.gen_subscribe(
-                mid, topics, qos, proto_ver=self.protocol_level, properties=properties
-            )
+            mb.gen_subscribe(mid, topics, qos, proto_ver=self.protocol_level, properties=properties)
         )
-        suback = self.wait_for(
-            lambda p: p.type == mb.PacketType.SUBACK, timeout, what="SUBACK"
-        )
+        suback = self.wait_for(lambda p: p.type == mb.PacketType.SUBACK, timeout, what="SUBACK")
         assert suback.packet_id == mid, f"SUBACK {suback!r} for packet id {mid}"
         return suback
 
@@ -355,9 +351,7 @@ class RawClient:
         self.send(
             mb.gen_unsubscribe(mid, topics, proto_ver=self.protocol_level, properties=properties)
         )
-        unsuback = self.wait_for(
-            lambda p: p.type == mb.PacketType.UNSUBACK, what="UNSUBACK"
-        )
+        unsuback = self.wait_for(lambda p: p.type == mb.PacketType.UNSUBACK, what="UNSUBACK")
         assert unsuback.packet_id == mid, f"UNSUBACK {unsuback!r} for packet id {mid}"
         return unsuback
 
