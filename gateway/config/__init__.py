@@ -1,1 +1,51 @@
-"""edgebus: gateway/config."""
+"""edgebus configuration: one YAML file -> typed, validated, immutable models.
+
+    from gateway.config import load_config
+    config = load_config("edgebus.yaml")      # or load_config(None) for the defaults
+    config.listeners[0].bind.port
+
+Problems raise ``ConfigError``; its ``problems`` lists every one, each naming file,
+line and YAML path. docs/configuration.md is generated from these models by
+``python -m gateway.config.docgen``.
+"""
+
+from __future__ import annotations
+
+from broker_core.errors import ConfigError
+from gateway.config.loader import dump_config, load_config, parse_config, parse_model
+from gateway.config.models import (
+    AclConfig,
+    AclRule,
+    AuthConfig,
+    ConfigModel,
+    GatewayConfig,
+    HttpAuthConfig,
+    ListenerConfig,
+    ListenerType,
+    LoggingConfig,
+    MqttConfig,
+    SysConfig,
+    TlsConfig,
+)
+from gateway.config.values import BindAddress
+
+__all__ = [
+    "AclConfig",
+    "AclRule",
+    "AuthConfig",
+    "BindAddress",
+    "ConfigError",
+    "ConfigModel",
+    "GatewayConfig",
+    "HttpAuthConfig",
+    "ListenerConfig",
+    "ListenerType",
+    "LoggingConfig",
+    "MqttConfig",
+    "SysConfig",
+    "TlsConfig",
+    "dump_config",
+    "load_config",
+    "parse_config",
+    "parse_model",
+]

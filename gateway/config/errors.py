@@ -1,0 +1,247 @@
+"""Configuration problems, rendered the way a user reads them.
+
+Every problem becomes one line naming the file, the line and the YAML path::
+
+    edgebus.yaml:14 bridges[0].forwards[2].qos: expected 0, 1 or 2, got 3
+    edgebus.yaml:3 listeners[0]: unknown key 'alow_anonymous'; did you mean 'allow_anonymous'?
+    edgebus.yaml:7:5: YAML syntax error: mapping values are not allowed here
+
+The messages are written here from pydantic's error *types*, never copied from
+pydantic's English. Validators in the models raise ``ValueError`` with a message in the
+same ``expected ..., got ...`` style, or :class:`FieldProblems` to report problems at
+keys below the value they validate (a duplicate listener name at
+``listeners[2].name``).
+
+The exception itself is ``broker_core.errors.ConfigError``; its ``problems`` are the
+rendered lines.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import PurePath
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
+
+from gateway.config.introspect import Loc, literal_values, model_at, walk_loc
+
+__all__ = [
+    "FieldProblems",
+    "Problem",
+    "expected_choices",
+    "format_path",
+    "problems_from_validation_error",
+    "show_value",
+]
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+
+
+def format_path(path: Sequence[str | int]) -> str:
+    """``("bridges", 0, "forwards", 2, "qos")`` -> ``bridges[0].forwards[2].qos``."""
+    out: list[str] = []
+    for element in path:
+        if isinstance(element, int):
+            out.append(f"[{element}]")
+        elif _IDENTIFIER.fullmatch(element):
+            out.append(f".{element}" if out else element)
+        else:
+            out.append(f"[{element!r}]")
+    return "".join(out)
+
+
+def show_value(value: object) -> str:
+    """A value as the user wrote it in YAML: ``'abc'``, ``3``, ``true``, ``null``."""
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list | tuple):
+        return "a list"
+    if isinstance(value, PurePath):
+        return repr(str(value))
+    return str(value)
+
+
+def expected_choices(values: Sequence[object]) -> str:
+    """``[0, 1, 2]`` -> ``0, 1 or 2``; ``["tcp", "tls"]`` -> ``one of tcp, tls``."""
+    shown = [str(value) for value in values]
+    if all(isinstance(value, int) for value in values) and len(shown) > 1:
+        return f"{', '.join(shown[:-1])} or {shown[-1]}"
+    return f"one of {', '.join(shown)}"
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One thing wrong with a configuration file, at a YAML path and line."""
+
+    path: Loc
+    line: int
+    message: str
+    column: int | None = None
+
+    def render(self, filename: str) -> str:
+        """``edgebus.yaml:14 bridges[0].qos: expected 0, 1 or 2, got 3``."""
+        where = f"{filename}:{self.line}"
+        if self.column is not None:
+            where += f":{self.column}"
+        if self.path:
+            return f"{where} {format_path(self.path)}: {self.message}"
+        return f"{where}: {self.message}"
+
+
+class FieldProblems(ValueError):
+    """Raised by a validator to report problems at keys below the validated value.
+
+    Each problem is ``(relative path, message)``; an empty path means the value itself.
+    """
+
+    def __init__(self, problems: Iterable[tuple[Loc, str]]) -> None:
+        self.problems: tuple[tuple[Loc, str], ...] = tuple(problems)
+        super().__init__("; ".join(message for _, message in self.problems))
+
+
+# pydantic error type -> what was expected
+_EXPECTED = {
+    "int_type": "an integer",
+    "int_parsing": "an integer",
+    "int_from_float": "an integer",
+    "int_parsing_size": "an integer",
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "finite_number": "a finite number",
+    "bool_type": "true or false",
+    "bool_parsing": "true or false",
+    "string_type": "a string",
+    "string_unicode": "a string",
+    "list_type": "a list",
+    "tuple_type": "a list",
+    "set_type": "a list",
+    "dict_type": "a mapping",
+    "model_type": "a mapping",
+    "model_attributes_type": "a mapping",
+    "dataclass_type": "a mapping",
+    "path_type": "a path",
+    "url_type": "a URL",
+    "url_parsing": "a URL",
+}
+
+# Error types that restate another error, never worth a line of their own.
+_SKIPPED = {"default_factory_not_called"}
+
+_QUOTED = re.compile(r"'((?:[^'\\]|\\.)*)'")
+
+
+def _unquote_all(text: str) -> list[object]:
+    """Values from pydantic's ``'a', 'b' or 'c'`` / ``0, 1 or 2`` expectation text."""
+    found = _QUOTED.findall(text)
+    if found:
+        return list(found)
+    parts = [part.strip() for part in re.split(r",| or ", text) if part.strip()]
+    return [int(part) if re.fullmatch(r"-?\d+", part) else part for part in parts]
+
+
+def _bound_message(kind: str, ctx: dict[str, Any], got: str) -> str:
+    if kind == "greater_than_equal":
+        return f"expected at least {ctx['ge']}, got {got}"
+    if kind == "greater_than":
+        return f"expected more than {ctx['gt']}, got {got}"
+    if kind == "less_than_equal":
+        return f"expected at most {ctx['le']}, got {got}"
+    return f"expected less than {ctx['lt']}, got {got}"
+
+
+def _length_message(kind: str, ctx: dict[str, Any], value: object) -> str:
+    minimum = ctx.get("min_length")
+    maximum = ctx.get("max_length")
+    noun = "character" if kind.startswith("string") else "item"
+    if kind.endswith("too_short") and minimum == 1:
+        return "must not be empty"
+    if kind.endswith("too_short"):
+        return f"expected at least {minimum} {noun}s, got {show_value(value)}"
+    return f"expected at most {maximum} {noun}s, got {show_value(value)}"
+
+
+def _message(error: ErrorDetails, annotation: object) -> str:
+    kind = error["type"]
+    ctx: dict[str, Any] = dict(error.get("ctx") or {})
+    value = error.get("input")
+    got = show_value(value)
+    if kind in _EXPECTED:
+        return f"expected {_EXPECTED[kind]}, got {got}"
+    if kind in ("literal_error", "enum"):
+        values = literal_values(annotation) or _unquote_all(str(ctx.get("expected", "")))
+        return f"expected {expected_choices(values)}, got {got}"
+    if kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
+        return _bound_message(kind, ctx, got)
+    if kind in ("too_short", "too_long", "string_too_short", "string_too_long"):
+        return _length_message(kind, ctx, value)
+    if kind == "value_error":
+        return str(ctx.get("error", error["msg"]))
+    if kind == "assertion_error":
+        return str(ctx.get("error", error["msg"])).removeprefix("Assertion failed, ")
+    message = error["msg"]
+    return f"{message[:1].lower()}{message[1:]}, got {got}"
+
+
+def _suggest(key: str, choices: Iterable[str]) -> str:
+    close = difflib.get_close_matches(key, list(choices), n=1, cutoff=0.6)
+    return f"; did you mean '{close[0]}'?" if close else ""
+
+
+def _render_one(
+    error: ErrorDetails, root: type[BaseModel], line_of: Callable[[Loc], int]
+) -> list[Problem]:
+    kind = error["type"]
+    loc = tuple(error["loc"])
+    if kind in _SKIPPED:
+        return []
+    if kind == "missing" and loc:
+        parent, _ = walk_loc(root, loc[:-1])
+        return [Problem(parent, line_of(parent), f"missing required key '{loc[-1]}'")]
+    if kind == "extra_forbidden" and loc:
+        parent, annotation = walk_loc(root, loc[:-1])
+        key = str(loc[-1])
+        model = model_at(annotation)
+        hint = _suggest(key, model.model_fields) if model is not None else ""
+        return [Problem(parent, line_of((*parent, key)), f"unknown key '{key}'{hint}")]
+    ctx: dict[str, Any] = dict(error.get("ctx") or {})
+    path, annotation = walk_loc(root, loc)
+    if kind in ("union_tag_not_found", "union_tag_invalid"):
+        key = str(ctx.get("discriminator", "type")).strip("'\"")
+        if kind == "union_tag_not_found":
+            return [Problem(path, line_of(path), f"missing required key '{key}'")]
+        tags = _unquote_all(str(ctx.get("expected_tags", "")))
+        tagged = (*path, key)
+        message = f"expected {expected_choices(tags)}, got {show_value(ctx.get('tag'))}"
+        return [Problem(tagged, line_of(tagged), message)]
+    cause = ctx.get("error")
+    if kind == "value_error" and isinstance(cause, FieldProblems):
+        problems = []
+        for relative, message in cause.problems:
+            at = (*path, *relative)
+            problems.append(Problem(at, line_of(at), message))
+        return problems
+    return [Problem(path, line_of(path), _message(error, annotation))]
+
+
+def problems_from_validation_error(
+    exc: ValidationError, root: type[BaseModel], line_of: Callable[[Loc], int]
+) -> list[Problem]:
+    """Turn every error of ``exc`` (raised validating ``root``) into a :class:`Problem`.
+
+    ``line_of`` maps a YAML path to its line in the file.
+    """
+    problems: list[Problem] = []
+    for error in exc.errors(include_url=False):
+        problems.extend(_render_one(error, root, line_of))
+    return problems

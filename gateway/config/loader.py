@@ -1,0 +1,96 @@
+"""Load a configuration file: YAML -> :class:`GatewayConfig`, or every problem at once.
+
+``parse_model`` is the whole pipeline and knows no section: it reads the YAML
+(``yaml_source``), validates it against a model class, and renders the problems of both
+steps, sorted by line, into one ``ConfigError``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from broker_core.errors import ConfigError
+from gateway.config.errors import Problem, problems_from_validation_error
+from gateway.config.models import GatewayConfig
+from gateway.config.yaml_source import read_yaml
+
+__all__ = ["dump_config", "load_config", "parse_config", "parse_model"]
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def _covered(problem: Problem, reported: list[Problem]) -> bool:
+    """True when an earlier problem at or above ``problem``'s path explains it."""
+    return any(problem.path[: len(known.path)] == known.path for known in reported)
+
+
+def parse_model(
+    model: type[ModelT], text: str, filename: str, *, env: Mapping[str, str] | None = None
+) -> ModelT:
+    """Validate YAML ``text`` against ``model``; ``filename`` names it in messages.
+
+    ``${NAME}`` references are looked up in ``env`` (default: ``os.environ``). Raises
+    ``ConfigError`` listing every problem, one line each, in file order.
+    """
+    document = read_yaml(text, filename, os.environ if env is None else env)
+    problems = list(document.problems)
+    data = {} if document.data is None else document.data
+    try:
+        config = model.model_validate(data)
+    except ValidationError as exc:
+        found = problems_from_validation_error(exc, model, document.line_of)
+        # a value with an unresolved ${VAR} was replaced by "": do not report that too
+        problems += [
+            problem for problem in found if not _covered(problem, document.problems)
+        ]
+    if problems:
+        problems.sort(key=lambda problem: problem.line)
+        lines = [problem.render(filename) for problem in problems]
+        raise ConfigError("\n".join(lines), lines)
+    return config
+
+
+def parse_config(
+    text: str, filename: str = "<string>", *, env: Mapping[str, str] | None = None
+) -> GatewayConfig:
+    """Parse the text of a configuration file; see :func:`parse_model`."""
+    return parse_model(GatewayConfig, text, filename, env=env)
+
+
+def load_config(
+    path: str | os.PathLike[str] | None, *, env: Mapping[str, str] | None = None
+) -> GatewayConfig:
+    """Load the configuration file at ``path``; ``None`` gives the embedded defaults.
+
+    Messages name the file as ``path`` was given. Raises ``ConfigError``.
+    """
+    if path is None:
+        return GatewayConfig()
+    filename = os.fspath(path)
+    try:
+        raw = Path(filename).read_bytes()
+    except OSError as exc:
+        line = f"{filename}: cannot read the configuration file: {exc.strerror or exc}"
+        raise ConfigError(line, [line]) from exc
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = f"{filename}: not UTF-8 text (invalid byte at offset {exc.start})"
+        raise ConfigError(line, [line]) from exc
+    return parse_config(text, filename, env=env)
+
+
+def dump_config(config: BaseModel) -> str:
+    """``config`` as YAML that loads back into an equal model.
+
+    Secrets (``keyfile_password``) are written in clear: the output is a configuration
+    file, to be stored like one.
+    """
+    data = config.model_dump(mode="json", context={"reveal_secrets": True})
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False)

@@ -1,0 +1,100 @@
+"""``GatewayConfig``: the whole file, one field per top-level section.
+
+Adding a section is adding a model module and one field here; the loader, the error
+messages and the reference documentation follow from the schema.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator
+
+from gateway.config.errors import FieldProblems, format_path
+from gateway.config.models.base import ConfigModel
+from gateway.config.models.listeners import ListenerConfig
+from gateway.config.models.mqtt import MqttConfig
+from gateway.config.models.security import AclConfig, AuthConfig
+from gateway.config.models.system import LoggingConfig, SysConfig
+from gateway.config.values import PathSpec
+
+__all__ = ["GatewayConfig"]
+
+
+def _default_listeners() -> tuple[ListenerConfig, ...]:
+    return (
+        ListenerConfig.model_validate({"type": "tcp", "bind": "127.0.0.1:1883"}),
+        ListenerConfig.model_validate({"type": "ws", "bind": "127.0.0.1:8083"}),
+    )
+
+
+class GatewayConfig(ConfigModel):
+    """The top level of the configuration file."""
+
+    node_name: str = Field(
+        default="edgebus@127.0.0.1",
+        min_length=1,
+        description="This node's name in `$SYS` topics, logs and the API.",
+    )
+    data_dir: Annotated[Path, PathSpec()] = Field(
+        default=Path("edgebus-data"),
+        description="Directory of the persistent state (created when missing); relative"
+        " to the working directory.",
+    )
+    persistence: Literal["sqlite", "memory"] = Field(
+        default="sqlite",
+        description="`sqlite`: sessions, retained messages and queues survive a restart"
+        " (SQLite in WAL mode, in `data_dir`); `memory`: nothing survives a restart.",
+    )
+    listeners: tuple[ListenerConfig, ...] = Field(
+        default_factory=_default_listeners,
+        description="The MQTT listeners; an empty list runs the broker without any.",
+        json_schema_extra={
+            "doc_default": "`tcp` on 127.0.0.1:1883 and `ws` on 127.0.0.1:8083 (`/mqtt`)"
+        },
+    )
+    mqtt: MqttConfig = Field(
+        default_factory=MqttConfig, description="MQTT protocol limits."
+    )
+    auth: AuthConfig = Field(default_factory=AuthConfig, description="Authentication.")
+    acl: AclConfig = Field(default_factory=AclConfig, description="Topic access control.")
+    sys: SysConfig = Field(default_factory=SysConfig, description="`$SYS` topics.")
+    logging: LoggingConfig = Field(default_factory=LoggingConfig, description="Logging.")
+
+    @field_validator("node_name")
+    @classmethod
+    def _usable_in_topics(cls, value: str) -> str:
+        bad = sorted({char for char in value if char in "/+#\0"})
+        if bad:
+            shown = " ".join(repr(char) for char in bad)
+            raise ValueError(f"must not contain {shown} (it is part of $SYS topics)")
+        return value
+
+    @field_validator("listeners")
+    @classmethod
+    def _distinct_listeners(
+        cls, listeners: tuple[ListenerConfig, ...]
+    ) -> tuple[ListenerConfig, ...]:
+        problems: list[tuple[tuple[str | int, ...], str]] = []
+        names: dict[str, int] = {}
+        binds: dict[tuple[str, int], int] = {}
+        for index, listener in enumerate(listeners):
+            first = names.setdefault(listener.name, index)
+            if first != index:
+                problems.append(
+                    ((index, "name"), f"duplicate name {listener.name!r}"
+                     f" (also {format_path(('listeners', first))})")
+                )
+            address = (listener.bind.host, listener.bind.port)
+            if listener.bind.port == 0:
+                continue
+            first = binds.setdefault(address, index)
+            if first != index:
+                problems.append(
+                    ((index, "bind"), f"address {listener.bind} is already used by"
+                     f" {format_path(('listeners', first))}")
+                )
+        if problems:
+            raise FieldProblems(problems)
+        return listeners

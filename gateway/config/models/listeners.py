@@ -1,0 +1,198 @@
+"""``listeners``: the sockets MQTT clients connect to, and their TLS settings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal, Self
+
+from pydantic import (
+    Field,
+    SecretStr,
+    SerializationInfo,
+    ValidationInfo,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
+
+from gateway.config.errors import FieldProblems, show_value
+from gateway.config.models.base import ConfigModel, doc_default
+from gateway.config.values import BindAddress, PathSpec
+
+__all__ = ["ListenerConfig", "ListenerType", "TlsConfig"]
+
+#: The transports a listener speaks.
+ListenerType = Literal["tcp", "tls", "ws", "wss"]
+
+_WEBSOCKET = ("ws", "wss")
+_TLS = ("tls", "wss")
+
+
+class TlsConfig(ConfigModel):
+    """TLS settings of a ``tls`` or ``wss`` listener."""
+
+    certfile: Annotated[Path, PathSpec()] = Field(
+        description="PEM file with the server certificate (and its chain)."
+    )
+    keyfile: Annotated[Path, PathSpec()] = Field(
+        description="PEM file with the server certificate's private key."
+    )
+    cafile: Annotated[Path, PathSpec()] | None = Field(
+        default=None,
+        description="PEM bundle of the CAs that client certificates are verified against.",
+    )
+    verify_peer: bool = Field(
+        default=False,
+        description="Request a certificate from every client and verify it against"
+        " `cafile` (needs `cafile`).",
+    )
+    fail_if_no_peer_cert: bool = Field(
+        default=False,
+        description="With `verify_peer`: refuse clients that present no certificate."
+        " Without it, such clients fall back to username/password.",
+    )
+    use_identity_as_username: bool = Field(
+        default=False,
+        description="With `verify_peer`: the client certificate's subject CN becomes the"
+        " client's username (for authentication and ACL).",
+    )
+    min_version: Literal["1.2", "1.3"] = Field(
+        default="1.2", description="Oldest TLS version accepted."
+    )
+    ciphers: str | None = Field(
+        default=None,
+        description="OpenSSL cipher list for TLS 1.2 (TLS 1.3 suites are not configurable);"
+        " null keeps Python's secure default.",
+    )
+    keyfile_password: SecretStr | None = Field(
+        default=None,
+        description="Password of an encrypted `keyfile`; write it as `${ENV_VAR}`, not"
+        " in clear.",
+    )
+
+    @field_validator("min_version", mode="before")
+    @classmethod
+    def _version_as_written(cls, value: Any) -> Any:
+        # `min_version: 1.3` unquoted is a YAML float
+        if isinstance(value, float) and not isinstance(value, bool):
+            return repr(value)
+        return value
+
+    @field_serializer("keyfile_password", when_used="json")
+    def _secret(self, value: SecretStr | None, info: SerializationInfo) -> str | None:
+        if value is None:
+            return None
+        if isinstance(info.context, dict) and info.context.get("reveal_secrets"):
+            return value.get_secret_value()
+        return str(value)
+
+    @model_validator(mode="after")
+    def _peer_verification(self) -> Self:
+        problems: list[tuple[tuple[str | int, ...], str]] = []
+        if self.verify_peer and self.cafile is None:
+            problems.append((("verify_peer",), "needs 'cafile' to verify client certificates"))
+        if self.fail_if_no_peer_cert and not self.verify_peer:
+            problems.append((("fail_if_no_peer_cert",), "only works with 'verify_peer: true'"))
+        if self.use_identity_as_username and not self.verify_peer:
+            problems.append(
+                (("use_identity_as_username",), "only works with 'verify_peer: true'")
+            )
+        if problems:
+            raise FieldProblems(problems)
+        return self
+
+
+def _default_name(data: dict[str, Any]) -> str:
+    return f"{data['type']}:{data['bind']}"
+
+
+def _default_path(data: dict[str, Any]) -> str | None:
+    return "/mqtt" if data.get("type") in _WEBSOCKET else None
+
+
+class ListenerConfig(ConfigModel):
+    """One socket that MQTT clients connect to.
+
+    Without a `listeners` key the broker listens with MQTT on 127.0.0.1:1883 and
+    WebSocket on 127.0.0.1:8083 (path /mqtt); listing any listener replaces both.
+    """
+
+    type: ListenerType = Field(
+        description="Transport: `tcp` (MQTT), `tls` (MQTT over TLS), `ws` (MQTT over"
+        " WebSocket), `wss` (MQTT over WebSocket over TLS).",
+    )
+    bind: BindAddress = Field(
+        description="Address to listen on, `host:port` or `[ipv6]:port`; port 0 lets the"
+        " system pick a free port. Use 0.0.0.0 or [::] to accept remote clients.",
+    )
+    name: str = Field(
+        default_factory=_default_name,
+        min_length=1,
+        description="Name in logs, metrics and the API; unique among listeners.",
+        json_schema_extra=doc_default("`<type>:<bind>`, e.g. `tcp:127.0.0.1:1883`"),
+    )
+    allow_anonymous: bool = Field(
+        default=True,
+        description="Accept clients that send no username (and no client certificate"
+        " identity) on this listener.",
+    )
+    max_connections: int = Field(
+        default=10000, ge=1, description="Most clients connected at once on this listener."
+    )
+    connection_rate: float | None = Field(
+        default=None,
+        gt=0,
+        description="New connections accepted per second (token bucket, burst of one"
+        " second); null = unlimited.",
+    )
+    path: str | None = Field(
+        default_factory=_default_path,
+        description="HTTP path of the WebSocket endpoint; `ws` and `wss` only.",
+        json_schema_extra=doc_default("`/mqtt` for `ws` and `wss`, else null"),
+    )
+    tls: TlsConfig | None = Field(
+        default=None,
+        description="TLS settings; required for `tls` and `wss`, not allowed for `tcp`"
+        " and `ws`.",
+    )
+
+    @field_validator("name", mode="before")
+    @classmethod
+    def _null_name_means_default(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is None:
+            # when type or bind is wrong that is the error to report, not this one
+            known = "type" in info.data and "bind" in info.data
+            return _default_name(info.data) if known else "?"
+        return value
+
+    @field_validator("path", mode="before")
+    @classmethod
+    def _null_path_means_default(cls, value: Any, info: ValidationInfo) -> Any:
+        return _default_path(info.data) if value is None else value
+
+    @field_validator("path")
+    @classmethod
+    def _path_for_websocket(cls, value: str | None, info: ValidationInfo) -> str | None:
+        kind = info.data.get("type")
+        if value is None or kind is None:
+            return value
+        if kind not in _WEBSOCKET:
+            raise ValueError(f"only allowed on ws and wss listeners, not {kind}")
+        if not value.startswith("/"):
+            raise ValueError(f"expected a path starting with '/', got {show_value(value)}")
+        return value
+
+    @field_validator("tls")
+    @classmethod
+    def _tls_for_tls(cls, value: TlsConfig | None, info: ValidationInfo) -> TlsConfig | None:
+        kind = info.data.get("type")
+        if value is not None and kind is not None and kind not in _TLS:
+            other = "tls" if kind == "tcp" else "wss"
+            raise ValueError(f"not allowed on a {kind} listener (did you mean type {other}?)")
+        return value
+
+    @model_validator(mode="after")
+    def _tls_required(self) -> Self:
+        if self.type in _TLS and self.tls is None:
+            raise ValueError(f"missing required key 'tls' (a {self.type} listener needs one)")
+        return self

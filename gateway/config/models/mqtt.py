@@ -1,0 +1,147 @@
+"""``mqtt``: protocol limits the broker enforces and advertises."""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, ValidationInfo, field_validator
+
+from gateway.config.models.base import ConfigModel, doc_default
+from gateway.config.values import DurationSpec, SizeSpec
+
+__all__ = ["MqttConfig"]
+
+_MAX_PACKET = 268_435_455  # the largest Remaining Length MQTT can encode, plus header
+_NEVER = 0xFFFF_FFFF  # session expiry interval meaning "never expires"
+
+
+def _default_burst(data: dict[str, Any]) -> int | None:
+    rate = data.get("publish_rate")
+    return math.ceil(rate) if rate else None
+
+
+class MqttConfig(ConfigModel):
+    """MQTT protocol limits, for every listener. MQTT 5 clients are told the limits
+    that the protocol can advertise (receive maximum, maximum packet size, topic alias
+    maximum, maximum QoS, retain/wildcard/shared/subscription-identifier availability,
+    server keep alive)."""
+
+    max_packet_size: Annotated[int, SizeSpec(ge=1, le=_MAX_PACKET)] = Field(
+        default=1_000_000,
+        description="Largest MQTT packet accepted; bigger packets close the connection"
+        " (MQTT 5: reason code 0x95).",
+    )
+    server_keep_alive: Annotated[float, DurationSpec(le=65535, whole_seconds=True)] | None = (
+        Field(
+            default=None,
+            description="When set, the keep alive imposed on every MQTT 5 client (sent as"
+            " Server Keep Alive), whatever it asked for; 0 disables keep alive.",
+        )
+    )
+    max_keepalive: Annotated[float, DurationSpec(ge=1, le=65535, whole_seconds=True)] = Field(
+        default=65535.0,
+        description="Longest keep alive accepted. An MQTT 5 client asking for more is"
+        " told this value as Server Keep Alive.",
+    )
+    receive_maximum: int = Field(
+        default=32,
+        ge=1,
+        le=65535,
+        description="QoS 1 and 2 PUBLISH packets a client may have unacknowledged towards"
+        " the broker (advertised to MQTT 5 clients).",
+    )
+    max_inflight: int = Field(
+        default=32,
+        ge=1,
+        le=65535,
+        description="QoS 1 and 2 PUBLISH packets the broker sends a client before waiting"
+        " for acknowledgements; also capped by the client's own receive maximum.",
+    )
+    max_queued_messages: int = Field(
+        default=1000,
+        ge=1,
+        description="Messages queued per session while the client is offline or its"
+        " inflight window is full.",
+    )
+    max_queued_bytes: Annotated[int, SizeSpec(ge=1)] = Field(
+        default=64_000_000, description="Payload bytes queued per session, at most."
+    )
+    queue_overflow: Literal["drop_oldest", "drop_new"] = Field(
+        default="drop_oldest",
+        description="What a full session queue drops: the oldest queued message or the"
+        " new one. Drops are counted in metrics.",
+    )
+    max_session_expiry: Annotated[
+        float, DurationSpec(le=_NEVER - 1, whole_seconds=True)
+    ] = Field(
+        default=604800.0,
+        description="Cap on the session expiry interval a client asks for (MQTT 5), and"
+        " the expiry of MQTT 3 persistent sessions (clean session 0).",
+    )
+    max_topic_alias: int = Field(
+        default=65535,
+        ge=0,
+        le=65535,
+        description="Topic aliases a client may use towards the broker; 0 disables them.",
+    )
+    max_qos: Literal[0, 1, 2] = Field(
+        default=2,
+        description="Highest QoS granted; higher subscriptions are downgraded and (MQTT 5)"
+        " higher publishes refused.",
+    )
+    retain_available: bool = Field(
+        default=True, description="Accept retained messages."
+    )
+    max_retained_messages: int = Field(
+        default=100000,
+        ge=0,
+        description="Retained messages stored, at most; 0 = no limit.",
+    )
+    wildcard_subscriptions: bool = Field(
+        default=True, description="Accept subscriptions with `+` and `#`."
+    )
+    shared_subscriptions: bool = Field(
+        default=True, description="Accept `$share/<group>/<filter>` subscriptions."
+    )
+    subscription_identifiers: bool = Field(
+        default=True, description="Accept MQTT 5 subscription identifiers."
+    )
+    max_client_id_length: int = Field(
+        default=65535,
+        ge=23,
+        le=65535,
+        description="Longest client identifier accepted, in bytes (MQTT requires at"
+        " least 23).",
+    )
+    publish_rate: float | None = Field(
+        default=None,
+        gt=0,
+        description="PUBLISH packets per second accepted from each client (token bucket);"
+        " null = unlimited.",
+    )
+    publish_burst: int | None = Field(
+        default_factory=_default_burst,
+        ge=1,
+        description="Size of each client's PUBLISH token bucket; needs `publish_rate`.",
+        json_schema_extra=doc_default("`publish_rate` rounded up"),
+    )
+    write_high_water: Annotated[int, SizeSpec(ge=1)] = Field(
+        default=1_000_000,
+        description="Bytes waiting in a client's socket buffer at which delivery to it"
+        " pauses and messages queue instead.",
+    )
+    max_delayed_messages: int = Field(
+        default=100000,
+        ge=0,
+        description="Pending `$delayed/<seconds>/<topic>` messages, at most; 0 = no limit.",
+    )
+
+    @field_validator("publish_burst", mode="before")
+    @classmethod
+    def _burst_needs_rate(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is None:
+            return _default_burst(info.data)
+        if info.data.get("publish_rate") is None and "publish_rate" in info.data:
+            raise ValueError("only works together with 'publish_rate'")
+        return value

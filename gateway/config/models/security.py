@@ -1,0 +1,107 @@
+"""``auth`` and ``acl``: who may connect, and what they may publish and subscribe to."""
+
+from __future__ import annotations
+
+from ipaddress import IPv4Network, IPv6Network
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, field_validator
+
+from gateway.config.models.base import ConfigModel
+from gateway.config.values import DurationSpec, HttpUrlSpec, NetworkSpec, PathSpec, TopicFilterSpec
+
+__all__ = ["AclConfig", "AclRule", "AuthConfig", "HttpAuthConfig"]
+
+
+class HttpAuthConfig(ConfigModel):
+    """Authentication by an HTTP service that is asked about connecting clients."""
+
+    url: Annotated[str, HttpUrlSpec()] = Field(description="The service's URL.")
+    method: Literal["POST", "GET"] = Field(
+        default="POST",
+        description="HTTP method of the request (case-insensitive).",
+    )
+    timeout: Annotated[float, DurationSpec(gt=0)] = Field(
+        default=5.0, description="How long to wait for the service's answer."
+    )
+    cache_ttl: Annotated[float, DurationSpec()] = Field(
+        default=60.0,
+        description="How long an answer is reused for the same credentials; 0 disables"
+        " the cache.",
+    )
+    headers: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra request headers, e.g. `Authorization: \"Bearer ${AUTH_TOKEN}\"`.",
+    )
+
+    @field_validator("method", mode="before")
+    @classmethod
+    def _method_upper(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.upper() in ("POST", "GET"):
+            return value.upper()
+        return value
+
+
+class AuthConfig(ConfigModel):
+    """Authentication of clients that present credentials; clients without any are
+    governed by each listener's `allow_anonymous`."""
+
+    password_file: Annotated[Path, PathSpec()] | None = Field(
+        default=None,
+        description="File of `user:$pbkdf2-sha256$...` lines, written by `edgebus passwd`.",
+    )
+    http: HttpAuthConfig | None = Field(
+        default=None,
+        description="Ask an HTTP service about clients; null = no HTTP authentication.",
+    )
+    scram: bool = Field(
+        default=True,
+        description="Offer MQTT 5 enhanced authentication (SCRAM-SHA-256) against the"
+        " users of `password_file`.",
+    )
+
+
+class AclRule(ConfigModel):
+    """One ACL rule. It applies to a client when every given condition (`username`,
+    `clientid`, `ipaddress`) matches, and to a topic when one of `topics` matches."""
+
+    permission: Literal["allow", "deny"] = Field(
+        description="What the rule decides when it matches."
+    )
+    action: Literal["publish", "subscribe", "all"] = Field(
+        default="all", description="The operation the rule applies to."
+    )
+    username: str | None = Field(
+        default=None, description="Only clients with this username; null = any."
+    )
+    clientid: str | None = Field(
+        default=None, description="Only clients with this client id; null = any."
+    )
+    ipaddress: Annotated[IPv4Network | IPv6Network, NetworkSpec()] | None = Field(
+        default=None,
+        description="Only clients connecting from this network (`10.0.0.0/8`) or address;"
+        " null = any.",
+    )
+    topics: tuple[Annotated[str, TopicFilterSpec()], ...] = Field(
+        min_length=1,
+        description="Topic filters the rule covers. `%u` stands for the client's username"
+        " and `%c` for its client id; `eq <filter>` matches that filter literally"
+        " (`eq #` matches a subscription to `#`, not every topic).",
+    )
+
+
+class AclConfig(ConfigModel):
+    """Topic access control: rules are tried in order and the first match decides."""
+
+    default: Literal["allow", "deny"] = Field(
+        default="allow", description="The decision when no rule matches."
+    )
+    deny_action: Literal["ignore", "disconnect"] = Field(
+        default="ignore",
+        description="What follows a denied publish or subscribe: `ignore` refuses the"
+        " operation only, `disconnect` also disconnects the client.",
+    )
+    rules: tuple[AclRule, ...] = Field(
+        default=(), description="The rules, first match wins."
+    )
