@@ -171,4 +171,3 @@ def model_at(annotation: object) -> type[BaseModel] | None:
     if len(models) == 1:
         return typing.cast(type[BaseModel], models[0])
     return None
-

@@ -46,9 +46,7 @@ def parse_model(
     except ValidationError as exc:
         found = problems_from_validation_error(exc, model, document.line_of)
         # a value with an unresolved ${VAR} was replaced by "": do not report that too
-        problems += [
-            problem for problem in found if not _covered(problem, document.problems)
-        ]
+        problems += [problem for problem in found if not _covered(problem, document.problems)]
     if problems:
         problems.sort(key=lambda problem: problem.line)
         lines = [problem.render(filename) for problem in problems]

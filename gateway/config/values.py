@@ -51,9 +51,7 @@ def _plain_schema(
 ) -> core_schema.CoreSchema:
     return core_schema.no_info_plain_validator_function(
         validate,
-        serialization=core_schema.plain_serializer_function_ser_schema(
-            serialize, when_used="json"
-        ),
+        serialization=core_schema.plain_serializer_function_ser_schema(serialize, when_used="json"),
     )
 
 

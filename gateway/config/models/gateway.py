@@ -54,9 +54,7 @@ class GatewayConfig(ConfigModel):
             "doc_default": "`tcp` on 127.0.0.1:1883 and `ws` on 127.0.0.1:8083 (`/mqtt`)"
         },
     )
-    mqtt: MqttConfig = Field(
-        default_factory=MqttConfig, description="MQTT protocol limits."
-    )
+    mqtt: MqttConfig = Field(default_factory=MqttConfig, description="MQTT protocol limits.")
     auth: AuthConfig = Field(default_factory=AuthConfig, description="Authentication.")
     acl: AclConfig = Field(default_factory=AclConfig, description="Topic access control.")
     sys: SysConfig = Field(default_factory=SysConfig, description="`$SYS` topics.")
@@ -83,8 +81,11 @@ class GatewayConfig(ConfigModel):
             first = names.setdefault(listener.name, index)
             if first != index:
                 problems.append(
-                    ((index, "name"), f"duplicate name {listener.name!r}"
-                     f" (also {format_path(('listeners', first))})")
+                    (
+                        (index, "name"),
+                        f"duplicate name {listener.name!r}"
+                        f" (also {format_path(('listeners', first))})",
+                    )
                 )
             address = (listener.bind.host, listener.bind.port)
             if listener.bind.port == 0:
@@ -92,8 +93,11 @@ class GatewayConfig(ConfigModel):
             first = binds.setdefault(address, index)
             if first != index:
                 problems.append(
-                    ((index, "bind"), f"address {listener.bind} is already used by"
-                     f" {format_path(('listeners', first))}")
+                    (
+                        (index, "bind"),
+                        f"address {listener.bind} is already used by"
+                        f" {format_path(('listeners', first))}",
+                    )
                 )
         if problems:
             raise FieldProblems(problems)

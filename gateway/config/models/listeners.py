@@ -29,7 +29,7 @@ _TLS = ("tls", "wss")
 
 
 class TlsConfig(ConfigModel):
-    """TLS settings of a ``tls`` or ``wss`` listener."""
+    """TLS settings of a `tls` or `wss` listener."""
 
     certfile: Annotated[Path, PathSpec()] = Field(
         description="PEM file with the server certificate (and its chain)."
@@ -66,8 +66,7 @@ class TlsConfig(ConfigModel):
     )
     keyfile_password: SecretStr | None = Field(
         default=None,
-        description="Password of an encrypted `keyfile`; write it as `${ENV_VAR}`, not"
-        " in clear.",
+        description="Password of an encrypted `keyfile`; write it as `${ENV_VAR}`, not in clear.",
     )
 
     @field_validator("min_version", mode="before")
@@ -94,9 +93,7 @@ class TlsConfig(ConfigModel):
         if self.fail_if_no_peer_cert and not self.verify_peer:
             problems.append((("fail_if_no_peer_cert",), "only works with 'verify_peer: true'"))
         if self.use_identity_as_username and not self.verify_peer:
-            problems.append(
-                (("use_identity_as_username",), "only works with 'verify_peer: true'")
-            )
+            problems.append((("use_identity_as_username",), "only works with 'verify_peer: true'"))
         if problems:
             raise FieldProblems(problems)
         return self
@@ -142,8 +139,7 @@ class ListenerConfig(ConfigModel):
     connection_rate: float | None = Field(
         default=None,
         gt=0,
-        description="New connections accepted per second (token bucket, burst of one"
-        " second); null = unlimited.",
+        description="New connections accepted per second (token bucket); null = unlimited.",
     )
     path: str | None = Field(
         default_factory=_default_path,
@@ -152,8 +148,7 @@ class ListenerConfig(ConfigModel):
     )
     tls: TlsConfig | None = Field(
         default=None,
-        description="TLS settings; required for `tls` and `wss`, not allowed for `tcp`"
-        " and `ws`.",
+        description="TLS settings; required for `tls` and `wss`, not allowed for `tcp` and `ws`.",
     )
 
     @field_validator("name", mode="before")

@@ -32,12 +32,10 @@ class MqttConfig(ConfigModel):
         description="Largest MQTT packet accepted; bigger packets close the connection"
         " (MQTT 5: reason code 0x95).",
     )
-    server_keep_alive: Annotated[float, DurationSpec(le=65535, whole_seconds=True)] | None = (
-        Field(
-            default=None,
-            description="When set, the keep alive imposed on every MQTT 5 client (sent as"
-            " Server Keep Alive), whatever it asked for; 0 disables keep alive.",
-        )
+    server_keep_alive: Annotated[float, DurationSpec(le=65535, whole_seconds=True)] | None = Field(
+        default=None,
+        description="When set, the keep alive imposed on every MQTT 5 client (sent as"
+        " Server Keep Alive), whatever it asked for; 0 disables keep alive.",
     )
     max_keepalive: Annotated[float, DurationSpec(ge=1, le=65535, whole_seconds=True)] = Field(
         default=65535.0,
@@ -69,15 +67,11 @@ class MqttConfig(ConfigModel):
     )
     queue_overflow: Literal["drop_oldest", "drop_new"] = Field(
         default="drop_oldest",
-        description="What a full session queue drops: the oldest queued message or the"
-        " new one. Drops are counted in metrics.",
+        description="What a full session queue drops: the oldest queued message or the new one.",
     )
-    max_session_expiry: Annotated[
-        float, DurationSpec(le=_NEVER - 1, whole_seconds=True)
-    ] = Field(
+    max_session_expiry: Annotated[float, DurationSpec(le=_NEVER - 1, whole_seconds=True)] = Field(
         default=604800.0,
-        description="Cap on the session expiry interval a client asks for (MQTT 5), and"
-        " the expiry of MQTT 3 persistent sessions (clean session 0).",
+        description="Cap on the session expiry interval a client asks for.",
     )
     max_topic_alias: int = Field(
         default=65535,
@@ -90,9 +84,7 @@ class MqttConfig(ConfigModel):
         description="Highest QoS granted; higher subscriptions are downgraded and (MQTT 5)"
         " higher publishes refused.",
     )
-    retain_available: bool = Field(
-        default=True, description="Accept retained messages."
-    )
+    retain_available: bool = Field(default=True, description="Accept retained messages.")
     max_retained_messages: int = Field(
         default=100000,
         ge=0,
@@ -111,8 +103,7 @@ class MqttConfig(ConfigModel):
         default=65535,
         ge=23,
         le=65535,
-        description="Longest client identifier accepted, in bytes (MQTT requires at"
-        " least 23).",
+        description="Longest client identifier accepted, in bytes (MQTT requires at least 23).",
     )
     publish_rate: float | None = Field(
         default=None,

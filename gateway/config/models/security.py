@@ -27,12 +27,11 @@ class HttpAuthConfig(ConfigModel):
     )
     cache_ttl: Annotated[float, DurationSpec()] = Field(
         default=60.0,
-        description="How long an answer is reused for the same credentials; 0 disables"
-        " the cache.",
+        description="How long an answer is reused for the same credentials; 0 disables the cache.",
     )
     headers: dict[str, str] = Field(
         default_factory=dict,
-        description="Extra request headers, e.g. `Authorization: \"Bearer ${AUTH_TOKEN}\"`.",
+        description='Extra request headers, e.g. `Authorization: "Bearer ${AUTH_TOKEN}"`.',
     )
 
     @field_validator("method", mode="before")
@@ -102,6 +101,4 @@ class AclConfig(ConfigModel):
         description="What follows a denied publish or subscribe: `ignore` refuses the"
         " operation only, `disconnect` also disconnects the client.",
     )
-    rules: tuple[AclRule, ...] = Field(
-        default=(), description="The rules, first match wins."
-    )
+    rules: tuple[AclRule, ...] = Field(default=(), description="The rules, first match wins.")
