@@ -244,14 +244,15 @@ class RawClient:
         *,
         reason_code: int | Collection[int] | None = None,
         require_reason: bool = False,
-        packet_type: int = mb.PacketType.DISCONNECT,
+        packet_type: int | None = mb.PacketType.DISCONNECT,
     ) -> mb.Packet | None:
         """Assert that the server closes the connection within ``timeout``.
 
         Before closing, the server may send one packet of ``packet_type`` (DISCONNECT by
-        default; CONNACK for errors in CONNECT), and with ``require_reason`` it must. When
-        ``reason_code`` is given (one code or a collection), that packet's reason code must be
-        one of them. Any other packet fails the test. Returns that packet or None.
+        default; CONNACK for errors in CONNECT; None: no packet at all), and with
+        ``require_reason`` it must. When ``reason_code`` is given (one code or a collection),
+        that packet's reason code must be one of them. Any other packet fails the test.
+        Returns that packet or None.
         """
         wait = recv_timeout() if timeout is None else timeout
         deadline = time.monotonic() + wait
@@ -281,7 +282,7 @@ class RawClient:
             if packet is None:
                 break
             type_name = mb.PacketType(packet.type).name
-            want = mb.PacketType(packet_type).name
+            want = "nothing" if packet_type is None else mb.PacketType(packet_type).name
             assert final is None and type_name == want, (
                 f"{self.name}: expected the connection to close"
                 f"{' after a ' + want if require_reason else ''}, got {packet!r}"
@@ -291,7 +292,7 @@ class RawClient:
                 # MQTT-3.14.2-2: the Server never sends Session Expiry Interval on DISCONNECT.
                 assert "session_expiry_interval" not in packet.properties
         if require_reason:
-            assert final is not None, f"{self.name}: closed without a {want}"
+            assert final is not None, f"{self.name}: closed without a {packet_type!r}"
         if final is not None and allowed is not None:
             assert final.reason_code in allowed, (
                 f"{self.name}: reason code 0x{final.reason_code:02X} of {final!r}, "
