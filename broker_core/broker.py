@@ -1,0 +1,363 @@
+"""``Broker``: composes the router, retained store, sessions and will scheduler.
+
+The publish path reads as a pipeline (mosquitto's handle_publish): the session has
+parsed, validated and resolved the topic alias; here come ACL, message hooks (rules,
+webhooks, stream log), the retained store, the router's match, and the fan-out that
+encodes each wire variant once; then the session acknowledges.
+
+In-process API for adapters, bridges and sinks: ``publish(context)`` and
+``subscribe(origin, filters)`` returning a ``LocalSubscription``, with the same
+semantics as an MQTT client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Protocol
+
+from broker_core.context import Context, Origin
+from broker_core.local import LocalSubscription
+from broker_core.mqtt.limits import DROP_OLDEST, ServerLimits
+from broker_core.mqtt.packets import (
+    Connect,
+    Subscribe,
+    SubscriptionOptions,
+    Unsubscribe,
+)
+from broker_core.mqtt.reason_codes import ReasonCode
+from broker_core.mqtt.session import Session
+from broker_core.mqtt.session_state import NEVER_EXPIRES, Counters, SessionState, Subscription
+from broker_core.mqtt.topics import is_wildcard_filter, parse_shared, validate_topic_filter
+from broker_core.retained import RetainedStore
+from broker_core.router import Router, Subscriber
+from broker_core.sessions import SessionRegistry
+from broker_core.will import WillScheduler, will_context
+
+if TYPE_CHECKING:
+    from broker_core.listeners.connection import MqttConnection
+
+__all__ = ["Broker", "MessageHook"]
+
+log = logging.getLogger(__name__)
+
+VERSION = "0.1.0"
+
+
+class MessageHook(Protocol):
+    """Called with every message the broker accepts, before routing."""
+
+    def __call__(self, context: Context) -> None: ...
+
+
+class Broker:
+    def __init__(
+        self,
+        limits: ServerLimits | None = None,
+        node_name: str = "edgebus",
+        write_high_water: int = 1024 * 1024,
+    ) -> None:
+        self.limits = limits or ServerLimits()
+        self.node_name = node_name
+        self.write_high_water = write_high_water
+        self.counters = Counters()
+        self.router = Router()
+        self.retained = RetainedStore(self.limits.max_retained_messages)
+        self.sessions = SessionRegistry(self.limits, self.counters)
+        self.wills = WillScheduler(self._publish_will)
+        self.connections: set[MqttConnection] = set()
+        self.hooks: list[MessageHook] = []
+        self.started_at = time.time()
+        self.clients_total = 0
+
+    # -- in-process API -------------------------------------------------------------------
+
+    def publish(self, context: Context, sender: Subscriber | None = None, now: float | None = None) -> int:
+        """Routes ``context``; returns how many subscribers it reached (0: PUBACK 0x10)."""
+        if now is None:
+            now = time.time()
+        for hook in self.hooks:
+            hook(context)
+        if context.retain:
+            self.retained.set(context)
+        targets = self.router.match(context.topic)
+        if not targets:
+            return 0
+        cache: dict[Any, Any] = {}
+        qos_in = context.qos
+        retain_in = context.retain
+        count = 0
+        for subscriber, entries in targets.subscribers:
+            if len(entries) == 1:
+                entry = entries[0]
+                if entry.no_local and subscriber is sender:
+                    continue  # [MQTT-3.8.3-3]
+                qos = entry.qos if entry.qos < qos_in else qos_in
+                subscriber.deliver(
+                    context, qos, retain_in and entry.retain_as_published, entry.subscription_ids, cache, now
+                )
+            else:
+                # Overlapping subscriptions: one message, the maximum QoS, every
+                # subscription identifier [MQTT-3.3.4-2, -3, -5].
+                qos = -1
+                rap = False
+                ids: tuple[int, ...] = ()
+                for entry in entries:
+                    if entry.no_local and subscriber is sender:
+                        continue
+                    granted = entry.qos if entry.qos < qos_in else qos_in
+                    if granted > qos:
+                        qos = granted
+                    rap = rap or entry.retain_as_published
+                    ids += entry.subscription_ids
+                if qos < 0:
+                    continue
+                subscriber.deliver(context, qos, retain_in and rap, ids, cache, now)
+            count += 1
+        for group in targets.groups:
+            member = group.pick()
+            if member is None:
+                continue
+            qos = member.qos if member.qos < qos_in else qos_in
+            member.subscriber.deliver(
+                context, qos, retain_in and member.retain_as_published, member.subscription_ids, cache, now
+            )
+            count += 1
+        return count
+
+    def subscribe(
+        self,
+        origin: Origin,
+        filters: Iterable[str],
+        qos: int = 2,
+        *,
+        no_local: bool = True,
+        retain_as_published: bool = True,
+        send_retained: bool = True,
+        maxsize: int = 10_000,
+        overflow: str = DROP_OLDEST,
+        on_message: Callable[[Context], None] | None = None,
+    ) -> LocalSubscription:
+        """A local consumer of ``filters`` (``$share/...`` allowed)."""
+        sub = LocalSubscription(origin, maxsize, overflow, on_message, self._unsubscribe_local)
+        options = SubscriptionOptions(qos, no_local, retain_as_published)
+        now = time.time()
+        for topic_filter in filters:
+            shared = parse_shared(topic_filter)
+            validate_topic_filter(shared.topic_filter if shared else topic_filter)
+            self.router.subscribe(sub, topic_filter, options)
+            sub.filters.append(topic_filter)
+            if send_retained and shared is None:
+                for retained in self.retained.match(topic_filter):
+                    sub.deliver(retained, min(retained.qos, qos), True, (), {}, now)
+        return sub
+
+    def _unsubscribe_local(self, sub: LocalSubscription) -> None:
+        for topic_filter in sub.filters:
+            self.router.unsubscribe(sub, topic_filter)
+        sub.filters.clear()
+
+    # -- MQTT connections (called by listeners.connection) ----------------------------------
+
+    def connection_made(self, conn: MqttConnection) -> None:
+        self.connections.add(conn)
+
+    async def connect(self, session: Session, connect: Connect, now: float) -> None:
+        """Decides on a CONNECT: client id, keep alive, session state, takeover."""
+        limits = self.limits
+        v5 = connect.protocol_level == 5
+        client_id = connect.client_id
+        assigned: str | None = None
+        if not client_id:
+            if connect.protocol_level == 3 or (not v5 and not connect.clean_start):
+                # [MQTT-3.1.3-8] (3.1.1); MQTT 3.1 requires 1 to 23 characters.
+                session.reject(ReasonCode.CLIENT_IDENTIFIER_NOT_VALID)
+                return
+            client_id = self.sessions.assign_client_id()
+            if v5:
+                assigned = client_id  # [MQTT-3.2.2-16]
+        if len(client_id) > limits.max_client_id_length:
+            session.reject(ReasonCode.CLIENT_IDENTIFIER_NOT_VALID)
+            return
+        if v5 and connect.properties.authentication_method is not None:
+            session.reject(ReasonCode.BAD_AUTHENTICATION_METHOD)
+            return
+        keep_alive = connect.keep_alive
+        if v5 and limits.server_keep_alive is not None:
+            keep_alive = limits.server_keep_alive
+        elif keep_alive > limits.max_keepalive or (keep_alive == 0 and limits.max_keepalive < 65535):
+            if not v5:
+                session.reject(ReasonCode.CLIENT_IDENTIFIER_NOT_VALID)
+                return
+            keep_alive = limits.max_keepalive
+        if session.closed:
+            return  # the client went away while we decided
+        if v5:
+            expiry = min(connect.properties.session_expiry_interval or 0, limits.max_session_expiry)
+            if connect.properties.session_expiry_interval == NEVER_EXPIRES and limits.max_session_expiry >= NEVER_EXPIRES:
+                expiry = NEVER_EXPIRES
+        else:
+            expiry = 0 if connect.clean_start else limits.max_session_expiry
+        self._accept(session, connect, client_id, assigned, keep_alive, expiry, now)
+
+    def _accept(
+        self,
+        session: Session,
+        connect: Connect,
+        client_id: str,
+        assigned: str | None,
+        keep_alive: int,
+        expiry: int,
+        now: float,
+    ) -> None:
+        existing = self.sessions.get(client_id)
+        if existing is not None and existing.connection is not None:
+            old = existing.connection
+            old.disconnect(ReasonCode.SESSION_TAKEN_OVER)  # [MQTT-3.1.4-3]
+            self._end_connection(old, now, taken_over=True)
+        self.wills.cancel(client_id)  # [MQTT-3.1.3-9]: reconnected within the will delay
+        if existing is not None and (connect.clean_start or existing.expiry_interval == 0):
+            self._discard(existing)
+            existing = None
+        if existing is None:
+            state = self.sessions.create(client_id)
+            present = False
+        else:
+            state = existing
+            self.sessions.cancel_expiry(state)
+            present = True
+        state.expiry_interval = expiry
+        self.clients_total += 1
+        session.accept(
+            state,
+            present,
+            now,
+            assigned_client_id=assigned,
+            session_expiry_interval=expiry,
+            keep_alive=keep_alive if keep_alive != connect.keep_alive else None,
+        )
+        if log.isEnabledFor(logging.INFO):
+            log.info(
+                "client %s connected from %s (MQTT level %d, clean_start=%s, session_present=%s)",
+                client_id, session.peer, connect.protocol_level, connect.clean_start, present,
+            )
+
+    def on_subscribe(self, session: Session, packet: Subscribe, now: float) -> None:
+        state = session.state
+        assert state is not None
+        limits = self.limits
+        v5 = session.protocol_level == 5
+        sub_ids = packet.properties.subscription_identifiers
+        sub_id = sub_ids[0] if sub_ids else None
+        if sub_id is not None and not limits.subscription_identifiers:
+            session.disconnect(ReasonCode.SUBSCRIPTION_IDENTIFIERS_NOT_SUPPORTED)
+            return
+        codes: list[int] = []
+        retained_for: list[tuple[str, int, int | None]] = []
+        for request in packet.subscriptions:
+            topic_filter = request.topic_filter
+            options = request.options
+            shared = parse_shared(topic_filter)
+            if shared is not None:
+                if v5 and options.no_local:
+                    session.disconnect(ReasonCode.PROTOCOL_ERROR)  # [MQTT-3.8.3-4]
+                    return
+                if not limits.shared_subscriptions:
+                    codes.append(ReasonCode.SHARED_SUBSCRIPTIONS_NOT_SUPPORTED)
+                    continue
+            inner = shared.topic_filter if shared else topic_filter
+            if not limits.wildcard_subscriptions and is_wildcard_filter(inner):
+                codes.append(ReasonCode.WILDCARD_SUBSCRIPTIONS_NOT_SUPPORTED)
+                continue
+            granted = min(options.qos, limits.max_qos)
+            if granted != options.qos:
+                options = replace(options, qos=granted)
+            if not v5 and options.retain_as_published:
+                options = replace(options, retain_as_published=False)
+            existed = self.router.subscribe(state, topic_filter, options, sub_id)
+            state.subscriptions[topic_filter] = Subscription(topic_filter, options, sub_id)
+            codes.append(granted)
+            handling = options.retain_handling
+            if shared is None and (handling == 0 or (handling == 1 and not existed)):
+                retained_for.append((topic_filter, granted, sub_id))
+        session.suback(packet.packet_id, codes)
+        # Retained messages follow the SUBACK, with RETAIN set [MQTT-3.3.1-8, -9].
+        for topic_filter, granted, sub_id in retained_for:
+            ids = (sub_id,) if sub_id else ()
+            for retained in self.retained.match(topic_filter):
+                qos = retained.qos if retained.qos < granted else granted
+                state.deliver(retained, qos, True, ids, {}, now)
+
+    def on_unsubscribe(self, session: Session, packet: Unsubscribe) -> None:
+        state = session.state
+        assert state is not None
+        codes = []
+        for topic_filter in packet.topic_filters:
+            removed = self.router.unsubscribe(state, topic_filter)
+            state.subscriptions.pop(topic_filter, None)
+            codes.append(ReasonCode.SUCCESS if removed else ReasonCode.NO_SUBSCRIPTION_EXISTED)
+        session.unsuback(packet.packet_id, codes)
+
+    def connection_lost(self, conn: MqttConnection, now: float) -> None:
+        self.connections.discard(conn)
+        self._end_connection(conn.session, now, taken_over=False)
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _end_connection(self, session: Session, now: float, taken_over: bool) -> None:
+        """Detaches a closed connection from its session: will, then expiry."""
+        state = session.state
+        if state is None or state.connection is not session:
+            return
+        state.connection = None
+        will = session.will
+        session.will = None
+        if will is not None:
+            context = will_context(will, session.origin, now)
+            # Published after the will delay or when the session ends, whichever is
+            # first; a takeover within the delay cancels it in _accept.
+            delay = min(will.properties.will_delay_interval or 0, state.expiry_interval)
+            self.wills.schedule(state.client_id, context, delay)
+        if log.isEnabledFor(logging.INFO):
+            log.info("client %s disconnected (reason 0x%02X)", state.client_id, session.close_reason or 0)
+        if taken_over:
+            return
+        if state.expiry_interval == 0:
+            self._discard(state)
+        else:
+            self.sessions.schedule_expiry(state, self._expire)
+
+    def _expire(self, state: SessionState) -> None:
+        if state.connection is None:
+            self.wills.fire_now(state.client_id)
+            self._discard(state)
+
+    def _discard(self, state: SessionState) -> None:
+        for topic_filter in state.subscriptions:
+            self.router.unsubscribe(state, topic_filter)
+        state.subscriptions.clear()
+        state.queue.clear()
+        state.queued_bytes = 0
+        state.outgoing.clear()
+        self.sessions.remove(state)
+
+    def _publish_will(self, context: Context) -> None:
+        self.publish(context)
+
+    def sweep(self, now: float) -> None:
+        """Keep alive and connect timeouts of every connection."""
+        for conn in list(self.connections):
+            session = conn.session
+            deadline = session.next_deadline()
+            if deadline is not None and now >= deadline:
+                session.handle_timeout(now)
+                conn.after_session_update(now)
+
+    async def run(self, sweep_interval_s: float = 0.5) -> None:
+        """Housekeeping until cancelled: keep alive, connect timeouts."""
+        while True:
+            await asyncio.sleep(sweep_interval_s)
+            self.sweep(time.time())

@@ -1,0 +1,66 @@
+"""``Context``: the one message envelope every part of edgebus passes around.
+
+Created once where a message enters (an MQTT PUBLISH, an adapter's native message, a
+bridge, a rule, the API) and shared by reference after that: hooks, rules, the router,
+session queues, bridges and the stream log all hold the same object, so the payload is
+never copied between stages. Change one only with ``dataclasses.replace``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from broker_core.mqtt.properties import EMPTY, Properties
+
+__all__ = ["EMPTY_META", "Context", "Origin", "next_message_id"]
+
+EMPTY_META: Mapping[str, Any] = MappingProxyType({})
+
+# 64-bit monotonic message ids: unique and increasing within a process run.
+next_message_id = itertools.count(1).__next__
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where a message came from.
+
+    ``protocol`` is one of ``mqtt``, ``dds``, ``ros2``, ``zmq``, ``nng``, ``someip``,
+    ``bridge``, ``rule``, ``api``, ``sys``; ``name`` the client id or adapter/bridge
+    instance; ``peer`` the remote address when there is one.
+    """
+
+    protocol: str
+    name: str
+    peer: str | None = None
+    username: str | None = None
+
+
+LOCAL = Origin("api", "local")
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    topic: str
+    payload: bytes
+    qos: int = 0
+    retain: bool = False
+    properties: Properties = EMPTY
+    origin: Origin = LOCAL
+    meta: Mapping[str, Any] = field(default_factory=lambda: EMPTY_META)
+    id: int = field(default_factory=next_message_id)
+    received_at: int = field(default_factory=time.time_ns)
+
+    def expiry_remaining(self, now: float) -> int | None:
+        """Seconds of Message Expiry Interval left at wall time ``now``.
+
+        ``None`` when the message never expires; ``0`` or less when it has expired.
+        """
+        interval = self.properties.message_expiry_interval
+        if interval is None:
+            return None
+        return interval - int(now - self.received_at / 1e9)

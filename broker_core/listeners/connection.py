@@ -1,0 +1,185 @@
+"""The one place where socket bytes meet a ``Session``: an ``asyncio.Protocol``.
+
+Feed bytes, dispatch the session's events to the broker, write ``data_to_send()``.
+Writes are batched: a session with new output schedules one flush per event-loop
+turn, so a subscriber receiving many messages in a turn gets one ``write``. The
+transport's high-water mark pauses delivery (the session queues instead, bounded).
+
+Exceptions raised while handling a client's packets map to DISCONNECT reason codes
+through one table (mosquitto's handle__packet); unknown ones are logged with
+``exc_info`` and the client only sees UNSPECIFIED_ERROR.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from broker_core.errors import MalformedPacket, ProtocolError, ProtocolViolation
+from broker_core.mqtt.events import (
+    AuthReceived,
+    ConnectionClosing,
+    ConnectRequested,
+    DisconnectReceived,
+    Event,
+    PublishReceived,
+    SubscribeRequested,
+    UnsubscribeRequested,
+)
+from broker_core.mqtt.reason_codes import ReasonCode
+from broker_core.mqtt.session import Session
+
+if TYPE_CHECKING:
+    from broker_core.broker import Broker
+
+__all__ = ["MqttConnection", "reason_for_exception"]
+
+log = logging.getLogger(__name__)
+
+# Exception class -> DISCONNECT reason code; the first matching row wins.
+_EXCEPTION_REASONS: tuple[tuple[type[BaseException], int], ...] = (
+    (MalformedPacket, ReasonCode.MALFORMED_PACKET),
+    (ProtocolViolation, ReasonCode.PROTOCOL_ERROR),
+    (ProtocolError, ReasonCode.PROTOCOL_ERROR),
+    (MemoryError, ReasonCode.SERVER_BUSY),
+    (Exception, ReasonCode.UNSPECIFIED_ERROR),
+)
+
+
+def reason_for_exception(exc: BaseException) -> int:
+    if isinstance(exc, ProtocolError):
+        return exc.reason_code
+    for cls, code in _EXCEPTION_REASONS:
+        if isinstance(exc, cls):
+            return code
+    return ReasonCode.UNSPECIFIED_ERROR
+
+
+class MqttConnection(asyncio.Protocol):
+    __slots__ = ("_connect_task", "_flush_pending", "_loop", "broker", "listener", "session", "transport")
+
+    def __init__(self, broker: Broker, listener: str = "tcp") -> None:
+        self.broker = broker
+        self.listener = listener
+        self.transport: asyncio.BaseTransport | None = None
+        self._flush_pending = False
+        self._connect_task: asyncio.Task[None] | None = None
+        self._loop = asyncio.get_running_loop()
+
+    # -- transport callbacks -------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        peer_text = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else None
+        session = Session(self.broker.limits, time.time(), peer_text)
+        session.wakeup = self._wakeup
+        self.session = session
+        if isinstance(transport, asyncio.WriteTransport):
+            transport.set_write_buffer_limits(high=self.broker.write_high_water)
+        self.broker.connection_made(self)
+
+    def data_received(self, data: bytes) -> None:
+        now = time.time()
+        self.broker.counters.bytes_received += len(data)
+        self.session.receive_data(data, now)
+        self._process(now)
+
+    def eof_received(self) -> bool:
+        return False  # close the transport
+
+    def pause_writing(self) -> None:
+        self.session.set_writable(False, time.time())
+
+    def resume_writing(self) -> None:
+        self.session.set_writable(True, time.time())
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.session.connection_lost()
+        task = self._connect_task
+        if task is not None and not task.done():
+            task.cancel()
+        self.broker.connection_lost(self, time.time())
+
+    # -- session driving ---------------------------------------------------------------------
+
+    def after_session_update(self, now: float) -> None:
+        """Something outside data_received changed the session (timer, takeover)."""
+        self._process(now)
+        self._flush()
+
+    def _process(self, now: float) -> None:
+        session = self.session
+        events = session.events()
+        while events:
+            for event in events:
+                try:
+                    self._dispatch(event, now)
+                except Exception as exc:  # noqa: BLE001 - mapped to a reason code below
+                    self._fail(exc)
+                    return
+            events = session.events()
+        if session.closed:
+            self._flush()
+
+    def _dispatch(self, event: Event, now: float) -> None:
+        kind = type(event)
+        session = self.session
+        if kind is PublishReceived:
+            context = event.context  # type: ignore[union-attr]
+            reached = self.broker.publish(context, session.state, now)
+            if context.qos:
+                session.acknowledge(
+                    event.packet_id,  # type: ignore[union-attr, arg-type]
+                    context.qos,
+                    ReasonCode.SUCCESS if reached else ReasonCode.NO_MATCHING_SUBSCRIBERS,
+                )
+        elif kind is SubscribeRequested:
+            self.broker.on_subscribe(session, event.subscribe, now)  # type: ignore[union-attr]
+        elif kind is UnsubscribeRequested:
+            self.broker.on_unsubscribe(session, event.unsubscribe)  # type: ignore[union-attr]
+        elif kind is ConnectRequested:
+            self._connect_task = self._loop.create_task(self._connect(event))  # type: ignore[arg-type]
+        elif kind is DisconnectReceived or kind is ConnectionClosing:
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("connection %s closing: %s", session.peer, event)
+        elif kind is AuthReceived:
+            session.disconnect(ReasonCode.BAD_AUTHENTICATION_METHOD)
+
+    async def _connect(self, event: ConnectRequested) -> None:
+        try:
+            await self.broker.connect(self.session, event.connect, time.time())
+        except Exception as exc:  # noqa: BLE001 - mapped to a reason code
+            self._fail(exc)
+            return
+        self.after_session_update(time.time())
+
+    def _fail(self, exc: BaseException) -> None:
+        code = reason_for_exception(exc)
+        if not isinstance(exc, ProtocolError):
+            log.error("error handling client %s", self.session.peer, exc_info=exc)
+        session = self.session
+        if session.state is None and not session.closed:
+            session.reject(code)
+        else:
+            session.disconnect(code)
+        self._flush()
+
+    def _wakeup(self) -> None:
+        if not self._flush_pending:
+            self._flush_pending = True
+            self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_pending = False
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        data = self.session.data_to_send()
+        if data:
+            self.broker.counters.bytes_sent += len(data)
+            transport.write(data)  # type: ignore[attr-defined]
+        if self.session.closed:
+            transport.close()

@@ -1,0 +1,28 @@
+"""Plain TCP listener: an asyncio server whose protocol is ``MqttConnection``."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from typing import TYPE_CHECKING
+
+from broker_core.listeners.connection import MqttConnection
+
+if TYPE_CHECKING:
+    from broker_core.broker import Broker
+
+__all__ = ["start_tcp"]
+
+log = logging.getLogger(__name__)
+
+
+async def start_tcp(broker: Broker, host: str, port: int, name: str = "tcp", backlog: int = 1024) -> asyncio.Server:
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(
+        lambda: MqttConnection(broker, name), host, port, backlog=backlog, reuse_address=True
+    )
+    for sock in server.sockets:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        log.info("listener %s bound to %s", name, sock.getsockname()[:2])
+    return server

@@ -1,0 +1,85 @@
+"""Events a ``Session`` reports to its driver; the broker decides what they mean."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from broker_core.context import Context
+from broker_core.mqtt.packets import Auth, Connect, Subscribe, Unsubscribe
+
+__all__ = [
+    "AuthReceived",
+    "ConnectRequested",
+    "ConnectionClosing",
+    "DisconnectReceived",
+    "Event",
+    "PublishReceived",
+    "SubscribeRequested",
+    "UnsubscribeRequested",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectRequested:
+    """A valid CONNECT arrived; answer with ``Session.accept``, ``reject`` or ``auth_continue``."""
+
+    connect: Connect
+
+
+@dataclass(frozen=True, slots=True)
+class AuthReceived:
+    """An AUTH packet during enhanced authentication or re-authentication."""
+
+    auth: Auth
+
+
+@dataclass(frozen=True, slots=True)
+class PublishReceived:
+    """An application message to route; QoS 1/2 wait for ``Session.acknowledge``."""
+
+    context: Context
+    packet_id: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class SubscribeRequested:
+    """Answer with ``Session.suback``."""
+
+    subscribe: Subscribe
+
+
+@dataclass(frozen=True, slots=True)
+class UnsubscribeRequested:
+    """Answer with ``Session.unsuback``."""
+
+    unsubscribe: Unsubscribe
+
+
+@dataclass(frozen=True, slots=True)
+class DisconnectReceived:
+    """The client sent DISCONNECT; ``publish_will`` is true only for reason 0x04."""
+
+    reason_code: int
+    publish_will: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionClosing:
+    """The session ended the connection (protocol error, keep alive, server action).
+
+    Write what ``data_to_send`` still holds, then close the transport.
+    """
+
+    reason_code: int
+    message: str
+
+
+Event = (
+    ConnectRequested
+    | AuthReceived
+    | PublishReceived
+    | SubscribeRequested
+    | UnsubscribeRequested
+    | DisconnectReceived
+    | ConnectionClosing
+)

@@ -1,0 +1,42 @@
+"""What the server allows: one frozen value shared by every session."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["DROP_NEW", "DROP_OLDEST", "ServerLimits"]
+
+DROP_OLDEST = "drop_oldest"
+DROP_NEW = "drop_new"
+
+
+@dataclass(frozen=True, slots=True)
+class ServerLimits:
+    """Protocol limits (the ``mqtt:`` section of the configuration, in base units).
+
+    Queue overflow policy: a session's queue (messages waiting while the client is
+    offline, over its inflight window, or paused at the write high-water mark) holds at
+    most ``max_queued_messages`` and ``max_queued_bytes``. On overflow ``drop_oldest``
+    discards the oldest queued message to make room; ``drop_new`` discards the arriving
+    one. Either way the drop is counted (``Counters.dropped_queue_full``).
+    """
+
+    max_packet_size: int = 1024 * 1024
+    receive_maximum: int = 32
+    max_inflight: int = 32
+    max_queued_messages: int = 1000
+    max_queued_bytes: int = 64 * 1024 * 1024
+    queue_overflow: str = DROP_OLDEST
+    max_topic_alias: int = 65535
+    max_qos: int = 2
+    retain_available: bool = True
+    wildcard_subscriptions: bool = True
+    shared_subscriptions: bool = True
+    subscription_identifiers: bool = True
+    server_keep_alive: int | None = None
+    max_keepalive: int = 65535
+    max_session_expiry: int = 7 * 24 * 3600
+    max_client_id_length: int = 65535
+    connect_timeout_s: float = 10.0
+    queue_qos0_offline: bool = False
+    max_retained_messages: int = 100_000

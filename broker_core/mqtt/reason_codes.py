@@ -1,0 +1,87 @@
+"""MQTT reason codes (MQTT 5.0 section 2.4) and the MQTT 3.1/3.1.1 CONNACK return codes.
+
+MQTT 5 reuses one byte value under several names (0x00 is Success, Normal
+disconnection and Granted QoS 0); the enum keeps the aliases so code can say what it
+means at each place.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+__all__ = ["ConnackReturnCode", "ReasonCode", "v3_connack_code"]
+
+
+class ReasonCode(IntEnum):
+    SUCCESS = 0x00
+    NORMAL_DISCONNECTION = 0x00
+    GRANTED_QOS_0 = 0x00
+    GRANTED_QOS_1 = 0x01
+    GRANTED_QOS_2 = 0x02
+    DISCONNECT_WITH_WILL_MESSAGE = 0x04
+    NO_MATCHING_SUBSCRIBERS = 0x10
+    NO_SUBSCRIPTION_EXISTED = 0x11
+    CONTINUE_AUTHENTICATION = 0x18
+    RE_AUTHENTICATE = 0x19
+    UNSPECIFIED_ERROR = 0x80
+    MALFORMED_PACKET = 0x81
+    PROTOCOL_ERROR = 0x82
+    IMPLEMENTATION_SPECIFIC_ERROR = 0x83
+    UNSUPPORTED_PROTOCOL_VERSION = 0x84
+    CLIENT_IDENTIFIER_NOT_VALID = 0x85
+    BAD_USER_NAME_OR_PASSWORD = 0x86
+    NOT_AUTHORIZED = 0x87
+    SERVER_UNAVAILABLE = 0x88
+    SERVER_BUSY = 0x89
+    BANNED = 0x8A
+    SERVER_SHUTTING_DOWN = 0x8B
+    BAD_AUTHENTICATION_METHOD = 0x8C
+    KEEP_ALIVE_TIMEOUT = 0x8D
+    SESSION_TAKEN_OVER = 0x8E
+    TOPIC_FILTER_INVALID = 0x8F
+    TOPIC_NAME_INVALID = 0x90
+    PACKET_IDENTIFIER_IN_USE = 0x91
+    PACKET_IDENTIFIER_NOT_FOUND = 0x92
+    RECEIVE_MAXIMUM_EXCEEDED = 0x93
+    TOPIC_ALIAS_INVALID = 0x94
+    PACKET_TOO_LARGE = 0x95
+    MESSAGE_RATE_TOO_HIGH = 0x96
+    QUOTA_EXCEEDED = 0x97
+    ADMINISTRATIVE_ACTION = 0x98
+    PAYLOAD_FORMAT_INVALID = 0x99
+    RETAIN_NOT_SUPPORTED = 0x9A
+    QOS_NOT_SUPPORTED = 0x9B
+    USE_ANOTHER_SERVER = 0x9C
+    SERVER_MOVED = 0x9D
+    SHARED_SUBSCRIPTIONS_NOT_SUPPORTED = 0x9E
+    CONNECTION_RATE_EXCEEDED = 0x9F
+    MAXIMUM_CONNECT_TIME = 0xA0
+    SUBSCRIPTION_IDENTIFIERS_NOT_SUPPORTED = 0xA1
+    WILDCARD_SUBSCRIPTIONS_NOT_SUPPORTED = 0xA2
+
+
+class ConnackReturnCode(IntEnum):
+    """MQTT 3.1 / 3.1.1 CONNACK return codes (3.1.1 section 3.2.2.3)."""
+
+    ACCEPTED = 0
+    UNACCEPTABLE_PROTOCOL_VERSION = 1
+    IDENTIFIER_REJECTED = 2
+    SERVER_UNAVAILABLE = 3
+    BAD_USER_NAME_OR_PASSWORD = 4
+    NOT_AUTHORIZED = 5
+
+
+_V3_CONNACK = {
+    ReasonCode.SUCCESS: ConnackReturnCode.ACCEPTED,
+    ReasonCode.UNSUPPORTED_PROTOCOL_VERSION: ConnackReturnCode.UNACCEPTABLE_PROTOCOL_VERSION,
+    ReasonCode.CLIENT_IDENTIFIER_NOT_VALID: ConnackReturnCode.IDENTIFIER_REJECTED,
+    ReasonCode.BAD_USER_NAME_OR_PASSWORD: ConnackReturnCode.BAD_USER_NAME_OR_PASSWORD,
+    ReasonCode.NOT_AUTHORIZED: ConnackReturnCode.NOT_AUTHORIZED,
+    ReasonCode.BANNED: ConnackReturnCode.NOT_AUTHORIZED,
+    ReasonCode.BAD_AUTHENTICATION_METHOD: ConnackReturnCode.NOT_AUTHORIZED,
+}
+
+
+def v3_connack_code(reason: int) -> ConnackReturnCode:
+    """The MQTT 3.1.1 CONNACK return code closest to an MQTT 5 CONNACK reason code."""
+    return _V3_CONNACK.get(reason, ConnackReturnCode.SERVER_UNAVAILABLE)  # type: ignore[call-overload]

@@ -1,0 +1,644 @@
+"""``Session``: the server side of one MQTT network connection, without I/O.
+
+Feed it bytes with ``receive_data(data, now)``, read what it decided with ``events()``
+and what to write with ``data_to_send()``; answer events with the commands
+(``accept``, ``reject``, ``acknowledge``, ``suback``, ``unsuback``, ``deliver``,
+``disconnect``). It never reads a clock: ``now`` (wall-clock seconds) is passed in and
+``next_deadline()`` says when ``handle_timeout`` is next due.
+
+Connection states (MQTT 5.0 sections 3.1, 3.14, 4.1, 4.13; 3.1.1 sections 3.1, 3.14):
+
+==============  ===============================  =====================================  ==============
+state           input                            action                                 next
+==============  ===============================  =====================================  ==============
+AWAIT_CONNECT   CONNECT                          ConnectRequested                       CONNECTING
+AWAIT_CONNECT   any other packet                 close, no CONNACK [MQTT-3.1.0-1]       CLOSED
+AWAIT_CONNECT   no CONNECT within the timeout    close                                  CLOSED
+CONNECTING      accept()                         CONNACK 0x00, resend in-flight,        CONNECTED
+                                                 drain queue [MQTT-4.4.0-1]
+CONNECTING      reject(code)                     CONNACK code, close [MQTT-3.2.2-7]     CLOSED
+CONNECTING      auth_continue() / AUTH           AUTH 0x18 / AuthReceived (4.12)        CONNECTING
+CONNECTING      other packets                    held, handled once accepted            CONNECTING
+any             second CONNECT                   protocol error [MQTT-3.1.0-2]          CLOSED
+CONNECTED       PUBLISH, SUBSCRIBE, ...          events; acks (4.3, 4.4)                CONNECTED
+CONNECTED       DISCONNECT                       DisconnectReceived (3.14.4)            CLOSED
+CONNECTED       1.5 x keep alive of silence      v5 DISCONNECT 0x8D; close              CLOSED
+                                                 [MQTT-3.1.2-22] (3.1.1: -24)
+any             malformed packet, violation      v5: CONNACK or DISCONNECT carrying     CLOSED
+                                                 the reason code (4.13); close
+==============  ===============================  =====================================  ==============
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from broker_core.context import Context, Origin, next_message_id
+from broker_core.errors import ProtocolError, ProtocolViolation
+from broker_core.mqtt.codec import Decoder, UnsupportedProtocolVersion
+from broker_core.mqtt.delivery import publish_parts, variant_key
+from broker_core.mqtt.encoder import encode
+from broker_core.mqtt.events import (
+    AuthReceived,
+    ConnectionClosing,
+    ConnectRequested,
+    DisconnectReceived,
+    Event,
+    PublishReceived,
+    SubscribeRequested,
+    UnsubscribeRequested,
+)
+from broker_core.mqtt.limits import ServerLimits
+from broker_core.mqtt.packets import (
+    Auth,
+    Connack,
+    Connect,
+    Disconnect,
+    Packet,
+    Pingreq,
+    Puback,
+    Pubcomp,
+    Publish,
+    Pubrec,
+    Pubrel,
+    Suback,
+    Subscribe,
+    Unsuback,
+    Unsubscribe,
+    Will,
+)
+from broker_core.mqtt.properties import EMPTY, Properties
+from broker_core.mqtt.reason_codes import ReasonCode
+from broker_core.mqtt.session_state import Delivery, SessionState
+
+__all__ = ["ConnState", "Session"]
+
+_MAX_PACKET = 268_435_460
+_HELD_LIMIT = 1000  # packets held while CONNECT awaits the broker's answer
+
+
+class ConnState(enum.Enum):
+    AWAIT_CONNECT = "await_connect"
+    CONNECTING = "connecting"
+    CONNECTED = "connected"
+    CLOSED = "closed"
+
+
+class Session:
+    """One MQTT connection's protocol state; attach a ``SessionState`` with ``accept``."""
+
+    __slots__ = (
+        "_aliases",
+        "_connect_deadline",
+        "_events",
+        "_held",
+        "_last_rx",
+        "_out",
+        "_v5",
+        "_window",
+        "client_max_packet_size",
+        "client_receive_maximum",
+        "close_reason",
+        "conn_state",
+        "connect",
+        "counters",
+        "decoder",
+        "keep_alive",
+        "limits",
+        "origin",
+        "peer",
+        "protocol_level",
+        "state",
+        "wakeup",
+        "will",
+        "writable",
+    )
+
+    def __init__(self, limits: ServerLimits, now: float, peer: str | None = None) -> None:
+        self.limits = limits
+        self.decoder = Decoder(limits.max_packet_size)
+        self.conn_state = ConnState.AWAIT_CONNECT
+        self.protocol_level = 4
+        self._v5 = False
+        self.peer = peer
+        self.state: SessionState | None = None
+        self.counters: Any = None
+        self.connect: Connect | None = None
+        self.origin = Origin("mqtt", "", peer)
+        self.keep_alive = 0
+        self.will: Will | None = None
+        self.close_reason: int | None = None
+        self.client_receive_maximum = 65535
+        self.client_max_packet_size = _MAX_PACKET
+        self.writable = True
+        self.wakeup: Callable[[], None] | None = None
+        self._window = limits.max_inflight
+        self._aliases: dict[int, str] = {}
+        self._events: list[Event] = []
+        self._held: list[Packet] = []
+        self._out: list[bytes] = []
+        self._last_rx = now
+        self._connect_deadline = now + limits.connect_timeout_s
+
+    # -- driver interface -------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self.conn_state is ConnState.CLOSED
+
+    def receive_data(self, data: bytes, now: float) -> None:
+        if self.conn_state is ConnState.CLOSED:
+            return
+        self._last_rx = now
+        try:
+            packets = self.decoder.feed(data)
+        except ProtocolError as exc:
+            self._fail(exc)
+            return
+        self._handle_all(packets, now)
+        error = self.decoder.error
+        if error is not None and self.conn_state is not ConnState.CLOSED:
+            self._fail(error)
+
+    def events(self) -> list[Event]:
+        events = self._events
+        if events:
+            self._events = []
+        return events
+
+    def data_to_send(self) -> bytes:
+        out = self._out
+        if not out:
+            return b""
+        self._out = []
+        return out[0] if len(out) == 1 else b"".join(out)
+
+    def next_deadline(self) -> float | None:
+        """Wall-clock time at which ``handle_timeout`` must run, or None."""
+        if self.conn_state is ConnState.CLOSED:
+            return None
+        if self.conn_state is not ConnState.CONNECTED:
+            return self._connect_deadline
+        if self.keep_alive:
+            return self._last_rx + self.keep_alive * 1.5
+        return None
+
+    def handle_timeout(self, now: float) -> None:
+        deadline = self.next_deadline()
+        if deadline is None or now < deadline:
+            return
+        if self.conn_state is ConnState.CONNECTED:
+            self._close(ReasonCode.KEEP_ALIVE_TIMEOUT, "keep alive timeout", notify=True)
+        else:
+            self._close(ReasonCode.MAXIMUM_CONNECT_TIME, "no CONNECT in time", notify=False)
+
+    def connection_lost(self) -> None:
+        """The transport closed under us; nothing more will be sent."""
+        if self.conn_state is not ConnState.CLOSED:
+            self.conn_state = ConnState.CLOSED
+            if self.close_reason is None:
+                self.close_reason = ReasonCode.UNSPECIFIED_ERROR
+        self._out = []
+
+    # -- commands ---------------------------------------------------------------------
+
+    def accept(
+        self,
+        state: SessionState,
+        session_present: bool,
+        now: float,
+        *,
+        assigned_client_id: str | None = None,
+        session_expiry_interval: int | None = None,
+        keep_alive: int | None = None,
+        auth_method: str | None = None,
+        auth_data: bytes | None = None,
+    ) -> None:
+        """Sends CONNACK 0x00 and attaches ``state``; held packets are then handled."""
+        if self.conn_state is not ConnState.CONNECTING:
+            raise RuntimeError(f"accept() in state {self.conn_state}")
+        connect = self.connect
+        assert connect is not None
+        limits = self.limits
+        self.state = state
+        self.counters = state.counters
+        state.connection = self
+        self.origin = Origin("mqtt", state.client_id, self.peer, connect.username)
+        self.will = connect.will
+        server_keep_alive = None
+        if keep_alive is not None and keep_alive != connect.keep_alive:
+            server_keep_alive = keep_alive
+        self.keep_alive = connect.keep_alive if keep_alive is None else keep_alive
+        props = EMPTY
+        if self._v5:
+            cp = connect.properties
+            self.client_receive_maximum = cp.receive_maximum or 65535
+            self.client_max_packet_size = cp.maximum_packet_size or _MAX_PACKET
+            self._window = min(limits.max_inflight, self.client_receive_maximum)
+            requested_expiry = cp.session_expiry_interval or 0
+            props = Properties(
+                session_expiry_interval=(
+                    session_expiry_interval
+                    if session_expiry_interval is not None
+                    and session_expiry_interval != requested_expiry
+                    else None
+                ),
+                assigned_client_identifier=assigned_client_id,
+                server_keep_alive=server_keep_alive,
+                authentication_method=auth_method,
+                authentication_data=auth_data,
+                receive_maximum=limits.receive_maximum if limits.receive_maximum < 65535 else None,
+                topic_alias_maximum=limits.max_topic_alias or None,
+                maximum_qos=limits.max_qos if limits.max_qos < 2 else None,
+                retain_available=None if limits.retain_available else 0,
+                maximum_packet_size=limits.max_packet_size if limits.max_packet_size < _MAX_PACKET else None,
+                wildcard_subscription_available=None if limits.wildcard_subscriptions else 0,
+                subscription_identifier_available=None if limits.subscription_identifiers else 0,
+                shared_subscription_available=None if limits.shared_subscriptions else 0,
+            )
+        self._send(encode(Connack(session_present, 0, props), self.protocol_level))
+        self.conn_state = ConnState.CONNECTED
+        self._last_rx = now
+        if session_present:
+            self._resend_inflight(now)
+        self._drain(now)
+        held = self._held
+        self._held = []
+        self._handle_all(held, now)
+
+    def reject(self, reason_code: int, reason_string: str | None = None) -> None:
+        """Sends CONNACK with a failure code and closes [MQTT-3.2.2-6, -7]."""
+        props = Properties(reason_string=reason_string) if self._v5 and reason_string else EMPTY
+        self._send(encode(Connack(False, reason_code, props), self.protocol_level))
+        self._close(reason_code, reason_string or "connection refused", notify=False, send=False)
+
+    def auth_continue(self, method: str, data: bytes | None, reason_code: int = ReasonCode.CONTINUE_AUTHENTICATION) -> None:
+        """Sends AUTH during enhanced authentication (MQTT 5.0 4.12)."""
+        props = Properties(authentication_method=method, authentication_data=data)
+        self._send(encode(Auth(reason_code, props), 5))
+
+    def acknowledge(self, packet_id: int, qos: int, reason_code: int = 0) -> None:
+        """PUBACK or PUBREC for a PublishReceived, once the broker has routed it."""
+        if self.conn_state is ConnState.CLOSED:
+            return
+        code = reason_code if self._v5 else 0
+        if qos == 1:
+            if code:
+                self._send(encode(Puback(packet_id, code), 5))
+            else:
+                self._send(bytes((0x40, 2, packet_id >> 8, packet_id & 0xFF)))
+        elif qos == 2:
+            if reason_code >= 0x80 and self.state is not None:
+                self.state.incoming_qos2.discard(packet_id)
+            if code:
+                self._send(encode(Pubrec(packet_id, code), 5))
+            else:
+                self._send(bytes((0x50, 2, packet_id >> 8, packet_id & 0xFF)))
+
+    def suback(self, packet_id: int, reason_codes: list[int], reason_string: str | None = None) -> None:
+        if self._v5:
+            props = Properties(reason_string=reason_string) if reason_string else EMPTY
+            codes = tuple(reason_codes)
+        else:
+            props = EMPTY
+            codes = tuple(c if c <= 2 else 0x80 for c in reason_codes)
+        self._send(encode(Suback(packet_id, codes, props), self.protocol_level))
+
+    def unsuback(self, packet_id: int, reason_codes: list[int]) -> None:
+        self._send(encode(Unsuback(packet_id, tuple(reason_codes)), self.protocol_level))
+
+    def disconnect(self, reason_code: int, reason_string: str | None = None, server_reference: str | None = None) -> None:
+        """Server-initiated close; MQTT 5 clients get DISCONNECT with the reason (4.13)."""
+        if self.conn_state is ConnState.CLOSED:
+            return
+        if self._v5 and self.conn_state is ConnState.CONNECTED:
+            props = EMPTY
+            if reason_string or server_reference:
+                props = Properties(reason_string=reason_string, server_reference=server_reference)
+            self._send(encode(Disconnect(reason_code, props), 5))
+        self._close(reason_code, reason_string or ReasonCode(reason_code).name.lower(), notify=False, send=False)
+
+    def set_writable(self, writable: bool, now: float) -> None:
+        """The driver's transport crossed its write high-water mark (False) or drained."""
+        self.writable = writable
+        if writable and self.conn_state is ConnState.CONNECTED:
+            self._drain(now)
+
+    def deliver(
+        self,
+        context: Context,
+        qos: int,
+        retain: bool,
+        subscription_ids: tuple[int, ...],
+        cache: dict[Any, Any],
+        now: float,
+    ) -> None:
+        """Sends an application message now, or queues it behind the inflight window."""
+        state = self.state
+        if state is None or self.conn_state is not ConnState.CONNECTED:
+            if state is not None and (qos or state.limits.queue_qos0_offline):
+                state.enqueue(Delivery(context, qos, retain, subscription_ids))
+            return
+        if not self.writable or (qos and (state.queue or len(state.outgoing) >= self._window)):
+            # Paused at the write high-water mark, or over the inflight window: queue
+            # (bounded, overflow by policy). QoS 0 skips a backlog of QoS 1/2 messages.
+            state.enqueue(Delivery(context, qos, retain, subscription_ids))
+            return
+        if context.properties.message_expiry_interval is not None:
+            remaining = context.expiry_remaining(now)
+            if remaining is not None and remaining <= 0:
+                self.counters.dropped_expired += 1
+                return
+        v5 = self._v5
+        key = variant_key(v5, qos, retain, subscription_ids)
+        parts = cache.get(key)
+        if parts is None:
+            prefix, suffix = publish_parts(context, qos, retain, subscription_ids, v5, now)
+            parts = cache[key] = (prefix + suffix if not qos else prefix, suffix)
+        self._send_publish(parts, context, qos, retain, subscription_ids)
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _send(self, data: bytes) -> None:
+        out = self._out
+        out.append(data)
+        if len(out) == 1 and self.wakeup is not None:
+            self.wakeup()
+
+    def _send_publish(
+        self,
+        parts: tuple[bytes, bytes],
+        context: Context,
+        qos: int,
+        retain: bool,
+        subscription_ids: tuple[int, ...],
+    ) -> None:
+        prefix, suffix = parts
+        counters = self.counters
+        if not qos:
+            if len(prefix) > self.client_max_packet_size:
+                counters.dropped_too_large += 1  # [MQTT-3.1.2-25]
+                return
+            self._send(prefix)
+            counters.messages_sent += 1
+            return
+        if len(prefix) + 2 + len(suffix) > self.client_max_packet_size:
+            counters.dropped_too_large += 1
+            return
+        state = self.state
+        assert state is not None
+        delivery = Delivery(context, qos, retain, subscription_ids)
+        pid = state.allocate_packet_id()
+        delivery.packet_id = pid
+        state.outgoing[pid] = delivery
+        self._send(prefix + bytes((pid >> 8, pid & 0xFF)) + suffix)
+        counters.messages_sent += 1
+
+    def _send_delivery(self, delivery: Delivery, now: float, dup: bool = False) -> None:
+        """Sends a queued or in-flight ``Delivery`` (encoded for this client alone)."""
+        context = delivery.context
+        if not dup and context.properties.message_expiry_interval is not None:
+            remaining = context.expiry_remaining(now)
+            if remaining is not None and remaining <= 0:
+                self.counters.dropped_expired += 1
+                return
+        prefix, suffix = publish_parts(
+            context, delivery.qos, delivery.retain, delivery.subscription_ids, self._v5, now, dup
+        )
+        if not delivery.qos:
+            self._send_publish((prefix + suffix, b""), context, 0, delivery.retain, ())
+            return
+        state = self.state
+        assert state is not None
+        if len(prefix) + 2 + len(suffix) > self.client_max_packet_size:
+            self.counters.dropped_too_large += 1
+            state.outgoing.pop(delivery.packet_id, None)
+            return
+        if not dup:
+            delivery.packet_id = state.allocate_packet_id()
+            state.outgoing[delivery.packet_id] = delivery
+        pid = delivery.packet_id
+        self._send(prefix + bytes((pid >> 8, pid & 0xFF)) + suffix)
+        self.counters.messages_sent += 1
+
+    def _resend_inflight(self, now: float) -> None:
+        """Unacknowledged PUBLISH (DUP set) and PUBREL, original ids [MQTT-4.4.0-1]."""
+        state = self.state
+        assert state is not None
+        for delivery in list(state.outgoing.values()):
+            if delivery.released:
+                self._send(encode(Pubrel(delivery.packet_id), self.protocol_level))
+            else:
+                self._send_delivery(delivery, now, dup=True)
+
+    def _drain(self, now: float) -> None:
+        state = self.state
+        if state is None:
+            return
+        queue = state.queue
+        while queue and self.writable and self.conn_state is ConnState.CONNECTED:
+            if queue[0].qos and len(state.outgoing) >= self._window:
+                return
+            self._send_delivery(state.dequeue(), now)
+
+    def _handle_all(self, packets: list[Packet], now: float) -> None:
+        for packet in packets:
+            if self.conn_state is ConnState.CLOSED:
+                return
+            try:
+                self._handle(packet, now)
+            except ProtocolError as exc:
+                self._fail(exc)
+                return
+
+    def _handle(self, packet: Packet, now: float) -> None:
+        state = self.conn_state
+        if state is ConnState.CONNECTED:
+            handler = _HANDLERS.get(type(packet))
+            if handler is None:
+                raise ProtocolViolation(f"{type(packet).__name__} is not sent by clients")
+            handler(self, packet, now)
+        elif state is ConnState.AWAIT_CONNECT:
+            if type(packet) is not Connect:
+                raise ProtocolViolation("the first packet must be CONNECT")  # [MQTT-3.1.0-1]
+            self._on_connect(packet)
+        elif type(packet) is Connect:
+            raise ProtocolViolation("second CONNECT")  # [MQTT-3.1.0-2]
+        elif type(packet) is Auth and self._v5:
+            self._events.append(AuthReceived(packet))
+        elif len(self._held) >= _HELD_LIMIT:
+            raise ProtocolError("too many packets before CONNACK", ReasonCode.QUOTA_EXCEEDED)
+        else:
+            self._held.append(packet)
+
+    def _on_connect(self, connect: Connect) -> None:
+        self.connect = connect
+        self.protocol_level = connect.protocol_level
+        self._v5 = connect.protocol_level == 5
+        self.conn_state = ConnState.CONNECTING
+        self._events.append(ConnectRequested(connect))
+
+    def _on_publish(self, packet: Publish, now: float) -> None:
+        topic = packet.topic
+        props = packet.properties
+        if props is not EMPTY:
+            alias = props.topic_alias
+            if alias is not None:
+                if alias > self.limits.max_topic_alias:
+                    raise ProtocolError(f"topic alias {alias} out of range", ReasonCode.TOPIC_ALIAS_INVALID)
+                if topic:
+                    self._aliases[alias] = topic
+                else:
+                    found = self._aliases.get(alias)
+                    if found is None:
+                        raise ProtocolViolation(f"unknown topic alias {alias}")
+                    topic = found
+                props = replace(props, topic_alias=None)
+            if props.subscription_identifiers:
+                raise ProtocolViolation("PUBLISH from a client with a subscription identifier")
+        if not topic:
+            raise ProtocolViolation("empty topic without a topic alias")  # [MQTT-4.7.3-1]
+        qos = packet.qos
+        if qos > self.limits.max_qos:
+            raise ProtocolError(f"QoS {qos} not supported", ReasonCode.QOS_NOT_SUPPORTED)
+        if packet.retain and not self.limits.retain_available:
+            raise ProtocolError("retain not supported", ReasonCode.RETAIN_NOT_SUPPORTED)
+        state = self.state
+        assert state is not None
+        if qos == 2:
+            incoming = state.incoming_qos2
+            pid = packet.packet_id
+            assert pid is not None
+            if pid in incoming:
+                # A retransmission of a message already received: acknowledge it again,
+                # never deliver it twice (MQTT 5.0 4.3.3).
+                self._send(bytes((0x50, 2, pid >> 8, pid & 0xFF)))
+                return
+            if len(incoming) >= self.limits.receive_maximum:
+                raise ProtocolError("receive maximum exceeded", ReasonCode.RECEIVE_MAXIMUM_EXCEEDED)
+            incoming.add(pid)
+        counters = self.counters
+        counters.messages_received += 1
+        context = Context(
+            topic,
+            packet.payload,
+            qos,
+            packet.retain,
+            props,
+            self.origin,
+            id=next_message_id(),
+            received_at=int(now * 1e9),
+        )
+        self._events.append(PublishReceived(context, packet.packet_id))
+
+    def _on_puback(self, packet: Puback, now: float) -> None:
+        state = self.state
+        assert state is not None
+        delivery = state.outgoing.get(packet.packet_id)
+        if delivery is not None and delivery.qos == 1:
+            del state.outgoing[packet.packet_id]
+            if state.queue:
+                self._drain(now)
+
+    def _on_pubrec(self, packet: Pubrec, now: float) -> None:
+        state = self.state
+        assert state is not None
+        pid = packet.packet_id
+        delivery = state.outgoing.get(pid)
+        if delivery is None or delivery.qos != 2:
+            if self._v5:
+                self._send(encode(Pubrel(pid, ReasonCode.PACKET_IDENTIFIER_NOT_FOUND), 5))
+            else:
+                self._send(bytes((0x62, 2, pid >> 8, pid & 0xFF)))
+            return
+        if packet.reason_code >= 0x80:
+            del state.outgoing[pid]  # the receiver refused it: the flow ends (4.3.3)
+            self._drain(now)
+            return
+        delivery.released = True
+        self._send(bytes((0x62, 2, pid >> 8, pid & 0xFF)))
+
+    def _on_pubrel(self, packet: Pubrel, now: float) -> None:
+        state = self.state
+        assert state is not None
+        pid = packet.packet_id
+        if pid in state.incoming_qos2:
+            state.incoming_qos2.discard(pid)
+            self._send(bytes((0x70, 2, pid >> 8, pid & 0xFF)))
+        elif self._v5:
+            self._send(encode(Pubcomp(pid, ReasonCode.PACKET_IDENTIFIER_NOT_FOUND), 5))
+        else:
+            self._send(bytes((0x70, 2, pid >> 8, pid & 0xFF)))
+
+    def _on_pubcomp(self, packet: Pubcomp, now: float) -> None:
+        state = self.state
+        assert state is not None
+        delivery = state.outgoing.get(packet.packet_id)
+        if delivery is not None and delivery.released:
+            del state.outgoing[packet.packet_id]
+            if state.queue:
+                self._drain(now)
+
+    def _on_subscribe(self, packet: Subscribe, now: float) -> None:
+        self._events.append(SubscribeRequested(packet))
+
+    def _on_unsubscribe(self, packet: Unsubscribe, now: float) -> None:
+        self._events.append(UnsubscribeRequested(packet))
+
+    def _on_pingreq(self, packet: Pingreq, now: float) -> None:
+        self._send(b"\xd0\x00")
+
+    def _on_disconnect(self, packet: Disconnect, now: float) -> None:
+        expiry = packet.properties.session_expiry_interval
+        if expiry is not None:
+            connect = self.connect
+            assert connect is not None and self.state is not None
+            if not connect.properties.session_expiry_interval and expiry:
+                raise ProtocolViolation("session expiry set on DISCONNECT after 0 on CONNECT")  # [MQTT-3.14.2-2]
+            self.state.expiry_interval = min(expiry, self.limits.max_session_expiry)
+        publish_will = packet.reason_code == ReasonCode.DISCONNECT_WITH_WILL_MESSAGE
+        if not publish_will:
+            self.will = None  # [MQTT-3.14.4-3]
+        self._events.append(DisconnectReceived(packet.reason_code, publish_will))
+        self.close_reason = packet.reason_code
+        self.conn_state = ConnState.CLOSED
+
+    def _on_auth(self, packet: Auth, now: float) -> None:
+        self._events.append(AuthReceived(packet))
+
+    def _fail(self, exc: ProtocolError) -> None:
+        """Reports a protocol error to the peer where the spec allows, then closes."""
+        code = exc.reason_code
+        if self.conn_state is ConnState.CONNECTED:
+            if self._v5:
+                self._send(encode(Disconnect(code), 5))
+        elif isinstance(exc, UnsupportedProtocolVersion):
+            self._send(b"\x20\x02\x00\x01")  # [MQTT-3.1.2-2]: 3.1.1-format CONNACK 0x01
+        elif self.decoder.protocol_level == 5:
+            self._send(encode(Connack(False, code), 5))
+        self._close(code, str(exc), notify=True, send=False)
+
+    def _close(self, code: int, message: str, notify: bool, send: bool = True) -> None:
+        if send and self._v5 and self.conn_state is ConnState.CONNECTED:
+            self._send(encode(Disconnect(code), 5))
+        self.conn_state = ConnState.CLOSED
+        self.close_reason = code
+        if notify:
+            self._events.append(ConnectionClosing(code, message))
+
+
+_HANDLERS: dict[type, Callable[[Session, Any, float], None]] = {
+    Publish: Session._on_publish,
+    Puback: Session._on_puback,
+    Pubrec: Session._on_pubrec,
+    Pubrel: Session._on_pubrel,
+    Pubcomp: Session._on_pubcomp,
+    Subscribe: Session._on_subscribe,
+    Unsubscribe: Session._on_unsubscribe,
+    Pingreq: Session._on_pingreq,
+    Disconnect: Session._on_disconnect,
+    Auth: Session._on_auth,
+}

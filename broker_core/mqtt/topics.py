@@ -1,0 +1,87 @@
+"""Topic names and topic filters (MQTT 5.0 section 4.7, shared subscriptions 4.8.2).
+
+A topic filter that breaks the wildcard rules raises ``MalformedPacket`` (as mosquitto
+does); a topic name with a wildcard parses fine but breaks [MQTT-3.3.2-2], so it
+raises ``ProtocolViolation``.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from broker_core.errors import MalformedPacket, ProtocolViolation
+
+__all__ = [
+    "SharedFilter",
+    "filter_matches",
+    "is_wildcard_filter",
+    "parse_shared",
+    "validate_topic_filter",
+    "validate_topic_name",
+]
+
+SHARE_PREFIX = "$share/"
+
+
+class SharedFilter(NamedTuple):
+    group: str
+    topic_filter: str
+
+
+def validate_topic_name(topic: str) -> None:
+    """A Topic Name must not contain wildcards [MQTT-3.3.2-2]; emptiness is the caller's."""
+    if "+" in topic or "#" in topic:
+        raise ProtocolViolation(f"topic name contains a wildcard: {topic!r}")
+
+
+def validate_topic_filter(topic_filter: str) -> None:
+    """``#`` only as the whole last level, ``+`` only as a whole level [MQTT-4.7.1-1, -2]."""
+    if not topic_filter:
+        raise MalformedPacket("topic filter is empty")  # [MQTT-4.7.3-1]
+    if "+" not in topic_filter and "#" not in topic_filter:
+        return
+    levels = topic_filter.split("/")
+    last = len(levels) - 1
+    for i, level in enumerate(levels):
+        if "#" in level and (level != "#" or i != last):
+            raise MalformedPacket(f"'#' must be the whole last level: {topic_filter!r}")
+        if "+" in level and level != "+":
+            raise MalformedPacket(f"'+' must occupy a whole level: {topic_filter!r}")
+
+
+def parse_shared(topic_filter: str) -> SharedFilter | None:
+    """``$share/{group}/{filter}`` -> (group, filter); None for an ordinary filter.
+
+    The group must be non-empty without ``/``, ``+`` or ``#`` and be followed by ``/``
+    and a valid filter [MQTT-4.8.2-1, -2].
+    """
+    if not topic_filter.startswith(SHARE_PREFIX):
+        return None
+    rest = topic_filter[len(SHARE_PREFIX) :]
+    group, slash, inner = rest.partition("/")
+    if not group or "+" in group or "#" in group or not slash:
+        raise MalformedPacket(f"malformed shared subscription: {topic_filter!r}")
+    validate_topic_filter(inner)
+    return SharedFilter(group, inner)
+
+
+def is_wildcard_filter(topic_filter: str) -> bool:
+    return "+" in topic_filter or "#" in topic_filter
+
+
+def filter_matches(topic_filter: str, topic: str) -> bool:
+    """True when ``topic`` matches ``topic_filter``; leading wildcards skip ``$`` topics."""
+    if topic_filter == topic:
+        return True
+    if topic.startswith("$") and topic_filter[:1] in ("+", "#"):
+        return False  # [MQTT-4.7.2-1]
+    f_levels = topic_filter.split("/")
+    t_levels = topic.split("/")
+    for i, f in enumerate(f_levels):
+        if f == "#":
+            return True
+        if i >= len(t_levels):
+            return False
+        if f != "+" and f != t_levels[i]:
+            return False
+    return len(f_levels) == len(t_levels)

@@ -1,0 +1,134 @@
+"""Retained messages (MQTT 5.0 3.3.1.3): one per topic, found by topic filter.
+
+Kept in a topic trie so a wildcard subscription walks only the matching branches.
+A retained message with an empty payload clears the topic [MQTT-3.3.1-6, -7]. The
+store is bounded by ``max_messages`` (0: no limit); a new topic beyond it is refused
+and counted in ``refused``, while replacing or clearing a topic always works.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from broker_core.context import Context
+
+__all__ = ["RetainedStore"]
+
+
+class _Node:
+    __slots__ = ("children", "message")
+
+    def __init__(self) -> None:
+        self.children: dict[str, _Node] = {}
+        self.message: Context | None = None
+
+
+class RetainedStore:
+    def __init__(self, max_messages: int = 0) -> None:
+        self._root = _Node()
+        self._count = 0
+        self.max_messages = max_messages
+        self.refused = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    def set(self, context: Context) -> bool:
+        """Stores, replaces or (empty payload) clears; False when refused by the limit."""
+        if not context.payload:
+            self.clear(context.topic)
+            return True
+        node = self._root
+        path = context.topic.split("/")
+        existing = self.get(context.topic)
+        if existing is None and self.max_messages and self._count >= self.max_messages:
+            self.refused += 1
+            return False
+        for level in path:
+            child = node.children.get(level)
+            if child is None:
+                child = node.children[level] = _Node()
+            node = child
+        if node.message is None:
+            self._count += 1
+        node.message = context
+        return True
+
+    def clear(self, topic: str) -> bool:
+        node = self._root
+        trail: list[tuple[_Node, str]] = []
+        for level in topic.split("/"):
+            child = node.children.get(level)
+            if child is None:
+                return False
+            trail.append((node, level))
+            node = child
+        if node.message is None:
+            return False
+        node.message = None
+        self._count -= 1
+        for parent, level in reversed(trail):
+            child = parent.children[level]
+            if child.message is not None or child.children:
+                break
+            del parent.children[level]
+        return True
+
+    def get(self, topic: str) -> Context | None:
+        node = self._root
+        for level in topic.split("/"):
+            child = node.children.get(level)
+            if child is None:
+                return None
+            node = child
+        return node.message
+
+    def match(self, topic_filter: str) -> list[Context]:
+        """Retained messages whose topic matches ``topic_filter``."""
+        if "+" not in topic_filter and "#" not in topic_filter:
+            found = self.get(topic_filter)
+            return [] if found is None else [found]
+        levels = topic_filter.split("/")
+        depth = len(levels)
+        out: list[Context] = []
+        stack = [(self._root, 0)]
+        while stack:
+            node, i = stack.pop()
+            if i == depth:
+                if node.message is not None:
+                    out.append(node.message)
+                continue
+            level = levels[i]
+            if level == "#":
+                # Everything at and below this level, but a leading wildcard skips
+                # $-topics [MQTT-4.7.2-1].
+                if node.message is not None and i:
+                    out.append(node.message)
+                sub = [(node, i)]
+                while sub:
+                    n, j = sub.pop()
+                    for name, child in n.children.items():
+                        if j == 0 and name.startswith("$"):
+                            continue
+                        if child.message is not None:
+                            out.append(child.message)
+                        sub.append((child, j + 1))
+                continue
+            if level == "+":
+                for name, child in node.children.items():
+                    if i == 0 and name.startswith("$"):
+                        continue
+                    stack.append((child, i + 1))
+            else:
+                child = node.children.get(level)
+                if child is not None:
+                    stack.append((child, i + 1))
+        return out
+
+    def __iter__(self) -> Iterator[Context]:
+        stack = [self._root]
+        while stack:
+            node = stack.pop()
+            if node.message is not None:
+                yield node.message
+            stack.extend(node.children.values())

@@ -1,0 +1,254 @@
+"""Subscription trie, shared-subscription groups and fan-out targets (MQTT 5.0 4.7, 4.8).
+
+``Router.match(topic)`` returns the ``Targets`` of a topic: each subscriber with every
+one of its subscriptions that match (a client with overlapping subscriptions gets one
+message carrying the maximum QoS and all subscription identifiers [MQTT-3.3.4-2, -5]),
+and the shared-subscription groups whose filter matches. Results are cached per topic
+until the subscriptions change, so a steady stream to a fixed topic walks the trie once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+from broker_core.context import Context
+from broker_core.mqtt.packets import SubscriptionOptions
+from broker_core.mqtt.topics import parse_shared
+
+__all__ = ["Entry", "Router", "SharedGroup", "Subscriber", "Targets"]
+
+_CACHE_LIMIT = 8192
+
+
+class Subscriber(Protocol):
+    """What the router delivers to: a client's SessionState or an in-process consumer."""
+
+    @property
+    def online(self) -> bool: ...
+
+    def deliver(
+        self,
+        context: Context,
+        qos: int,
+        retain: bool,
+        subscription_ids: tuple[int, ...],
+        cache: dict[Any, Any],
+        now: float,
+    ) -> None: ...
+
+
+class Entry:
+    """One subscription of one subscriber to one filter."""
+
+    __slots__ = ("no_local", "options", "qos", "retain_as_published", "subscriber", "subscription_ids", "topic_filter")
+
+    def __init__(
+        self,
+        subscriber: Subscriber,
+        topic_filter: str,
+        options: SubscriptionOptions,
+        subscription_id: int | None,
+    ) -> None:
+        self.subscriber = subscriber
+        self.topic_filter = topic_filter
+        self.options = options
+        self.qos = options.qos
+        self.no_local = options.no_local
+        self.retain_as_published = options.retain_as_published
+        self.subscription_ids: tuple[int, ...] = (subscription_id,) if subscription_id else ()
+
+
+class SharedGroup:
+    """``$share/{name}/{filter}``: each message goes to one member, round-robin."""
+
+    __slots__ = ("members", "name", "next_index", "topic_filter")
+
+    def __init__(self, name: str, topic_filter: str) -> None:
+        self.name = name
+        self.topic_filter = topic_filter
+        self.members: list[Entry] = []
+        self.next_index = 0
+
+    def pick(self) -> Entry | None:
+        """The next live member in turn; an offline one (to queue for) only if none is live."""
+        members = self.members
+        n = len(members)
+        if not n:
+            return None
+        start = self.next_index % n
+        for step in range(n):
+            entry = members[(start + step) % n]
+            if entry.subscriber.online:
+                self.next_index = start + step + 1
+                return entry
+        self.next_index = start + 1
+        return members[start]
+
+
+class _Node:
+    __slots__ = ("children", "entries", "shared")
+
+    def __init__(self) -> None:
+        self.children: dict[str, _Node] = {}
+        self.entries: dict[Subscriber, Entry] = {}
+        self.shared: dict[str, SharedGroup] = {}
+
+
+class Targets:
+    """Subscribers of one topic: ``(subscriber, entries)`` pairs and shared groups."""
+
+    __slots__ = ("groups", "subscribers")
+
+    def __init__(self, subscribers: list[tuple[Subscriber, tuple[Entry, ...]]], groups: list[SharedGroup]) -> None:
+        self.subscribers = subscribers
+        self.groups = groups
+
+    def __bool__(self) -> bool:
+        return bool(self.subscribers or self.groups)
+
+
+class Router:
+    def __init__(self) -> None:
+        self._root = _Node()
+        self._cache: dict[str, Targets] = {}
+        self.count = 0
+
+    def subscribe(
+        self,
+        subscriber: Subscriber,
+        topic_filter: str,
+        options: SubscriptionOptions,
+        subscription_id: int | None = None,
+    ) -> bool:
+        """Adds or replaces a subscription [MQTT-3.8.4-3]; True when it replaced one."""
+        shared = parse_shared(topic_filter)
+        node = self._node(shared.topic_filter if shared else topic_filter, create=True)
+        assert node is not None
+        entry = Entry(subscriber, topic_filter, options, subscription_id)
+        self._cache.clear()
+        if shared is None:
+            existed = subscriber in node.entries
+            node.entries[subscriber] = entry
+        else:
+            group = node.shared.get(shared.group)
+            if group is None:
+                group = node.shared[shared.group] = SharedGroup(shared.group, shared.topic_filter)
+            existed = False
+            for i, member in enumerate(group.members):
+                if member.subscriber is subscriber:
+                    group.members[i] = entry
+                    existed = True
+                    break
+            else:
+                group.members.append(entry)
+        if not existed:
+            self.count += 1
+        return existed
+
+    def unsubscribe(self, subscriber: Subscriber, topic_filter: str) -> bool:
+        """Removes a subscription; False when there was none."""
+        shared = parse_shared(topic_filter)
+        path = (shared.topic_filter if shared else topic_filter).split("/")
+        node = self._root
+        trail: list[tuple[_Node, str]] = []
+        for level in path:
+            child = node.children.get(level)
+            if child is None:
+                return False
+            trail.append((node, level))
+            node = child
+        if shared is None:
+            if node.entries.pop(subscriber, None) is None:
+                return False
+        else:
+            group = node.shared.get(shared.group)
+            if group is None:
+                return False
+            kept = [m for m in group.members if m.subscriber is not subscriber]
+            if len(kept) == len(group.members):
+                return False
+            group.members = kept
+            if not kept:
+                del node.shared[shared.group]
+        self.count -= 1
+        self._cache.clear()
+        # Prune empty branches so the trie does not grow with churn.
+        for parent, level in reversed(trail):
+            child = parent.children[level]
+            if child.entries or child.shared or child.children:
+                break
+            del parent.children[level]
+        return True
+
+    def match(self, topic: str) -> Targets:
+        targets = self._cache.get(topic)
+        if targets is not None:
+            return targets
+        nodes = self._matching_nodes(topic)
+        by_subscriber: dict[Subscriber, list[Entry]] = {}
+        groups: list[SharedGroup] = []
+        for node in nodes:
+            for subscriber, entry in node.entries.items():
+                found = by_subscriber.get(subscriber)
+                if found is None:
+                    by_subscriber[subscriber] = [entry]
+                else:
+                    found.append(entry)
+            if node.shared:
+                groups.extend(node.shared.values())
+        targets = Targets([(s, tuple(e)) for s, e in by_subscriber.items()], groups)
+        cache = self._cache
+        if len(cache) >= _CACHE_LIMIT:
+            cache.clear()
+        cache[topic] = targets
+        return targets
+
+    def entries(self) -> Iterator[Entry]:
+        """Every subscription, shared ones included (for the API and $SYS)."""
+        stack = [self._root]
+        while stack:
+            node = stack.pop()
+            yield from node.entries.values()
+            for group in node.shared.values():
+                yield from group.members
+            stack.extend(node.children.values())
+
+    def _node(self, topic_filter: str, create: bool) -> _Node | None:
+        node = self._root
+        for level in topic_filter.split("/"):
+            child = node.children.get(level)
+            if child is None:
+                if not create:
+                    return None
+                child = node.children[level] = _Node()
+            node = child
+        return node
+
+    def _matching_nodes(self, topic: str) -> list[_Node]:
+        levels = topic.split("/")
+        depth = len(levels)
+        # Filters starting with a wildcard do not match $-topics [MQTT-4.7.2-1].
+        dollar = topic.startswith("$")
+        found: list[_Node] = []
+        stack = [(self._root, 0)]
+        while stack:
+            node, i = stack.pop()
+            children = node.children
+            if i == depth:
+                found.append(node)
+                multi = children.get("#")  # "a/#" also matches "a" (4.7.1.2)
+                if multi is not None:
+                    found.append(multi)
+                continue
+            if i or not dollar:
+                multi = children.get("#")
+                if multi is not None:
+                    found.append(multi)
+                single = children.get("+")
+                if single is not None:
+                    stack.append((single, i + 1))
+            child = children.get(levels[i])
+            if child is not None:
+                stack.append((child, i + 1))
+        return found

@@ -1,0 +1,105 @@
+"""``Gateway``: the appliance around the broker, one asyncio.TaskGroup owning it all.
+
+``run()`` builds the broker from the configuration, binds every listener, runs the
+broker's housekeeping, and on ``stop()`` (SIGTERM, SIGINT) closes listeners, tells
+MQTT 5 clients the server is shutting down (0x8B), and returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from broker_core.broker import Broker
+from broker_core.errors import ConfigError
+from broker_core.mqtt.limits import ServerLimits
+from broker_core.mqtt.reason_codes import ReasonCode
+from gateway.config import GatewayConfig, ListenerConfig, MqttConfig
+
+__all__ = ["Gateway", "limits_from_config"]
+
+log = logging.getLogger(__name__)
+
+
+def limits_from_config(mqtt: MqttConfig) -> ServerLimits:
+    """The broker's protocol limits from the ``mqtt:`` section (durations to seconds)."""
+    return ServerLimits(
+        max_packet_size=mqtt.max_packet_size,
+        receive_maximum=mqtt.receive_maximum,
+        max_inflight=mqtt.max_inflight,
+        max_queued_messages=mqtt.max_queued_messages,
+        max_queued_bytes=mqtt.max_queued_bytes,
+        queue_overflow=mqtt.queue_overflow,
+        max_topic_alias=mqtt.max_topic_alias,
+        max_qos=mqtt.max_qos,
+        retain_available=mqtt.retain_available,
+        wildcard_subscriptions=mqtt.wildcard_subscriptions,
+        shared_subscriptions=mqtt.shared_subscriptions,
+        subscription_identifiers=mqtt.subscription_identifiers,
+        server_keep_alive=None if mqtt.server_keep_alive is None else int(mqtt.server_keep_alive),
+        max_keepalive=int(mqtt.max_keepalive),
+        max_session_expiry=int(mqtt.max_session_expiry),
+        max_client_id_length=mqtt.max_client_id_length,
+        max_retained_messages=mqtt.max_retained_messages,
+    )
+
+
+class Gateway:
+    def __init__(self, config: GatewayConfig) -> None:
+        self.config = config
+        self.broker = Broker(
+            limits_from_config(config.mqtt),
+            node_name=config.node_name,
+            write_high_water=config.mqtt.write_high_water,
+        )
+        self.addresses: dict[str, tuple[str, int]] = {}
+        self.ready = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._servers: list[asyncio.Server] = []
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def run(self) -> None:
+        started = time.monotonic()
+        try:
+            async with asyncio.TaskGroup() as tg:
+                for listener in self.config.listeners:
+                    self._servers.append(await self._start_listener(listener))
+                housekeeping = tg.create_task(self.broker.run(), name="broker-housekeeping")
+                log.info(
+                    "edgebus node %s ready in %.2fs", self.config.node_name, time.monotonic() - started
+                )
+                self.ready.set()
+                await self._stop.wait()
+                housekeeping.cancel()
+        finally:
+            await self._shutdown()
+
+    async def _start_listener(self, listener: ListenerConfig) -> asyncio.Server:
+        host, port = listener.bind.host, listener.bind.port
+        if listener.type == "tcp":
+            from broker_core.listeners.tcp import start_tcp
+
+            server = await start_tcp(self.broker, host, port, listener.name)
+        else:
+            raise ConfigError(f"listener type {listener.type!r} is not available yet")
+        sockname = server.sockets[0].getsockname()
+        self.addresses[listener.name] = (sockname[0], sockname[1])
+        return server
+
+    async def _shutdown(self) -> None:
+        for server in self._servers:
+            server.close()
+        for conn in list(self.broker.connections):
+            conn.session.disconnect(ReasonCode.SERVER_SHUTTING_DOWN)
+            conn.after_session_update(time.time())
+        for server in self._servers:
+            try:
+                async with asyncio.timeout(2):
+                    await server.wait_closed()
+            except TimeoutError:
+                log.warning("listener did not close within 2 s")
+        self._servers.clear()
+        log.info("edgebus stopped")

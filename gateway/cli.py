@@ -1,0 +1,92 @@
+"""The ``edgebus`` command: ``run``, ``check`` and the tools built in.
+
+The only module that configures logging handlers and prints.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+
+import click
+
+from broker_core.errors import ConfigError
+from gateway.config import GatewayConfig, load_config
+
+__all__ = ["main"]
+
+
+def _configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def _load(config_path: Path | None) -> GatewayConfig:
+    try:
+        return load_config(config_path)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            click.echo(problem, err=True)
+        raise SystemExit(2) from exc
+
+
+def _new_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+@click.group()
+@click.version_option(package_name="edgebus")
+def main() -> None:
+    """edgebus: an edge data bus around an embedded MQTT broker."""
+
+
+@main.command()
+@click.option("-c", "--config", "config_path", type=click.Path(path_type=Path, dir_okay=False),
+              help="YAML configuration file; without one the embedded defaults serve.")
+def run(config_path: Path | None) -> None:
+    """Start the gateway and serve until SIGTERM or SIGINT."""
+    config = _load(config_path)
+    _configure_logging(config.logging.level)
+    from gateway.app import Gateway
+
+    async def serve() -> None:
+        gateway = Gateway(config)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, gateway.stop)
+        await gateway.run()
+
+    try:
+        with asyncio.Runner(loop_factory=_new_loop) as runner:
+            runner.run(serve())
+    except* ConfigError as group:
+        for exc in group.exceptions:
+            click.echo(f"edgebus: {exc}", err=True)
+        raise SystemExit(2) from None
+    except* OSError as group:
+        for exc in group.exceptions:
+            click.echo(f"edgebus: {exc}", err=True)
+        raise SystemExit(1) from None
+
+
+@main.command()
+@click.option("-c", "--config", "config_path", required=True,
+              type=click.Path(path_type=Path, dir_okay=False))
+def check(config_path: Path) -> None:
+    """Validate a configuration file without starting anything."""
+    _load(config_path)
+    click.echo(f"{config_path}: OK")
+
+
+if __name__ == "__main__":
+    main()
