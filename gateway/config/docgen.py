@@ -75,9 +75,9 @@ too (plain YAML would silently keep the last one).
 - **Environment variables**: `${NAME}` in a string value is replaced by the variable
   `NAME`, `${NAME:-default}` falls back to `default` when `NAME` is unset or empty, and
   `$${` is a literal `${`. An unset variable without a default is an error naming its
-  line. Substituted text is converted like any YAML string of the key's type
-  (`max_qos: ${QOS}` with `QOS=1` is the integer 1). Keep secrets such as passwords in
-  variables: `keyfile_password: ${TLS_KEY_PASSWORD}`.
+  line. The result is text, converted to the key's type like any quoted value
+  (`max_qos: ${QOS}` with `QOS=1` gives the integer 1). Keep secrets such as passwords
+  in variables: `keyfile_password: ${TLS_KEY_PASSWORD}`.
 - **Empty sections**: a section key with nothing under it (`mqtt:`) means the section's
   defaults; `null` in an optional key means unset.
 - YAML anchors, aliases and `<<` merge keys work as usual.

@@ -150,14 +150,20 @@ def _unquote_all(text: str) -> list[object]:
     return [int(part) if re.fullmatch(r"-?\d+", part) else part for part in parts]
 
 
+def _number(value: object) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
 def _bound_message(kind: str, ctx: dict[str, Any], got: str) -> str:
     if kind == "greater_than_equal":
-        return f"expected at least {ctx['ge']}, got {got}"
+        return f"expected at least {_number(ctx['ge'])}, got {got}"
     if kind == "greater_than":
-        return f"expected more than {ctx['gt']}, got {got}"
+        return f"expected more than {_number(ctx['gt'])}, got {got}"
     if kind == "less_than_equal":
-        return f"expected at most {ctx['le']}, got {got}"
-    return f"expected less than {ctx['lt']}, got {got}"
+        return f"expected at most {_number(ctx['le'])}, got {got}"
+    return f"expected less than {_number(ctx['lt'])}, got {got}"
 
 
 def _length_message(kind: str, ctx: dict[str, Any], value: object) -> str:
@@ -241,7 +247,12 @@ def problems_from_validation_error(
 
     ``line_of`` maps a YAML path to its line in the file.
     """
+    errors = exc.errors(include_url=False)
+    # pydantic counts only the valid items of a list against its minimum length
+    inner = {tuple(error["loc"][:end]) for error in errors for end in range(len(error["loc"]))}
     problems: list[Problem] = []
-    for error in exc.errors(include_url=False):
+    for error in errors:
+        if error["type"] == "too_short" and tuple(error["loc"]) in inner:
+            continue
         problems.extend(_render_one(error, root, line_of))
     return problems

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from broker_core.errors import ConfigError
 from gateway.config.errors import Problem, problems_from_validation_error
+from gateway.config.introspect import Loc
 from gateway.config.models import GatewayConfig
 from gateway.config.yaml_source import read_yaml
 
@@ -25,9 +26,9 @@ __all__ = ["dump_config", "load_config", "parse_config", "parse_model"]
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
-def _covered(problem: Problem, reported: list[Problem]) -> bool:
-    """True when an earlier problem at or above ``problem``'s path explains it."""
-    return any(problem.path[: len(known.path)] == known.path for known in reported)
+def _restates(problem: Problem, unresolved: set[Loc]) -> bool:
+    """True when ``problem`` is about a value whose ``${VAR}`` was not resolved."""
+    return any(problem.path[:end] in unresolved for end in range(len(problem.path) + 1))
 
 
 def parse_model(
@@ -45,8 +46,7 @@ def parse_model(
         config = model.model_validate(data)
     except ValidationError as exc:
         found = problems_from_validation_error(exc, model, document.line_of)
-        # a value with an unresolved ${VAR} was replaced by "": do not report that too
-        problems += [problem for problem in found if not _covered(problem, document.problems)]
+        problems += [problem for problem in found if not _restates(problem, document.unresolved)]
     if problems:
         problems.sort(key=lambda problem: problem.line)
         lines = [problem.render(filename) for problem in problems]

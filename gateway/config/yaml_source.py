@@ -51,6 +51,9 @@ class YamlDocument:
     data: object
     lines: dict[Loc, int] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
+    #: paths whose value had an unresolved ``${VAR}`` (replaced by ""): a schema error
+    #: there only restates the problem already reported
+    unresolved: set[Loc] = field(default_factory=set)
 
     def line_of(self, path: Loc) -> int:
         """The line of ``path``, or of its nearest ancestor present in the file."""
@@ -107,6 +110,7 @@ class _Builder:
         self.env = env
         self.lines: dict[Loc, int] = {}
         self.problems: list[Problem] = []
+        self.unresolved: set[Loc] = set()
         self._constructor = SafeConstructor()
         self._active: set[int] = set()
 
@@ -140,6 +144,8 @@ class _Builder:
             text, problems = interpolate(str(node.value), self.env)
             for message in problems:
                 self.problem(path, node, message)
+            if problems:
+                self.unresolved.add(path)
             return text
         try:
             return self._constructor.construct_object(node, deep=True)
@@ -217,4 +223,4 @@ def read_yaml(text: str, filename: str, env: Mapping[str, str]) -> YamlDocument:
     builder = _Builder(env)
     builder.lines[()] = root.start_mark.line + 1
     data = builder.value(root, ())
-    return YamlDocument(filename, data, builder.lines, builder.problems)
+    return YamlDocument(filename, data, builder.lines, builder.problems, builder.unresolved)

@@ -66,7 +66,8 @@ class TlsConfig(ConfigModel):
     )
     keyfile_password: SecretStr | None = Field(
         default=None,
-        description="Password of an encrypted `keyfile`; write it as `${ENV_VAR}`, not in clear.",
+        description="Password of an encrypted `keyfile` (empty = none); write it as"
+        " `${ENV_VAR}`, not in clear.",
     )
 
     @field_validator("min_version", mode="before")
@@ -76,6 +77,12 @@ class TlsConfig(ConfigModel):
         if isinstance(value, float) and not isinstance(value, bool):
             return repr(value)
         return value
+
+    @field_validator("keyfile_password", mode="before")
+    @classmethod
+    def _empty_password_means_none(cls, value: Any) -> Any:
+        # `keyfile_password: ${KEY_PASSWORD:-}` with the variable unset
+        return None if value == "" else value
 
     @field_serializer("keyfile_password", when_used="json")
     def _secret(self, value: SecretStr | None, info: SerializationInfo) -> str | None:
