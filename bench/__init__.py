@@ -1,0 +1,17 @@
+"""edgebus's load generator and side-by-side comparison with mosquitto.
+
+``python -m bench`` (``make bench``) is the entry point; docs/performance.md explains
+the scenarios and how to read the report. The modules, one job each:
+
+- ``frames``: MQTT frames encoded once; packet counting by fixed headers (pure)
+- ``client``: blocking CONNECT / SUBSCRIBE handshakes on raw sockets
+- ``brokers``: mosquitto and edgebus launchers on free loopback ports
+- ``loadgen``: throughput runs with publisher and subscriber processes
+- ``latency``: end-to-end latency at a steady rate
+- ``idle``: broker memory per idle connection
+- ``scenarios``: the scenarios, their metrics and targets
+- ``runner``: interleaved runs over rounds, medians
+- ``report``: the table and the JSON document
+"""
+
+__all__: list[str] = []

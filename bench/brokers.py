@@ -1,0 +1,186 @@
+"""Broker launchers: a fresh mosquitto or edgebus on a free loopback port.
+
+``launch(kind)`` is a context manager yielding a ``RunningBroker`` that is ready
+(it completed an MQTT CONNECT/CONNACK) and is always stopped on exit: SIGTERM, then
+SIGKILL after a grace period. Brokers also get PR_SET_PDEATHSIG so that they die
+with the harness even if the harness itself is killed with SIGKILL.
+
+Each broker runs in the foreground with its own temporary directory holding its
+config file and its log (stderr), which is shown when the broker fails to start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.client import mqtt_connect
+from bench.errors import BrokerError
+from bench.frames import encode_disconnect
+
+__all__ = [
+    "BROKER_KINDS",
+    "RunningBroker",
+    "free_port",
+    "launch",
+]
+
+BROKER_KINDS = ("edgebus", "mosquitto")
+MOSQUITTO = os.environ.get("BENCH_MOSQUITTO", "/usr/sbin/mosquitto")
+REPO_ROOT = Path(__file__).resolve().parent.parent
+_PR_SET_PDEATHSIG = 1
+
+
+@dataclass(frozen=True)
+class RunningBroker:
+    kind: str
+    port: int
+    pid: int
+    log_path: Path
+    process: subprocess.Popen[bytes]
+
+    def check_alive(self) -> None:
+        code = self.process.poll()
+        if code is not None:
+            raise BrokerError(f"{self.kind} exited with code {code}{_log_tail(self.log_path)}")
+
+
+def free_port() -> int:
+    """A loopback TCP port that was free a moment ago (bind to port 0, read, close)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _log_tail(path: Path, lines: int = 15) -> str:
+    try:
+        text = path.read_text(errors="replace").strip()
+    except OSError:
+        return ""
+    if not text:
+        return " (empty log)"
+    return "; log tail:\n    " + "\n    ".join(text.splitlines()[-lines:])
+
+
+def _die_with_parent() -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _mosquitto_command(port: int, workdir: Path) -> list[str]:
+    # max_queued_messages: the fan-out and QoS 1 runs keep up to --window-e2e messages
+    # queued per subscriber; mosquitto's default (1000) would drop QoS 0 beyond that.
+    # set_tcp_nodelay: mosquitto's default leaves Nagle on, which delays small
+    # deliveries at 1000 msg/s behind delayed ACKs and is not how anyone would
+    # measure latency; edgebus sets TCP_NODELAY on its sockets.
+    config = workdir / "mosquitto.conf"
+    config.write_text(
+        f"listener {port} 127.0.0.1\n"
+        "allow_anonymous true\n"
+        "persistence false\n"
+        "max_queued_messages 1000000\n"
+        "max_queued_bytes 0\n"
+        "set_tcp_nodelay true\n"
+        "log_dest stderr\n"
+        "log_type error\n"
+    )
+    # Started as root, mosquitto drops to user "mosquitto" after reading its config;
+    # keep the directory readable for it anyway.
+    workdir.chmod(0o755)
+    config.chmod(0o644)
+    return [MOSQUITTO, "-c", str(config)]
+
+
+def _edgebus_command(port: int, workdir: Path) -> list[str]:
+    data_dir = workdir / "data"
+    data_dir.mkdir()
+    config = workdir / "edgebus.yaml"
+    config.write_text(
+        "listeners:\n"
+        "  - type: tcp\n"
+        f"    bind: 127.0.0.1:{port}\n"
+        f"data_dir: {data_dir}\n"
+        "persistence: memory\n"
+    )
+    script = Path(sys.executable).parent / "edgebus"
+    if script.exists():
+        return [str(script), "run", "-c", str(config)]
+    return [sys.executable, "-m", "gateway.cli", "run", "-c", str(config)]
+
+
+def _wait_ready(broker: RunningBroker, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        broker.check_alive()
+        try:
+            sock = mqtt_connect(broker.port, "bench-ready", timeout_s=1.0)
+        except OSError as exc:
+            last_error = exc
+            time.sleep(0.05)
+            continue
+        with sock:
+            sock.sendall(encode_disconnect())
+        return
+    raise BrokerError(
+        f"{broker.kind} not ready on port {broker.port} after {timeout_s:.0f}s "
+        f"({last_error}){_log_tail(broker.log_path)}"
+    )
+
+
+def _stop(process: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+@contextlib.contextmanager
+def launch(kind: str, ready_timeout_s: float = 30.0) -> Iterator[RunningBroker]:
+    """Start a fresh broker of ``kind`` ("mosquitto" or "edgebus"); stop it on exit."""
+    builders = {"mosquitto": _mosquitto_command, "edgebus": _edgebus_command}
+    if kind not in builders:
+        raise ValueError(f"unknown broker {kind!r}; expected one of {BROKER_KINDS}")
+    workdir = Path(tempfile.mkdtemp(prefix=f"bench-{kind}-"))
+    try:
+        port = free_port()
+        command = builders[kind](port, workdir)
+        log_path = workdir / "broker.log"
+        with open(log_path, "wb") as log:
+            try:
+                process = subprocess.Popen(
+                    command,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    cwd=REPO_ROOT,
+                    env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                    start_new_session=True,
+                    preexec_fn=_die_with_parent,
+                )
+            except OSError as exc:
+                raise BrokerError(f"cannot start {kind}: {command[0]}: {exc}") from exc
+        try:
+            broker = RunningBroker(kind, port, process.pid, log_path, process)
+            _wait_ready(broker, ready_timeout_s)
+            yield broker
+        finally:
+            _stop(process)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)

@@ -1,0 +1,161 @@
+"""The report: a comparison table on stdout and a JSON document.
+
+``summarize`` turns the run records into one plain dict (medians, ratios, pass/fail);
+the table and the JSON file are both rendered from it. The candidate is the first
+broker of ``--brokers`` (edgebus by default), the reference the second (mosquitto).
+Ratios are always candidate / reference, whatever the direction of the metric: above
+1 is better for throughput, below 1 is better for latency and memory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, TextIO
+
+from bench.runner import BenchResults, RunRecord
+
+__all__ = ["emit", "format_progress", "format_table", "summarize", "write_json"]
+
+# Runs where processes outside the benchmark used more CPU than this (in cores) are
+# flagged: their figures measure the neighbours as much as the broker.
+OTHER_LOAD_WARNING = 0.15
+_LEVEL_NAMES = {3: "MQTT 3.1", 4: "MQTT 3.1.1", 5: "MQTT 5.0"}
+
+
+def _fmt(value: float | None, unit: str) -> str:
+    if value is None:
+        return "n/a"
+    if unit == "msg/s":
+        return f"{value:,.0f}"
+    if unit == "ms":
+        return f"{value:.3f}"
+    return f"{value:.2f}"
+
+
+def summarize(results: BenchResults) -> dict[str, Any]:
+    """Medians per broker, ratio, target and verdict for every metric."""
+    labels = [slot.label for slot in results.slots]
+    candidate = labels[0]
+    reference = labels[1] if len(labels) > 1 else None
+    scenarios: dict[str, Any] = {}
+    for scenario in results.scenarios:
+        metrics: dict[str, Any] = {}
+        for metric in scenario.metrics:
+            per_broker = {
+                label: {
+                    "median": results.median(scenario.name, label, metric.key),
+                    "runs": results.values(scenario.name, label, metric.key),
+                }
+                for label in labels
+            }
+            cand = results.median(scenario.name, candidate, metric.key)
+            ref = results.median(scenario.name, reference, metric.key) if reference else None
+            ratio = cand / ref if cand is not None and ref else None
+            verdict = None
+            if metric.target is not None and cand is not None:
+                verdict = metric.target.met(cand, ref)
+            metrics[metric.key] = {
+                "label": metric.label,
+                "unit": metric.unit,
+                "higher_is_better": metric.higher_is_better,
+                "brokers": per_broker,
+                "ratio": ratio,
+                "target": metric.target.describe(metric.unit) if metric.target else None,
+                "pass": verdict,
+            }
+        scenarios[scenario.name] = {"title": scenario.title, "metrics": metrics}
+    return {
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": sys.version.split()[0],
+        },
+        "options": asdict(results.options),
+        "rounds": results.rounds,
+        "brokers": [asdict(slot) for slot in results.slots],
+        "candidate": candidate,
+        "reference": reference,
+        "scenarios": scenarios,
+        "failed_brokers": results.failed,
+        "runs": [asdict(record) for record in results.records],
+    }
+
+
+def format_table(summary: dict[str, Any]) -> list[str]:
+    """The comparison table and the per-run figures, as lines."""
+    opts = summary["options"]
+    labels = [b["label"] for b in summary["brokers"]]
+    reference = summary["reference"]
+    head = (
+        f"edgebus bench: {summary['machine']['cpus']} CPUs, "
+        f"{_LEVEL_NAMES.get(opts['level'], opts['level'])}, {opts['duration_s']:g} s per run "
+        f"after {opts['warmup_s']:g} s warm-up, {summary['rounds']} rounds interleaved, medians"
+    )
+    columns = ["scenario", "metric", *labels]
+    if reference:
+        columns.append(f"ratio {labels[0]}/{reference}")
+    columns += ["target", "result"]
+    rows = []
+    for scenario in summary["scenarios"].values():
+        for metric in scenario["metrics"].values():
+            row = [scenario["title"], f"{metric['label']} ({metric['unit']})"]
+            row += [_fmt(metric["brokers"][label]["median"], metric["unit"]) for label in labels]
+            if reference:
+                row.append("n/a" if metric["ratio"] is None else f"{metric['ratio']:.2f}x")
+            verdict = {True: "PASS", False: "FAIL", None: "-" if not metric["target"] else "n/a"}
+            row += [metric["target"] or "", verdict[metric["pass"]]]
+            rows.append(row)
+    widths = [max(len(str(r[i])) for r in [columns, *rows]) for i in range(len(columns))]
+    numeric = set(range(2, len(columns) - 1))
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(
+            c.rjust(w) if i in numeric else c.ljust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ).rstrip()
+
+    out = [head, "", line(columns), line(["-" * w for w in widths])]
+    out += [line(r) for r in rows]
+    out += ["", "per run, in run order; cpu = broker / load generator / other processes, in cores:"]
+    for record in summary["runs"]:
+        out.append("  " + format_progress(RunRecord(**record)))
+    if summary["failed_brokers"]:
+        out.append("")
+        for label, error in summary["failed_brokers"].items():
+            out.append(f"{label} did not start: {error}")
+    return out
+
+
+def format_progress(record: RunRecord) -> str:
+    """One line per run: scenario, broker, round, figures or error."""
+    prefix = f"{record.scenario:<8} {record.label:<15} round {record.round}"
+    if record.error:
+        first_line = record.error.splitlines()[0]
+        return f"{prefix}  ERROR {first_line}"
+    figures = "  ".join(
+        f"{k}={v:,.0f}" if v >= 1000 else f"{k}={v:.3f}" for k, v in record.values.items()
+    )
+    cpu = ""
+    if "broker_cpu" in record.details:
+        d = record.details
+        cpu = f"  cpu {d['broker_cpu']:.2f}/{d['generator_cpu']:.2f}/{d['other_cpu']:.2f}"
+        if d["other_cpu"] > OTHER_LOAD_WARNING:
+            cpu += "  (disturbed: other load)"
+        if d["delivery_ratio"] < 0.9999:
+            cpu += f"  delivered {d['delivery_ratio']:.4f} of sent"
+    return f"{prefix}  {figures}{cpu}  ({record.seconds:.1f} s)"
+
+
+def write_json(summary: dict[str, Any], path: Path) -> None:
+    path.write_text(json.dumps(summary, indent=2) + "\n")
+
+
+def emit(lines: list[str], stream: TextIO | None = None) -> None:
+    """Print lines, to stdout unless told (the only place in the harness that prints)."""
+    for text in lines:
+        print(text, file=stream or sys.stdout, flush=True)
