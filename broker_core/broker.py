@@ -75,8 +75,19 @@ class Broker:
 
     # -- in-process API -------------------------------------------------------------------
 
-    def publish(self, context: Context, sender: Subscriber | None = None, now: float | None = None) -> int:
-        """Routes ``context``; returns how many subscribers it reached (0: PUBACK 0x10)."""
+    def publish(
+        self,
+        context: Context,
+        sender: Subscriber | None = None,
+        now: float | None = None,
+        frame: bytes | None = None,
+        frame_v5: bool = False,
+    ) -> int:
+        """Routes ``context``; returns how many subscribers it reached (0: PUBACK 0x10).
+
+        ``frame``: the received PUBLISH when it can be forwarded byte for byte to
+        subscribers of its protocol family at QoS 0 (see ``PublishReceived``).
+        """
         if now is None:
             now = time.time()
         for hook in self.hooks:
@@ -86,7 +97,8 @@ class Broker:
         targets = self.router.match(context.topic)
         if not targets:
             return 0
-        cache: dict[Any, Any] = {}
+        # One encoding per wire variant, shared by every subscriber of that variant.
+        cache: dict[Any, Any] = {} if frame is None else {(frame_v5, 0, False, ()): (frame, b"")}
         qos_in = context.qos
         retain_in = context.retain
         count = 0

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from broker_core.mqtt.fastinit import fast_init
 from broker_core.mqtt.properties import EMPTY, Properties
 
 __all__ = ["EMPTY_META", "Context", "Origin", "next_message_id"]
@@ -43,6 +44,7 @@ class Origin:
 LOCAL = Origin("api", "local")
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Context:
     topic: str

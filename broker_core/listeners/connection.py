@@ -129,7 +129,9 @@ class MqttConnection(asyncio.Protocol):
         session = self.session
         if kind is PublishReceived:
             context = event.context  # type: ignore[union-attr]
-            reached = self.broker.publish(context, session.state, now)
+            reached = self.broker.publish(
+                context, session.state, now, event.frame, event.frame_v5  # type: ignore[union-attr]
+            )
             if context.qos:
                 session.acknowledge(
                     event.packet_id,  # type: ignore[union-attr, arg-type]

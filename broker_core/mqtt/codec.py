@@ -144,7 +144,7 @@ class Decoder:
                 if end > n:
                     waiting_for = total
                     break
-                packets.append(self._decode(b0, buf, i, end))
+                packets.append(self._decode(b0, buf, pos, i, end))
                 pos = end
         except ProtocolError as exc:
             self._error = exc
@@ -162,11 +162,11 @@ class Decoder:
                 self._pending = tail
         return packets
 
-    def _decode(self, b0: int, buf: bytes, pos: int, end: int) -> Packet:
+    def _decode(self, b0: int, buf: bytes, start: int, pos: int, end: int) -> Packet:
         ptype = b0 >> 4
         flags = b0 & 0x0F
         if ptype == 3:
-            return _publish(self.protocol_level or 4, flags, buf, pos, end)
+            return _publish(self.protocol_level or 4, flags, buf, start, pos, end)
         required = _REQUIRED_FLAGS.get(ptype)
         if required is None:
             raise MalformedPacket("reserved packet type 0")
@@ -180,7 +180,7 @@ class Decoder:
         return _DECODERS[ptype](level, buf, pos, end)
 
 
-def _publish(level: int, flags: int, buf: bytes, pos: int, end: int) -> Publish:
+def _publish(level: int, flags: int, buf: bytes, start: int, pos: int, end: int) -> Publish:
     qos = (flags >> 1) & 3
     if qos == 3:
         raise MalformedPacket("PUBLISH with QoS 3")  # [MQTT-3.3.1-4]
@@ -215,7 +215,8 @@ def _publish(level: int, flags: int, buf: bytes, pos: int, end: int) -> Publish:
             pos += 1
         else:
             props, pos = decode_properties(buf, pos, end, PacketKind.PUBLISH)
-    return Publish(topic, buf[pos:end], qos, bool(flags & 1), dup, packet_id, props)
+    raw = None if qos else (buf if start == 0 and end == len(buf) else buf[start:end])
+    return Publish(topic, buf[pos:end], qos, bool(flags & 1), dup, packet_id, props, raw)
 
 
 def _connect(dec: Decoder, buf: bytes, pos: int, end: int) -> Connect:

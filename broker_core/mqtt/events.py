@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from broker_core.context import Context
+from broker_core.mqtt.fastinit import fast_init
 from broker_core.mqtt.packets import Auth, Connect, Subscribe, Unsubscribe
 
 __all__ = [
@@ -33,12 +34,20 @@ class AuthReceived:
     auth: Auth
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class PublishReceived:
-    """An application message to route; QoS 1/2 wait for ``Session.acknowledge``."""
+    """An application message to route; QoS 1/2 wait for ``Session.acknowledge``.
+
+    ``frame`` is the PUBLISH exactly as a subscriber of the same protocol family would
+    receive it at QoS 0 without retain (``frame_v5`` tells which family), when the
+    received bytes can be forwarded unchanged; else None.
+    """
 
     context: Context
     packet_id: int | None
+    frame: bytes | None = None
+    frame_v5: bool = False
 
 
 @dataclass(frozen=True, slots=True)

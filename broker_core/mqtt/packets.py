@@ -7,9 +7,10 @@ the codec ignores what a level does not carry.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 
+from broker_core.mqtt.fastinit import fast_init
 from broker_core.mqtt.properties import EMPTY, Properties
 
 __all__ = [
@@ -107,6 +108,7 @@ class Connack:
     packet_type = PacketType.CONNACK
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Publish:
     topic: str
@@ -116,6 +118,9 @@ class Publish:
     dup: bool = False
     packet_id: int | None = None
     properties: Properties = EMPTY
+    # The packet's bytes as received, kept by the decoder for QoS 0 so that a message
+    # forwarded unchanged is not encoded again. Not part of the packet's value.
+    raw: bytes | None = field(default=None, compare=False, repr=False)
 
     packet_type = PacketType.PUBLISH
 

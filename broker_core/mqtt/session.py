@@ -39,7 +39,7 @@ from typing import Any
 from broker_core.context import Context, Origin, next_message_id
 from broker_core.errors import ProtocolError, ProtocolViolation
 from broker_core.mqtt.codec import Decoder, UnsupportedProtocolVersion
-from broker_core.mqtt.delivery import publish_parts, variant_key
+from broker_core.mqtt.delivery import publish_parts
 from broker_core.mqtt.encoder import encode
 from broker_core.mqtt.events import (
     AuthReceived,
@@ -353,7 +353,7 @@ class Session:
                 self.counters.dropped_expired += 1
                 return
         v5 = self._v5
-        key = variant_key(v5, qos, retain, subscription_ids)
+        key = (v5, qos, retain, subscription_ids if v5 else ())  # delivery.variant_key
         parts = cache.get(key)
         if parts is None:
             prefix, suffix = publish_parts(context, qos, retain, subscription_ids, v5, now)
@@ -445,14 +445,19 @@ class Session:
             self._send_delivery(state.dequeue(), now)
 
     def _handle_all(self, packets: list[Packet], now: float) -> None:
-        for packet in packets:
-            if self.conn_state is ConnState.CLOSED:
-                return
-            try:
-                self._handle(packet, now)
-            except ProtocolError as exc:
-                self._fail(exc)
-                return
+        connected = ConnState.CONNECTED
+        on_publish = self._on_publish
+        try:
+            for packet in packets:
+                state = self.conn_state
+                if state is connected and type(packet) is Publish:
+                    on_publish(packet, now)
+                elif state is ConnState.CLOSED:
+                    return
+                else:
+                    self._handle(packet, now)
+        except ProtocolError as exc:
+            self._fail(exc)
 
     def _handle(self, packet: Packet, now: float) -> None:
         state = self.conn_state
@@ -532,7 +537,11 @@ class Session:
             id=next_message_id(),
             received_at=int(now * 1e9),
         )
-        self._events.append(PublishReceived(context, packet.packet_id))
+        raw = packet.raw
+        if raw is not None and not packet.retain and props is EMPTY:
+            self._events.append(PublishReceived(context, None, raw, self._v5))
+        else:
+            self._events.append(PublishReceived(context, packet.packet_id))
 
     def _on_puback(self, packet: Puback, now: float) -> None:
         state = self.state
