@@ -190,7 +190,16 @@ class _Builder:
         return []
 
 
-def _syntax_error(exc: yaml.YAMLError, filename: str) -> ConfigError:
+def _syntax_error(exc: yaml.YAMLError, filename: str, text: str) -> ConfigError:
+    if isinstance(exc, yaml.reader.ReaderError):
+        before = text[: exc.position]
+        line_number = before.count("\n") + 1
+        column = exc.position - (before.rfind("\n") + 1) + 1
+        code = exc.character if isinstance(exc.character, int) else ord(exc.character)
+        message = f"YAML syntax error: character U+{code:04X} is not allowed"
+        problem = Problem((), line_number, message, column)
+        rendered = problem.render(filename)
+        return ConfigError(rendered, [rendered])
     if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
         mark = exc.problem_mark
         message = exc.problem or "invalid YAML"
@@ -217,7 +226,7 @@ def read_yaml(text: str, filename: str, env: Mapping[str, str]) -> YamlDocument:
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
-        raise _syntax_error(exc, filename) from exc
+        raise _syntax_error(exc, filename, text) from exc
     if root is None:
         return YamlDocument(filename, None, {(): 1})
     builder = _Builder(env)

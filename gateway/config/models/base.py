@@ -7,15 +7,18 @@ evens out YAML's typing where pydantic's lax mode is too lax or too strict:
 - integer choices written as strings (``max_qos: "1"``, the result of ``${QOS}``)
   count as integers;
 - an empty section (``mqtt:`` with nothing under it) means that section's defaults.
+
+This happens in one model-level ``before`` validator that only rewrites values (it
+never raises, so every field is still validated and reported), and not in per-field
+validators, which pydantic forbids on the discriminator field of a tagged union.
 """
 
 from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, model_validator
 
-from gateway.config.errors import expected_choices, show_value
 from gateway.config.introspect import (
     field_annotation,
     is_model,
@@ -32,26 +35,38 @@ def doc_default(text: str) -> dict[str, Any]:
     return {"doc_default": text}
 
 
-def _reject_bool(annotation: object, value: bool) -> None:
-    """Raise when ``annotation`` takes numbers but not ``true``/``false``."""
+class _NotANumber:
+    """Stands in for ``true``/``false`` given to a number, so that pydantic reports
+    "expected an integer, got true" instead of taking it as 1."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: bool) -> None:
+        self.value = value
+
+    def __str__(self) -> str:
+        return "true" if self.value else "false"
+
+    __repr__ = __str__
+
+
+def _takes_bool(annotation: object) -> bool:
+    """False when ``annotation`` takes numbers (or integer choices) but not booleans."""
     bare, _ = strip_annotated(annotation)
     members, _ = nullable_members(bare)
-    kinds: list[object] = []
+    numeric = False
     for member in members:
         member, metadata = strip_annotated(member)
         if any(hasattr(item, "doc_type") for item in metadata):
-            return  # a value type from gateway.config.values parses it and says why
+            return True  # a value type from gateway.config.values rejects it itself
         values = literal_values(member)
         if member is bool or (values is not None and any(isinstance(v, bool) for v in values)):
-            return
-        kinds.append(member if values is None else values)
-    for kind in kinds:
-        if kind is int:
-            raise ValueError(f"expected an integer, got {show_value(value)}")
-        if kind is float:
-            raise ValueError(f"expected a number, got {show_value(value)}")
-        if isinstance(kind, tuple) and all(isinstance(v, int) for v in kind):
-            raise ValueError(f"expected {expected_choices(kind)}, got {show_value(value)}")
+            return True
+        if member in (int, float) or (values and all(isinstance(v, int) for v in values)):
+            numeric = True
+        else:
+            return True
+    return not numeric
 
 
 def _int_choice(annotation: object, value: str) -> object:
@@ -78,26 +93,21 @@ class ConfigModel(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _empty_sections_mean_defaults(cls, data: Any) -> Any:
+    def _even_out_yaml(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
-        empty = [
-            name
-            for name, value in data.items()
-            if value is None
-            and name in cls.model_fields
-            and is_model(strip_annotated(cls.model_fields[name].annotation)[0])
-        ]
-        return {name: value for name, value in data.items() if name not in empty}
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _yaml_scalars(cls, value: Any, info: ValidationInfo) -> Any:
-        if info.field_name is None:
-            return value
-        annotation = field_annotation(cls.model_fields[info.field_name])
-        if isinstance(value, bool):
-            _reject_bool(annotation, value)
-        elif isinstance(value, str):
-            return _int_choice(annotation, value)
-        return value
+        evened: dict[Any, Any] = {}
+        for name, value in data.items():
+            field = cls.model_fields.get(name) if isinstance(name, str) else None
+            if field is None:
+                evened[name] = value
+                continue
+            annotation = field_annotation(field)
+            if value is None and is_model(strip_annotated(annotation)[0]):
+                continue  # an empty section: its defaults
+            if isinstance(value, bool) and not _takes_bool(annotation):
+                value = _NotANumber(value)
+            elif isinstance(value, str):
+                value = _int_choice(annotation, value)
+            evened[name] = value
+        return evened

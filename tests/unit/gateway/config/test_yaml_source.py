@@ -264,6 +264,10 @@ def test_yaml_oddities_are_problems(text: str, message: str) -> None:
             "edgebus.yaml:2:1: YAML syntax error: found unexpected end of stream"
             " (while scanning a quoted scalar started on line 1)",
         ),
+        (
+            "a: 1\nb: x\x00\n",
+            "edgebus.yaml:2:5: YAML syntax error: character U+0000 is not allowed",
+        ),
     ],
 )
 def test_syntax_errors_name_file_line_and_column(text: str, message: str) -> None:
