@@ -473,7 +473,7 @@ class Session:
         elif type(packet) is Connect:
             raise ProtocolViolation("second CONNECT")  # [MQTT-3.1.0-2]
         elif type(packet) is Auth and self._v5:
-            self._events.append(AuthReceived(packet))
+            self._on_auth(packet, now)
         elif len(self._held) >= _HELD_LIMIT:
             raise ProtocolError("too many packets before CONNACK", ReasonCode.QUOTA_EXCEEDED)
         else:
@@ -616,6 +616,9 @@ class Session:
         self.conn_state = ConnState.CLOSED
 
     def _on_auth(self, packet: Auth, now: float) -> None:
+        connect = self.connect
+        if connect is None or connect.properties.authentication_method is None:
+            raise ProtocolViolation("AUTH without an authentication method in CONNECT")
         self._events.append(AuthReceived(packet))
 
     def _fail(self, exc: ProtocolError) -> None:
@@ -637,6 +640,8 @@ class Session:
         self.close_reason = code
         if notify:
             self._events.append(ConnectionClosing(code, message))
+        if self.wakeup is not None:
+            self.wakeup()  # the driver flushes what is left, then closes the transport
 
 
 _HANDLERS: dict[type, Callable[[Session, Any, float], None]] = {
