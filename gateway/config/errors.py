@@ -169,12 +169,15 @@ def _bound_message(kind: str, ctx: dict[str, Any], got: str) -> str:
 def _length_message(kind: str, ctx: dict[str, Any], value: object) -> str:
     minimum = ctx.get("min_length")
     maximum = ctx.get("max_length")
-    noun = "character" if kind.startswith("string") else "item"
+    noun = "characters" if kind.startswith("string") else "items"
+    actual = ctx.get("actual_length")
+    if actual is None and isinstance(value, str | list | tuple | dict):
+        actual = len(value)
     if kind.endswith("too_short") and minimum == 1:
         return "must not be empty"
     if kind.endswith("too_short"):
-        return f"expected at least {minimum} {noun}s, got {show_value(value)}"
-    return f"expected at most {maximum} {noun}s, got {show_value(value)}"
+        return f"expected at least {minimum} {noun}, got {actual}"
+    return f"expected at most {maximum} {noun}, got {actual}"
 
 
 def _message(error: ErrorDetails, annotation: object) -> str:
