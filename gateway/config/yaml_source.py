@@ -158,7 +158,7 @@ class _Builder:
         own: list[tuple[Node, Node]] = []
         for key_node, value_node in node.value:
             if key_node.tag == _MERGE_TAG:
-                for source in self._merge_sources(value_node, path):
+                for source in self._merge_sources(key_node, value_node, path):
                     result.update(self.mapping(source, path))
             else:
                 own.append((key_node, value_node))
@@ -178,16 +178,21 @@ class _Builder:
             result[key] = self.value(value_node, (*path, key))
         return result
 
-    def _merge_sources(self, node: Node, path: Loc) -> list[MappingNode]:
+    def _merge_sources(self, key: Node, node: Node, path: Loc) -> list[MappingNode]:
         """Mappings named by a ``<<`` key, lowest precedence first."""
         if isinstance(node, MappingNode):
-            return [node]
-        if isinstance(node, SequenceNode) and all(
+            sources = [node]
+        elif isinstance(node, SequenceNode) and all(
             isinstance(item, MappingNode) for item in node.value
         ):
-            return list(reversed(node.value))
-        self.problem(path, node, "a '<<' merge key needs a mapping or a list of mappings")
-        return []
+            sources = list(reversed(node.value))
+        else:
+            self.problem(path, key, "a '<<' merge key needs a mapping or a list of mappings")
+            return []
+        if any(id(source) in self._active for source in sources):
+            self.problem(path, key, "recursive alias; an anchor cannot contain itself")
+            return []
+        return sources
 
 
 def _syntax_error(exc: yaml.YAMLError, filename: str, text: str) -> ConfigError:

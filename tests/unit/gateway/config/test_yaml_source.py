@@ -225,6 +225,10 @@ def test_anchors_aliases_and_merge_keys() -> None:
     [
         ("a: !secret x\n", "edgebus.yaml:1 a: unsupported YAML tag '!secret'"),
         ("a: &x [*x]\n", "edgebus.yaml:1 a[0]: recursive alias; an anchor cannot contain itself"),
+        (
+            "a: &x\n  b: 1\n  <<: *x\n",
+            "edgebus.yaml:3 a: recursive alias; an anchor cannot contain itself",
+        ),
         ("? [a, b]\n: 1\n", "edgebus.yaml:1: a key must be a plain string, not a collection"),
         (
             "a:\n  <<: 5\n",
