@@ -21,11 +21,11 @@ class ServerLimits:
     one. Either way the drop is counted (``Counters.dropped_queue_full``).
     """
 
-    max_packet_size: int = 1024 * 1024
+    max_packet_size: int = 1_000_000
     receive_maximum: int = 32
     max_inflight: int = 32
     max_queued_messages: int = 1000
-    max_queued_bytes: int = 64 * 1024 * 1024
+    max_queued_bytes: int = 64_000_000
     queue_overflow: str = DROP_OLDEST
     max_topic_alias: int = 65535
     max_qos: int = 2
