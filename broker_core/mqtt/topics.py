@@ -16,6 +16,7 @@ __all__ = [
     "filter_matches",
     "is_wildcard_filter",
     "parse_shared",
+    "topic_filter_problem",
     "validate_topic_filter",
     "validate_topic_name",
 ]
@@ -34,19 +35,34 @@ def validate_topic_name(topic: str) -> None:
         raise ProtocolViolation(f"topic name contains a wildcard: {topic!r}")
 
 
-def validate_topic_filter(topic_filter: str) -> None:
-    """``#`` only as the whole last level, ``+`` only as a whole level [MQTT-4.7.1-1, -2]."""
+def topic_filter_problem(topic_filter: str) -> str | None:
+    """Why ``topic_filter`` is not a valid topic filter, or None when it is.
+
+    ``#`` only as the whole last level, ``+`` only as a whole level [MQTT-4.7.1-1, -2],
+    at least one character [MQTT-4.7.3-1].
+    """
     if not topic_filter:
-        raise MalformedPacket("topic filter is empty")  # [MQTT-4.7.3-1]
+        return "a topic filter must not be empty"
+    if "\0" in topic_filter:
+        return "a topic filter must not contain the NUL character"
+    if len(topic_filter) > 16383 and len(topic_filter.encode("utf-8")) > 65535:
+        return "a topic filter must be at most 65535 bytes"
     if "+" not in topic_filter and "#" not in topic_filter:
-        return
+        return None
     levels = topic_filter.split("/")
     last = len(levels) - 1
     for i, level in enumerate(levels):
         if "#" in level and (level != "#" or i != last):
-            raise MalformedPacket(f"'#' must be the whole last level: {topic_filter!r}")
+            return "'#' must be a whole level and the last one"
         if "+" in level and level != "+":
-            raise MalformedPacket(f"'+' must occupy a whole level: {topic_filter!r}")
+            return "'+' must be a whole level"
+    return None
+
+
+def validate_topic_filter(topic_filter: str) -> None:
+    problem = topic_filter_problem(topic_filter)
+    if problem is not None:
+        raise MalformedPacket(f"{problem}: {topic_filter!r}")
 
 
 def parse_shared(topic_filter: str) -> SharedFilter | None:

@@ -32,6 +32,7 @@ from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import core_schema
 
+from broker_core.mqtt.topics import topic_filter_problem
 from gateway.config.errors import show_value
 from gateway.config.units import format_duration, format_size, parse_duration, parse_size
 
@@ -276,23 +277,6 @@ class NetworkSpec(_Spec):
         if network.prefixlen == network.max_prefixlen:
             return str(network.network_address)
         return str(network)
-
-
-def topic_filter_problem(text: str) -> str | None:
-    """Why ``text`` is not a valid MQTT topic filter, or None when it is."""
-    if not text:
-        return "a topic filter must not be empty"
-    if "\0" in text:
-        return "a topic filter must not contain the NUL character"
-    if len(text.encode("utf-8")) > 65535:
-        return "a topic filter must be at most 65535 bytes"
-    levels = text.split("/")
-    for index, level in enumerate(levels):
-        if "#" in level and (level != "#" or index != len(levels) - 1):
-            return "'#' must be a whole level and the last one"
-        if "+" in level and level != "+":
-            return "'+' must be a whole level"
-    return None
 
 
 @dataclass(frozen=True)
