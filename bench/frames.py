@@ -195,6 +195,11 @@ def split_packets(data: bytes) -> tuple[list[tuple[int, bytes]], bytes]:
     return packets, data[pos:]
 
 
+def _leading_run(column: bytes, limit: int) -> int:
+    """How many leading bytes of ``column`` equal its first byte, at most ``limit``."""
+    return min(limit, len(column) - len(column.lstrip(column[:1])))
+
+
 class PacketCounter:
     """Counts packets of one type in a byte stream split anywhere into chunks.
 
@@ -239,11 +244,9 @@ class PacketCounter:
                 size = length + 2
                 run = min((end - pos) // size, self.max_run)
                 stop = pos + run * size
-                heads = data[pos:stop:size]
-                run = min(run, run - len(heads.lstrip(heads[:1])))
+                run = _leading_run(data[pos:stop:size], run)
                 if run > 1:
-                    lengths = data[pos + 1 : stop : size]
-                    run = min(run, run - len(lengths.lstrip(lengths[:1])))
+                    run = _leading_run(data[pos + 1 : stop : size], run)
                 kind = first >> 4
                 if kind == 0:
                     raise StreamError(f"reserved packet type 0 at offset {pos}")
@@ -277,9 +280,8 @@ class PacketCounter:
     def _ack_run(self, data: bytes, pos: int, size: int, run: int) -> int:
         """PUBACKs for the leading packets of a run that share one topic length."""
         stop = pos + run * size
-        hi = data[pos + 2 : stop : size]
-        lo = data[pos + 3 : stop : size]
-        run = min(run, run - len(hi.lstrip(hi[:1])), run - len(lo.lstrip(lo[:1])))
+        run = _leading_run(data[pos + 2 : stop : size], run)
+        run = _leading_run(data[pos + 3 : stop : size], run)
         at = pos + 4 + int.from_bytes(data[pos + 2 : pos + 4], "big")
         stop = pos + run * size
         acks = bytearray(4 * run)
