@@ -1,0 +1,58 @@
+"""Fixtures of the broker integration tests: one in-process gateway per test on
+127.0.0.1:0, and a factory of paho / raw clients connected to it.
+
+A test that needs other limits marks itself with the YAML to merge::
+
+    @pytest.mark.gateway_config("mqtt:\\n  max_queued_messages: 5\\n")
+    def test_x(gw, clients): ...
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.gateway import RunningGateway, running_gateway
+from tests.integration.broker.support import Clients
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "gateway_config(yaml): YAML merged into the test gateway's configuration"
+    )
+
+
+@pytest.fixture
+def gw(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RunningGateway]:
+    """A gateway for one test; ``@pytest.mark.gateway_config(yaml)`` adds configuration."""
+    marker = request.node.get_closest_marker("gateway_config")
+    config_yaml = marker.args[0] if marker else ""
+    with running_gateway(tmp_path / "gw", config_yaml) as gateway:
+        yield gateway
+
+
+@pytest.fixture
+def clients(gw: RunningGateway) -> Iterator[Clients]:
+    """Paho and raw clients of ``gw``, closed after the test (before the gateway stops)."""
+    factory = Clients(gw)
+    try:
+        yield factory
+    finally:
+        factory.close_all()
+
+
+@pytest.fixture
+def start_gateway(tmp_path: Path) -> Iterator[Callable[[str], RunningGateway]]:
+    """Starts further gateways with their own configuration, stopped after the test."""
+    with ExitStack() as stack:
+        count = 0
+
+        def start(config_yaml: str = "") -> RunningGateway:
+            nonlocal count
+            count += 1
+            return stack.enter_context(running_gateway(tmp_path / f"gw{count}", config_yaml))
+
+        yield start
