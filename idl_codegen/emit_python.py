@@ -1,0 +1,729 @@
+"""Python emitter: a :class:`~idl_codegen.model.Schema` -> cyclonedds-python sources.
+
+Layout: one package per IDL module (``a::b`` -> ``a/b/__init__.py``), which re-exports
+its types and holds its constants; each type lives in a private file of its package
+(``a/b/_Point.py``). Types that refer to each other (a recursive group) share one
+file, so the imports between files never form a cycle and importing any package in
+any order works.
+
+The classes are ordinary cyclonedds ``IdlStruct`` / ``IdlUnion`` / ``IdlEnum`` classes
+with their fully qualified IDL name as ``typename``. Field annotations use the
+``typing.Annotated`` form cyclonedds builds internally (``Annotated[Sequence[int],
+types.sequence(types.int32, 8)]``), which type-checks without a mypy plugin. Every
+struct member has a default (``@default`` or the IDL zero value), so ``Msg()`` is a
+valid sample. Generator imports use ``_``-prefixed names, which no IDL name can clash
+with.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import textwrap
+from dataclasses import dataclass, field
+
+from idl_codegen.graph import components
+from idl_codegen.model import (
+    FLOAT_KINDS,
+    ArrayType,
+    Declared,
+    EnumType,
+    Member,
+    NamedType,
+    PrimitiveType,
+    Schema,
+    SequenceType,
+    StringType,
+    StructType,
+    TypedefType,
+    TypeRef,
+    UnionCase,
+    UnionType,
+    Value,
+    named_in,
+    zero_value,
+)
+from idl_codegen.naming import (
+    ENUM_RESERVED,
+    STRUCT_RESERVED,
+    UNION_RESERVED,
+    python_name,
+    python_package_path,
+)
+from idl_codegen.provenance import provenance
+
+__all__ = ["PythonOptions", "emit_python", "python_literal"]
+
+_LINE = 99
+_GENERATOR_NAMES = frozenset({"_abc", "_annotate", "_dataclass", "_field", "_idl", "_types",
+                              "_typing"})
+_LIMIT = 100  # the line length ruff checks; longer lines get a noqa comment for E501
+
+
+@dataclass(frozen=True, slots=True)
+class PythonOptions:
+    """``package``: a dotted package to generate into (empty: top level);
+    ``global_package``: the package for types declared outside any module."""
+
+    package: str = ""
+    global_package: str = "idl_global"
+
+
+def emit_python(schema: Schema, options: PythonOptions | None = None) -> dict[str, str]:
+    """The generated files, as ``{relative posix path: content}``."""
+    return _Emitter(schema, options or PythonOptions()).emit()
+
+
+def python_literal(value: Value) -> str:
+    """A deterministic Python literal for ``value`` (strings in double quotes)."""
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return 'float("nan")'
+        if math.isinf(value):
+            return 'float("inf")' if value > 0 else 'float("-inf")'
+        return repr(value)
+    text = repr(value)
+    if text.startswith("'") and '"' not in value:
+        text = '"' + text[1:-1].replace("\\'", "'") + '"'
+    return text
+
+
+@dataclass(slots=True)
+class _Placement:
+    package: str
+    module: str
+    name: str
+
+
+class _Emitter:
+    def __init__(self, schema: Schema, options: PythonOptions) -> None:
+        self.schema = schema
+        self.options = options
+        self.placement: dict[str, _Placement] = {}
+        self.files: list[tuple[str, list[str]]] = []
+        self._plan()
+
+    # -- planning ----------------------------------------------------------------------
+
+    def package_of(self, qualified: str) -> str:
+        scope = qualified.rsplit("::", 1)[0] if "::" in qualified else ""
+        if not scope:
+            return python_package_path(self.options.global_package, self.options.package)
+        return python_package_path(scope, self.options.package)
+
+    def _plan(self) -> None:
+        used: dict[str, set[str]] = {}
+        for name in self.schema.types:
+            package = self.package_of(name)
+            taken = used.setdefault(package, set())
+            simple = python_name(name.rsplit("::", 1)[-1], taken)
+            taken.add(simple)
+            self.placement[name] = _Placement(package, "", simple)
+        for component in components(self.schema):
+            first = self.placement[component[0]]
+            module = f"{first.package}._{first.name}"
+            for name in component:
+                self.placement[name].module = module
+            self.files.append((module, component))
+
+    def packages(self) -> list[str]:
+        """Every package to write, parents before children, in first-seen order."""
+        found: dict[str, None] = {}
+        prefix_depth = len(self.options.package.split(".")) if self.options.package else 0
+        scopes = list(self.schema.modules)
+        scopes += [name.rsplit("::", 1)[0] if "::" in name else ""
+                   for name in [*self.schema.types, *self.schema.constants]]
+        for scope in scopes:
+            package = self.package_of(scope + "::x") if scope else self.package_of("x")
+            parts = package.split(".")
+            for depth in range(prefix_depth + 1, len(parts) + 1):
+                found[".".join(parts[:depth])] = None
+        return list(found)
+
+    # -- output ------------------------------------------------------------------------
+
+    def emit(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for module, component in self.files:
+            out[module.replace(".", "/") + ".py"] = _FileRenderer(self, module, component).render()
+        for package in self.packages():
+            out[package.replace(".", "/") + "/__init__.py"] = self._render_package(package)
+        return dict(sorted(out.items()))
+
+    def _render_package(self, package: str) -> str:
+        types = [name for name in self.schema.types if self.placement[name].package == package]
+        constants = [name for name in self.schema.constants
+                     if self.package_of(name) == package]
+        children = sorted({p for p in self.packages()
+                           if p.rsplit(".", 1)[0] == package and p != package})
+        scope = self._scope_of_package(package)
+        sources = [self.schema.origins.get(name, "") for name in types + constants]
+        title = f"IDL module ``{scope}``." if scope else "IDL types declared outside any module."
+        lines = [f'"""{title}', "", *_docstring_lines(provenance(s for s in sources if s)),
+                 '"""', ""]
+        entries: list[tuple[str, str, str | None]] = []
+        exported: list[str] = []
+        for child in children:
+            leaf = child.rsplit(".", 1)[-1]
+            entries.append((package, leaf, leaf))
+            exported.append(leaf)
+        for name in types:
+            placement = self.placement[name]
+            entries.append((placement.module, placement.name, None))
+            exported.append(placement.name)
+        const_lines: list[str] = []
+        for name in constants:
+            constant = self.schema.constants[name]
+            const_name = python_name(name.rsplit("::", 1)[-1], set(exported))
+            resolved = self.schema.resolve(constant.type)
+            if isinstance(resolved, EnumType):
+                placement = self.placement[resolved.name]
+                if (placement.module, placement.name, None) not in entries:
+                    entries.append((placement.module, placement.name, None))
+                literal = python_name(str(constant.value), ENUM_RESERVED)
+                const_lines.append(f"{const_name}: {placement.name} = {placement.name}.{literal}")
+            else:
+                value = _python_value(constant.value, resolved)
+                const_lines.append(f"{const_name}: {type(value).__name__} = "
+                                   f"{python_literal(value)}")
+            exported.append(const_name)
+        imports = _import_blocks([], entries, package.split(".")[0])
+        lines += imports
+        if const_lines:
+            lines += ([""] if imports else []) + const_lines
+        if lines[-1] != "":
+            lines.append("")
+        ordered = sorted(exported, key=_isort_name_key)
+        lines.append("__all__ = [" + ", ".join(f'"{n}"' for n in ordered) + "]")
+        return "\n".join(_wrap_all(lines)) + "\n"
+
+    def _scope_of_package(self, package: str) -> str:
+        prefix = self.options.package
+        rest = package[len(prefix) + 1:] if prefix else package
+        if rest == python_package_path(self.options.global_package):
+            return ""
+        for scope in self.schema.modules:
+            if python_package_path(scope) == rest:
+                return scope
+        return rest.replace(".", "::")
+
+
+def _python_value(value: Value, resolved: object) -> Value:
+    """A model value as the Python value cyclonedds uses (``wchar`` is an int)."""
+    if isinstance(resolved, PrimitiveType) and resolved.kind == "wchar" and isinstance(value, str):
+        return ord(value)
+    return value
+
+
+def _wrap_all(lines: list[str]) -> list[str]:
+    if len(lines[-1]) <= _LINE:
+        return lines
+    names = lines[-1][len("__all__ = ["):-1].split(", ")
+    return lines[:-1] + ["__all__ = ["] + [f"    {name}," for name in names] + ["]"]
+
+
+@dataclass(slots=True)
+class _FileRenderer:
+    emitter: _Emitter
+    module: str
+    component: list[str]
+    imports: dict[str, str] = field(default_factory=dict)
+    defined: set[str] = field(default_factory=set)
+    reserved: set[str] = field(default_factory=set)
+    needs: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        schema = self.emitter.schema
+        local = {self.emitter.placement[name].name for name in self.component}
+        external: list[str] = []
+        for name in self.component:
+            needed = list(schema.dependencies(name))
+            declared = schema.types[name]
+            if isinstance(declared, StructType):
+                for member in declared.members:
+                    if not member.optional:
+                        needed += _default_needs(schema, member.type)
+                for member in _refactored_inherited(schema, declared):
+                    needed += list(named_in(member.type)) + _default_needs(schema, member.type)
+            for dependency in needed:
+                if dependency not in self.component and dependency not in external:
+                    external.append(dependency)
+        taken = set(local)
+        for dependency in external:
+            simple = self.emitter.placement[dependency].name
+            alias = simple if simple not in taken else "_" + dependency.replace("::", "_")
+            taken.add(alias)
+            self.imports[dependency] = alias
+        self.reserved = taken | _GENERATOR_NAMES
+
+    # -- references --------------------------------------------------------------------
+
+    def ref_name(self, qualified: str) -> str:
+        """The Python name of a declared type as this file sees it."""
+        if qualified in self.imports:
+            return self.imports[qualified]
+        return self.emitter.placement[qualified].name
+
+    def lazy(self, qualified: str) -> bool:
+        """True when ``qualified`` is defined later in this file (or is being defined)."""
+        return qualified in self.component and qualified not in self.defined
+
+    def descriptor(self, ref: TypeRef) -> str:
+        """The cyclonedds type descriptor of ``ref``."""
+        if isinstance(ref, PrimitiveType):
+            self.needs.add("_types")
+            return {"boolean": "bool", "octet": "_types.byte"}.get(ref.kind, f"_types.{ref.kind}")
+        if isinstance(ref, StringType):
+            if ref.bound is None:
+                return "str"
+            self.needs.add("_types")
+            return f"_types.bounded_str({ref.bound})"
+        if isinstance(ref, SequenceType):
+            self.needs.add("_types")
+            bound = f", {ref.bound}" if ref.bound is not None else ""
+            return f"_types.sequence({self.descriptor(ref.element)}{bound})"
+        if isinstance(ref, ArrayType):
+            self.needs.add("_types")
+            text = self.descriptor(ref.element)
+            for dim in reversed(ref.dims):
+                text = f"_types.array({text}, {dim})"
+            return text
+        if self.lazy(ref.name):
+            placement = self.emitter.placement[ref.name]
+            return f'"{placement.module}.{placement.name}"'
+        return self.ref_name(ref.name)
+
+    def py_type(self, ref: TypeRef) -> str:
+        """The Python type mypy sees for ``ref``."""
+        if isinstance(ref, PrimitiveType):
+            if ref.kind in FLOAT_KINDS:
+                return "float"
+            return {"boolean": "bool", "char": "str"}.get(ref.kind, "int")
+        if isinstance(ref, StringType):
+            return "str"
+        if isinstance(ref, SequenceType | ArrayType):
+            self.needs.add("_abc")
+            inner = self.py_type(ref.element)
+            for _ in range(len(ref.dims) if isinstance(ref, ArrayType) else 1):
+                inner = f"_abc.Sequence[{inner}]"
+            return inner
+        declared = self.emitter.schema.types[ref.name]
+        if isinstance(declared, TypedefType):
+            return self.py_type(declared.type)
+        if self.lazy(ref.name):
+            return f'"{self.ref_name(ref.name)}"'
+        return self.ref_name(ref.name)
+
+    def annotation(self, ref: TypeRef, optional: bool) -> str:
+        if isinstance(ref, PrimitiveType) or (isinstance(ref, StringType) and ref.bound is None):
+            text = self.descriptor(ref)
+        elif isinstance(ref, NamedType) and not isinstance(
+                self.emitter.schema.types[ref.name], TypedefType):
+            text = self.py_type(ref)
+        else:
+            self.needs.add("_typing")
+            text = f"_typing.Annotated[{self.py_type(ref)}, {self.descriptor(ref)}]"
+        if optional:
+            self.needs.add("_typing")
+            return f"_typing.Optional[{text}]"  # cyclonedds needs typing.Optional
+        return text
+
+    # -- default values ----------------------------------------------------------------
+
+    def value(self, ref: TypeRef) -> tuple[str, bool]:
+        """An expression for a fresh default value of ``ref``, and whether it is immutable."""
+        schema = self.emitter.schema
+        resolved = schema.resolve(ref)
+        zero = zero_value(resolved)
+        if zero is not None:
+            return self.literal(zero, resolved), True
+        if isinstance(resolved, SequenceType):
+            return "[]", False
+        if isinstance(resolved, ArrayType):
+            return self._array_value(resolved)
+        assert isinstance(resolved, StructType | UnionType)
+        name = self._callable(resolved.name)
+        if isinstance(resolved, StructType):
+            return f"{name}()", False
+        discriminator, case = _union_default(schema, resolved)
+        disc_resolved = schema.resolve(resolved.discriminator)
+        disc_text = self.literal(discriminator, disc_resolved)
+        value_text = self.value(case.type)[0] if case is not None else "None"
+        return f"{name}(discriminator={disc_text}, value={value_text})", False
+
+    def _callable(self, qualified: str) -> str:
+        if self.lazy(qualified):
+            return self.emitter.placement[qualified].name  # same file: only called lazily
+        return self.ref_name(qualified)
+
+    def _array_value(self, array: ArrayType) -> tuple[str, bool]:
+        element = self.emitter.schema.resolve(array.element)
+        dims = list(array.dims)
+        if isinstance(element, PrimitiveType) and element.kind in ("octet", "uint8"):
+            text = f"bytes({dims.pop()})"
+            if not dims:
+                return text, True
+        else:
+            text, immutable = self.value(array.element)
+            last = dims.pop()
+            text = f"[{text}] * {last}" if immutable else \
+                f"[{text} for _ in range({last})]"
+        for dim in reversed(dims):
+            text = f"[{text} for _ in range({dim})]"
+        return text, False
+
+    def literal(self, value: Value, resolved: object) -> str:
+        if isinstance(resolved, EnumType):
+            return f"{self.ref_name(resolved.name)}.{python_name(str(value), ENUM_RESERVED)}"
+        if isinstance(resolved, PrimitiveType) and resolved.kind in FLOAT_KINDS \
+                and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        return python_literal(_python_value(value, resolved))
+
+    def default(self, member: Member) -> str:
+        if member.optional:
+            return "None"
+        resolved = self.emitter.schema.resolve(member.type)
+        if member.default is not None and isinstance(resolved, PrimitiveType | StringType
+                                                     | EnumType):
+            return self.literal(member.default, resolved)
+        text, immutable = self.value(member.type)
+        if immutable:
+            return text
+        self.needs.add("_field")
+        if text == "[]":
+            return "_field(default_factory=list)"
+        if text.endswith("()") and text[:-2].isidentifier():
+            return f"_field(default_factory={text[:-2]})"
+        return f"_field(default_factory=lambda: {text})"
+
+    # -- rendering ---------------------------------------------------------------------
+
+    def render(self) -> str:
+        schema = self.emitter.schema
+        body: list[str] = []
+        for name in self.component:
+            declared = schema.types[name]
+            body += ["", ""] if body else []
+            body += self._declaration(declared)
+            self.defined.add(name)
+        kinds = sorted({_kind(schema.types[name]) for name in self.component})
+        names = ", ".join(f"``{name}``" for name in self.component)
+        title = f"IDL {' and '.join(kinds)} {names}."
+        sources = [schema.origins.get(name, "") for name in self.component]
+        head = [f'"""{title}', "", *_docstring_lines(provenance(s for s in sources if s)),
+                '"""', ""]
+        gap = ["", ""] if body[0].startswith(("@", "class ")) else [""]
+        lines = head + self._imports() + gap + body
+        return "\n".join(_noqa_long(line) for line in lines) + "\n"
+
+    def _imports(self) -> list[str]:
+        plain = [line for name, line in (
+            ("_abc", "import collections.abc as _abc"),
+            ("_typing", "import typing as _typing"),
+            ("_idl", "import cyclonedds.idl as _idl"),
+            ("_annotate", "import cyclonedds.idl.annotations as _annotate"),
+            ("_types", "import cyclonedds.idl.types as _types"),
+        ) if name in self.needs]
+        entries: list[tuple[str, str, str | None]] = [
+            ("dataclasses", name[1:], name) for name in ("_dataclass", "_field")
+            if name in self.needs]
+        for qualified, alias in self.imports.items():
+            placement = self.emitter.placement[qualified]
+            entries.append((placement.module, placement.name,
+                            alias if alias != placement.name else None))
+        return _import_blocks(plain, entries, self.module.split(".")[0])
+
+    def _declaration(self, declared: Declared) -> list[str]:
+        if isinstance(declared, StructType):
+            return self._struct(declared)
+        if isinstance(declared, UnionType):
+            return self._union(declared)
+        if isinstance(declared, EnumType):
+            return self._enum(declared)
+        name = self.emitter.placement[declared.name].name
+        self.needs.add("_types")
+        descriptor = self.descriptor(declared.type)
+        is_class = descriptor in ("str", "bool") or (
+            isinstance(declared.type, NamedType) and not descriptor.startswith('"')
+            and not isinstance(self.emitter.schema.types[declared.type.name], TypedefType))
+        is_alias = isinstance(declared.type, PrimitiveType)
+        ignore = "" if is_class or is_alias else "  # type: ignore[arg-type]"
+        line = f'{name} = _types.typedef("{declared.name}", {descriptor}){ignore}'
+        if len(line.split("  #")[0]) <= _LINE:
+            return [line]
+        return [f"{name} = _types.typedef(", f'    "{declared.name}",',
+                f"    {descriptor},{ignore}", ")"]
+
+    def _decorators(self, extensibility: str, nested: bool) -> list[str]:
+        self.needs.add("_annotate")
+        lines = [f"@_annotate.{extensibility}"]
+        if nested:
+            lines.append("@_annotate.nested")
+        return lines
+
+    def _struct(self, struct: StructType) -> list[str]:
+        schema = self.emitter.schema
+        name = self.emitter.placement[struct.name].name
+        self.needs.add("_dataclass")
+        lines = ["@_dataclass", *self._decorators(struct.extensibility, struct.nested)]
+        if struct.autoid == "hash":
+            lines.append('@_annotate.autoid("hash")')
+        inherited = schema.all_members(struct)[: len(schema.all_members(struct))
+                                                - len(struct.members)]
+        taken = set(self.reserved) | STRUCT_RESERVED
+        py_names: dict[str, str] = {}
+        for member in inherited:
+            py_names[member.name] = python_name(member.name, taken)
+            taken.add(py_names[member.name])
+        own: list[tuple[Member, str]] = []
+        for member in struct.members:
+            py = python_name(member.name, taken)
+            taken.add(py)
+            py_names[member.name] = py
+            own.append((member, py))
+        if struct.keylist is not None:
+            keys = ", ".join(f'"{py_names[key]}"' for key in struct.keylist)
+            lines.append(f"@_annotate.keylist([{keys}])")
+        base = self.ref_name(struct.base) if struct.base else "_idl.IdlStruct"
+        if not struct.base:
+            self.needs.add("_idl")
+        lines.append(f'class {name}({base}, typename="{struct.name}"):')
+        # a dataclass cannot inherit a field's default_factory through cyclonedds' copied
+        # annotations: those members are declared again with their defaults
+        for member in _refactored_inherited(schema, struct):
+            lines += _wrap(f"    {py_names[member.name]}: {self.annotation(member.type, False)}"
+                           f" = {self.default(member)}  # inherited", "    ")
+        if not own and not _refactored_inherited(schema, struct):
+            lines.append("    pass")
+        for member, py in own:
+            member_lines = _wrap(f"    {py}: {self.annotation(member.type, member.optional)} = "
+                                 f"{self.default(member)}", "    ")
+            if member.optional:
+                member_lines[0] += "  # noqa: UP045"
+            lines += member_lines
+            if member.key:
+                lines.append(f'    _annotate.key("{py}")')
+            if member.member_id is not None:
+                lines.append(f'    _annotate.member_id("{py}", {member.member_id})')
+            if py != member.name:
+                lines.append(f'    _annotate.member_name("{py}", "{member.name}")')
+        return lines
+
+    def _union(self, union: UnionType) -> list[str]:
+        schema = self.emitter.schema
+        name = self.emitter.placement[union.name].name
+        lines = self._decorators(union.extensibility, union.nested)
+        resolved = schema.resolve(union.discriminator)
+        if isinstance(resolved, EnumType):
+            discriminator = self.ref_name(resolved.name)
+        else:
+            assert isinstance(resolved, PrimitiveType)
+            discriminator = self.descriptor(resolved)
+        key = ", discriminator_is_key=True" if union.key_discriminator else ""
+        self.needs.add("_idl")
+        lines.append(f"class {name}(_idl.IdlUnion, discriminator={discriminator}{key}, "
+                     f'typename="{union.name}"):')
+        taken = set(self.reserved) | UNION_RESERVED
+        for case in union.cases:
+            py = python_name(case.name, taken)
+            taken.add(py)
+            self.needs.update({"_typing", "_types"})
+            descriptor = self.descriptor(case.type)
+            if case.is_default:
+                holder = f"_types.default({descriptor})"
+            else:
+                labels = [self.literal(label, resolved) for label in case.labels]
+                label_text = labels[0] if len(labels) == 1 else "[" + ", ".join(labels) + "]"
+                holder = f"_types.case({label_text}, {descriptor})"
+            py_type = self.py_type(case.type)
+            optional = f"{py_type} | None" if '"' not in py_type else \
+                '"' + py_type.replace('"', "") + ' | None"'
+            annotation = f"_typing.Annotated[{optional}, {holder}]"
+            lines += _wrap(f"    {py}: {annotation}", "    ")
+            if case.member_id is not None:
+                lines.append(f'    _annotate.member_id("{py}", {case.member_id})')
+            if py != case.name:
+                lines.append(f'    _annotate.member_name("{py}", "{case.name}")')
+        return lines
+
+    def _enum(self, enum: EnumType) -> list[str]:
+        name = self.emitter.placement[enum.name].name
+        default = ""
+        if enum.default_literal != enum.literals[0][0]:
+            default = f', default="{python_name(enum.default_literal, ENUM_RESERVED)}"'
+        self.needs.add("_idl")
+        lines = [f'class {name}(_idl.IdlEnum, typename="{enum.name}"{default}):']
+        lines += [f"    {python_name(literal, ENUM_RESERVED)} = {value}"
+                  for literal, value in enum.literals]
+        return lines
+
+
+def _refactored_inherited(schema: Schema, struct: StructType) -> list[Member]:
+    """Inherited members whose default needs a factory (so are declared again)."""
+    if not struct.base:
+        return []
+    inherited = schema.all_members(struct)[: -len(struct.members) or None]
+    return [member for member in inherited if not member.optional
+            and not isinstance(schema.resolve(member.type), PrimitiveType | StringType | EnumType)
+            and not _immutable_array(schema, member.type)]
+
+
+def _immutable_array(schema: Schema, ref: TypeRef) -> bool:
+    resolved = schema.resolve(ref)
+    if not isinstance(resolved, ArrayType) or len(resolved.dims) != 1:
+        return False
+    element = schema.resolve(resolved.element)
+    return isinstance(element, PrimitiveType) and element.kind in ("octet", "uint8")
+
+
+def _default_needs(schema: Schema, ref: TypeRef) -> list[str]:
+    """Declared types that the default value expression of ``ref`` names."""
+    resolved = schema.resolve(ref)
+    if isinstance(resolved, EnumType | StructType):
+        return [resolved.name]
+    if isinstance(resolved, ArrayType):
+        return _default_needs(schema, resolved.element)
+    if isinstance(resolved, UnionType):
+        needs = [resolved.name]
+        discriminator = schema.resolve(resolved.discriminator)
+        if isinstance(discriminator, EnumType):
+            needs.append(discriminator.name)
+        case = _union_default(schema, resolved)[1]
+        if case is not None:
+            needs += _default_needs(schema, case.type)
+        return needs
+    return []
+
+
+def _kind(declared: Declared) -> str:
+    return {StructType: "struct", UnionType: "union", EnumType: "enum",
+            TypedefType: "typedef"}[type(declared)]
+
+
+_STDLIB = frozenset({"collections", "dataclasses", "typing"})
+
+
+def _natural(text: str) -> tuple[str | int, ...]:
+    return tuple(int(part) if index % 2 else part
+                 for index, part in enumerate(re.split(r"(\d+)", text)))
+
+
+def _isort_name_key(name: str) -> tuple[int, tuple[str | int, ...]]:
+    """ruff's isort-style order: CONSTANTS, then Classes, then everything else."""
+    if len(name) > 1 and name.upper() == name and any(c.isalpha() for c in name):
+        category = 0
+    elif name[:1].isupper():
+        category = 1
+    else:
+        category = 2
+    return category, _natural(name)
+
+
+def _import_blocks(plain: list[str], entries: list[tuple[str, str, str | None]],
+                   root: str) -> list[str]:
+    """Import lines as ruff's isort lays them out: standard library, third party, then
+    the file's own top-level package (first party), each block sorted."""
+    sections: dict[int, list[tuple[tuple[int, tuple[str | int, ...]], str]]] = {}
+
+    def add(section: int, module: str, straight: bool, line: str) -> None:
+        key = (0 if straight else 1, _natural(module.lower()))
+        sections.setdefault(section, []).append((key, line))
+
+    def section_of(module: str) -> int:
+        top = module.split(".")[0]
+        return 0 if top in _STDLIB else 2 if top == root else 1
+
+    for line in plain:
+        module = line.split()[1]
+        add(section_of(module), module, True, line)
+    grouped: dict[str, list[str]] = {}
+    for module, name, alias in entries:
+        if alias is None:
+            grouped.setdefault(module, [])
+            if name not in grouped[module]:
+                grouped[module].append(name)
+        else:
+            add(section_of(module), module + "\x01" + name, False,
+                f"from {module} import {name} as {alias}")
+    for module, names in grouped.items():
+        names = sorted(names, key=_isort_name_key)
+        line = f"from {module} import {', '.join(names)}"
+        if len(line) > _LIMIT:
+            line = "\n".join([f"from {module} import ("] + [f"    {n}," for n in names] + [")"])
+        add(section_of(module), module, False, line)
+    out: list[str] = []
+    for section in sorted(sections):
+        if out:
+            out.append("")
+        out += [line for _, line in sorted(sections[section], key=lambda item: item[0])]
+    return out
+
+
+def _docstring_lines(text: str) -> list[str]:
+    return textwrap.wrap(text, width=_LINE, break_long_words=False, break_on_hyphens=False)
+
+
+def _noqa_long(line: str) -> str:
+    """Mark a line ruff would find too long (it does not count pragma comments)."""
+    code = line
+    for pragma in ("  # type: ignore", "  # noqa"):
+        if pragma in code:
+            code = code[: code.index(pragma)]
+    if len(code) <= _LIMIT:
+        return line
+    if "  # noqa: " in line:
+        return line + ", E501"
+    return line + "  # noqa: E501"
+
+
+def _union_default(schema: Schema, union: UnionType) -> tuple[Value, UnionCase | None]:
+    """The default of a union: the discriminator's zero value and the case it selects."""
+    resolved = schema.resolve(union.discriminator)
+    zero: Value
+    if isinstance(resolved, EnumType):
+        zero = resolved.default_literal
+    elif isinstance(resolved, PrimitiveType) and resolved.kind == "boolean":
+        zero = False
+    elif isinstance(resolved, PrimitiveType) and resolved.kind == "char":
+        zero = "\x00"
+    else:
+        zero = 0
+    for case in union.cases:
+        if zero in case.labels:
+            return zero, case
+    for case in union.cases:
+        if case.is_default:
+            return zero, case
+    return zero, None
+
+
+def _wrap(line: str, indent: str) -> list[str]:
+    """Break an over-long ``name: Annotated[A, B] = default`` line at its brackets."""
+    if len(line) <= _LINE or "_typing.Annotated[" not in line:
+        return [line]
+    head, _, rest = line.partition("_typing.Annotated[")
+    depth = 0
+    split_at = -1
+    end = -1
+    for index, char in enumerate(rest):
+        if char in "([":
+            depth += 1
+        elif char in ")]":
+            if depth == 0:
+                end = index
+                break
+            depth -= 1
+        elif char == "," and depth == 0 and split_at < 0:
+            split_at = index
+    if split_at < 0 or end < 0:
+        return [line]
+    first = rest[:split_at].strip()
+    second = rest[split_at + 1:end].strip()
+    tail = rest[end + 1:]
+    return [f"{head}_typing.Annotated[", f"{indent}    {first},", f"{indent}    {second},",
+            f"{indent}]{tail}"]
