@@ -89,6 +89,12 @@ def _parser() -> argparse.ArgumentParser:
         default=defaults.qos1_publisher_procs,
         help="processes for the 4 QoS 1 publishers (1)",
     )
+    p.add_argument(
+        "--quiet-timeout",
+        type=float,
+        default=20.0,
+        help="before each run, wait up to this many seconds for the machine to be idle (20)",
+    )
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON")
     p.add_argument("--no-idl", action="store_true", help="skip bench/bench_idl.py")
     p.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
@@ -139,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         slots=slots_for(args.brokers),
         scenarios=[SCENARIOS[name] for name in args.scenarios],
         rounds=args.rounds,
+        quiet_timeout_s=args.quiet_timeout,
     )
     run_all(results, progress=lambda record: emit([format_progress(record)], sys.stderr))
     summary = summarize(results)

@@ -11,6 +11,7 @@ takes the receive time once per read. Messages sent during the warm-up are disca
 from __future__ import annotations
 
 import multiprocessing
+import os
 import queue
 import signal
 import time
@@ -21,6 +22,7 @@ from typing import Any
 from bench.client import mqtt_connect, mqtt_subscribe
 from bench.errors import LoadError
 from bench.frames import PUBLISH, StreamError, encode_disconnect, encode_publish, split_packets
+from bench.procstat import cpu_seconds, machine_busy_seconds
 
 __all__ = ["LatencyResult", "percentile", "run_latency"]
 
@@ -36,6 +38,9 @@ class LatencyResult:
     received: int
     expected: int
     late_sends: int
+    broker_cpu: float
+    generator_cpu: float
+    other_cpu: float
 
     @property
     def lost(self) -> int:
@@ -117,6 +122,7 @@ def _subscriber(port: int, level: int, payload_size: int, count: int, skip: int,
 
 def run_latency(
     port: int,
+    broker_pid: int,
     check_broker: Callable[[], None],
     rate: float,
     warmup_s: float,
@@ -139,6 +145,10 @@ def run_latency(
     pub = ctx.Process(
         target=_publisher, args=(port, level, payload_size, rate, count, go, pub_q), daemon=True
     )
+    started = time.perf_counter()
+    busy0 = machine_busy_seconds()
+    broker0 = cpu_seconds(broker_pid)
+    own0 = _own_cpu()
     try:
         sub.start()
         _expect(sub_q, "ready", check_broker)
@@ -154,6 +164,10 @@ def run_latency(
             if proc.is_alive():
                 proc.kill()
                 proc.join()
+    elapsed = time.perf_counter() - started
+    broker_cpu = cpu_seconds(broker_pid) - broker0
+    generator_cpu = _own_cpu() - own0
+    other_cpu = max(0.0, machine_busy_seconds() - busy0 - broker_cpu - generator_cpu)
     if not samples:
         raise LoadError("latency probe received no messages")
     return LatencyResult(
@@ -163,7 +177,16 @@ def run_latency(
         received=len(samples),
         expected=count - skip,
         late_sends=late,
+        broker_cpu=broker_cpu / elapsed,
+        generator_cpu=generator_cpu / elapsed,
+        other_cpu=other_cpu / elapsed,
     )
+
+
+def _own_cpu() -> float:
+    """CPU time of this process and of its reaped children (the probe's processes)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 def _expect(

@@ -8,10 +8,11 @@ and everything else used during the measurement window.
 from __future__ import annotations
 
 import os
+import time
 
 from bench.errors import BrokerError
 
-__all__ = ["cpu_seconds", "machine_busy_seconds", "rss_kib"]
+__all__ = ["cpu_seconds", "machine_busy_seconds", "rss_kib", "wait_for_quiet"]
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -39,3 +40,17 @@ def machine_busy_seconds() -> float:
         fields = [int(x) for x in stat.readline().split()[1:]]
     # user nice system idle iowait irq softirq steal [guest guest_nice, inside user/nice]
     return (sum(fields[:8]) - fields[3] - fields[4]) / _CLOCK_TICKS
+
+
+def wait_for_quiet(max_busy_cores: float, timeout_s: float, sample_s: float = 0.25) -> float:
+    """Wait until the machine's busy CPU over ``sample_s`` drops below ``max_busy_cores``.
+
+    Gives up after ``timeout_s``; returns the last busy reading, in cores.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        before = machine_busy_seconds()
+        time.sleep(sample_s)
+        busy = (machine_busy_seconds() - before) / sample_s
+        if busy < max_busy_cores or time.monotonic() >= deadline:
+            return busy

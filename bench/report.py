@@ -98,7 +98,8 @@ def format_table(summary: dict[str, Any]) -> list[str]:
     )
     columns = ["scenario", "metric", *labels]
     if reference:
-        columns.append(f"ratio {labels[0]}/{reference}")
+        a, b = summary["candidate"], reference
+        columns.append("ratio A/B" if a.split()[0] == b.split()[0] else f"ratio {a}/{b}")
     columns += ["target", "result"]
     rows = []
     for scenario in summary["scenarios"].values():
@@ -124,11 +125,24 @@ def format_table(summary: dict[str, Any]) -> list[str]:
     out += ["", "per run, in run order; cpu = broker / load generator / other processes, in cores:"]
     for record in summary["runs"]:
         out.append("  " + format_progress(RunRecord(**record)))
-    if summary["failed_brokers"]:
-        out.append("")
-        for label, error in summary["failed_brokers"].items():
-            out.append(f"{label} did not start: {error}")
+    notes = _notes(summary)
+    if notes:
+        out += ["", "notes:", *(f"  - {note}" for note in notes)]
     return out
+
+
+def _warnings(record: RunRecord) -> list[str]:
+    """What makes a run's figures doubtful: neighbours' load, lost or extra messages."""
+    d = record.details
+    found = []
+    if d.get("other_cpu", 0.0) > OTHER_LOAD_WARNING:
+        found.append(f"other processes used {d['other_cpu']:.2f} cores")
+    ratio = d.get("delivery_ratio")
+    if ratio is not None and abs(ratio - 1.0) > 1e-4:
+        found.append(f"subscribers got {ratio:.2%} of the expected deliveries")
+    if d.get("lost"):
+        found.append(f"{d['lost']} of {d['expected']} latency probes lost")
+    return found
 
 
 def format_progress(record: RunRecord) -> str:
@@ -140,15 +154,25 @@ def format_progress(record: RunRecord) -> str:
     figures = "  ".join(
         f"{k}={v:,.0f}" if v >= 1000 else f"{k}={v:.3f}" for k, v in record.values.items()
     )
+    d = record.details
     cpu = ""
-    if "broker_cpu" in record.details:
-        d = record.details
+    if "broker_cpu" in d:
         cpu = f"  cpu {d['broker_cpu']:.2f}/{d['generator_cpu']:.2f}/{d['other_cpu']:.2f}"
-        if d["other_cpu"] > OTHER_LOAD_WARNING:
-            cpu += "  (disturbed: other load)"
-        if d["delivery_ratio"] < 0.9999:
-            cpu += f"  delivered {d['delivery_ratio']:.4f} of sent"
-    return f"{prefix}  {figures}{cpu}  ({record.seconds:.1f} s)"
+    warnings = "".join(f"  [{w}]" for w in _warnings(record))
+    return f"{prefix}  {figures}{cpu}  ({record.seconds:.1f} s){warnings}"
+
+
+def _notes(summary: dict[str, Any]) -> list[str]:
+    notes = []
+    for raw in summary["runs"]:
+        record = RunRecord(**raw)
+        where = f"{record.scenario}, {record.label}, round {record.round}"
+        if record.error:
+            notes.append(f"{where}: not measured: {record.error}")
+        notes += [f"{where}: {w}" for w in _warnings(record)]
+    for label, error in summary["failed_brokers"].items():
+        notes.append(f"{label} did not start; its remaining runs were skipped: {error}")
+    return notes
 
 
 def write_json(summary: dict[str, Any], path: Path) -> None:

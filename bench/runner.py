@@ -4,6 +4,10 @@ For each scenario, round r runs the brokers in ``--brokers`` order (A, B, A, B, 
 each on a freshly started broker that is stopped right after, so no run inherits
 another's sessions, queues or heap. The figure per broker is the median over rounds.
 
+Before each run the runner waits (up to ``quiet_timeout_s``) for the machine to be
+idle, so that a neighbour's burst of work does not land in one broker's run only; the
+CPU that other processes still used during the measurement is recorded with each run.
+
 A broker that cannot start is marked failed and skipped for the rest of the session
 (its startup would otherwise time out in every run); a run that fails after the broker
 started is recorded with its error and the others go on.
@@ -19,9 +23,13 @@ from typing import Any
 
 from bench.brokers import launch
 from bench.errors import BenchError
+from bench.procstat import wait_for_quiet
 from bench.scenarios import BenchOptions, Scenario
 
-__all__ = ["BenchResults", "BrokerSlot", "RunRecord", "run_all", "slots_for"]
+__all__ = ["QUIET_CORES", "BenchResults", "BrokerSlot", "RunRecord", "run_all", "slots_for"]
+
+# The machine counts as idle below this much busy CPU, in cores.
+QUIET_CORES = 0.1
 
 
 @dataclass(frozen=True)
@@ -49,6 +57,7 @@ class BenchResults:
     slots: list[BrokerSlot]
     scenarios: list[Scenario]
     rounds: int
+    quiet_timeout_s: float = 20.0
     records: list[RunRecord] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
 
@@ -86,6 +95,7 @@ def run_all(
             for slot in results.slots:
                 if slot.label in results.failed:
                     continue
+                wait_for_quiet(QUIET_CORES, results.quiet_timeout_s)
                 record = _run_one(scenario, slot, round_no, opts, results.failed)
                 results.records.append(record)
                 if progress is not None:

@@ -179,6 +179,7 @@ def run_latency_probe(
 ) -> tuple[dict[str, float], dict[str, Any]]:
     result = run_latency(
         broker.port,
+        broker.pid,
         broker.check_alive,
         opts.latency_rate,
         opts.warmup_s,
@@ -192,6 +193,9 @@ def run_latency_probe(
         "expected": result.expected,
         "lost": result.lost,
         "late_sends": result.late_sends,
+        "broker_cpu": round(result.broker_cpu, 3),
+        "generator_cpu": round(result.generator_cpu, 3),
+        "other_cpu": round(result.other_cpu, 3),
     }
     return values, details
 
