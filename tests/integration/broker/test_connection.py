@@ -1,0 +1,161 @@
+"""Connection lifecycle: keep alive, server keep alive, client takeover, assigned client
+identifiers."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.helpers import mqtt_builder as mb
+from tests.helpers.gateway import RunningGateway
+from tests.helpers.timeouts import unit
+from tests.integration.broker.support import BOTH, Clients, connect_props, wait_until
+
+KEEP_ALIVE = 1  # seconds; protocol time, not scaled
+
+
+@BOTH
+def test_silent_client_is_disconnected_after_keep_alive(clients: Clients, proto: int) -> None:
+    # [MQTT-3.1.2-22] (5.0) / [MQTT-3.1.2-24] (3.1.1): no packet within 1.5 x Keep Alive:
+    # the Server MUST close the connection; MQTT 5 says why with DISCONNECT 0x8D (4.13).
+    silent = clients.raw_connect(proto, keepalive=KEEP_ALIVE)
+    other = clients.raw_connect(proto)  # keep alive 60
+    if proto == 5:
+        silent.expect_closed(
+            unit(4), reason_code=mb.ReasonCode.KEEP_ALIVE_TIMEOUT, require_reason=True
+        )
+    else:
+        silent.expect_closed(unit(4), packet_type=None)
+    other.ping()
+
+
+@BOTH
+def test_client_talking_within_keep_alive_stays_connected(clients: Clients, proto: int) -> None:
+    # The Server allows one and a half times the Keep Alive: a client silent for a little
+    # more than the Keep Alive itself, pinging in between, is never disconnected.
+    client = clients.raw_connect(proto, keepalive=KEEP_ALIVE)
+    for _ in range(2):
+        time.sleep(1.1 * KEEP_ALIVE)  # the silence under test
+        client.ping()
+
+
+@BOTH
+def test_paho_client_with_short_keep_alive_stays_connected(clients: Clients, proto: int) -> None:
+    sub = clients.subscriber(proto, "ka/t", 1, keepalive=KEEP_ALIVE)
+    pub = clients.connect(proto)
+    time.sleep(1.7 * KEEP_ALIVE)  # past 1.5 x Keep Alive: paho pings on its own
+    assert sub.is_connected
+    pub.publish("ka/t", b"still here", 1)
+    assert sub.expect_message().payload == b"still here"
+
+
+@pytest.mark.gateway_config("mqtt:\n  server_keep_alive: 1\n")
+def test_server_keep_alive_is_imposed_on_mqtt5_clients(clients: Clients) -> None:
+    # [MQTT-3.2.2-21]: the Client MUST use the Server Keep Alive the CONNACK carries.
+    paho = clients.connect(5, keepalive=60)
+    assert paho.connack is not None
+    assert paho.connack.prop("ServerKeepAlive") == 1
+    raw5 = clients.raw(5)
+    connack = raw5.do_connect("sk5", proto_ver=5, keepalive=60)
+    assert connack.properties.get("server_keep_alive") == 1
+    raw4 = clients.raw(4)
+    connack4 = raw4.do_connect("sk4", proto_ver=4, keepalive=60)
+    assert connack4.properties == {}
+    # The server enforces its own value: the silent MQTT 5 client goes at 1.5 x 1 s ...
+    raw5.expect_closed(unit(4), reason_code=mb.ReasonCode.KEEP_ALIVE_TIMEOUT, require_reason=True)
+    # ... while the 3.1.1 client keeps the keep alive it asked for.
+    raw4.ping()
+
+
+@pytest.mark.gateway_config("mqtt:\n  max_keepalive: 10\n")
+def test_mqtt5_keep_alive_above_the_maximum_is_lowered(clients: Clients) -> None:
+    client = clients.connect(5, keepalive=100)
+    assert client.connack is not None
+    assert client.connack.prop("ServerKeepAlive") == 10
+
+
+@BOTH
+def test_second_connect_with_same_client_id_takes_over(clients: Clients, proto: int) -> None:
+    # [MQTT-3.1.4-3] (5.0) / [MQTT-3.1.4-2] (3.1.1): the Server MUST close the existing
+    # connection; MQTT 5: after DISCONNECT 0x8E Session taken over.
+    first = clients.connect(proto, "same")
+    second = clients.connect(proto, "same")
+    info = first.wait_disconnected()
+    if proto == 5:
+        assert info.from_server is True
+        assert info.reason_code == mb.ReasonCode.SESSION_TAKEN_OVER
+    assert second.subscribe("to/t", 1) == [1]
+    second.publish("to/t", b"mine", 1)
+    assert second.expect_message().payload == b"mine"
+    assert second.is_connected
+
+
+@BOTH
+def test_taken_over_connection_sees_exactly_the_disconnect(clients: Clients, proto: int) -> None:
+    first = clients.raw_connect(proto, "dup-id")
+    clients.raw_connect(proto, "dup-id")
+    if proto == 5:
+        first.expect_closed(reason_code=mb.ReasonCode.SESSION_TAKEN_OVER, require_reason=True)
+    else:
+        first.expect_closed(packet_type=None)
+
+
+@BOTH
+def test_takeover_of_a_persistent_session_keeps_it(clients: Clients, proto: int) -> None:
+    props = connect_props(SessionExpiryInterval=60) if proto == 5 else None
+    first = clients.connect(proto, "keep", clean=False, properties=props)
+    assert first.subscribe("keep/t", 1) == [1]
+    second = clients.paho(proto, "keep", clean_session=False)
+    connack = second.connect(clean_start=False, properties=props)
+    assert connack.session_present is True
+    first.wait_disconnected()
+    pub = clients.connect(proto)
+    pub.publish("keep/t", b"for the new connection", 1)
+    assert second.expect_message().payload == b"for the new connection"
+
+
+def test_mqtt5_empty_client_id_gets_an_assigned_identifier(
+    clients: Clients, gw: RunningGateway
+) -> None:
+    # [MQTT-3.2.2-16]: the CONNACK carries the Assigned Client Identifier.
+    one = clients.paho(5, "")
+    two = clients.paho(5, "")
+    assigned = [client.connect().prop("AssignedClientIdentifier") for client in (one, two)]
+    assert all(isinstance(cid, str) and cid for cid in assigned)
+    assert assigned[0] != assigned[1]
+    assert gw.call(lambda: [gw.broker.sessions.get(cid) is not None for cid in assigned]) == [
+        True,
+        True,
+    ]
+    assert one.subscribe("as/t", 1) == [1]
+    two.publish("as/t", b"to the assigned one", 1)
+    assert one.expect_message().payload == b"to the assigned one"
+
+
+def test_mqtt5_given_client_id_gets_no_assigned_identifier(clients: Clients) -> None:
+    client = clients.connect(5, "given")
+    assert client.connack is not None
+    assert client.connack.prop("AssignedClientIdentifier") is None
+
+
+def test_v311_empty_client_id_with_clean_session_is_accepted(clients: Clients) -> None:
+    # [MQTT-3.1.3-6]: the Server MAY allow a zero-byte ClientId and assign a unique one.
+    one = clients.raw_connect(4, "")
+    two = clients.raw_connect(4, "")
+    one.subscribe("e/t", 1)
+    two.publish("e/t", b"x", qos=1)
+    assert one.recv_publish().payload == b"x"
+
+
+def test_v311_empty_client_id_without_clean_session_is_refused(clients: Clients) -> None:
+    # [MQTT-3.1.3-8]: CONNACK 0x02 Identifier rejected, then close.
+    client = clients.raw(4)
+    client.send(mb.gen_connect("", clean_session=False))
+    final = client.expect_closed(
+        reason_code=mb.ConnackCode.IDENTIFIER_REJECTED,
+        require_reason=True,
+        packet_type=mb.PacketType.CONNACK,
+    )
+    assert final is not None
+    assert final.session_present is False
