@@ -193,7 +193,7 @@ def _wait_window(spec: FlowSpec, shared: _Shared, slack: int) -> int:
     last = min(received)
     stalled_since = time.monotonic()
     while not shared.pub_stop.value:
-        time.sleep(0.0002)
+        time.sleep(0.0005)
         low = min(received)
         in_flight = sum(sent) - low - slack
         if in_flight < spec.e2e_window:
