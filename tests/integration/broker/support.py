@@ -7,7 +7,9 @@ Every wait here is bounded and written in timeout units (``tests.helpers.timeout
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import socket
 import queue
 import threading
 import time
@@ -37,6 +39,7 @@ __all__ = [
     "publish_props",
     "short_wait",
     "subscribe_props",
+    "will_props",
     "wait_until",
 ]
 
@@ -81,6 +84,11 @@ def connect_props(**values: Any) -> Properties:
 def publish_props(**values: Any) -> Properties:
     """paho PUBLISH properties by paho name: ``publish_props(MessageExpiryInterval=5)``."""
     return _props(PacketTypes.PUBLISH, values)
+
+
+def will_props(**values: Any) -> Properties:
+    """paho Will properties: ``will_props(WillDelayInterval=5)``."""
+    return _props(PacketTypes.WILLMESSAGE, values)
 
 
 def subscribe_props(**values: Any) -> Properties:
@@ -295,12 +303,14 @@ class PahoClient:
         self._stop()
 
     def abort(self) -> None:
-        """Closes the socket without DISCONNECT (an abnormal close; the will is due)."""
-        self._stop()
+        """Closes the connection without DISCONNECT (an abnormal close: the will is due)."""
         sock = self.client.socket()
-        if sock is not None:
-            sock.close()
+        assert sock is not None
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)  # paho's loop sees the close and ends
         self._aborted = True
+        self.wait_disconnected()
+        self._stop()
 
     def _stop(self) -> None:
         if self._running:
@@ -313,10 +323,9 @@ class PahoClient:
             self.client.disconnect()
             self._disconnected.wait(unit(2))
         self._stop()
-        if not self._aborted:
-            sock = self.client.socket()
-            if sock is not None:
-                sock.close()
+        sock = self.client.socket()
+        if sock is not None:
+            sock.close()
 
     # -- expectations -----------------------------------------------------------------------
 

@@ -19,15 +19,20 @@ KEEP_ALIVE = 1  # seconds; protocol time, not scaled
 def test_silent_client_is_disconnected_after_keep_alive(clients: Clients, proto: int) -> None:
     # [MQTT-3.1.2-22] (5.0) / [MQTT-3.1.2-24] (3.1.1): no packet within 1.5 x Keep Alive:
     # the Server MUST close the connection; MQTT 5 says why with DISCONNECT 0x8D (4.13).
-    silent = clients.raw_connect(proto, keepalive=KEEP_ALIVE)
-    other = clients.raw_connect(proto)  # keep alive 60
+    # The Will is published then, as for any close without DISCONNECT (3.1.2.5).
+    other = clients.subscriber(proto, "will/#", 1)  # keep alive 60
+    silent = clients.raw_connect(
+        proto, keepalive=KEEP_ALIVE, will_topic="will/silent", will_payload=b"timed out"
+    )
     if proto == 5:
         silent.expect_closed(
             unit(4), reason_code=mb.ReasonCode.KEEP_ALIVE_TIMEOUT, require_reason=True
         )
     else:
         silent.expect_closed(unit(4), packet_type=None)
-    other.ping()
+    will = other.expect_message()
+    assert (will.topic, will.payload) == ("will/silent", b"timed out")
+    assert other.is_connected
 
 
 @BOTH
