@@ -109,7 +109,12 @@ class Broker:
                     continue  # [MQTT-3.8.3-3]
                 qos = entry.qos if entry.qos < qos_in else qos_in
                 subscriber.deliver(
-                    context, qos, retain_in and entry.retain_as_published, entry.subscription_ids, cache, now
+                    context,
+                    qos,
+                    retain_in and entry.retain_as_published,
+                    entry.subscription_ids,
+                    cache,
+                    now,
                 )
             else:
                 # Overlapping subscriptions: one message, the maximum QoS, every
@@ -135,7 +140,12 @@ class Broker:
                 continue
             qos = member.qos if member.qos < qos_in else qos_in
             member.subscriber.deliver(
-                context, qos, retain_in and member.retain_as_published, member.subscription_ids, cache, now
+                context,
+                qos,
+                retain_in and member.retain_as_published,
+                member.subscription_ids,
+                cache,
+                now,
             )
             count += 1
         return count
@@ -191,7 +201,9 @@ class Broker:
             client_id = self.sessions.assign_client_id()
             if v5:
                 assigned = client_id  # [MQTT-3.2.2-16]
-        if len(client_id) > limits.max_client_id_length:
+        if len(client_id) > limits.max_client_id_length or (
+            connect.protocol_level == 3 and len(client_id) > 23  # MQTT 3.1: 1 to 23 characters
+        ):
             session.reject(ReasonCode.CLIENT_IDENTIFIER_NOT_VALID)
             return
         if v5 and connect.properties.authentication_method is not None:
@@ -200,7 +212,9 @@ class Broker:
         keep_alive = connect.keep_alive
         if v5 and limits.server_keep_alive is not None:
             keep_alive = limits.server_keep_alive
-        elif keep_alive > limits.max_keepalive or (keep_alive == 0 and limits.max_keepalive < 65535):
+        elif keep_alive > limits.max_keepalive or (
+            keep_alive == 0 and limits.max_keepalive < 65535
+        ):
             if not v5:
                 session.reject(ReasonCode.CLIENT_IDENTIFIER_NOT_VALID)
                 return
@@ -209,7 +223,10 @@ class Broker:
             return  # the client went away while we decided
         if v5:
             expiry = min(connect.properties.session_expiry_interval or 0, limits.max_session_expiry)
-            if connect.properties.session_expiry_interval == NEVER_EXPIRES and limits.max_session_expiry >= NEVER_EXPIRES:
+            if (
+                connect.properties.session_expiry_interval == NEVER_EXPIRES
+                and limits.max_session_expiry >= NEVER_EXPIRES
+            ):
                 expiry = NEVER_EXPIRES
         else:
             expiry = 0 if connect.clean_start else limits.max_session_expiry
@@ -254,7 +271,11 @@ class Broker:
         if log.isEnabledFor(logging.INFO):
             log.info(
                 "client %s connected from %s (MQTT level %d, clean_start=%s, session_present=%s)",
-                client_id, session.peer, connect.protocol_level, connect.clean_start, present,
+                client_id,
+                session.peer,
+                connect.protocol_level,
+                connect.clean_start,
+                present,
             )
 
     def on_subscribe(self, session: Session, packet: Subscribe, now: float) -> None:
@@ -306,7 +327,7 @@ class Broker:
     def on_unsubscribe(self, session: Session, packet: Unsubscribe) -> None:
         state = session.state
         assert state is not None
-        codes = []
+        codes: list[int] = []
         for topic_filter in packet.topic_filters:
             removed = self.router.unsubscribe(state, topic_filter)
             state.subscriptions.pop(topic_filter, None)
@@ -334,7 +355,9 @@ class Broker:
             delay = min(will.properties.will_delay_interval or 0, state.expiry_interval)
             self.wills.schedule(state.client_id, context, delay)
         if log.isEnabledFor(logging.INFO):
-            log.info("client %s disconnected (reason 0x%02X)", state.client_id, session.close_reason or 0)
+            log.info(
+                "client %s disconnected (reason 0x%02X)", state.client_id, session.close_reason or 0
+            )
         if taken_over:
             return
         if state.expiry_interval == 0:

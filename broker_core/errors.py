@@ -59,9 +59,7 @@ class ProtocolError(EdgebusError):
 
     def __init__(self, message: str, reason_code: int | None = None) -> None:
         super().__init__(message)
-        self.reason_code: int = (
-            self.default_reason_code if reason_code is None else reason_code
-        )
+        self.reason_code: int = self.default_reason_code if reason_code is None else reason_code
 
 
 class MalformedPacket(ProtocolError):

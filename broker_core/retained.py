@@ -120,9 +120,9 @@ class RetainedStore:
                         continue
                     stack.append((child, i + 1))
             else:
-                child = node.children.get(level)
-                if child is not None:
-                    stack.append((child, i + 1))
+                branch = node.children.get(level)
+                if branch is not None:
+                    stack.append((branch, i + 1))
         return out
 
     def __iter__(self) -> Iterator[Context]:

@@ -41,7 +41,15 @@ class Subscriber(Protocol):
 class Entry:
     """One subscription of one subscriber to one filter."""
 
-    __slots__ = ("no_local", "options", "qos", "retain_as_published", "subscriber", "subscription_ids", "topic_filter")
+    __slots__ = (
+        "no_local",
+        "options",
+        "qos",
+        "retain_as_published",
+        "subscriber",
+        "subscription_ids",
+        "topic_filter",
+    )
 
     def __init__(
         self,
@@ -100,7 +108,9 @@ class Targets:
 
     __slots__ = ("groups", "subscribers")
 
-    def __init__(self, subscribers: list[tuple[Subscriber, tuple[Entry, ...]]], groups: list[SharedGroup]) -> None:
+    def __init__(
+        self, subscribers: list[tuple[Subscriber, tuple[Entry, ...]]], groups: list[SharedGroup]
+    ) -> None:
         self.subscribers = subscribers
         self.groups = groups
 

@@ -51,7 +51,9 @@ class SessionRegistry:
             if client_id not in self._sessions:
                 return client_id
 
-    def schedule_expiry(self, state: SessionState, on_expire: Callable[[SessionState], None]) -> None:
+    def schedule_expiry(
+        self, state: SessionState, on_expire: Callable[[SessionState], None]
+    ) -> None:
         """Starts the expiry timer of a session whose client went offline."""
         self.cancel_expiry(state)
         if state.expiry_interval == NEVER_EXPIRES:

@@ -51,8 +51,13 @@ def main() -> None:
 
 
 @main.command()
-@click.option("-c", "--config", "config_path", type=click.Path(path_type=Path, dir_okay=False),
-              help="YAML configuration file; without one the embedded defaults serve.")
+@click.option(
+    "-c",
+    "--config",
+    "config_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="YAML configuration file; without one the embedded defaults serve.",
+)
 def run(config_path: Path | None) -> None:
     """Start the gateway and serve until SIGTERM or SIGINT."""
     config = _load(config_path)
@@ -69,19 +74,20 @@ def run(config_path: Path | None) -> None:
     try:
         with asyncio.Runner(loop_factory=_new_loop) as runner:
             runner.run(serve())
-    except* ConfigError as group:
-        for exc in group.exceptions:
+    except* ConfigError as config_errors:
+        for exc in config_errors.exceptions:
             click.echo(f"edgebus: {exc}", err=True)
         raise SystemExit(2) from None
-    except* OSError as group:
-        for exc in group.exceptions:
-            click.echo(f"edgebus: {exc}", err=True)
+    except* OSError as os_errors:
+        for error in os_errors.exceptions:
+            click.echo(f"edgebus: {error}", err=True)
         raise SystemExit(1) from None
 
 
 @main.command()
-@click.option("-c", "--config", "config_path", required=True,
-              type=click.Path(path_type=Path, dir_okay=False))
+@click.option(
+    "-c", "--config", "config_path", required=True, type=click.Path(path_type=Path, dir_okay=False)
+)
 def check(config_path: Path) -> None:
     """Validate a configuration file without starting anything."""
     _load(config_path)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from broker_core.errors import MalformedPacket, ProtocolError, ProtocolViolation
 from broker_core.mqtt.events import (
@@ -58,7 +58,15 @@ def reason_for_exception(exc: BaseException) -> int:
 
 
 class MqttConnection(asyncio.Protocol):
-    __slots__ = ("_connect_task", "_flush_pending", "_loop", "broker", "listener", "session", "transport")
+    __slots__ = (
+        "_connect_task",
+        "_flush_pending",
+        "_loop",
+        "broker",
+        "listener",
+        "session",
+        "transport",
+    )
 
     def __init__(self, broker: Broker, listener: str = "tcp") -> None:
         self.broker = broker
@@ -117,7 +125,7 @@ class MqttConnection(asyncio.Protocol):
             for event in events:
                 try:
                     self._dispatch(event, now)
-                except Exception as exc:  # noqa: BLE001 - mapped to a reason code below
+                except Exception as exc:
                     self._fail(exc)
                     return
             events = session.events()
@@ -128,22 +136,24 @@ class MqttConnection(asyncio.Protocol):
         kind = type(event)
         session = self.session
         if kind is PublishReceived:
-            context = event.context  # type: ignore[union-attr]
+            published = cast(PublishReceived, event)
+            context = published.context
             reached = self.broker.publish(
-                context, session.state, now, event.frame, event.frame_v5  # type: ignore[union-attr]
+                context, session.state, now, published.frame, published.frame_v5
             )
             if context.qos:
                 session.acknowledge(
-                    event.packet_id,  # type: ignore[union-attr, arg-type]
+                    cast(int, published.packet_id),
                     context.qos,
                     ReasonCode.SUCCESS if reached else ReasonCode.NO_MATCHING_SUBSCRIBERS,
                 )
         elif kind is SubscribeRequested:
-            self.broker.on_subscribe(session, event.subscribe, now)  # type: ignore[union-attr]
+            self.broker.on_subscribe(session, cast(SubscribeRequested, event).subscribe, now)
         elif kind is UnsubscribeRequested:
-            self.broker.on_unsubscribe(session, event.unsubscribe)  # type: ignore[union-attr]
+            self.broker.on_unsubscribe(session, cast(UnsubscribeRequested, event).unsubscribe)
         elif kind is ConnectRequested:
-            self._connect_task = self._loop.create_task(self._connect(event))  # type: ignore[arg-type]
+            task = self._loop.create_task(self._connect(cast(ConnectRequested, event)))
+            self._connect_task = task
         elif kind is DisconnectReceived or kind is ConnectionClosing:
             if log.isEnabledFor(logging.DEBUG):
                 log.debug("connection %s closing: %s", session.peer, event)
@@ -153,7 +163,7 @@ class MqttConnection(asyncio.Protocol):
     async def _connect(self, event: ConnectRequested) -> None:
         try:
             await self.broker.connect(self.session, event.connect, time.time())
-        except Exception as exc:  # noqa: BLE001 - mapped to a reason code
+        except Exception as exc:
             self._fail(exc)
             return
         self.after_session_update(time.time())

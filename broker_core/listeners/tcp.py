@@ -17,7 +17,9 @@ __all__ = ["start_tcp"]
 log = logging.getLogger(__name__)
 
 
-async def start_tcp(broker: Broker, host: str, port: int, name: str = "tcp", backlog: int = 1024) -> asyncio.Server:
+async def start_tcp(
+    broker: Broker, host: str, port: int, name: str = "tcp", backlog: int = 1024
+) -> asyncio.Server:
     loop = asyncio.get_running_loop()
     server = await loop.create_server(
         lambda: MqttConnection(broker, name), host, port, backlog=backlog, reuse_address=True

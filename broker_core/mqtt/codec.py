@@ -52,7 +52,22 @@ class UnsupportedProtocolVersion(ProtocolError):
 
 
 # Fixed header flags every packet type but PUBLISH must carry [MQTT-2.2.2-1, -2].
-_REQUIRED_FLAGS = {1: 0, 2: 0, 4: 0, 5: 0, 6: 2, 7: 0, 8: 2, 9: 0, 10: 2, 11: 0, 12: 0, 13: 0, 14: 0, 15: 0}
+_REQUIRED_FLAGS = {
+    1: 0,
+    2: 0,
+    4: 0,
+    5: 0,
+    6: 2,
+    7: 0,
+    8: 2,
+    9: 0,
+    10: 2,
+    11: 0,
+    12: 0,
+    13: 0,
+    14: 0,
+    15: 0,
+}
 
 _PUBACK_CODES = frozenset((0x00, 0x10, 0x80, 0x83, 0x87, 0x90, 0x91, 0x97, 0x99))
 _PUBREL_CODES = frozenset((0x00, 0x92))
@@ -60,21 +75,29 @@ _SUBACK_CODES = frozenset((0x00, 0x01, 0x02, 0x80, 0x83, 0x87, 0x8F, 0x91, 0x97,
 _UNSUBACK_CODES = frozenset((0x00, 0x11, 0x80, 0x83, 0x87, 0x8F, 0x91))
 _AUTH_CODES = frozenset((0x00, 0x18, 0x19))
 _DISCONNECT_CODES = frozenset(
-    (0x00, 0x04, 0x80, 0x81, 0x82, 0x83, 0x87, 0x89, 0x8B, 0x8D, 0x8E, 0x8F, 0x90)
-    + tuple(range(0x93, 0xA3))
+    (0x00, 0x04, *range(0x80, 0x84), 0x87, 0x89, 0x8B, *range(0x8D, 0x91), *range(0x93, 0xA3))
 )
 _CONNACK_CODES = frozenset(
-    (0x00, 0x80, 0x81, 0x82, 0x83, 0x84, 0x85, 0x86, 0x87, 0x88, 0x89, 0x8A, 0x8C, 0x90)
-    + (0x95, 0x97, 0x99, 0x9A, 0x9B, 0x9C, 0x9D, 0x9F)
+    (0x00, *range(0x80, 0x8B), 0x8C, 0x90, 0x95, 0x97, 0x99, 0x9A, 0x9B, 0x9C, 0x9D, 0x9F)
 )
 
 
 class Decoder:
     """Turns a byte stream into packets; one per connection."""
 
-    __slots__ = ("_chunks", "_error", "_have", "_need", "_pending", "max_packet_size", "protocol_level")
+    __slots__ = (
+        "_chunks",
+        "_error",
+        "_have",
+        "_need",
+        "_pending",
+        "max_packet_size",
+        "protocol_level",
+    )
 
-    def __init__(self, max_packet_size: int = MAX_PACKET_SIZE, protocol_level: int | None = None) -> None:
+    def __init__(
+        self, max_packet_size: int = MAX_PACKET_SIZE, protocol_level: int | None = None
+    ) -> None:
         self.max_packet_size = max_packet_size
         self.protocol_level = protocol_level
         self._pending = b""
@@ -82,6 +105,11 @@ class Decoder:
         self._have = 0
         self._need = 0
         self._error: ProtocolError | None = None
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held back waiting for the rest of their packet."""
+        return len(self._pending) + self._have
 
     @property
     def error(self) -> ProtocolError | None:
@@ -112,6 +140,10 @@ class Decoder:
         try:
             while n - pos >= 2:
                 b0 = buf[pos]
+                if b0 >> 4 != 3 and _REQUIRED_FLAGS.get(b0 >> 4) != b0 & 0x0F:
+                    # Fail on the fixed header, before waiting for a body that may
+                    # never come (a non-MQTT peer, a corrupt stream).
+                    self._decode(b0, buf, pos, pos, pos)
                 # Remaining Length (MQTT 5.0 2.1.4): at most 4 bytes, minimally encoded.
                 rl = buf[pos + 1]
                 i = pos + 2
@@ -424,7 +456,9 @@ def _reason_and_properties(
 
 
 def _disconnect(level: int, buf: bytes, pos: int, end: int) -> Disconnect:
-    code, props = _reason_and_properties(level, buf, pos, end, PacketKind.DISCONNECT, _DISCONNECT_CODES)
+    code, props = _reason_and_properties(
+        level, buf, pos, end, PacketKind.DISCONNECT, _DISCONNECT_CODES
+    )
     return Disconnect(code, props)
 
 

@@ -40,16 +40,14 @@ def fast_init(cls: type[T]) -> type[T]:
         elif f.default_factory is not _MISSING:
             namespace[f"_factory_{name}"] = f.default_factory
             params.append(f"{name}=_MISSING")
-            body.append(
-                f"    {setter}(self, _factory_{name}() if {name} is _MISSING else {name})"
-            )
+            body.append(f"    {setter}(self, _factory_{name}() if {name} is _MISSING else {name})")
         else:
             params.append(name)
             body.append(f"    {setter}(self, {name})")
     namespace["_MISSING"] = _MISSING
     source = f"def __init__(self, {', '.join(params)}):\n" + "\n".join(body or ["    pass"])
-    exec(source, namespace)  # noqa: S102 - generated from the dataclass's own fields
+    exec(source, namespace)
     init = namespace["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
-    cls.__init__ = init  # type: ignore[misc]
+    cls.__init__ = init  # type: ignore[method-assign]
     return cls

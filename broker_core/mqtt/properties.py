@@ -12,6 +12,7 @@ from enum import IntEnum
 
 from broker_core.errors import MalformedPacket, ProtocolViolation
 from broker_core.mqtt import wire
+from broker_core.mqtt.topics import validate_topic_name
 
 __all__ = [
     "EMPTY",
@@ -139,20 +140,48 @@ _WITH_REASON_STRING = (*_ACKS, _K.CONNACK, _K.SUBACK, _K.UNSUBACK, _K.DISCONNECT
 
 # id -> (attribute, type, packets where it may appear)
 _TABLE: dict[int, tuple[str, int, frozenset[int]]] = {
-    _P.PAYLOAD_FORMAT_INDICATOR: ("payload_format_indicator", _BYTE, frozenset((_K.PUBLISH, _K.WILL))),
+    _P.PAYLOAD_FORMAT_INDICATOR: (
+        "payload_format_indicator",
+        _BYTE,
+        frozenset((_K.PUBLISH, _K.WILL)),
+    ),
     _P.MESSAGE_EXPIRY_INTERVAL: ("message_expiry_interval", _U32, frozenset((_K.PUBLISH, _K.WILL))),
     _P.CONTENT_TYPE: ("content_type", _UTF8, frozenset((_K.PUBLISH, _K.WILL))),
     _P.RESPONSE_TOPIC: ("response_topic", _UTF8, frozenset((_K.PUBLISH, _K.WILL))),
     _P.CORRELATION_DATA: ("correlation_data", _BINARY, frozenset((_K.PUBLISH, _K.WILL))),
-    _P.SUBSCRIPTION_IDENTIFIER: ("subscription_identifiers", _VARINT, frozenset((_K.PUBLISH, _K.SUBSCRIBE))),
-    _P.SESSION_EXPIRY_INTERVAL: ("session_expiry_interval", _U32, frozenset((_K.CONNECT, _K.CONNACK, _K.DISCONNECT))),
+    _P.SUBSCRIPTION_IDENTIFIER: (
+        "subscription_identifiers",
+        _VARINT,
+        frozenset((_K.PUBLISH, _K.SUBSCRIBE)),
+    ),
+    _P.SESSION_EXPIRY_INTERVAL: (
+        "session_expiry_interval",
+        _U32,
+        frozenset((_K.CONNECT, _K.CONNACK, _K.DISCONNECT)),
+    ),
     _P.ASSIGNED_CLIENT_IDENTIFIER: ("assigned_client_identifier", _UTF8, frozenset((_K.CONNACK,))),
     _P.SERVER_KEEP_ALIVE: ("server_keep_alive", _U16, frozenset((_K.CONNACK,))),
-    _P.AUTHENTICATION_METHOD: ("authentication_method", _UTF8, frozenset((_K.CONNECT, _K.CONNACK, _K.AUTH))),
-    _P.AUTHENTICATION_DATA: ("authentication_data", _BINARY, frozenset((_K.CONNECT, _K.CONNACK, _K.AUTH))),
-    _P.REQUEST_PROBLEM_INFORMATION: ("request_problem_information", _BYTE, frozenset((_K.CONNECT,))),
+    _P.AUTHENTICATION_METHOD: (
+        "authentication_method",
+        _UTF8,
+        frozenset((_K.CONNECT, _K.CONNACK, _K.AUTH)),
+    ),
+    _P.AUTHENTICATION_DATA: (
+        "authentication_data",
+        _BINARY,
+        frozenset((_K.CONNECT, _K.CONNACK, _K.AUTH)),
+    ),
+    _P.REQUEST_PROBLEM_INFORMATION: (
+        "request_problem_information",
+        _BYTE,
+        frozenset((_K.CONNECT,)),
+    ),
     _P.WILL_DELAY_INTERVAL: ("will_delay_interval", _U32, frozenset((_K.WILL,))),
-    _P.REQUEST_RESPONSE_INFORMATION: ("request_response_information", _BYTE, frozenset((_K.CONNECT,))),
+    _P.REQUEST_RESPONSE_INFORMATION: (
+        "request_response_information",
+        _BYTE,
+        frozenset((_K.CONNECT,)),
+    ),
     _P.RESPONSE_INFORMATION: ("response_information", _UTF8, frozenset((_K.CONNACK,))),
     _P.SERVER_REFERENCE: ("server_reference", _UTF8, frozenset((_K.CONNACK, _K.DISCONNECT))),
     _P.REASON_STRING: ("reason_string", _UTF8, frozenset(_WITH_REASON_STRING)),
@@ -163,9 +192,21 @@ _TABLE: dict[int, tuple[str, int, frozenset[int]]] = {
     _P.RETAIN_AVAILABLE: ("retain_available", _BYTE, frozenset((_K.CONNACK,))),
     _P.USER_PROPERTY: ("user_properties", _PAIR, frozenset(k for k in _K)),
     _P.MAXIMUM_PACKET_SIZE: ("maximum_packet_size", _U32, frozenset((_K.CONNECT, _K.CONNACK))),
-    _P.WILDCARD_SUBSCRIPTION_AVAILABLE: ("wildcard_subscription_available", _BYTE, frozenset((_K.CONNACK,))),
-    _P.SUBSCRIPTION_IDENTIFIER_AVAILABLE: ("subscription_identifier_available", _BYTE, frozenset((_K.CONNACK,))),
-    _P.SHARED_SUBSCRIPTION_AVAILABLE: ("shared_subscription_available", _BYTE, frozenset((_K.CONNACK,))),
+    _P.WILDCARD_SUBSCRIPTION_AVAILABLE: (
+        "wildcard_subscription_available",
+        _BYTE,
+        frozenset((_K.CONNACK,)),
+    ),
+    _P.SUBSCRIPTION_IDENTIFIER_AVAILABLE: (
+        "subscription_identifier_available",
+        _BYTE,
+        frozenset((_K.CONNACK,)),
+    ),
+    _P.SHARED_SUBSCRIPTION_AVAILABLE: (
+        "shared_subscription_available",
+        _BYTE,
+        frozenset((_K.CONNACK,)),
+    ),
 }
 
 # Byte properties whose only values are 0 and 1 ("It is a Protocol Error to include a
@@ -235,9 +276,13 @@ def decode_properties(buf: bytes, pos: int, end: int, kind: PacketKind) -> tuple
             user.append((key, val))
             continue
         if ident in _BOOLEAN_BYTES and value not in (0, 1):
-            raise ProtocolViolation(f"property {name} must be 0 or 1, got {value}")
+            raise ProtocolViolation(f"property {name} must be 0 or 1, got {value!r}")
         if ident in _NONZERO and value == 0:
             raise ProtocolViolation(f"property {name} must not be 0")
+        if ident == _P.RESPONSE_TOPIC:
+            validate_topic_name(value)  # type: ignore[arg-type]  # [MQTT-3.3.2-14]
+            if not value:
+                raise ProtocolViolation("empty response topic")
         if ident == _P.SUBSCRIPTION_IDENTIFIER:
             if sub_ids and kind != PacketKind.PUBLISH:
                 raise ProtocolViolation("subscription identifier included more than once")

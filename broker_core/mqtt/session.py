@@ -8,9 +8,9 @@ and what to write with ``data_to_send()``; answer events with the commands
 
 Connection states (MQTT 5.0 sections 3.1, 3.14, 4.1, 4.13; 3.1.1 sections 3.1, 3.14):
 
-==============  ===============================  =====================================  ==============
+==============  ===============================  =====================================  ============
 state           input                            action                                 next
-==============  ===============================  =====================================  ==============
+==============  ===============================  =====================================  ============
 AWAIT_CONNECT   CONNECT                          ConnectRequested                       CONNECTING
 AWAIT_CONNECT   any other packet                 close, no CONNACK [MQTT-3.1.0-1]       CLOSED
 AWAIT_CONNECT   no CONNECT within the timeout    close                                  CLOSED
@@ -24,9 +24,9 @@ CONNECTED       PUBLISH, SUBSCRIBE, ...          events; acks (4.3, 4.4)        
 CONNECTED       DISCONNECT                       DisconnectReceived (3.14.4)            CLOSED
 CONNECTED       1.5 x keep alive of silence      v5 DISCONNECT 0x8D; close              CLOSED
                                                  [MQTT-3.1.2-22] (3.1.1: -24)
-any             malformed packet, violation      v5: CONNACK or DISCONNECT carrying     CLOSED
-                                                 the reason code (4.13); close
-==============  ===============================  =====================================  ==============
+any             malformed packet, violation      v5: CONNACK/DISCONNECT with the        CLOSED
+                                                 reason code (4.13); close
+==============  ===============================  =====================================  ============
 """
 
 from __future__ import annotations
@@ -153,6 +153,10 @@ class Session:
         if self.conn_state is ConnState.CLOSED:
             return
         self._last_rx = now
+        if self.connect is None and data and data[0] != 0x10 and not self.decoder.buffered:
+            # Not even the start of a CONNECT: no need to wait for the rest [MQTT-3.1.0-1].
+            self._fail(ProtocolViolation("the first packet must be CONNECT"))
+            return
         try:
             packets = self.decoder.feed(data)
         except ProtocolError as exc:
@@ -254,7 +258,9 @@ class Session:
                 topic_alias_maximum=limits.max_topic_alias or None,
                 maximum_qos=limits.max_qos if limits.max_qos < 2 else None,
                 retain_available=None if limits.retain_available else 0,
-                maximum_packet_size=limits.max_packet_size if limits.max_packet_size < _MAX_PACKET else None,
+                maximum_packet_size=limits.max_packet_size
+                if limits.max_packet_size < _MAX_PACKET
+                else None,
                 wildcard_subscription_available=None if limits.wildcard_subscriptions else 0,
                 subscription_identifier_available=None if limits.subscription_identifiers else 0,
                 shared_subscription_available=None if limits.shared_subscriptions else 0,
@@ -275,7 +281,9 @@ class Session:
         self._send(encode(Connack(False, reason_code, props), self.protocol_level))
         self._close(reason_code, reason_string or "connection refused", notify=False, send=False)
 
-    def auth_continue(self, method: str, data: bytes | None, reason_code: int = ReasonCode.CONTINUE_AUTHENTICATION) -> None:
+    def auth_continue(
+        self, method: str, data: bytes | None, reason_code: int = ReasonCode.CONTINUE_AUTHENTICATION
+    ) -> None:
         """Sends AUTH during enhanced authentication (MQTT 5.0 4.12)."""
         props = Properties(authentication_method=method, authentication_data=data)
         self._send(encode(Auth(reason_code, props), 5))
@@ -298,7 +306,9 @@ class Session:
             else:
                 self._send(bytes((0x50, 2, packet_id >> 8, packet_id & 0xFF)))
 
-    def suback(self, packet_id: int, reason_codes: list[int], reason_string: str | None = None) -> None:
+    def suback(
+        self, packet_id: int, reason_codes: list[int], reason_string: str | None = None
+    ) -> None:
         if self._v5:
             props = Properties(reason_string=reason_string) if reason_string else EMPTY
             codes = tuple(reason_codes)
@@ -310,7 +320,12 @@ class Session:
     def unsuback(self, packet_id: int, reason_codes: list[int]) -> None:
         self._send(encode(Unsuback(packet_id, tuple(reason_codes)), self.protocol_level))
 
-    def disconnect(self, reason_code: int, reason_string: str | None = None, server_reference: str | None = None) -> None:
+    def disconnect(
+        self,
+        reason_code: int,
+        reason_string: str | None = None,
+        server_reference: str | None = None,
+    ) -> None:
         """Server-initiated close; MQTT 5 clients get DISCONNECT with the reason (4.13)."""
         if self.conn_state is ConnState.CLOSED:
             return
@@ -319,7 +334,12 @@ class Session:
             if reason_string or server_reference:
                 props = Properties(reason_string=reason_string, server_reference=server_reference)
             self._send(encode(Disconnect(reason_code, props), 5))
-        self._close(reason_code, reason_string or ReasonCode(reason_code).name.lower(), notify=False, send=False)
+        self._close(
+            reason_code,
+            reason_string or ReasonCode(reason_code).name.lower(),
+            notify=False,
+            send=False,
+        )
 
     def set_writable(self, writable: bool, now: float) -> None:
         """The driver's transport crossed its write high-water mark (False) or drained."""
@@ -493,7 +513,9 @@ class Session:
             alias = props.topic_alias
             if alias is not None:
                 if alias > self.limits.max_topic_alias:
-                    raise ProtocolError(f"topic alias {alias} out of range", ReasonCode.TOPIC_ALIAS_INVALID)
+                    raise ProtocolError(
+                        f"topic alias {alias} out of range", ReasonCode.TOPIC_ALIAS_INVALID
+                    )
                 if topic:
                     self._aliases[alias] = topic
                 else:
@@ -606,7 +628,9 @@ class Session:
             connect = self.connect
             assert connect is not None and self.state is not None
             if not connect.properties.session_expiry_interval and expiry:
-                raise ProtocolViolation("session expiry set on DISCONNECT after 0 on CONNECT")  # [MQTT-3.14.2-2]
+                raise ProtocolViolation(
+                    "session expiry set on DISCONNECT after 0 on CONNECT"
+                )  # [MQTT-3.14.2-2]
             self.state.expiry_interval = min(expiry, self.limits.max_session_expiry)
         publish_will = packet.reason_code == ReasonCode.DISCONNECT_WITH_WILL_MESSAGE
         if not publish_will:

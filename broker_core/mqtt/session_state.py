@@ -19,7 +19,7 @@ from broker_core.mqtt.packets import SubscriptionOptions
 if TYPE_CHECKING:
     from broker_core.mqtt.session import Session
 
-__all__ = ["Counters", "Delivery", "SessionState", "Subscription", "NEVER_EXPIRES"]
+__all__ = ["NEVER_EXPIRES", "Counters", "Delivery", "SessionState", "Subscription"]
 
 NEVER_EXPIRES = 0xFFFFFFFF
 
