@@ -9,8 +9,7 @@ A test that needs other limits marks itself with the YAML to merge::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -42,17 +41,3 @@ def clients(gw: RunningGateway) -> Iterator[Clients]:
         yield factory
     finally:
         factory.close_all()
-
-
-@pytest.fixture
-def start_gateway(tmp_path: Path) -> Iterator[Callable[[str], RunningGateway]]:
-    """Starts further gateways with their own configuration, stopped after the test."""
-    with ExitStack() as stack:
-        count = 0
-
-        def start(config_yaml: str = "") -> RunningGateway:
-            nonlocal count
-            count += 1
-            return stack.enter_context(running_gateway(tmp_path / f"gw{count}", config_yaml))
-
-        yield start

@@ -36,6 +36,7 @@ __all__ = [
     "PahoClient",
     "SubscribeOptions",
     "connect_props",
+    "disconnect_props",
     "publish_props",
     "short_wait",
     "subscribe_props",
@@ -84,6 +85,11 @@ def connect_props(**values: Any) -> Properties:
 def publish_props(**values: Any) -> Properties:
     """paho PUBLISH properties by paho name: ``publish_props(MessageExpiryInterval=5)``."""
     return _props(PacketTypes.PUBLISH, values)
+
+
+def disconnect_props(**values: Any) -> Properties:
+    """paho DISCONNECT properties: ``disconnect_props(SessionExpiryInterval=0)``."""
+    return _props(PacketTypes.DISCONNECT, values)
 
 
 def will_props(**values: Any) -> Properties:
