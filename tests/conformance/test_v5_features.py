@@ -171,6 +171,8 @@ def test_topic_alias_above_maximum_is_refused(clients: Clients, root: str) -> No
     (absent: 0) is a Protocol Error; the Server uses DISCONNECT with 0x94."""
     client = clients.connect(5)
     alias = _alias_maximum(client) + 1
+    if alias > 65535:
+        pytest.skip("the Server accepts every Topic Alias a Two Byte Integer can carry")
     client.send(mb.gen_publish(f"{root}/t", b"x", proto_ver=5, properties={"topic_alias": alias}))
     client.expect_closed(reason_code=ReasonCode.TOPIC_ALIAS_INVALID, require_reason=True)
 
