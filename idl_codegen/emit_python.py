@@ -52,7 +52,7 @@ from idl_codegen.naming import (
 )
 from idl_codegen.provenance import provenance
 
-__all__ = ["PythonOptions", "emit_python", "python_literal"]
+__all__ = ["PythonEmitter", "PythonOptions", "emit_python", "python_literal"]
 
 _LINE = 99
 _GENERATOR_NAMES = frozenset({"_abc", "_annotate", "_dataclass", "_field", "_idl", "_types",
@@ -71,7 +71,7 @@ class PythonOptions:
 
 def emit_python(schema: Schema, options: PythonOptions | None = None) -> dict[str, str]:
     """The generated files, as ``{relative posix path: content}``."""
-    return _Emitter(schema, options or PythonOptions()).emit()
+    return PythonEmitter(schema, options or PythonOptions()).emit()
 
 
 def python_literal(value: Value) -> str:
@@ -93,17 +93,20 @@ def python_literal(value: Value) -> str:
 
 
 @dataclass(slots=True)
-class _Placement:
+class Placement:
     package: str
     module: str
     name: str
 
 
-class _Emitter:
+class PythonEmitter:
+    """Plans where every type goes (``placement``: IDL name -> module and Python name)
+    and renders the files."""
+
     def __init__(self, schema: Schema, options: PythonOptions) -> None:
         self.schema = schema
         self.options = options
-        self.placement: dict[str, _Placement] = {}
+        self.placement: dict[str, Placement] = {}
         self.files: list[tuple[str, list[str]]] = []
         self._plan()
 
@@ -122,7 +125,7 @@ class _Emitter:
             taken = used.setdefault(package, set())
             simple = python_name(name.rsplit("::", 1)[-1], taken)
             taken.add(simple)
-            self.placement[name] = _Placement(package, "", simple)
+            self.placement[name] = Placement(package, "", simple)
         for component in components(self.schema):
             first = self.placement[component[0]]
             module = f"{first.package}._{first.name}"
@@ -228,7 +231,7 @@ def _wrap_all(lines: list[str]) -> list[str]:
 
 @dataclass(slots=True)
 class _FileRenderer:
-    emitter: _Emitter
+    emitter: PythonEmitter
     module: str
     component: list[str]
     imports: dict[str, str] = field(default_factory=dict)

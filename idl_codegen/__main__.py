@@ -1,0 +1,6 @@
+"""``python -m idl_codegen``: the ``edgebus idl-codegen`` command."""
+
+from idl_codegen.cli import main
+
+if __name__ == "__main__":
+    main()

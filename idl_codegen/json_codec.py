@@ -1,0 +1,609 @@
+"""The JSON codec: instances of cyclonedds types <-> JSON-compatible values.
+
+Driven by the type description (:mod:`idl_codegen.model`), which
+:func:`~idl_codegen.introspect.describe` reads from any cyclonedds class, so one codec
+serves generated packages, loaded schemas and run-time discovered types.
+
+Mapping (both directions validate; an error names the member path, ``$.a.b[2]``):
+
+- struct: an object with the IDL member names, base members first; an ``@optional``
+  member is ``null`` when absent (and may be left out on input);
+- integers: numbers, range-checked (``bool`` is not an integer); ``octet`` 0..255;
+- ``float`` / ``double``: numbers; ``NaN``, ``Infinity`` and ``-Infinity`` as strings;
+  ``float`` is checked against the float32 range;
+- ``boolean``: ``true`` / ``false``; ``char``: a one-character ASCII string;
+  ``wchar``: a one-character string;
+- strings: JSON strings; a bound counts UTF-8 bytes; NUL characters are refused;
+- enums: the literal's name;
+- sequences and arrays: arrays (length checked; an array of arrays per dimension);
+  a sequence or array of ``octet`` is one base64 string (arrays of arrays of octet:
+  base64 strings at the innermost dimension);
+- unions: ``{"discriminator": d, "<member>": value}``; the member is left out when the
+  discriminator selects none. On input ``discriminator`` may be left out when the one
+  member present implies it.
+
+``strict=False`` on input fills missing members with their defaults and ignores unknown
+members.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+import struct
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from idl_codegen.emit_jsonschema import json_schema
+from idl_codegen.introspect import Described, describe
+from idl_codegen.model import (
+    INTEGER_RANGES,
+    ArrayType,
+    EnumType,
+    NamedType,
+    PrimitiveType,
+    Schema,
+    SequenceType,
+    StringType,
+    StructType,
+    TypedefType,
+    TypeRef,
+    UnionCase,
+    UnionType,
+    Value,
+    zero_value,
+)
+
+__all__ = ["IdlValueError", "TypeCodec", "codec_for"]
+
+_FLOAT32_MAX = struct.unpack("<f", b"\xff\xff\x7f\x7f")[0]
+_NON_FINITE_IN = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+Encode = Callable[[Any], Any]
+Decode = Callable[[Any, bool], Any]
+
+
+class IdlValueError(ValueError):
+    """A value does not fit its IDL type; ``path`` names the member (``$.a.b[2]``)."""
+
+    def __init__(self, reason: str, path: str = "$") -> None:
+        super().__init__(f"{path}: {reason}")
+        self.reason = reason
+        self.path = path
+
+    def within(self, step: str) -> IdlValueError:
+        """The same error one level further out (``step`` is ``.name`` or ``[3]``)."""
+        return IdlValueError(self.reason, "$" + step + self.path[1:])
+
+
+def _show(value: Any) -> str:
+    text = json.dumps(value) if isinstance(value, str | int | float | bool | None) \
+        else type(value).__name__
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+class TypeCodec:
+    """Converts one cyclonedds type to and from JSON-compatible values."""
+
+    def __init__(self, described: Described) -> None:
+        self.type_name = described.root
+        self.schema: Schema = described.schema
+        self.python_type: type = described.classes[described.root]
+        compiler = _Compiler(described)
+        self._encode, self._decode = compiler.pair(NamedType(described.root))
+
+    def to_json(self, sample: Any) -> Any:
+        """``sample`` as JSON-compatible Python values (dict, list, str, int, float, ...)."""
+        return self._encode(sample)
+
+    def from_json(self, value: Any, *, strict: bool = True) -> Any:
+        """An instance of :attr:`python_type` from JSON-compatible ``value``."""
+        return self._decode(value, strict)
+
+    def dumps(self, sample: Any) -> bytes:
+        """Compact UTF-8 JSON of ``sample``."""
+        return json.dumps(self._encode(sample), ensure_ascii=False, allow_nan=False,
+                          separators=(",", ":")).encode("utf-8")
+
+    def loads(self, data: bytes | str, *, strict: bool = True) -> Any:
+        """An instance of :attr:`python_type` from JSON text."""
+        try:
+            value = json.loads(data)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise IdlValueError(f"not valid JSON: {exc}") from exc
+        return self._decode(value, strict)
+
+    def json_schema(self) -> dict[str, Any]:
+        """The JSON Schema (2020-12) of this type's JSON form."""
+        return json_schema(self.schema, self.type_name)
+
+
+_CACHE: dict[type, TypeCodec] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def codec_for(cls: type) -> TypeCodec:
+    """The (cached) codec of a cyclonedds ``IdlStruct``, ``IdlUnion`` or ``IdlEnum`` class."""
+    codec = _CACHE.get(cls)
+    if codec is None:
+        codec = TypeCodec(describe(cls))
+        with _CACHE_LOCK:
+            codec = _CACHE.setdefault(cls, codec)
+    return codec
+
+
+class _Compiler:
+    """Builds one (encode, decode) pair of closures per type, shared by all uses."""
+
+    def __init__(self, described: Described) -> None:
+        self.schema = described.schema
+        self.classes = described.classes
+        self.attributes = described.attributes
+        self._named: dict[str, tuple[Encode, Decode]] = {}
+
+    def pair(self, ref: TypeRef) -> tuple[Encode, Decode]:
+        if isinstance(ref, PrimitiveType):
+            return _primitive(ref.kind)
+        if isinstance(ref, StringType):
+            return _string(ref.bound)
+        if isinstance(ref, SequenceType):
+            return self._sequence(ref)
+        if isinstance(ref, ArrayType):
+            return self._array(ref.element, list(ref.dims))
+        return self._named_pair(ref.name)
+
+    def _named_pair(self, name: str) -> tuple[Encode, Decode]:
+        if name in self._named:
+            return self._named[name]
+        # recursion: late-bound forwarders until the real pair exists
+        slot: list[tuple[Encode, Decode]] = []
+        self._named[name] = (lambda v: slot[0][0](v), lambda v, s: slot[0][1](v, s))
+        declared = self.schema.types[name]
+        if isinstance(declared, TypedefType):
+            built = self.pair(declared.type)
+        elif isinstance(declared, EnumType):
+            built = self._enum(declared)
+        elif isinstance(declared, StructType):
+            built = self._struct(declared)
+        else:
+            assert isinstance(declared, UnionType)
+            built = self._union(declared)
+        slot.append(built)
+        self._named[name] = built
+        return built
+
+    # -- collections -------------------------------------------------------------------
+
+    def _is_octet(self, ref: TypeRef) -> bool:
+        resolved = self.schema.resolve(ref)
+        return isinstance(resolved, PrimitiveType) and resolved.kind == "octet"
+
+    def _is_byte_array_element(self, ref: TypeRef) -> bool:
+        resolved = self.schema.resolve(ref)
+        return isinstance(resolved, PrimitiveType) and resolved.kind in ("octet", "uint8")
+
+    def _sequence(self, ref: SequenceType) -> tuple[Encode, Decode]:
+        bound = ref.bound
+        if self._is_octet(ref.element):
+            return _octets(bound, exact=None, as_bytes=False)
+        element_encode, element_decode = self.pair(ref.element)
+
+        def encode(value: Any) -> Any:
+            if not isinstance(value, list | tuple):
+                raise IdlValueError(f"expected a sequence, got {_show(value)}")
+            if bound is not None and len(value) > bound:
+                raise IdlValueError(f"sequence of {len(value)} exceeds the bound {bound}")
+            return _each(value, element_encode)
+
+        def decode(value: Any, strict: bool) -> Any:
+            if not isinstance(value, list):
+                raise IdlValueError(f"expected an array, got {_show(value)}")
+            if bound is not None and len(value) > bound:
+                raise IdlValueError(f"array of {len(value)} exceeds the bound {bound}")
+            return _each_decode(value, element_decode, strict)
+
+        return encode, decode
+
+    def _array(self, element: TypeRef, dims: list[int]) -> tuple[Encode, Decode]:
+        size = dims[0]
+        if len(dims) == 1 and self._is_byte_array_element(element):
+            if self._is_octet(element):
+                return _octets(size, exact=size, as_bytes=True)
+            inner_encode, inner_decode = _primitive("uint8")
+            list_encode, list_decode = _fixed_list(size, inner_encode, inner_decode)
+            return list_encode, lambda value, strict: bytes(list_decode(value, strict))
+        if len(dims) == 1:
+            inner_encode, inner_decode = self.pair(element)
+        else:
+            inner_encode, inner_decode = self._array(element, dims[1:])
+        return _fixed_list(size, inner_encode, inner_decode)
+
+    # -- enum --------------------------------------------------------------------------
+
+    def _enum(self, enum_type: EnumType) -> tuple[Encode, Decode]:
+        cls: Any = self.classes[enum_type.name]
+        attributes = self.attributes[enum_type.name]
+        by_name = {literal: cls[attributes[literal]] for literal, _ in enum_type.literals}
+        by_member = {member: literal for literal, member in by_name.items()}
+        by_value = {member.value: literal for literal, member in by_name.items()}
+        names = ", ".join(literal for literal, _ in enum_type.literals)
+
+        def encode(value: Any) -> Any:
+            literal = by_member.get(value)
+            if literal is None:
+                literal = by_value.get(value) if type(value) is int else None
+                if literal is None:
+                    raise IdlValueError(f"{_show(value)} is not a literal of enum "
+                                        f"{enum_type.name} ({names})")
+            return literal
+
+        def decode(value: Any, strict: bool) -> Any:
+            member = by_name.get(value) if isinstance(value, str) else None
+            if member is None:
+                raise IdlValueError(f"expected one of {names}, got {_show(value)}")
+            return member
+
+        return encode, decode
+
+    # -- struct ------------------------------------------------------------------------
+
+    def _struct(self, struct_type: StructType) -> tuple[Encode, Decode]:
+        cls = self.classes[struct_type.name]
+        attributes = self.attributes[struct_type.name]
+        members = self.schema.all_members(struct_type)
+        plan: list[tuple[str, str, bool, Encode, Decode]] = []
+        for member in members:
+            encode_one, decode_one = self.pair(member.type)
+            plan.append((member.name, attributes[member.name], member.optional,
+                         encode_one, decode_one))
+        known = {name for name, *_ in plan}
+
+        def encode(value: Any) -> Any:
+            if not isinstance(value, cls):
+                raise IdlValueError(f"expected {struct_type.name}, got {_show(value)}")
+            out: dict[str, Any] = {}
+            for name, attribute, optional, encode_one, _ in plan:
+                item = getattr(value, attribute)
+                if optional and item is None:
+                    out[name] = None
+                    continue
+                try:
+                    out[name] = encode_one(item)
+                except IdlValueError as error:
+                    raise error.within("." + name) from None
+            return out
+
+        def decode(value: Any, strict: bool) -> Any:
+            if not isinstance(value, dict):
+                raise IdlValueError(f"expected an object for {struct_type.name}, "
+                                    f"got {_show(value)}")
+            if strict and not value.keys() <= known:
+                unknown = next(key for key in value if key not in known)
+                raise IdlValueError(f"unknown member '{unknown}' of {struct_type.name}")
+            kwargs: dict[str, Any] = {}
+            for name, attribute, optional, _, decode_one in plan:
+                if name in value:
+                    item = value[name]
+                    if optional and item is None:
+                        kwargs[attribute] = None
+                        continue
+                    try:
+                        kwargs[attribute] = decode_one(item, strict)
+                    except IdlValueError as error:
+                        raise error.within("." + name) from None
+                elif optional:
+                    kwargs[attribute] = None
+                elif strict:
+                    raise IdlValueError(f"missing member '{name}'")
+            return cls(**kwargs)
+
+        return encode, decode
+
+    # -- union -------------------------------------------------------------------------
+
+    def _union(self, union_type: UnionType) -> tuple[Encode, Decode]:
+        cls: Any = self.classes[union_type.name]
+        discriminator = self.schema.resolve(union_type.discriminator)
+        disc_encode, disc_decode = self.pair(union_type.discriminator)
+        python_label = self._python_label_converter(discriminator)
+        by_label: dict[Any, UnionCase] = {}
+        for case in union_type.cases:
+            for label in case.labels:
+                by_label[python_label(label)] = case
+        default_case = next((case for case in union_type.cases if case.is_default), None)
+        by_member = {case.name: case for case in union_type.cases}
+        pairs = {case.name: self.pair(case.type) for case in union_type.cases}
+        implied: dict[str, Any] = {}
+        for case in union_type.cases:
+            if case.labels:
+                implied[case.name] = python_label(case.labels[0])
+        if default_case is not None:
+            if isinstance(discriminator, EnumType):
+                enum_cls: Any = self.classes[discriminator.name]
+                free = next((m for m in enum_cls if m not in by_label), None)
+            else:
+                free = _free_label(discriminator, {*by_label})
+            if free is not None:
+                implied[default_case.name] = free
+        fallback = getattr(cls, "__idl_default_discriminator__", None)
+
+        def selected(disc: Any) -> UnionCase | None:
+            return by_label.get(disc, default_case)
+
+        def encode(value: Any) -> Any:
+            if not isinstance(value, cls):
+                raise IdlValueError(f"expected {union_type.name}, got {_show(value)}")
+            disc = value.discriminator
+            item = value.value
+            if disc is None:  # built from the default member: what cyclonedds sends
+                disc = implied.get(default_case.name) if default_case else fallback
+            try:
+                out: dict[str, Any] = {"discriminator": disc_encode(disc)}
+            except IdlValueError as error:
+                raise error.within(".discriminator") from None
+            case = selected(disc)
+            if case is not None:
+                try:
+                    out[case.name] = pairs[case.name][0](item)
+                except IdlValueError as error:
+                    raise error.within("." + case.name) from None
+            return out
+
+        def decode(value: Any, strict: bool) -> Any:
+            if not isinstance(value, dict):
+                raise IdlValueError(f"expected an object for {union_type.name}, "
+                                    f"got {_show(value)}")
+            present = [key for key in value if key != "discriminator"]
+            if strict or len(present) > 1:
+                for key in present:
+                    if key not in by_member:
+                        raise IdlValueError(f"unknown member '{key}' of {union_type.name}")
+                if len(present) > 1:
+                    raise IdlValueError(f"a union holds one member, got {', '.join(present)}")
+            present = [key for key in present if key in by_member]
+            if "discriminator" in value:
+                try:
+                    disc = disc_decode(value["discriminator"], strict)
+                except IdlValueError as error:
+                    raise error.within(".discriminator") from None
+                case = selected(disc)
+                if present and (case is None or present[0] != case.name):
+                    selects = f"selects '{case.name}'" if case else "selects no member"
+                    raise IdlValueError(f"member '{present[0]}' does not match discriminator "
+                                        f"{_show(value['discriminator'])}, which {selects}")
+            elif present:
+                case = by_member[present[0]]
+                if case.name not in implied:
+                    raise IdlValueError(f"member '{case.name}' needs an explicit discriminator")
+                disc = implied[case.name]
+            else:
+                raise IdlValueError(f"expected 'discriminator' or a member of {union_type.name}")
+            if case is None:
+                return cls(discriminator=disc, value=None)
+            if case.name not in value:
+                if strict:
+                    raise IdlValueError(f"missing member '{case.name}' for the discriminator")
+                zero = self._zero_json(case.type)
+                return cls(discriminator=disc, value=pairs[case.name][1](zero, False))
+            try:
+                item = pairs[case.name][1](value[case.name], strict)
+            except IdlValueError as error:
+                raise error.within("." + case.name) from None
+            return cls(discriminator=disc, value=item)
+
+        return encode, decode
+
+    def _python_label_converter(self, discriminator: object) -> Callable[[Value], Any]:
+        if isinstance(discriminator, EnumType):
+            cls: Any = self.classes[discriminator.name]
+            attributes = self.attributes[discriminator.name]
+            return lambda label: cls[attributes[str(label)]]
+        return lambda label: label
+
+    def _zero_json(self, ref: TypeRef) -> Any:
+        """The JSON form of a type's zero value (for members non-strict input left out)."""
+        resolved = self.schema.resolve(ref)
+        if isinstance(resolved, StructType):
+            return {}
+        if isinstance(resolved, UnionType):
+            return {"discriminator": self._zero_json(resolved.discriminator)}
+        if isinstance(resolved, SequenceType):
+            return "" if self._is_octet(resolved.element) else []
+        if isinstance(resolved, ArrayType):
+            inner: Any = self._zero_json(resolved.element)
+            dims = list(resolved.dims)
+            if self._is_octet(resolved.element):
+                inner = base64.b64encode(bytes(dims.pop())).decode("ascii")
+            for dim in reversed(dims):
+                inner = [inner] * dim
+            return inner
+        zero = zero_value(resolved)
+        if isinstance(resolved, PrimitiveType) and resolved.kind in INTEGER_RANGES:
+            return 0
+        return zero
+
+
+def _free_label(discriminator: object, used: set[Any]) -> Any:
+    """A discriminator value no case label uses (for the default member), or None."""
+    if isinstance(discriminator, PrimitiveType):
+        if discriminator.kind == "boolean":
+            return next((v for v in (False, True) if v not in used), None)
+        if discriminator.kind == "char":
+            return next((chr(c) for c in range(128) if chr(c) not in used), None)
+        low, high = INTEGER_RANGES.get(discriminator.kind, (0, 0))
+        candidate = 0 if low == 0 else -1
+        step = 1 if low == 0 else -1
+        while candidate in used and low <= candidate + step <= high:
+            candidate += step
+        return candidate if candidate not in used else None
+    return None
+
+
+def _each(values: Any, encode_one: Encode) -> list[Any]:
+    out: list[Any] = []
+    for index, item in enumerate(values):
+        try:
+            out.append(encode_one(item))
+        except IdlValueError as error:
+            raise error.within(f"[{index}]") from None
+    return out
+
+
+def _each_decode(values: list[Any], decode_one: Decode, strict: bool) -> list[Any]:
+    out: list[Any] = []
+    for index, item in enumerate(values):
+        try:
+            out.append(decode_one(item, strict))
+        except IdlValueError as error:
+            raise error.within(f"[{index}]") from None
+    return out
+
+
+def _fixed_list(size: int, encode_one: Encode, decode_one: Decode) -> tuple[Encode, Decode]:
+    def encode(value: Any) -> Any:
+        if not isinstance(value, list | tuple | bytes | bytearray):
+            raise IdlValueError(f"expected an array, got {_show(value)}")
+        if len(value) != size:
+            raise IdlValueError(f"array needs {size} elements, got {len(value)}")
+        return _each(value, encode_one)
+
+    def decode(value: Any, strict: bool) -> Any:
+        if not isinstance(value, list):
+            raise IdlValueError(f"expected an array, got {_show(value)}")
+        if len(value) != size:
+            raise IdlValueError(f"array needs {size} elements, got {len(value)}")
+        return _each_decode(value, decode_one, strict)
+
+    return encode, decode
+
+
+def _octets(bound: int | None, exact: int | None, as_bytes: bool) -> tuple[Encode, Decode]:
+    """Octet sequences and arrays: base64 in JSON; list (sequence) or bytes (array) in Python."""
+
+    def check(length: int) -> None:
+        if exact is not None and length != exact:
+            raise IdlValueError(f"needs {exact} octets, got {length}")
+        if bound is not None and length > bound:
+            raise IdlValueError(f"{length} octets exceed the bound {bound}")
+
+    def encode(value: Any) -> Any:
+        if isinstance(value, list | tuple):
+            try:
+                value = bytes(value)
+            except (ValueError, TypeError) as exc:
+                raise IdlValueError(f"octets must be integers 0..255: {exc}") from None
+        if not isinstance(value, bytes | bytearray | memoryview):
+            raise IdlValueError(f"expected octets, got {_show(value)}")
+        check(len(value))
+        return base64.b64encode(value).decode("ascii")
+
+    def decode(value: Any, strict: bool) -> Any:
+        if isinstance(value, str):
+            try:
+                data = base64.b64decode(value, validate=True)
+            except (binascii.Error, ValueError):
+                raise IdlValueError("expected base64 text") from None
+        elif isinstance(value, list) and all(type(v) is int and 0 <= v <= 255 for v in value):
+            data = bytes(value)
+        else:
+            raise IdlValueError(f"expected base64 text, got {_show(value)}")
+        check(len(data))
+        return data if as_bytes else list(data)
+
+    return encode, decode
+
+
+def _string(bound: int | None) -> tuple[Encode, Decode]:
+    def check(value: Any) -> Any:
+        if type(value) is not str:
+            raise IdlValueError(f"expected a string, got {_show(value)}")
+        if "\x00" in value:
+            raise IdlValueError("strings cannot contain NUL characters")
+        if bound is not None and len(value) > bound // 4 and len(value.encode("utf-8")) > bound:
+            raise IdlValueError(f"string of {len(value.encode('utf-8'))} bytes exceeds "
+                                f"the bound {bound}")
+        return value
+
+    return check, lambda value, strict: check(value)
+
+
+def _primitive(kind: str) -> tuple[Encode, Decode]:
+    if kind in INTEGER_RANGES:
+        low, high = INTEGER_RANGES[kind]
+
+        def integer(value: Any) -> Any:
+            if type(value) is not int:
+                if isinstance(value, int) and not isinstance(value, bool):
+                    value = int(value)
+                else:
+                    raise IdlValueError(f"expected an integer ({kind}), got {_show(value)}")
+            if value < low or value > high:
+                raise IdlValueError(f"{value} is out of range for {kind} ({low}..{high})")
+            return value
+
+        return integer, lambda value, strict: integer(value)
+    if kind in ("float32", "float64"):
+        return _float(kind == "float32")
+    if kind == "boolean":
+        def boolean(value: Any) -> Any:
+            if type(value) is not bool:
+                raise IdlValueError(f"expected true or false, got {_show(value)}")
+            return value
+
+        return boolean, lambda value, strict: boolean(value)
+    if kind == "char":
+        def char(value: Any) -> Any:
+            if type(value) is not str or len(value) != 1 or ord(value) > 127:
+                raise IdlValueError(f"expected one ASCII character, got {_show(value)}")
+            return value
+
+        return char, lambda value, strict: char(value)
+    assert kind == "wchar"
+
+    def wchar_out(value: Any) -> Any:
+        if type(value) is not int or not 0 <= value <= 0x7FFF:
+            raise IdlValueError(f"expected a wchar code 0..32767, got {_show(value)}")
+        return chr(value)
+
+    def wchar_in(value: Any, strict: bool) -> Any:
+        if type(value) is not str or len(value) != 1 or ord(value) > 0x7FFF:
+            raise IdlValueError(f"expected one character (code below 32768), got {_show(value)}")
+        return ord(value)
+
+    return wchar_out, wchar_in
+
+
+def _float(single: bool) -> tuple[Encode, Decode]:
+    kind = "float32" if single else "float64"
+
+    def encode(value: Any) -> Any:
+        if type(value) is not float:
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                value = float(value)
+            else:
+                raise IdlValueError(f"expected a number ({kind}), got {_show(value)}")
+        if value - value != 0.0:  # not finite
+            if math.isnan(value):
+                return "NaN"
+            return "Infinity" if value > 0 else "-Infinity"
+        if single and abs(value) > _FLOAT32_MAX:
+            raise IdlValueError(f"{value} is out of range for float32")
+        return value
+
+    def decode(value: Any, strict: bool) -> Any:
+        if type(value) is float:
+            pass
+        elif type(value) is int:
+            value = float(value)
+        elif isinstance(value, str) and value in _NON_FINITE_IN:
+            return _NON_FINITE_IN[value]
+        else:
+            raise IdlValueError(f"expected a number ({kind}), got {_show(value)}")
+        if single and abs(value) > _FLOAT32_MAX and value - value == 0.0:
+            raise IdlValueError(f"{value} is out of range for float32")
+        return value
+
+    return encode, decode
