@@ -19,8 +19,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
+from broker_core.acl import DENY_DISCONNECT, DENY_IGNORE, PUBLISH, SUBSCRIBE, Acl
+from broker_core.auth import Authenticator, AuthRequest, ListenerPolicy
 from broker_core.context import Context, Origin
+from broker_core.listeners.settings import ListenerSettings
 from broker_core.local import LocalSubscription
+from broker_core.mqtt.events import PublishReceived
 from broker_core.mqtt.limits import DROP_OLDEST, ServerLimits
 from broker_core.mqtt.packets import (
     Connect,
@@ -70,6 +74,9 @@ class Broker:
         self.wills = WillScheduler(self._publish_will)
         self.connections: set[MqttConnection] = set()
         self.hooks: list[MessageHook] = []
+        self.authenticator: Authenticator = ListenerPolicy()
+        self.acl: Acl | None = None
+        self.acl_deny_action = DENY_IGNORE
         self.started_at = time.time()
         self.clients_total = 0
 
@@ -187,8 +194,15 @@ class Broker:
     def connection_made(self, conn: MqttConnection) -> None:
         self.connections.add(conn)
 
-    async def connect(self, session: Session, connect: Connect, now: float) -> None:
-        """Decides on a CONNECT: client id, keep alive, session state, takeover."""
+    async def connect(
+        self,
+        session: Session,
+        connect: Connect,
+        now: float,
+        listener: ListenerSettings | None = None,
+        certificate_identity: str | None = None,
+    ) -> None:
+        """Decides on a CONNECT: client id, credentials, keep alive, session, takeover."""
         limits = self.limits
         v5 = connect.protocol_level == 5
         client_id = connect.client_id
@@ -208,6 +222,23 @@ class Broker:
             return
         if v5 and connect.properties.authentication_method is not None:
             session.reject(ReasonCode.BAD_AUTHENTICATION_METHOD)
+            return
+        result = await self.authenticator.authenticate(
+            AuthRequest(
+                client_id,
+                connect.username,
+                connect.password,
+                session.peer,
+                listener or ListenerSettings(),
+                connect.protocol_level,
+                certificate_identity,
+            )
+        )
+        if not result.allowed:
+            log.info(
+                "client %s from %s refused (0x%02X)", client_id, session.peer, result.reason_code
+            )
+            session.reject(result.reason_code)
             return
         keep_alive = connect.keep_alive
         if v5 and limits.server_keep_alive is not None:
@@ -230,7 +261,9 @@ class Broker:
                 expiry = NEVER_EXPIRES
         else:
             expiry = 0 if connect.clean_start else limits.max_session_expiry
-        self._accept(session, connect, client_id, assigned, keep_alive, expiry, now)
+        self._accept(
+            session, connect, client_id, assigned, keep_alive, expiry, now, result.username
+        )
 
     def _accept(
         self,
@@ -241,6 +274,7 @@ class Broker:
         keep_alive: int,
         expiry: int,
         now: float,
+        username: str | None = None,
     ) -> None:
         existing = self.sessions.get(client_id)
         if existing is not None and existing.connection is not None:
@@ -267,6 +301,7 @@ class Broker:
             assigned_client_id=assigned,
             session_expiry_interval=expiry,
             keep_alive=keep_alive if keep_alive != connect.keep_alive else None,
+            username=username if username is not None else connect.username,
         )
         if log.isEnabledFor(logging.INFO):
             log.info(
@@ -276,6 +311,25 @@ class Broker:
                 connect.protocol_level,
                 connect.clean_start,
                 present,
+            )
+
+    def on_publish(self, session: Session, event: PublishReceived, now: float) -> None:
+        """A client's PUBLISH: ACL, then routing, then the acknowledgement."""
+        context = event.context
+        acl = self.acl
+        if acl is not None and not acl.allows(session.origin, PUBLISH, context.topic):
+            self.counters.publish_denied += 1
+            if self.acl_deny_action == DENY_DISCONNECT:
+                session.disconnect(ReasonCode.NOT_AUTHORIZED)
+            elif context.qos:
+                session.acknowledge(event.packet_id or 0, context.qos, ReasonCode.NOT_AUTHORIZED)
+            return
+        reached = self.publish(context, session.state, now, event.frame, event.frame_v5)
+        if context.qos:
+            session.acknowledge(
+                event.packet_id or 0,
+                context.qos,
+                ReasonCode.SUCCESS if reached else ReasonCode.NO_MATCHING_SUBSCRIBERS,
             )
 
     def on_subscribe(self, session: Session, packet: Subscribe, now: float) -> None:
@@ -302,6 +356,14 @@ class Broker:
                     codes.append(ReasonCode.SHARED_SUBSCRIPTIONS_NOT_SUPPORTED)
                     continue
             inner = shared.topic_filter if shared else topic_filter
+            if self.acl is not None and not self.acl.allows(
+                session.origin, SUBSCRIBE, topic_filter
+            ):
+                if self.acl_deny_action == DENY_DISCONNECT:
+                    session.disconnect(ReasonCode.NOT_AUTHORIZED)
+                    return
+                codes.append(ReasonCode.NOT_AUTHORIZED)
+                continue
             if not limits.wildcard_subscriptions and is_wildcard_filter(inner):
                 codes.append(ReasonCode.WILDCARD_SUBSCRIPTIONS_NOT_SUPPORTED)
                 continue
@@ -380,6 +442,9 @@ class Broker:
         self.sessions.remove(state)
 
     def _publish_will(self, context: Context) -> None:
+        if self.acl is not None and not self.acl.allows(context.origin, PUBLISH, context.topic):
+            self.counters.publish_denied += 1
+            return
         self.publish(context)
 
     def sweep(self, now: float) -> None:

@@ -13,6 +13,7 @@ import time
 
 from broker_core.broker import Broker
 from broker_core.errors import ConfigError
+from broker_core.listeners.settings import ListenerSettings
 from broker_core.mqtt.limits import ServerLimits
 from broker_core.mqtt.reason_codes import ReasonCode
 from gateway.config import GatewayConfig, ListenerConfig, MqttConfig
@@ -45,6 +46,16 @@ def limits_from_config(mqtt: MqttConfig) -> ServerLimits:
     )
 
 
+def listener_settings(listener: ListenerConfig) -> ListenerSettings:
+    return ListenerSettings(
+        name=listener.name,
+        allow_anonymous=listener.allow_anonymous,
+        max_connections=listener.max_connections,
+        connection_rate=listener.connection_rate,
+        use_identity_as_username=bool(listener.tls and listener.tls.use_identity_as_username),
+    )
+
+
 class Gateway:
     def __init__(self, config: GatewayConfig) -> None:
         self.config = config
@@ -69,7 +80,9 @@ class Gateway:
                     self._servers.append(await self._start_listener(listener))
                 housekeeping = tg.create_task(self.broker.run(), name="broker-housekeeping")
                 log.info(
-                    "edgebus node %s ready in %.2fs", self.config.node_name, time.monotonic() - started
+                    "edgebus node %s ready in %.2fs",
+                    self.config.node_name,
+                    time.monotonic() - started,
                 )
                 self.ready.set()
                 await self._stop.wait()
@@ -79,10 +92,11 @@ class Gateway:
 
     async def _start_listener(self, listener: ListenerConfig) -> asyncio.Server:
         host, port = listener.bind.host, listener.bind.port
+        settings = listener_settings(listener)
         if listener.type == "tcp":
             from broker_core.listeners.tcp import start_tcp
 
-            server = await start_tcp(self.broker, host, port, listener.name)
+            server = await start_tcp(self.broker, host, port, settings)
         else:
             raise ConfigError(f"listener type {listener.type!r} is not available yet")
         sockname = server.sockets[0].getsockname()

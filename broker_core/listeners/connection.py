@@ -18,6 +18,7 @@ import time
 from typing import TYPE_CHECKING, cast
 
 from broker_core.errors import MalformedPacket, ProtocolError, ProtocolViolation
+from broker_core.listeners.settings import ListenerSettings
 from broker_core.mqtt.events import (
     AuthReceived,
     ConnectionClosing,
@@ -63,14 +64,16 @@ class MqttConnection(asyncio.Protocol):
         "_flush_pending",
         "_loop",
         "broker",
+        "certificate_identity",
         "listener",
         "session",
         "transport",
     )
 
-    def __init__(self, broker: Broker, listener: str = "tcp") -> None:
+    def __init__(self, broker: Broker, listener: ListenerSettings) -> None:
         self.broker = broker
         self.listener = listener
+        self.certificate_identity: str | None = None  # a verified client certificate's CN
         self.transport: asyncio.BaseTransport | None = None
         self._flush_pending = False
         self._connect_task: asyncio.Task[None] | None = None
@@ -136,17 +139,7 @@ class MqttConnection(asyncio.Protocol):
         kind = type(event)
         session = self.session
         if kind is PublishReceived:
-            published = cast(PublishReceived, event)
-            context = published.context
-            reached = self.broker.publish(
-                context, session.state, now, published.frame, published.frame_v5
-            )
-            if context.qos:
-                session.acknowledge(
-                    cast(int, published.packet_id),
-                    context.qos,
-                    ReasonCode.SUCCESS if reached else ReasonCode.NO_MATCHING_SUBSCRIBERS,
-                )
+            self.broker.on_publish(session, cast(PublishReceived, event), now)
         elif kind is SubscribeRequested:
             self.broker.on_subscribe(session, cast(SubscribeRequested, event).subscribe, now)
         elif kind is UnsubscribeRequested:
@@ -162,7 +155,9 @@ class MqttConnection(asyncio.Protocol):
 
     async def _connect(self, event: ConnectRequested) -> None:
         try:
-            await self.broker.connect(self.session, event.connect, time.time())
+            await self.broker.connect(
+                self.session, event.connect, time.time(), self.listener, self.certificate_identity
+            )
         except Exception as exc:
             self._fail(exc)
             return

@@ -8,6 +8,7 @@ import socket
 from typing import TYPE_CHECKING
 
 from broker_core.listeners.connection import MqttConnection
+from broker_core.listeners.settings import ListenerSettings
 
 if TYPE_CHECKING:
     from broker_core.broker import Broker
@@ -18,13 +19,13 @@ log = logging.getLogger(__name__)
 
 
 async def start_tcp(
-    broker: Broker, host: str, port: int, name: str = "tcp", backlog: int = 1024
+    broker: Broker, host: str, port: int, settings: ListenerSettings, backlog: int = 1024
 ) -> asyncio.Server:
     loop = asyncio.get_running_loop()
     server = await loop.create_server(
-        lambda: MqttConnection(broker, name), host, port, backlog=backlog, reuse_address=True
+        lambda: MqttConnection(broker, settings), host, port, backlog=backlog, reuse_address=True
     )
     for sock in server.sockets:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        log.info("listener %s bound to %s", name, sock.getsockname()[:2])
+        log.info("listener %s bound to %s", settings.name, sock.getsockname()[:2])
     return server

@@ -220,6 +220,7 @@ class Session:
         keep_alive: int | None = None,
         auth_method: str | None = None,
         auth_data: bytes | None = None,
+        username: str | None = None,
     ) -> None:
         """Sends CONNACK 0x00 and attaches ``state``; held packets are then handled."""
         if self.conn_state is not ConnState.CONNECTING:
@@ -230,7 +231,7 @@ class Session:
         self.state = state
         self.counters = state.counters
         state.connection = self
-        self.origin = Origin("mqtt", state.client_id, self.peer, connect.username)
+        self.origin = Origin("mqtt", state.client_id, self.peer, username)
         self.will = connect.will
         server_keep_alive = None
         if keep_alive is not None and keep_alive != connect.keep_alive:

@@ -36,6 +36,7 @@ class Counters:
         "dropped_too_large",
         "messages_received",
         "messages_sent",
+        "publish_denied",
     )
 
     def __init__(self) -> None:
@@ -47,6 +48,7 @@ class Counters:
         self.dropped_expired = 0
         self.dropped_too_large = 0
         self.dropped_qos0_offline = 0
+        self.publish_denied = 0
 
     def dropped(self) -> int:
         return (
