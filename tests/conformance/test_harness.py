@@ -109,6 +109,7 @@ def test_expect_closed_times_out_on_an_open_connection(peer: PeerFactory) -> Non
 
 def test_reset_counts_as_closed(peer: PeerFactory) -> None:
     def script(conn: socket.socket) -> None:
+        time.sleep(0.1)  # let the client's connect() complete first
         conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
 
     client = peer(script)
