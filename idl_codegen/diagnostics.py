@@ -81,5 +81,10 @@ class Diagnostics:
         return bool(self.errors)
 
     def raise_if_errors(self) -> None:
+        """Raise the errors so far, ordered by file (in order of appearance), line, column."""
         if self.errors:
-            raise IdlErrors(self.errors)
+            files = {error.file: index for index, error in
+                     reversed(list(enumerate(self.errors)))}
+            ordered = sorted(self.errors,
+                             key=lambda error: (files[error.file], error.line, error.column))
+            raise IdlErrors(ordered)

@@ -499,16 +499,18 @@ class _FileRenderer:
         # a dataclass cannot inherit a field's default_factory through cyclonedds' copied
         # annotations: those members are declared again with their defaults
         for member in _refactored_inherited(schema, struct):
-            lines += _wrap(f"    {py_names[member.name]}: {self.annotation(member.type, False)}"
-                           f" = {self.default(member)}  # inherited", "    ")
+            inherited_lines = _wrap(f"    {py_names[member.name]}: "
+                                    f"{self.annotation(member.type, False)} = "
+                                    f"{self.default(member)}", "    ")
+            lines += _noqa(inherited_lines, py_names[member.name], [])
+            lines[-1] += "  # inherited"
         if not own and not _refactored_inherited(schema, struct):
             lines.append("    pass")
         for member, py in own:
             member_lines = _wrap(f"    {py}: {self.annotation(member.type, member.optional)} = "
                                  f"{self.default(member)}", "    ")
-            if member.optional:
-                member_lines[0] += "  # noqa: UP045"
-            lines += member_lines
+            codes = ["UP045"] if member.optional else []  # cyclonedds needs typing.Optional
+            lines += _noqa(member_lines, py, codes)
             if member.key:
                 lines.append(f'    _annotate.key("{py}")')
             if member.member_id is not None:
@@ -547,7 +549,7 @@ class _FileRenderer:
             optional = f"{py_type} | None" if '"' not in py_type else \
                 '"' + py_type.replace('"', "") + ' | None"'
             annotation = f"_typing.Annotated[{optional}, {holder}]"
-            lines += _wrap(f"    {py}: {annotation}", "    ")
+            lines += _noqa(_wrap(f"    {py}: {annotation}", "    "), py, [])
             if case.member_id is not None:
                 lines.append(f'    _annotate.member_id("{py}", {case.member_id})')
             if py != case.name:
@@ -561,8 +563,9 @@ class _FileRenderer:
             default = f', default="{python_name(enum.default_literal, ENUM_RESERVED)}"'
         self.needs.add("_idl")
         lines = [f'class {name}(_idl.IdlEnum, typename="{enum.name}"{default}):']
-        lines += [f"    {python_name(literal, ENUM_RESERVED)} = {value}"
-                  for literal, value in enum.literals]
+        for literal, value in enum.literals:
+            py = python_name(literal, ENUM_RESERVED)
+            lines += _noqa([f"    {py} = {value}"], py, [])
         return lines
 
 
@@ -669,6 +672,17 @@ def _import_blocks(plain: list[str], entries: list[tuple[str, str, str | None]],
 
 def _docstring_lines(text: str) -> list[str]:
     return textwrap.wrap(text, width=_LINE, break_long_words=False, break_on_hyphens=False)
+
+
+_AMBIGUOUS = frozenset({"l", "O", "I"})  # ruff E741
+
+
+def _noqa(lines: list[str], name: str, codes: list[str]) -> list[str]:
+    """Mark the first of ``lines`` with the ruff rules a generated name has to break."""
+    codes = codes + (["E741"] if name in _AMBIGUOUS else [])
+    if codes:
+        lines = [lines[0] + "  # noqa: " + ", ".join(codes), *lines[1:]]
+    return lines
 
 
 def _noqa_long(line: str) -> str:

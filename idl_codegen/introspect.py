@@ -206,7 +206,7 @@ class _Builder:
             if isinstance(holder, cdt.default):
                 cases.append(UnionCase(member_name, ref, (), True, notes.get("id")))
                 continue
-            labels = tuple(_label(label) for label in holder.labels)
+            labels = tuple(_label(label, discriminator) for label in holder.labels)
             cases.append(UnionCase(member_name, ref, labels, False, notes.get("id")))
         self.attributes[name] = attributes
         self.schema.types[name] = UnionType(
@@ -230,10 +230,16 @@ class _Builder:
         self.schema.types[name] = EnumType(name, literals, default)
 
 
-def _label(label: Any) -> Value:
+def _label(label: Any, discriminator: TypeRef) -> Value:
     if isinstance(label, enum.Enum):
         return enumerator_idl_name(label.name)
-    if isinstance(label, int | float | str | bool):
+    # typing caches Annotated[..., case(1, T)] and case(True, T) as one (they compare
+    # equal), so a label can come back as the wrong one of bool and int
+    if isinstance(discriminator, PrimitiveType) and discriminator.kind == "boolean":
+        return bool(label)
+    if isinstance(label, bool):
+        return int(label)
+    if isinstance(label, int | float | str):
         return label
     raise TypeError(f"union label {label!r} has no IDL equivalent")
 

@@ -522,9 +522,15 @@ def _string(bound: int | None) -> tuple[Encode, Decode]:
             raise IdlValueError(f"expected a string, got {_show(value)}")
         if "\x00" in value:
             raise IdlValueError("strings cannot contain NUL characters")
-        if bound is not None and len(value) > bound // 4 and len(value.encode("utf-8")) > bound:
-            raise IdlValueError(f"string of {len(value.encode('utf-8'))} bytes exceeds "
-                                f"the bound {bound}")
+        if value.isascii():
+            size = len(value)
+        else:
+            try:
+                size = len(value.encode("utf-8"))
+            except UnicodeEncodeError:
+                raise IdlValueError("string is not valid Unicode (lone surrogate)") from None
+        if bound is not None and size > bound:
+            raise IdlValueError(f"string of {size} bytes exceeds the bound {bound}")
         return value
 
     return check, lambda value, strict: check(value)
@@ -563,13 +569,16 @@ def _primitive(kind: str) -> tuple[Encode, Decode]:
         return char, lambda value, strict: char(value)
     assert kind == "wchar"
 
+    def valid(code: int) -> bool:
+        return 0 <= code <= 0x7FFF and not 0xD800 <= code <= 0xDFFF
+
     def wchar_out(value: Any) -> Any:
-        if type(value) is not int or not 0 <= value <= 0x7FFF:
+        if type(value) is not int or not valid(value):
             raise IdlValueError(f"expected a wchar code 0..32767, got {_show(value)}")
         return chr(value)
 
     def wchar_in(value: Any, strict: bool) -> Any:
-        if type(value) is not str or len(value) != 1 or ord(value) > 0x7FFF:
+        if type(value) is not str or len(value) != 1 or not valid(ord(value)):
             raise IdlValueError(f"expected one character (code below 32768), got {_show(value)}")
         return ord(value)
 

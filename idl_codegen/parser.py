@@ -334,20 +334,38 @@ class _Parser:
         name = self._identifier("an enum name")
         self._expect("{", f"after enum '{name.text}'")
         enumerators: list[Enumerator] = []
-        while True:
-            literal_annotations = self._annotations() or []
-            literal = self._identifier("an enumerator name")
-            enumerators.append(Enumerator(literal.text, literal_annotations, literal.location))
-            if self._at(","):
-                self._advance()
+        try:
+            while True:
+                literal_annotations = self._annotations() or []
+                literal = self._identifier("an enumerator name")
+                enumerators.append(Enumerator(literal.text, literal_annotations,
+                                              literal.location))
+                if self._at(","):
+                    self._advance()
+                    if self._at("}"):
+                        break
+                    continue
                 if self._at("}"):
                     break
-                continue
-            if self._at("}"):
-                break
-            raise self._fail(f"',' or '}}' in enum '{name.text}'")
-        self._advance()
+                raise self._fail(f"',' or '}}' in enum '{name.text}'")
+        except _SyntaxError as error:
+            self._report(error)
+            self._skip_to_close()
+        self._expect("}", f"to close enum '{name.text}'")
         return EnumDef(name.text, enumerators, annotations, name.location)
+
+    def _skip_to_close(self) -> None:
+        """Skip to the '}' that closes the braces we are in (not consuming it)."""
+        depth = 0
+        while self._peek().kind is not TokenKind.EOF:
+            token = self._peek()
+            if token.kind is TokenKind.PUNCT and token.text == "{":
+                depth += 1
+            elif token.kind is TokenKind.PUNCT and token.text == "}":
+                if depth == 0:
+                    return
+                depth -= 1
+            self._advance()
 
     def _typedef(self, annotations: list[Annotation]) -> TypedefDef:
         keyword = self._advance()

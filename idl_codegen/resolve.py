@@ -94,16 +94,14 @@ class _Resolver:
     # -- declarations ------------------------------------------------------------------
 
     def _declare(self, scope: Scope, name: str, kind: str, where: Location,
-                 complete: bool = True) -> Symbol | None:
+                 complete: bool = True, forward: bool = False) -> Symbol | None:
         existing = scope.clash(name)
         if existing is not None:
             same = existing.name == name and existing.kind == kind
             if same and kind == "module":
                 return existing
-            if same and kind in ("struct", "union") and not existing.complete:
-                return existing
-            if same and kind in ("struct", "union") and not complete:
-                return existing  # a forward declaration after the definition
+            if same and kind in ("struct", "union") and (forward or not existing.complete):
+                return existing  # a forward declaration, or the definition after one
             if existing.name != name:
                 self._diag.error(where, f"'{name}' collides with '{existing.name}' declared at "
                                         f"{existing.location} (IDL names must differ in more "
@@ -222,7 +220,8 @@ class _Resolver:
     def _struct(self, struct: StructDef, scope: Scope) -> None:
         applied = self._annotations.applied(struct.annotations, "struct")
         forward = struct.members is None
-        symbol = self._declare(scope, struct.name, "struct", struct.location, complete=False)
+        symbol = self._declare(scope, struct.name, "struct", struct.location, complete=False,
+                               forward=forward)
         if symbol is None:
             return
         if forward:
@@ -268,8 +267,8 @@ class _Resolver:
                              f"base struct '{struct.base}' is not completely defined here")
         else:
             self._diag.error(struct.base.location,
-                             f"the base of struct '{struct.name}' must be a struct, "
-                             f"'{struct.base}' is a {symbol.kind}")
+                             f"the base of struct '{scope.qualify(struct.name)}' must be a "
+                             f"struct, '{struct.base}' is a {symbol.kind}")
         return None
 
     def _extensibility(self, applied: dict[str, Annotation], inherited: str | None,
@@ -290,6 +289,7 @@ class _Resolver:
                  autoid: str) -> list[Member]:
         assert struct.members is not None
         names = {member.name.lower(): member.name for member in inherited}
+        owners = self._owners(inherited)
         ids: dict[int, str] = {}
         next_id = 0
         members: list[Member] = []
@@ -302,10 +302,10 @@ class _Resolver:
                 lowered = declarator.name.lower()
                 if lowered in names:
                     clash = names[lowered]
-                    origin = "an inherited member" if any(
-                        m.name == clash for m in inherited) else "a member"
+                    where = f"inherited from '{owners[clash]}'" if clash in owners \
+                        else f"of struct '{name}'"
                     self._diag.error(declarator.location, f"'{declarator.name}' collides with "
-                                     f"{origin} '{clash}' of struct '{name}'")
+                                     f"member '{clash}' {where}")
                     continue
                 names[lowered] = declarator.name
                 if ref is None or not self._require_complete(ref, declarator.location):
@@ -334,6 +334,16 @@ class _Resolver:
                     default=self._default(applied.get("default"), ref, optional, scope),
                 ))
         return members
+
+    def _owners(self, inherited: list[Member]) -> dict[str, str]:
+        """The struct that declares each inherited member."""
+        owners: dict[str, str] = {}
+        for declared in self.schema.types.values():
+            if isinstance(declared, StructType):
+                for member in declared.members:
+                    if any(member is other for other in inherited):
+                        owners[member.name] = declared.name
+        return owners
 
     def _id(self, annotation: Annotation, scope: Scope) -> int | None:
         param = self._annotations.single_param(annotation)
@@ -371,7 +381,8 @@ class _Resolver:
     def _union(self, union: UnionDef, scope: Scope) -> None:
         applied = self._annotations.applied(union.annotations, "union")
         forward = union.switch_type is None
-        symbol = self._declare(scope, union.name, "union", union.location, complete=False)
+        symbol = self._declare(scope, union.name, "union", union.location, complete=False,
+                               forward=forward)
         if symbol is None:
             return
         if forward:
@@ -452,17 +463,23 @@ class _Resolver:
             member_id = self._id(id_annotation, scope) if id_annotation is not None else None
             cases.append(UnionCase(member, ref, tuple(labels), is_default, member_id))
         if default_case is not None:
-            self._check_default_room(union, resolved, set(labels_seen))
+            self._check_default_room(union, name, resolved, set(labels_seen))
+        elif isinstance(resolved, PrimitiveType) and resolved.kind == "boolean" \
+                and {True, False} <= set(labels_seen):
+            self._diag.error(union.location, f"union '{name}' has cases for both TRUE and FALSE, "
+                                              "which cyclonedds-python cannot map; make one of "
+                                              "them the default case")
         return cases
 
-    def _check_default_room(self, union: UnionDef, resolved: object, used: set[Value]) -> None:
+    def _check_default_room(self, union: UnionDef, name: str, resolved: object,
+                            used: set[Value]) -> None:
         domain: set[Value] | None = None
         if isinstance(resolved, PrimitiveType) and resolved.kind == "boolean":
             domain = {True, False}
         elif isinstance(resolved, EnumType):
             domain = {literal for literal, _ in resolved.literals}
         if domain is not None and domain <= used:
-            self._diag.error(union.location, f"union '{union.name}' has a default case but "
+            self._diag.error(union.location, f"union '{name}' has a default case but "
                                               "every discriminator value already has a case")
 
     # -- enum, typedef, const, pragma --------------------------------------------------
