@@ -92,8 +92,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--quiet-timeout",
         type=float,
-        default=20.0,
-        help="before each run, wait up to this many seconds for the machine to be idle (20)",
+        default=10.0,
+        help="before each run, wait up to this many seconds for the machine to be idle (10)",
+    )
+    p.add_argument(
+        "--quiet-budget",
+        type=float,
+        default=60.0,
+        help="total seconds of such waiting in a session; 0 disables waiting (60)",
     )
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON")
     p.add_argument("--no-idl", action="store_true", help="skip bench/bench_idl.py")
@@ -146,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         scenarios=[SCENARIOS[name] for name in args.scenarios],
         rounds=args.rounds,
         quiet_timeout_s=args.quiet_timeout,
+        quiet_budget_s=args.quiet_budget,
     )
     run_all(results, progress=lambda record: emit([format_progress(record)], sys.stderr))
     summary = summarize(results)

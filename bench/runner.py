@@ -4,9 +4,11 @@ For each scenario, round r runs the brokers in ``--brokers`` order (A, B, A, B, 
 each on a freshly started broker that is stopped right after, so no run inherits
 another's sessions, queues or heap. The figure per broker is the median over rounds.
 
-Before each run the runner waits (up to ``quiet_timeout_s``) for the machine to be
-idle, so that a neighbour's burst of work does not land in one broker's run only; the
-CPU that other processes still used during the measurement is recorded with each run.
+Before each run the runner waits (up to ``quiet_timeout_s``, and ``quiet_budget_s`` in
+all, so that a busy machine cannot stretch the session without bound) for the machine
+to be idle, so that a neighbour's burst of work does not land in one broker's run only;
+the CPU that other processes still used during the measurement is recorded with each
+run.
 
 A broker that cannot start is marked failed and skipped for the rest of the session
 (its startup would otherwise time out in every run); a run that fails after the broker
@@ -57,7 +59,8 @@ class BenchResults:
     slots: list[BrokerSlot]
     scenarios: list[Scenario]
     rounds: int
-    quiet_timeout_s: float = 20.0
+    quiet_timeout_s: float = 10.0
+    quiet_budget_s: float = 60.0
     records: list[RunRecord] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
 
@@ -90,12 +93,15 @@ def run_all(
 ) -> BenchResults:
     """Fill ``results.records`` by running every scenario, interleaved."""
     opts = results.options
+    budget_end = time.monotonic() + results.quiet_budget_s
     for scenario in results.scenarios:
         for round_no in range(1, results.rounds + 1):
             for slot in results.slots:
                 if slot.label in results.failed:
                     continue
-                wait_for_quiet(QUIET_CORES, results.quiet_timeout_s)
+                left = min(results.quiet_timeout_s, budget_end - time.monotonic())
+                if left > 0:
+                    wait_for_quiet(QUIET_CORES, left)
                 record = _run_one(scenario, slot, round_no, opts, results.failed)
                 results.records.append(record)
                 if progress is not None:
