@@ -70,6 +70,13 @@ def _show(value: _Raw) -> str:
     return str(value)
 
 
+def _start(expr: Expr) -> Location:
+    """Where an expression starts (a binary expression's own location is its operator)."""
+    while isinstance(expr, Binary):
+        expr = expr.left
+    return expr.location
+
+
 class ConstEvaluator:
     """Evaluates constant expressions in a scope and converts them to a target type."""
 
@@ -84,7 +91,7 @@ class ConstEvaluator:
         resolved = self._schema.resolve(target)
         try:
             raw = self._eval(expr, scope, resolved)
-            return self._convert(raw, resolved, expr.location)
+            return self._convert(raw, resolved, _start(expr))
         except _EvalError as error:
             self._diag.error(error.location, error.message)
             return None
@@ -97,7 +104,7 @@ class ConstEvaluator:
             self._diag.error(error.location, error.message)
             return None
         if not isinstance(raw, int) or isinstance(raw, bool) or raw <= 0:
-            self._diag.error(expr.location, f"{what} must be a positive integer, got {_show(raw)}")
+            self._diag.error(_start(expr), f"{what} must be a positive integer, got {_show(raw)}")
             return None
         return raw
 

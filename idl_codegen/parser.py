@@ -89,6 +89,7 @@ class _Parser:
         self._tokens = tokens
         self._pos = 0
         self._diag = diagnostics
+        self._eof_reported = False
 
     # -- token helpers -----------------------------------------------------------------
 
@@ -137,6 +138,10 @@ class _Parser:
         raise self._fail(what)
 
     def _report(self, error: _SyntaxError) -> None:
+        at_end = error.message.endswith("got end of input")
+        if at_end and self._eof_reported:
+            return  # the enclosing scopes are unclosed too: one error says it
+        self._eof_reported = self._eof_reported or at_end
         self._diag.error(error.location, error.message)
 
     def _skip_past_semicolon(self) -> None:

@@ -289,7 +289,8 @@ class Preprocessor:
         elif name == "pragma":
             if rest.split()[:1] == ["once"]:
                 return
-            self._out.lines[-1] = "#pragma " + self._expand(rest)
+            indent = " " * (where.column - 1)  # so the parser reports the right column
+            self._out.lines[-1] = indent + "#pragma " + self._expand(rest)
         elif name == "error":
             self._diag.error(where, f"#error {rest}".rstrip())
         elif name == "warning":
