@@ -119,9 +119,9 @@ def _write(outdir: Path, generated: Generated, quiet: bool, say: object) -> None
         return
     python = sum(1 for path in files if path.endswith(".py"))
     schemas = len(files) - python
-    parts = [f"{python} Python files"] if python else []
+    parts = [f"{python} Python file{'s' if python != 1 else ''}"] if python else []
     if schemas:
-        parts.append(f"{schemas} JSON Schemas")
+        parts.append(f"{schemas} JSON Schema{'s' if schemas != 1 else ''}")
     click.echo(f"Generated {' and '.join(parts)} in {outdir}: {len(outcome.written)} written, "
                f"{len(outcome.unchanged)} unchanged, {len(outcome.stale)} stale removed "
                f"({generated.summary()})")

@@ -1,0 +1,107 @@
+"""idl_codegen.load: the generated types, in process, with no file written."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+import idl_codegen
+from broker_core.errors import IdlError
+from idl_codegen.introspect import describe
+from tests.unit.idl_codegen.corpus import CASES
+
+Write = Callable[..., Path]
+
+
+def test_load_returns_classes_constants_and_codecs() -> None:
+    files, include_dirs = CASES["vehicle"]
+    schema = idl_codegen.load(files[0], include_dirs=include_dirs)
+    signal = schema["vehicle::signals::Signal"]
+    assert schema["vehicle.signals.Signal"] is signal
+    assert "vehicle::signals::Signal" in schema and "nope::X" not in schema
+    assert signal.__idl_typename__ == "vehicle::signals::Signal"  # type: ignore[attr-defined]
+    assert schema.constants["vehicle::MAX_WHEELS"] == 6
+    assert schema.constants["vehicle::units::DEFAULT_UNIT"] is \
+        schema["vehicle::units::SpeedUnit"].MPS  # type: ignore[attr-defined]
+    assert "vehicle::Name" in schema.typedefs
+    assert schema.module("vehicle::units").KPH_PER_MPS == 3.6
+    assert schema.topic_types == ["vehicle::signals::Signal", "vehicle::signals::Event",
+                                  "vehicle::signals::GearChange", "vehicle::signals::Diagnostic",
+                                  "vehicle::signals::Config"]
+    sample = signal(vin="WVW1", signal_id=3)
+    assert signal.deserialize(sample.serialize()) == sample  # type: ignore[attr-defined]
+    codec = schema.codec("vehicle::signals::Signal")
+    assert codec.from_json(codec.to_json(sample)) == sample
+    assert schema.json_schema("vehicle::signals::Signal")["title"] == "vehicle::signals::Signal"
+    with pytest.raises(KeyError):
+        schema.json_schema("vehicle::Nope")
+
+
+def test_loaded_types_equal_generated_ones(tmp_path: Path) -> None:
+    """The loader runs the generator: both give the same type description."""
+    import subprocess
+    import sys
+
+    from tests.helpers.timeouts import unit
+    from tests.unit.idl_codegen.corpus import generate_case
+
+    for relative, content in generate_case("ros2", ("python",)).files.items():
+        path = tmp_path / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content)
+    code = ("from idl_codegen.introspect import describe\n"
+            "from sensor_msgs.msg.dds_ import Imu_\n"
+            "print(repr(describe(Imu_).schema.types))\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=unit(60), check=False,
+                          env={"PYTHONPATH": f"{tmp_path}:{Path.cwd()}"})
+    assert done.stderr == ""
+    files, include_dirs = CASES["ros2"]
+    loaded = idl_codegen.load(files, include_dirs=include_dirs)
+    assert done.stdout == repr(describe(loaded["sensor_msgs::msg::dds_::Imu_"]).schema.types) \
+        + "\n"
+
+
+def test_each_load_gets_its_own_classes() -> None:
+    files, include_dirs = CASES["hello"]
+    first = idl_codegen.load(files, include_dirs=include_dirs)
+    second = idl_codegen.load(files, include_dirs=include_dirs)
+    assert first["HelloWorldData::Msg"] is not second["HelloWorldData::Msg"]
+    assert first["HelloWorldData::Msg"].__module__.startswith("_edgebus_idl_")
+
+
+def test_defines_and_include_dirs(write_idl: Write, tmp_path: Path) -> None:
+    write_idl("module dep { struct D { long d; }; };", "inc/dep.idl")
+    main = write_idl('#include <dep.idl>\nmodule m { struct S { dep::D d; string<LEN> s; }; };')
+    schema = idl_codegen.load(main, include_dirs=[tmp_path / "inc"], defines={"LEN": "4"})
+    codec = schema.codec("m::S")
+    with pytest.raises(idl_codegen.IdlValueError):
+        codec.from_json({"d": {"d": 1}, "s": "too long"})
+
+
+def test_bad_idl_raises_idl_error_with_every_problem(write_idl: Write) -> None:
+    path = write_idl("module m { struct S { Unknown u; }; const octet O = 999; };", "bad.idl")
+    with pytest.raises(IdlError) as caught:
+        idl_codegen.load(path)
+    assert isinstance(caught.value, idl_codegen.IdlErrors)
+    assert [error.message for error in caught.value.errors] == [
+        "unknown type 'Unknown'", "999 does not fit in octet (0..255)"]
+    assert (caught.value.line, caught.value.column) == (1, 23)
+
+
+def test_warnings_are_kept(write_idl: Write) -> None:
+    schema = idl_codegen.load(write_idl("struct S { wstring w; };"))
+    assert [w.message for w in schema.warnings] == [
+        "wstring is mapped to a UTF-8 string: cyclonedds-python has no wide strings"]
+
+
+def test_tracebacks_show_generated_source() -> None:
+    import linecache
+
+    files, include_dirs = CASES["hello"]
+    cls = idl_codegen.load(files, include_dirs=include_dirs)["HelloWorldData::Msg"]
+    module = __import__(cls.__module__, fromlist=["x"])
+    assert "class Msg(" in "".join(linecache.getlines(module.__spec__.origin or
+                                                      f"<idl_codegen {cls.__module__}>"))
