@@ -10,13 +10,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from pathlib import Path
 
 from broker_core.broker import Broker
 from broker_core.errors import ConfigError
 from broker_core.listeners.settings import ListenerSettings
 from broker_core.mqtt.limits import ServerLimits
 from broker_core.mqtt.reason_codes import ReasonCode
+from broker_core.store.base import MemoryStore, Store
+from broker_core.store.sqlite import SqliteStore
 from gateway.config import GatewayConfig, ListenerConfig, MqttConfig
+from gateway.security import build_security
 
 __all__ = ["Gateway", "limits_from_config"]
 
@@ -56,14 +60,25 @@ def listener_settings(listener: ListenerConfig) -> ListenerSettings:
     )
 
 
+def open_store(config: GatewayConfig) -> Store:
+    """The store ``persistence`` names: SQLite in ``data_dir``, or memory."""
+    if config.persistence == "sqlite":
+        return SqliteStore(Path(config.data_dir))
+    return MemoryStore()
+
+
 class Gateway:
     def __init__(self, config: GatewayConfig) -> None:
         self.config = config
+        self.security = build_security(config)  # first: a bad password file opens nothing
+        self.store = open_store(config)
         self.broker = Broker(
             limits_from_config(config.mqtt),
             node_name=config.node_name,
             write_high_water=config.mqtt.write_high_water,
+            store=self.store,
         )
+        self.security.install(self.broker)  # authenticator, acl, acl_deny_action
         self.addresses: dict[str, tuple[str, int]] = {}
         self.ready = asyncio.Event()
         self._stop = asyncio.Event()
@@ -74,6 +89,7 @@ class Gateway:
 
     async def run(self) -> None:
         started = time.monotonic()
+        self.broker.restore(self.store.open(), time.time())
         try:
             async with asyncio.TaskGroup() as tg:
                 for listener in self.config.listeners:
@@ -93,12 +109,44 @@ class Gateway:
     async def _start_listener(self, listener: ListenerConfig) -> asyncio.Server:
         host, port = listener.bind.host, listener.bind.port
         settings = listener_settings(listener)
+        context = None
+        if listener.tls is not None:  # tls, wss
+            from broker_core.listeners.tls import server_ssl_context
+
+            tls, password = listener.tls, listener.tls.keyfile_password
+            context = server_ssl_context(
+                tls.certfile,
+                tls.keyfile,
+                cafile=tls.cafile,
+                verify_peer=tls.verify_peer,
+                fail_if_no_peer_cert=tls.fail_if_no_peer_cert,
+                min_version=tls.min_version,
+                ciphers=tls.ciphers,
+                keyfile_password=None if password is None else password.get_secret_value(),
+                where=f"listener {listener.name!r} tls",
+            )
         if listener.type == "tcp":
             from broker_core.listeners.tcp import start_tcp
 
             server = await start_tcp(self.broker, host, port, settings)
-        else:
-            raise ConfigError(f"listener type {listener.type!r} is not available yet")
+        elif listener.type == "tls":
+            from broker_core.listeners.tls import start_tls
+
+            assert context is not None  # the config requires `tls:` on a tls listener
+            server = await start_tls(self.broker, host, port, settings, context)
+        else:  # ws, wss
+            try:
+                from broker_core.listeners.websocket import start_websocket
+            except ImportError as exc:
+                raise ConfigError(
+                    f"listener {listener.name!r}: type {listener.type} needs the websockets"
+                    " package: pip install 'edgebus[ws]'"
+                ) from exc
+            # websockets' Server offers what run() and _shutdown() use of an asyncio.Server
+            # (sockets, close, wait_closed), and its close() also ends open handshakes.
+            server = await start_websocket(  # type: ignore[assignment]
+                self.broker, host, port, settings, listener.path or "/mqtt", context
+            )
         sockname = server.sockets[0].getsockname()
         self.addresses[listener.name] = (sockname[0], sockname[1])
         return server
@@ -116,4 +164,6 @@ class Gateway:
             except TimeoutError:
                 log.warning("listener did not close within 2 s")
         self._servers.clear()
+        self.store.close()
+        await self.security.aclose()
         log.info("edgebus stopped")

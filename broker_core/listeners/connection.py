@@ -88,6 +88,11 @@ class MqttConnection(asyncio.Protocol):
         session = Session(self.broker.limits, time.time(), peer_text)
         session.wakeup = self._wakeup
         self.session = session
+        ssl_object = transport.get_extra_info("ssl_object")
+        if ssl_object is not None:  # tls, wss: the CN of a verified client certificate
+            from broker_core.listeners.tls import certificate_identity  # tls imports us
+
+            self.certificate_identity = certificate_identity(ssl_object)
         if isinstance(transport, asyncio.WriteTransport):
             transport.set_write_buffer_limits(high=self.broker.write_high_water)
         self.broker.connection_made(self)
@@ -151,7 +156,9 @@ class MqttConnection(asyncio.Protocol):
             if log.isEnabledFor(logging.DEBUG):
                 log.debug("connection %s closing: %s", session.peer, event)
         elif kind is AuthReceived:
-            session.disconnect(ReasonCode.BAD_AUTHENTICATION_METHOD)
+            self.broker.on_auth(
+                session, cast(AuthReceived, event).auth, self.listener, self.certificate_identity
+            )
 
     async def _connect(self, event: ConnectRequested) -> None:
         try:

@@ -1,0 +1,259 @@
+"""WebSocket listener (``ws``, and ``wss`` with an ``SSLContext``): MQTT over WebSocket.
+
+The ``websockets`` library (asyncio implementation) does the HTTP upgrade and the
+framing; the MQTT session stays the same ``MqttConnection`` as on tcp. ``WebSocketTransport``
+makes one WebSocket connection look like an asyncio transport to it:
+
+- ``write(bytes)`` sends one binary message, synchronously, the way websockets'
+  ``broadcast()`` does (``protocol.send_binary`` then ``send_data``): no task and no
+  await per message.
+- Flow control is the TCP (or TLS) transport's: its write buffer limits are the broker's
+  ``write_high_water``, and ``MqttServerConnection`` (the websockets connection class,
+  through ``serve(create_connection=...)``) forwards ``pause_writing`` /
+  ``resume_writing`` to the ``MqttConnection``, which then queues instead of writing.
+- Each binary message received is fed to ``MqttConnection.data_received``; the session's
+  decoder keeps partial packets, so a packet may span messages and a message may hold
+  several packets. A fragmented message arrives reassembled (up to ``max_size``).
+- ``close()`` sends a close frame (1000) and aborts the TCP connection if the client has
+  not answered within ``CLOSE_TIMEOUT_S``.
+
+Handshake rules (MQTT 5.0 section 6, MQTT 3.1.1 section 6):
+
+- Only ``path`` (default ``/mqtt``; the query string is ignored) is served; any other
+  path gets HTTP 404.
+- Subprotocol: ``mqtt`` if offered, else ``mqttv3.1`` if offered. A client offering
+  neither, or no subprotocol at all, is still accepted, without a
+  ``Sec-WebSocket-Protocol`` response header (as NanoMQ and EMQX do): RFC 6455 lets the
+  server select none and the client decide; such clients still speak MQTT.
+- No compression (MQTT payloads are often already compressed and permessage-deflate
+  costs memory per connection); websockets' own pings are off (MQTT has keep alive;
+  the server still answers the client's pings).
+- A text message is not MQTT [MQTT-6.0.0-1]: the connection is closed with 1003
+  (unsupported data).
+- ``max_size``, the largest message, is the broker's maximum packet size plus
+  ``MESSAGE_SLACK`` bytes, so a message holding one largest packet and a few small
+  ones passes and a packet slightly too large is refused by the MQTT decoder with
+  its reason code (MQTT 5: 0x95); far larger messages close with 1009.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http
+import logging
+import socket
+import ssl
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
+from websockets.frames import CloseCode
+from websockets.http11 import Request, Response
+from websockets.protocol import State
+from websockets.typing import Subprotocol
+
+from broker_core.listeners.connection import MqttConnection
+from broker_core.listeners.settings import ListenerSettings
+
+if TYPE_CHECKING:
+    from broker_core.broker import Broker
+
+__all__ = [
+    "CLOSE_TIMEOUT_S",
+    "MESSAGE_SLACK",
+    "SUBPROTOCOLS",
+    "MqttServerConnection",
+    "WebSocketTransport",
+    "start_websocket",
+]
+
+log = logging.getLogger(__name__)
+
+#: Subprotocols selected, in order of preference.
+SUBPROTOCOLS: tuple[Subprotocol, ...] = (Subprotocol("mqtt"), Subprotocol("mqttv3.1"))
+#: Bytes a WebSocket message may exceed the broker's maximum packet size by.
+MESSAGE_SLACK = 64 * 1024
+#: Seconds for the HTTP upgrade (and TLS handshake), and for the closing handshake.
+OPEN_TIMEOUT_S = 10.0
+CLOSE_TIMEOUT_S = 1.0
+
+
+class MqttServerConnection(ServerConnection):
+    """websockets' server connection, telling its ``MqttConnection`` about flow control."""
+
+    mqtt: MqttConnection | None = None
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self.mqtt is not None:
+            self.mqtt.pause_writing()
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        if self.mqtt is not None:
+            self.mqtt.resume_writing()
+
+
+class WebSocketTransport(asyncio.Transport):
+    """One WebSocket connection, seen by ``MqttConnection`` as its transport."""
+
+    def __init__(self, websocket: ServerConnection) -> None:
+        super().__init__()
+        self._info: dict[str, Any] = {"websocket": websocket, "subprotocol": websocket.subprotocol}
+        self._websocket = websocket
+        self._closing = False
+        self._abort_handle: asyncio.TimerHandle | None = None
+
+    # -- what MqttConnection uses -----------------------------------------------------------
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        websocket = self._websocket
+        if self._closing or websocket.protocol.state is not State.OPEN:
+            return  # the connection is going away; MqttConnection sees connection_lost
+        websocket.protocol.send_binary(data)
+        websocket.send_data()
+
+    def close(self) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        websocket = self._websocket
+        if websocket.protocol.state is State.OPEN:
+            websocket.protocol.send_close(CloseCode.NORMAL_CLOSURE)
+            websocket.send_data()
+        self._abort_handle = asyncio.get_running_loop().call_later(
+            CLOSE_TIMEOUT_S, websocket.transport.abort
+        )
+
+    def is_closing(self) -> bool:
+        return (
+            self._closing
+            or self._websocket.protocol.state is not State.OPEN
+            or self._websocket.transport.is_closing()
+        )
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        if name in self._info:
+            return self._info[name]
+        return self._websocket.transport.get_extra_info(name, default)
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        self._websocket.transport.set_write_buffer_limits(high, low)
+
+    def get_write_buffer_size(self) -> int:
+        return self._websocket.transport.get_write_buffer_size()
+
+    def get_write_buffer_limits(self) -> tuple[int, int]:
+        return self._websocket.transport.get_write_buffer_limits()
+
+    # -- the rest of asyncio.Transport ------------------------------------------------------
+
+    def abort(self) -> None:
+        self._closing = True
+        self._websocket.transport.abort()
+
+    def can_write_eof(self) -> bool:
+        return False
+
+    def is_reading(self) -> bool:
+        return self._websocket.transport.is_reading()
+
+    def pause_reading(self) -> None:
+        self._websocket.transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        self._websocket.transport.resume_reading()
+
+    def connection_ended(self) -> None:
+        """The TCP connection is gone: no abort is due any more."""
+        if self._abort_handle is not None:
+            self._abort_handle.cancel()
+            self._abort_handle = None
+
+
+def _select_subprotocol(
+    connection: ServerConnection, offered: Sequence[Subprotocol]
+) -> Subprotocol | None:
+    for subprotocol in SUBPROTOCOLS:
+        if subprotocol in offered:
+            return subprotocol
+    return None  # accepted without a subprotocol; see the module docstring
+
+
+async def start_websocket(
+    broker: Broker,
+    host: str,
+    port: int,
+    settings: ListenerSettings,
+    path: str = "/mqtt",
+    ssl_context: ssl.SSLContext | None = None,
+    backlog: int = 1024,
+) -> Server:
+    """Binds a ``ws`` listener (``wss`` with ``ssl_context``) serving MQTT on ``path``.
+
+    The returned websockets ``Server`` offers what the gateway uses of an
+    ``asyncio.Server``: ``sockets``, ``close()`` and ``wait_closed()``.
+    """
+
+    def process_request(connection: ServerConnection, request: Request) -> Response | None:
+        if request.path.partition("?")[0] != path:
+            return connection.respond(http.HTTPStatus.NOT_FOUND, "Not Found\n")
+        return None
+
+    async def handler(websocket: ServerConnection) -> None:
+        assert isinstance(websocket, MqttServerConnection)
+        transport = WebSocketTransport(websocket)
+        connection = MqttConnection(broker, settings)
+        connection.connection_made(transport)
+        websocket.mqtt = connection
+        if websocket.paused:  # the peer stopped reading during the handshake
+            connection.pause_writing()
+        try:
+            while True:
+                message = await websocket.recv()
+                if isinstance(message, str):
+                    log.info(
+                        "listener %s: text frame from %s, closing [MQTT-6.0.0-1]",
+                        settings.name,
+                        connection.session.peer,
+                    )
+                    await websocket.close(CloseCode.UNSUPPORTED_DATA, "MQTT needs binary frames")
+                    break
+                connection.data_received(message)
+        except ConnectionClosed:
+            pass  # the end of the message stream, whoever closed
+        finally:
+            websocket.mqtt = None
+            transport.connection_ended()
+            connection.connection_lost(None)
+
+    server = await serve(
+        handler,
+        host,
+        port,
+        subprotocols=list(SUBPROTOCOLS),
+        select_subprotocol=_select_subprotocol,
+        compression=None,
+        process_request=process_request,
+        open_timeout=OPEN_TIMEOUT_S,
+        ping_interval=None,
+        ping_timeout=None,
+        close_timeout=CLOSE_TIMEOUT_S,
+        max_size=broker.limits.max_packet_size + MESSAGE_SLACK,
+        write_limit=broker.write_high_water,
+        create_connection=MqttServerConnection,
+        ssl=ssl_context,
+        backlog=backlog,
+        reuse_address=True,
+    )
+    for sock in server.sockets:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        log.info(
+            "listener %s (%s) bound to %s path %s",
+            settings.name,
+            "WebSocket over TLS" if ssl_context is not None else "WebSocket",
+            sock.getsockname()[:2],
+            path,
+        )
+    return server
