@@ -156,9 +156,7 @@ class MqttConnection(asyncio.Protocol):
             if log.isEnabledFor(logging.DEBUG):
                 log.debug("connection %s closing: %s", session.peer, event)
         elif kind is AuthReceived:
-            self.broker.on_auth(
-                session, cast(AuthReceived, event).auth, self.listener, self.certificate_identity
-            )
+            session.disconnect(ReasonCode.BAD_AUTHENTICATION_METHOD)
 
     async def _connect(self, event: ConnectRequested) -> None:
         try:
