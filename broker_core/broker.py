@@ -21,12 +21,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from broker_core.acl import DENY_DISCONNECT, DENY_IGNORE, PUBLISH, SUBSCRIBE, Acl
 from broker_core.auth import Authenticator, AuthRequest, ListenerPolicy
+from broker_core.auth_exchange import AuthExchanges
 from broker_core.context import Context, Origin
+from broker_core.delayed import DELAYED_PREFIX, DelayedPublisher, parse_delayed_topic
 from broker_core.listeners.settings import ListenerSettings
 from broker_core.local import LocalSubscription
 from broker_core.mqtt.events import PublishReceived
 from broker_core.mqtt.limits import DROP_OLDEST, ServerLimits
 from broker_core.mqtt.packets import (
+    Auth,
     Connect,
     Subscribe,
     SubscriptionOptions,
@@ -36,13 +39,16 @@ from broker_core.mqtt.reason_codes import ReasonCode
 from broker_core.mqtt.session import Session
 from broker_core.mqtt.session_state import NEVER_EXPIRES, Counters, SessionState, Subscription
 from broker_core.mqtt.topics import is_wildcard_filter, parse_shared, validate_topic_filter
+from broker_core.ratelimit import TokenBucket
 from broker_core.retained import RetainedStore
 from broker_core.router import Router, Subscriber
 from broker_core.sessions import SessionRegistry
+from broker_core.store.base import MemoryStore, Snapshot, Store
 from broker_core.will import WillScheduler, will_context
 
 if TYPE_CHECKING:
     from broker_core.listeners.connection import MqttConnection
+    from broker_core.sys_topics import SysTopics
 
 __all__ = ["Broker", "MessageHook"]
 
@@ -63,6 +69,7 @@ class Broker:
         limits: ServerLimits | None = None,
         node_name: str = "edgebus",
         write_high_water: int = 1024 * 1024,
+        store: Store | None = None,
     ) -> None:
         self.limits = limits or ServerLimits()
         self.node_name = node_name
@@ -74,7 +81,15 @@ class Broker:
         self.wills = WillScheduler(self._publish_will)
         self.connections: set[MqttConnection] = set()
         self.hooks: list[MessageHook] = []
+        self.store: Store = store if store is not None else MemoryStore()
+        self.delayed = DelayedPublisher(
+            self._publish_delayed, self.store, self.limits.max_delayed_messages
+        )
+        self.sys_topics: SysTopics | None = None
+        self._listener_counts: dict[str, int] = {}
+        self._connection_buckets: dict[str, TokenBucket] = {}
         self.authenticator: Authenticator = ListenerPolicy()
+        self.auth_exchanges = AuthExchanges(self.limits.connect_timeout_s)
         self.acl: Acl | None = None
         self.acl_deny_action = DENY_IGNORE
         self.started_at = time.time()
@@ -99,8 +114,11 @@ class Broker:
             now = time.time()
         for hook in self.hooks:
             hook(context)
-        if context.retain:
-            self.retained.set(context)
+        if context.retain and self.retained.set(context) and context.origin.protocol != "sys":
+            if context.payload:
+                self.store.retained_set(context)
+            else:
+                self.store.retained_cleared(context.topic)
         targets = self.router.match(context.topic)
         if not targets:
             return 0
@@ -191,8 +209,29 @@ class Broker:
 
     # -- MQTT connections (called by listeners.connection) ----------------------------------
 
-    def connection_made(self, conn: MqttConnection) -> None:
+    def connection_made(self, conn: MqttConnection) -> int | None:
+        """Registers a new connection; returns a reason to refuse its CONNECT, if any.
+
+        Per listener: at most ``max_connections`` at once (Quota exceeded, 0x97), and new
+        connections at most at ``connection_rate`` per second (0x9F).
+        """
         self.connections.add(conn)
+        listener = conn.listener
+        count = self._listener_counts.get(listener.name, 0) + 1
+        self._listener_counts[listener.name] = count
+        if count > listener.max_connections:
+            return ReasonCode.QUOTA_EXCEEDED
+        if listener.connection_rate is not None:
+            now = time.time()
+            bucket = self._connection_buckets.get(listener.name)
+            if bucket is None:
+                burst = max(1.0, listener.connection_rate)
+                bucket = self._connection_buckets[listener.name] = TokenBucket(
+                    listener.connection_rate, burst, now
+                )
+            if not bucket.try_take(now):
+                return ReasonCode.CONNECTION_RATE_EXCEEDED
+        return None
 
     async def connect(
         self,
@@ -220,9 +259,7 @@ class Broker:
         ):
             session.reject(ReasonCode.CLIENT_IDENTIFIER_NOT_VALID)
             return
-        if v5 and connect.properties.authentication_method is not None:
-            session.reject(ReasonCode.BAD_AUTHENTICATION_METHOD)
-            return
+        method = connect.properties.authentication_method if v5 else None
         result = await self.authenticator.authenticate(
             AuthRequest(
                 client_id,
@@ -232,6 +269,9 @@ class Broker:
                 listener or ListenerSettings(),
                 connect.protocol_level,
                 certificate_identity,
+                auth_method=method,
+                auth_data=None if method is None else connect.properties.authentication_data,
+                exchange=None if method is None else self.auth_exchanges.exchange(session, method),
             )
         )
         if not result.allowed:
@@ -262,7 +302,15 @@ class Broker:
         else:
             expiry = 0 if connect.clean_start else limits.max_session_expiry
         self._accept(
-            session, connect, client_id, assigned, keep_alive, expiry, now, result.username
+            session,
+            connect,
+            client_id,
+            assigned,
+            keep_alive,
+            expiry,
+            now,
+            result.username,
+            result.auth_data,
         )
 
     def _accept(
@@ -275,6 +323,7 @@ class Broker:
         expiry: int,
         now: float,
         username: str | None = None,
+        auth_data: bytes | None = None,
     ) -> None:
         existing = self.sessions.get(client_id)
         if existing is not None and existing.connection is not None:
@@ -293,6 +342,7 @@ class Broker:
             self.sessions.cancel_expiry(state)
             present = True
         state.expiry_interval = expiry
+        self._persist_session(state)
         self.clients_total += 1
         session.accept(
             state,
@@ -302,6 +352,8 @@ class Broker:
             session_expiry_interval=expiry,
             keep_alive=keep_alive if keep_alive != connect.keep_alive else None,
             username=username if username is not None else connect.username,
+            auth_method=connect.properties.authentication_method,
+            auth_data=auth_data,
         )
         if log.isEnabledFor(logging.INFO):
             log.info(
@@ -312,10 +364,25 @@ class Broker:
                 connect.clean_start,
                 present,
             )
+        if self.sys_topics is not None:
+            self.sys_topics.client_connected(session)
 
     def on_publish(self, session: Session, event: PublishReceived, now: float) -> None:
         """A client's PUBLISH: ACL, then routing, then the acknowledgement."""
         context = event.context
+        topic = context.topic
+        delay = None
+        if topic[0] == "$":
+            if topic.startswith(DELAYED_PREFIX):
+                delay = parse_delayed_topic(topic)
+                if delay is None:
+                    self._refuse_publish(session, event, ReasonCode.TOPIC_NAME_INVALID)
+                    return
+                context = replace(context, topic=delay[1])
+            elif topic.startswith("$SYS"):
+                # $SYS belongs to the broker; clients cannot publish there (4.7.2).
+                self._refuse_publish(session, event, ReasonCode.NOT_AUTHORIZED)
+                return
         acl = self.acl
         if acl is not None and not acl.allows(session.origin, PUBLISH, context.topic):
             self.counters.publish_denied += 1
@@ -324,13 +391,38 @@ class Broker:
             elif context.qos:
                 session.acknowledge(event.packet_id or 0, context.qos, ReasonCode.NOT_AUTHORIZED)
             return
+        if delay is not None:
+            accepted = self.delayed.schedule(context, delay[0], now)
+            if context.qos:
+                code = ReasonCode.SUCCESS if accepted else ReasonCode.QUOTA_EXCEEDED
+                self._acknowledge(session, event.packet_id or 0, context.qos, code)
+            return
         reached = self.publish(context, session.state, now, event.frame, event.frame_v5)
         if context.qos:
-            session.acknowledge(
-                event.packet_id or 0,
-                context.qos,
-                ReasonCode.SUCCESS if reached else ReasonCode.NO_MATCHING_SUBSCRIBERS,
-            )
+            code = ReasonCode.SUCCESS if reached else ReasonCode.NO_MATCHING_SUBSCRIBERS
+            self._acknowledge(session, event.packet_id or 0, context.qos, code)
+
+    def _refuse_publish(self, session: Session, event: PublishReceived, code: int) -> None:
+        self.counters.publish_denied += 1
+        if event.context.qos:
+            self._acknowledge(session, event.packet_id or 0, event.context.qos, code)
+
+    def _acknowledge(self, session: Session, packet_id: int, qos: int, code: int) -> None:
+        """PUBACK/PUBREC once what the message changed is durable, in arrival order."""
+        store = self.store
+        if not store.pending and not session.acks_held:
+            session.acknowledge(packet_id, qos, code)
+            return
+        session.acks_held += 1
+
+        def committed(ok: bool) -> None:
+            session.acks_held -= 1
+            if ok:
+                session.acknowledge(packet_id, qos, code)
+            else:
+                session.disconnect(ReasonCode.UNSPECIFIED_ERROR, "store write failed")
+
+        store.barrier(committed)
 
     def on_subscribe(self, session: Session, packet: Subscribe, now: float) -> None:
         state = session.state
@@ -373,7 +465,10 @@ class Broker:
             if not v5 and options.retain_as_published:
                 options = replace(options, retain_as_published=False)
             existed = self.router.subscribe(state, topic_filter, options, sub_id)
-            state.subscriptions[topic_filter] = Subscription(topic_filter, options, sub_id)
+            subscription = Subscription(topic_filter, options, sub_id)
+            state.subscriptions[topic_filter] = subscription
+            if state.journal is not None:
+                self.store.subscription_saved(state, subscription)
             codes.append(granted)
             handling = options.retain_handling
             if shared is None and (handling == 0 or (handling == 1 and not existed)):
@@ -386,18 +481,35 @@ class Broker:
                 qos = retained.qos if retained.qos < granted else granted
                 state.deliver(retained, qos, True, ids, {}, now)
 
+    def on_auth(
+        self,
+        session: Session,
+        auth: Auth,
+        listener: ListenerSettings | None = None,
+        certificate_identity: str | None = None,
+    ) -> None:
+        """A client's AUTH: the next step of enhanced authentication, or re-authentication."""
+        self.auth_exchanges.received(
+            session, auth, self.authenticator, listener or ListenerSettings(), certificate_identity
+        )
+
     def on_unsubscribe(self, session: Session, packet: Unsubscribe) -> None:
         state = session.state
         assert state is not None
         codes: list[int] = []
         for topic_filter in packet.topic_filters:
             removed = self.router.unsubscribe(state, topic_filter)
-            state.subscriptions.pop(topic_filter, None)
+            if (
+                state.subscriptions.pop(topic_filter, None) is not None
+                and state.journal is not None
+            ):
+                self.store.subscription_deleted(state, topic_filter)
             codes.append(ReasonCode.SUCCESS if removed else ReasonCode.NO_SUBSCRIPTION_EXISTED)
         session.unsuback(packet.packet_id, codes)
 
     def connection_lost(self, conn: MqttConnection, now: float) -> None:
         self.connections.discard(conn)
+        self._listener_counts[conn.listener.name] -= 1
         self._end_connection(conn.session, now, taken_over=False)
 
     # -- internals ---------------------------------------------------------------------------
@@ -420,11 +532,15 @@ class Broker:
             log.info(
                 "client %s disconnected (reason 0x%02X)", state.client_id, session.close_reason or 0
             )
+        if self.sys_topics is not None:
+            self.sys_topics.client_disconnected(session)
         if taken_over:
             return
         if state.expiry_interval == 0:
             self._discard(state)
         else:
+            if state.journal is not None:
+                self.store.session_offline(state, now)
             self.sessions.schedule_expiry(state, self._expire)
 
     def _expire(self, state: SessionState) -> None:
@@ -432,7 +548,49 @@ class Broker:
             self.wills.fire_now(state.client_id)
             self._discard(state)
 
+    def _persist_session(self, state: SessionState) -> None:
+        """A session with an expiry interval is written to a durable store; else forgotten."""
+        if state.expiry_interval and self.store.durable:
+            state.journal = self.store
+            self.store.session_saved(state)
+        elif state.journal is not None:
+            self.store.session_deleted(state)
+            state.journal = None
+
+    def restore(self, snapshot: Snapshot, now: float) -> None:
+        """Rebuilds retained messages and offline sessions from the store at start-up."""
+        for context in snapshot.retained:
+            self.retained.set(context)
+        for restored in snapshot.sessions:
+            state = self.sessions.create(restored.client_id)
+            state.expiry_interval = restored.expiry_interval
+            state.journal = self.store
+            for subscription in restored.subscriptions:
+                self.router.subscribe(
+                    state,
+                    subscription.topic_filter,
+                    subscription.options,
+                    subscription.subscription_id,
+                )
+                state.subscriptions[subscription.topic_filter] = subscription
+            for delivery in restored.deliveries:
+                if delivery.packet_id:
+                    state.outgoing[delivery.packet_id] = delivery
+                else:
+                    state.queue.append(delivery)
+                    state.queued_bytes += delivery.size()
+            if state.outgoing:
+                state.next_packet_id = max(state.outgoing) % 0xFFFF + 1
+            state.incoming_qos2 = set(restored.incoming_qos2)
+            offline_for = now - (restored.offline_since or now)
+            remaining = max(restored.expiry_interval - offline_for, 0)
+            self.sessions.schedule_expiry(state, self._expire, remaining)
+        self.delayed.restore(snapshot.delayed, now)
+
     def _discard(self, state: SessionState) -> None:
+        if state.journal is not None:
+            self.store.session_deleted(state)
+            state.journal = None
         for topic_filter in state.subscriptions:
             self.router.unsubscribe(state, topic_filter)
         state.subscriptions.clear()
@@ -440,6 +598,9 @@ class Broker:
         state.queued_bytes = 0
         state.outgoing.clear()
         self.sessions.remove(state)
+
+    def _publish_delayed(self, context: Context) -> None:
+        self.publish(context)
 
     def _publish_will(self, context: Context) -> None:
         if self.acl is not None and not self.acl.allows(context.origin, PUBLISH, context.topic):

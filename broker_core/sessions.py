@@ -52,14 +52,18 @@ class SessionRegistry:
                 return client_id
 
     def schedule_expiry(
-        self, state: SessionState, on_expire: Callable[[SessionState], None]
+        self,
+        state: SessionState,
+        on_expire: Callable[[SessionState], None],
+        delay_s: float | None = None,
     ) -> None:
         """Starts the expiry timer of a session whose client went offline."""
         self.cancel_expiry(state)
         if state.expiry_interval == NEVER_EXPIRES:
             return
         loop = asyncio.get_running_loop()
-        self._expiry[state.client_id] = loop.call_later(state.expiry_interval, on_expire, state)
+        delay = state.expiry_interval if delay_s is None else delay_s
+        self._expiry[state.client_id] = loop.call_later(delay, on_expire, state)
 
     def cancel_expiry(self, state: SessionState) -> None:
         handle = self._expiry.pop(state.client_id, None)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from typing import TYPE_CHECKING, cast
 
@@ -31,6 +32,7 @@ from broker_core.mqtt.events import (
 )
 from broker_core.mqtt.reason_codes import ReasonCode
 from broker_core.mqtt.session import Session
+from broker_core.ratelimit import TokenBucket
 
 if TYPE_CHECKING:
     from broker_core.broker import Broker
@@ -38,6 +40,9 @@ if TYPE_CHECKING:
 __all__ = ["MqttConnection", "reason_for_exception"]
 
 log = logging.getLogger(__name__)
+
+_RATE = 1  # reading paused: over the publish rate
+_STORE = 2  # reading paused: the store's writer is behind
 
 # Exception class -> DISCONNECT reason code; the first matching row wins.
 _EXCEPTION_REASONS: tuple[tuple[type[BaseException], int], ...] = (
@@ -63,6 +68,9 @@ class MqttConnection(asyncio.Protocol):
         "_connect_task",
         "_flush_pending",
         "_loop",
+        "_paused",
+        "_publish_bucket",
+        "_refusal",
         "broker",
         "certificate_identity",
         "listener",
@@ -78,6 +86,9 @@ class MqttConnection(asyncio.Protocol):
         self._flush_pending = False
         self._connect_task: asyncio.Task[None] | None = None
         self._loop = asyncio.get_running_loop()
+        self._refusal: int | None = None  # over a listener limit: refuse the CONNECT
+        self._publish_bucket: TokenBucket | None = None
+        self._paused = 0  # reasons reading is paused: _RATE | _STORE
 
     # -- transport callbacks -------------------------------------------------------------
 
@@ -95,13 +106,18 @@ class MqttConnection(asyncio.Protocol):
             self.certificate_identity = certificate_identity(ssl_object)
         if isinstance(transport, asyncio.WriteTransport):
             transport.set_write_buffer_limits(high=self.broker.write_high_water)
-        self.broker.connection_made(self)
+        self._refusal = self.broker.connection_made(self)
 
     def data_received(self, data: bytes) -> None:
         now = time.time()
-        self.broker.counters.bytes_received += len(data)
+        broker = self.broker
+        broker.counters.bytes_received += len(data)
         self.session.receive_data(data, now)
         self._process(now)
+        if broker.store.pending and broker.store.backlogged():
+            # The store's writer is behind: stop reading until it catches up.
+            self._pause(_STORE)
+            broker.store.on_drained(lambda: self._resume(_STORE))
 
     def eof_received(self) -> bool:
         return False  # close the transport
@@ -145,6 +161,13 @@ class MqttConnection(asyncio.Protocol):
         session = self.session
         if kind is PublishReceived:
             self.broker.on_publish(session, cast(PublishReceived, event), now)
+            bucket = self._publish_bucket
+            if bucket is not None:
+                wait_s = bucket.take(now)
+                if wait_s > 0 and not self._paused & _RATE:
+                    # Over the publish rate: stop reading until the bucket refills.
+                    self._pause(_RATE)
+                    self._loop.call_later(wait_s, self._resume, _RATE)
         elif kind is SubscribeRequested:
             self.broker.on_subscribe(session, cast(SubscribeRequested, event).subscribe, now)
         elif kind is UnsubscribeRequested:
@@ -156,9 +179,19 @@ class MqttConnection(asyncio.Protocol):
             if log.isEnabledFor(logging.DEBUG):
                 log.debug("connection %s closing: %s", session.peer, event)
         elif kind is AuthReceived:
-            session.disconnect(ReasonCode.BAD_AUTHENTICATION_METHOD)
+            self.broker.on_auth(
+                session, cast(AuthReceived, event).auth, self.listener, self.certificate_identity
+            )
 
     async def _connect(self, event: ConnectRequested) -> None:
+        if self._refusal is not None:
+            self.session.reject(self._refusal)
+            self._flush()
+            return
+        limits = self.broker.limits
+        if limits.publish_rate is not None:
+            burst = limits.publish_burst or max(1, math.ceil(limits.publish_rate))
+            self._publish_bucket = TokenBucket(limits.publish_rate, burst, time.time())
         try:
             await self.broker.connect(
                 self.session, event.connect, time.time(), self.listener, self.certificate_identity
@@ -178,6 +211,24 @@ class MqttConnection(asyncio.Protocol):
         else:
             session.disconnect(code)
         self._flush()
+
+    def _pause(self, reason: int) -> None:
+        transport = self.transport
+        if not self._paused and isinstance(transport, asyncio.ReadTransport):
+            transport.pause_reading()
+        self._paused |= reason
+
+    def _resume(self, reason: int) -> None:
+        if not self._paused & reason:
+            return
+        self._paused &= ~reason
+        transport = self.transport
+        if (
+            not self._paused
+            and isinstance(transport, asyncio.ReadTransport)
+            and not transport.is_closing()
+        ):
+            transport.resume_reading()
 
     def _wakeup(self) -> None:
         if not self._flush_pending:

@@ -40,3 +40,6 @@ class ServerLimits:
     connect_timeout_s: float = 10.0
     queue_qos0_offline: bool = False
     max_retained_messages: int = 100_000
+    max_delayed_messages: int = 100_000
+    publish_rate: float | None = None  # PUBLISH per second per client; None: unlimited
+    publish_burst: int | None = None

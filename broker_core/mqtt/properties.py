@@ -223,9 +223,8 @@ _BOOLEAN_BYTES = frozenset(
         _P.SHARED_SUBSCRIPTION_AVAILABLE,
     )
 )
-_NONZERO = frozenset(
-    (_P.RECEIVE_MAXIMUM, _P.MAXIMUM_PACKET_SIZE, _P.SUBSCRIPTION_IDENTIFIER, _P.TOPIC_ALIAS)
-)
+# (Topic Alias 0 is an error too, but one with its own reason code, 0x94: the session's.)
+_NONZERO = frozenset((_P.RECEIVE_MAXIMUM, _P.MAXIMUM_PACKET_SIZE, _P.SUBSCRIPTION_IDENTIFIER))
 # Encoding order: by identifier, the repeatable ones last.
 _ENCODE_ORDER = sorted(_TABLE.items())
 PUBLISH_FORWARDED = (

@@ -99,6 +99,7 @@ class Session:
         "_out",
         "_v5",
         "_window",
+        "acks_held",
         "client_max_packet_size",
         "client_receive_maximum",
         "close_reason",
@@ -136,6 +137,7 @@ class Session:
         self.writable = True
         self.wakeup: Callable[[], None] | None = None
         self._window = limits.max_inflight
+        self.acks_held = 0  # acknowledgements waiting for the store to commit
         self._aliases: dict[int, str] = {}
         self._events: list[Event] = []
         self._held: list[Packet] = []
@@ -301,7 +303,7 @@ class Session:
                 self._send(bytes((0x40, 2, packet_id >> 8, packet_id & 0xFF)))
         elif qos == 2:
             if reason_code >= 0x80 and self.state is not None:
-                self.state.incoming_qos2.discard(packet_id)
+                self.state.remove_incoming(packet_id)
             if code:
                 self._send(encode(Pubrec(packet_id, code), 5))
             else:
@@ -411,10 +413,7 @@ class Session:
             return
         state = self.state
         assert state is not None
-        delivery = Delivery(context, qos, retain, subscription_ids)
-        pid = state.allocate_packet_id()
-        delivery.packet_id = pid
-        state.outgoing[pid] = delivery
+        pid = state.track(Delivery(context, qos, retain, subscription_ids))
         self._send(prefix + bytes((pid >> 8, pid & 0xFF)) + suffix)
         counters.messages_sent += 1
 
@@ -425,6 +424,8 @@ class Session:
             remaining = context.expiry_remaining(now)
             if remaining is not None and remaining <= 0:
                 self.counters.dropped_expired += 1
+                if self.state is not None:
+                    self.state.discard(delivery)
                 return
         prefix, suffix = publish_parts(
             context, delivery.qos, delivery.retain, delivery.subscription_ids, self._v5, now, dup
@@ -436,12 +437,12 @@ class Session:
         assert state is not None
         if len(prefix) + 2 + len(suffix) > self.client_max_packet_size:
             self.counters.dropped_too_large += 1
-            state.outgoing.pop(delivery.packet_id, None)
+            if dup:
+                state.complete(delivery.packet_id)
+            else:
+                state.discard(delivery)
             return
-        if not dup:
-            delivery.packet_id = state.allocate_packet_id()
-            state.outgoing[delivery.packet_id] = delivery
-        pid = delivery.packet_id
+        pid = delivery.packet_id if dup else state.track(delivery)
         self._send(prefix + bytes((pid >> 8, pid & 0xFF)) + suffix)
         self.counters.messages_sent += 1
 
@@ -513,7 +514,7 @@ class Session:
         if props is not EMPTY:
             alias = props.topic_alias
             if alias is not None:
-                if alias > self.limits.max_topic_alias:
+                if not 0 < alias <= self.limits.max_topic_alias:  # [MQTT-3.3.2-8, -9]
                     raise ProtocolError(
                         f"topic alias {alias} out of range", ReasonCode.TOPIC_ALIAS_INVALID
                     )
@@ -547,7 +548,7 @@ class Session:
                 return
             if len(incoming) >= self.limits.receive_maximum:
                 raise ProtocolError("receive maximum exceeded", ReasonCode.RECEIVE_MAXIMUM_EXCEEDED)
-            incoming.add(pid)
+            state.add_incoming(pid)
         counters = self.counters
         counters.messages_received += 1
         context = Context(
@@ -571,7 +572,7 @@ class Session:
         assert state is not None
         delivery = state.outgoing.get(packet.packet_id)
         if delivery is not None and delivery.qos == 1:
-            del state.outgoing[packet.packet_id]
+            state.complete(packet.packet_id)
             if state.queue:
                 self._drain(now)
 
@@ -587,10 +588,10 @@ class Session:
                 self._send(bytes((0x62, 2, pid >> 8, pid & 0xFF)))
             return
         if packet.reason_code >= 0x80:
-            del state.outgoing[pid]  # the receiver refused it: the flow ends (4.3.3)
+            state.complete(pid)  # the receiver refused it: the flow ends (4.3.3)
             self._drain(now)
             return
-        delivery.released = True
+        state.release(delivery)
         self._send(bytes((0x62, 2, pid >> 8, pid & 0xFF)))
 
     def _on_pubrel(self, packet: Pubrel, now: float) -> None:
@@ -598,7 +599,7 @@ class Session:
         assert state is not None
         pid = packet.packet_id
         if pid in state.incoming_qos2:
-            state.incoming_qos2.discard(pid)
+            state.remove_incoming(pid)
             self._send(bytes((0x70, 2, pid >> 8, pid & 0xFF)))
         elif self._v5:
             self._send(encode(Pubcomp(pid, ReasonCode.PACKET_IDENTIFIER_NOT_FOUND), 5))
@@ -610,7 +611,7 @@ class Session:
         assert state is not None
         delivery = state.outgoing.get(packet.packet_id)
         if delivery is not None and delivery.released:
-            del state.outgoing[packet.packet_id]
+            state.complete(packet.packet_id)
             if state.queue:
                 self._drain(now)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from broker_core.context import Context
 from broker_core.mqtt.limits import DROP_NEW, ServerLimits
@@ -62,7 +62,7 @@ class Counters:
 class Delivery:
     """One message on its way to one client: queued, or in flight with a packet id."""
 
-    __slots__ = ("context", "packet_id", "qos", "released", "retain", "subscription_ids")
+    __slots__ = ("context", "key", "packet_id", "qos", "released", "retain", "subscription_ids")
 
     def __init__(
         self, context: Context, qos: int, retain: bool, subscription_ids: tuple[int, ...]
@@ -73,9 +73,29 @@ class Delivery:
         self.subscription_ids = subscription_ids
         self.packet_id = 0
         self.released = False  # QoS 2: PUBREC received, PUBREL sent
+        self.key = 0  # the store's id for it, once journaled
 
     def size(self) -> int:
         return len(self.context.payload) + len(self.context.topic)
+
+
+class Journal(Protocol):
+    """Where a persistent session records its QoS 1/2 state (the store implements it).
+
+    Calls come in the order things happen; each must only queue a write, never block.
+    """
+
+    def queued(self, state: SessionState, delivery: Delivery) -> None: ...
+
+    def sent(self, state: SessionState, delivery: Delivery) -> None: ...
+
+    def released(self, state: SessionState, delivery: Delivery) -> None: ...
+
+    def completed(self, state: SessionState, delivery: Delivery) -> None: ...
+
+    def incoming_added(self, state: SessionState, packet_id: int) -> None: ...
+
+    def incoming_removed(self, state: SessionState, packet_id: int) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +115,7 @@ class SessionState:
         "counters",
         "expiry_interval",
         "incoming_qos2",
+        "journal",
         "limits",
         "next_packet_id",
         "outgoing",
@@ -119,6 +140,8 @@ class SessionState:
         self.expiry_interval = 0
         self.store_key: Any = None
         self.user: Any = None
+        # Set while the session is persistent (expiry > 0) and the store is durable.
+        self.journal: Journal | None = None
 
     @property
     def online(self) -> bool:
@@ -153,6 +176,7 @@ class SessionState:
         ):
             if limits.queue_overflow == DROP_NEW or size > limits.max_queued_bytes:
                 self.counters.dropped_queue_full += 1
+                self.discard(delivery)
                 return False
             while queue and (
                 len(queue) >= limits.max_queued_messages
@@ -161,14 +185,55 @@ class SessionState:
                 old = queue.popleft()
                 self.queued_bytes -= old.size()
                 self.counters.dropped_queue_full += 1
+                self.discard(old)
         queue.append(delivery)
         self.queued_bytes += size
+        if self.journal is not None and delivery.qos:
+            self.journal.queued(self, delivery)
         return True
 
     def dequeue(self) -> Delivery:
         delivery = self.queue.popleft()
         self.queued_bytes -= delivery.size()
         return delivery
+
+    def track(self, delivery: Delivery) -> int:
+        """Puts a QoS 1/2 delivery in flight under a fresh packet id."""
+        pid = self.allocate_packet_id()
+        delivery.packet_id = pid
+        self.outgoing[pid] = delivery
+        if self.journal is not None:
+            self.journal.sent(self, delivery)
+        return pid
+
+    def release(self, delivery: Delivery) -> None:
+        """QoS 2: PUBREC arrived, PUBREL goes out."""
+        delivery.released = True
+        if self.journal is not None:
+            self.journal.released(self, delivery)
+
+    def complete(self, packet_id: int) -> Delivery | None:
+        """The flow of an in-flight delivery ended (acknowledged or refused)."""
+        delivery = self.outgoing.pop(packet_id, None)
+        if delivery is not None:
+            self.discard(delivery)
+        return delivery
+
+    def discard(self, delivery: Delivery) -> None:
+        """A delivery leaves the session for good (done, dropped or expired)."""
+        if delivery.key and self.journal is not None:
+            self.journal.completed(self, delivery)
+
+    def add_incoming(self, packet_id: int) -> None:
+        self.incoming_qos2.add(packet_id)
+        if self.journal is not None:
+            self.journal.incoming_added(self, packet_id)
+
+    def remove_incoming(self, packet_id: int) -> None:
+        if packet_id in self.incoming_qos2:
+            self.incoming_qos2.discard(packet_id)
+            if self.journal is not None:
+                self.journal.incoming_removed(self, packet_id)
 
     def allocate_packet_id(self) -> int:
         """The next packet id not in flight (1..65535, wrapping) [MQTT-2.2.1-3]."""

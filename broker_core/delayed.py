@@ -1,0 +1,85 @@
+"""Delayed publish: ``$delayed/<seconds>/<topic>`` is delivered to ``<topic>`` later.
+
+The NanoMQ / EMQX convention. The message is kept (persisted by a durable store) until
+it is due, survives restarts, and then goes through the normal publish path. At most
+``max_messages`` wait at once (0: no limit); past that a PUBLISH is refused with
+Quota exceeded (0x97).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Callable
+from dataclasses import replace
+
+from broker_core.context import Context
+from broker_core.errors import ProtocolError
+from broker_core.mqtt.topics import validate_topic_name
+from broker_core.store.base import Store
+
+__all__ = ["DELAYED_PREFIX", "DelayedPublisher", "parse_delayed_topic"]
+
+DELAYED_PREFIX = "$delayed/"
+MAX_DELAY_S = 4_294_967
+
+
+def parse_delayed_topic(topic: str) -> tuple[int, str] | None:
+    """(seconds, topic) of a ``$delayed/`` topic; None when it is not a valid one."""
+    rest = topic[len(DELAYED_PREFIX) :]
+    seconds, slash, target = rest.partition("/")
+    if not slash or not target or not seconds.isdigit() or int(seconds) > MAX_DELAY_S:
+        return None
+    try:
+        validate_topic_name(target)
+    except ProtocolError:
+        return None
+    if target.startswith(DELAYED_PREFIX):
+        return None
+    return int(seconds), target
+
+
+class DelayedPublisher:
+    def __init__(
+        self, publish: Callable[[Context], None], store: Store, max_messages: int = 0
+    ) -> None:
+        self._publish = publish
+        self._store = store
+        self.max_messages = max_messages
+        self._pending: dict[int, asyncio.TimerHandle] = {}
+        self._keys = itertools.count(1)
+        self.refused = 0
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def schedule(self, context: Context, delay_s: int, now: float) -> bool:
+        """Keeps ``context`` (already addressed to its real topic) for ``delay_s``."""
+        if self.max_messages and len(self._pending) >= self.max_messages:
+            self.refused += 1
+            return False
+        key = next(self._keys)
+        self._store.delayed_added(key, now + delay_s, context)
+        self._arm(key, now + delay_s, context, now)
+        return True
+
+    def restore(self, items: list[tuple[int, float, Context]], now: float) -> None:
+        last = 0
+        for key, due_at, context in items:
+            self._arm(key, due_at, context, now)
+            last = max(last, key)
+        self._keys = itertools.count(last + 1)
+
+    def cancel_all(self) -> None:
+        for handle in self._pending.values():
+            handle.cancel()
+        self._pending.clear()
+
+    def _arm(self, key: int, due_at: float, context: Context, now: float) -> None:
+        loop = asyncio.get_running_loop()
+        self._pending[key] = loop.call_later(max(due_at - now, 0), self._fire, key, context)
+
+    def _fire(self, key: int, context: Context) -> None:
+        del self._pending[key]
+        self._store.delayed_removed(key)
+        self._publish(replace(context))

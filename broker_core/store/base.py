@@ -1,0 +1,160 @@
+"""What the broker persists, and the in-memory store that persists nothing.
+
+A ``Store`` receives the broker's changes as they happen (sessions, subscriptions,
+QoS 1/2 deliveries through the ``Journal`` methods, incoming QoS 2 packet ids,
+retained and delayed messages) and writes them in the background. ``barrier(callback)``
+calls back once everything handed over before it is durable: the broker sends PUBACK
+and PUBREC only then, so an acknowledged message survives a crash.
+
+``MemoryStore`` (``persistence: memory``) is durable in nothing and calls barriers
+back at once; ``open()`` finds nothing to restore.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from broker_core.context import Context
+from broker_core.mqtt.session_state import Delivery, SessionState, Subscription
+
+__all__ = ["MemoryStore", "RestoredSession", "Snapshot", "Store"]
+
+
+@dataclass(slots=True)
+class RestoredSession:
+    client_id: str
+    expiry_interval: int
+    offline_since: float | None
+    subscriptions: list[Subscription] = field(default_factory=list)
+    deliveries: list[Delivery] = field(default_factory=list)  # in order; packet_id 0: queued
+    incoming_qos2: set[int] = field(default_factory=set)
+
+
+@dataclass(slots=True)
+class Snapshot:
+    """Everything a store holds, read once at start-up."""
+
+    retained: list[Context] = field(default_factory=list)
+    sessions: list[RestoredSession] = field(default_factory=list)
+    delayed: list[tuple[int, float, Context]] = field(default_factory=list)  # key, due, message
+
+
+class Store(Protocol):
+    durable: bool
+
+    def open(self) -> Snapshot: ...
+
+    def close(self) -> None: ...
+
+    @property
+    def pending(self) -> int:
+        """Writes handed over and not yet committed."""
+        ...
+
+    def backlogged(self) -> bool: ...
+
+    def on_drained(self, callback: Callable[[], None]) -> None: ...
+
+    def barrier(self, callback: Callable[[bool], None]) -> None: ...
+
+    # Journal (see broker_core.mqtt.session_state.Journal)
+    def queued(self, state: SessionState, delivery: Delivery) -> None: ...
+
+    def sent(self, state: SessionState, delivery: Delivery) -> None: ...
+
+    def released(self, state: SessionState, delivery: Delivery) -> None: ...
+
+    def completed(self, state: SessionState, delivery: Delivery) -> None: ...
+
+    def incoming_added(self, state: SessionState, packet_id: int) -> None: ...
+
+    def incoming_removed(self, state: SessionState, packet_id: int) -> None: ...
+
+    # Sessions and subscriptions
+    def session_saved(self, state: SessionState) -> None: ...
+
+    def session_offline(self, state: SessionState, now: float) -> None: ...
+
+    def session_deleted(self, state: SessionState) -> None: ...
+
+    def subscription_saved(self, state: SessionState, subscription: Subscription) -> None: ...
+
+    def subscription_deleted(self, state: SessionState, topic_filter: str) -> None: ...
+
+    # Retained and delayed messages
+    def retained_set(self, context: Context) -> None: ...
+
+    def retained_cleared(self, topic: str) -> None: ...
+
+    def delayed_added(self, key: int, due_at: float, context: Context) -> None: ...
+
+    def delayed_removed(self, key: int) -> None: ...
+
+
+class MemoryStore:
+    """``persistence: memory``: nothing is written, nothing survives a restart."""
+
+    durable = False
+    pending = 0
+
+    def open(self) -> Snapshot:
+        return Snapshot()
+
+    def close(self) -> None:
+        pass
+
+    def backlogged(self) -> bool:
+        return False
+
+    def on_drained(self, callback: Callable[[], None]) -> None:
+        callback()
+
+    def barrier(self, callback: Callable[[bool], None]) -> None:
+        callback(True)
+
+    def queued(self, state: SessionState, delivery: Delivery) -> None:
+        pass
+
+    def sent(self, state: SessionState, delivery: Delivery) -> None:
+        pass
+
+    def released(self, state: SessionState, delivery: Delivery) -> None:
+        pass
+
+    def completed(self, state: SessionState, delivery: Delivery) -> None:
+        pass
+
+    def incoming_added(self, state: SessionState, packet_id: int) -> None:
+        pass
+
+    def incoming_removed(self, state: SessionState, packet_id: int) -> None:
+        pass
+
+    def session_saved(self, state: SessionState) -> None:
+        pass
+
+    def session_offline(self, state: SessionState, now: float) -> None:
+        pass
+
+    def session_deleted(self, state: SessionState) -> None:
+        pass
+
+    def subscription_saved(self, state: SessionState, subscription: Subscription) -> None:
+        pass
+
+    def subscription_deleted(self, state: SessionState, topic_filter: str) -> None:
+        pass
+
+    def retained_set(self, context: Context) -> None:
+        pass
+
+    def retained_cleared(self, topic: str) -> None:
+        pass
+
+    def delayed_added(self, key: int, due_at: float, context: Context) -> None:
+        pass
+
+    def delayed_removed(self, key: int) -> None:
+        pass

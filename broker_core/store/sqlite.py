@@ -1,0 +1,421 @@
+"""``SqliteStore``: the embedded durable store (``persistence: sqlite``, the default).
+
+One database file, ``<data_dir>/edgebus.db``, in WAL mode. Changes queue up during an
+event-loop turn and go to the writer thread as one list; the writer commits them in
+batches. A message fanned out to many persistent sessions is written once
+(``messages``) and referenced by one ``deliveries`` row per session; the store counts
+references and deletes a message when its last delivery completes.
+
+Backlog policy: the writer's backlog is bounded by ``max_pending`` operations. Past
+it, ``backlogged()`` is true and the broker stops reading from publishing clients
+until the writer catches up (``on_drained``): nothing is dropped, publishers slow down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from broker_core.context import Context, Origin
+from broker_core.mqtt.packets import SubscriptionOptions
+from broker_core.mqtt.properties import EMPTY, PacketKind, decode_properties
+from broker_core.mqtt.session_state import Delivery, SessionState, Subscription
+from broker_core.store.base import RestoredSession, Snapshot
+from broker_core.store.schema import connect
+from broker_core.store.writer import Barrier, Op, Writer
+
+__all__ = ["SqliteStore"]
+
+log = logging.getLogger(__name__)
+
+_INSERT_MESSAGE = (
+    "INSERT OR REPLACE INTO messages (id, topic, payload, qos, retain, properties,"
+    " origin_protocol, origin_name, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_DELETE_MESSAGE = "DELETE FROM messages WHERE id = ?"
+_INSERT_DELIVERY = (
+    "INSERT OR REPLACE INTO deliveries (id, client_id, message_id, qos, retain,"
+    " subscription_ids, packet_id, released) VALUES (?, ?, ?, ?, ?, ?, ?, 0)"
+)
+_SENT = "UPDATE deliveries SET packet_id = ? WHERE id = ?"
+_RELEASED = "UPDATE deliveries SET released = 1 WHERE id = ?"
+_DELETE_DELIVERY = "DELETE FROM deliveries WHERE id = ?"
+_INSERT_INCOMING = "INSERT OR IGNORE INTO incoming (client_id, packet_id) VALUES (?, ?)"
+_DELETE_INCOMING = "DELETE FROM incoming WHERE client_id = ? AND packet_id = ?"
+_SAVE_SESSION = (
+    "INSERT OR REPLACE INTO sessions (client_id, expiry_interval, offline_since) VALUES (?, ?, ?)"
+)
+_SESSION_OFFLINE = "UPDATE sessions SET offline_since = ?, expiry_interval = ? WHERE client_id = ?"
+_DELETE_SESSION = (
+    "DELETE FROM sessions WHERE client_id = ?",
+    "DELETE FROM subscriptions WHERE client_id = ?",
+    "DELETE FROM deliveries WHERE client_id = ?",
+    "DELETE FROM incoming WHERE client_id = ?",
+)
+_SAVE_SUBSCRIPTION = (
+    "INSERT OR REPLACE INTO subscriptions (client_id, topic_filter, qos, no_local,"
+    " retain_as_published, retain_handling, subscription_id) VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+_DELETE_SUBSCRIPTION = "DELETE FROM subscriptions WHERE client_id = ? AND topic_filter = ?"
+_SET_RETAINED = (
+    "INSERT OR REPLACE INTO retained (topic, payload, qos, properties, origin_protocol,"
+    " origin_name, received_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+_CLEAR_RETAINED = "DELETE FROM retained WHERE topic = ?"
+_ADD_DELAYED = (
+    "INSERT OR REPLACE INTO delayed (id, due_at, topic, payload, qos, retain, properties,"
+    " origin_protocol, origin_name, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_DELETE_DELAYED = "DELETE FROM delayed WHERE id = ?"
+
+
+def _properties_blob(context: Context) -> bytes:
+    props = context.properties
+    return b"\x00" if props is EMPTY else props.encoded()
+
+
+def _context(
+    topic: str,
+    payload: bytes,
+    qos: int,
+    retain: int,
+    properties: bytes,
+    origin_protocol: str,
+    origin_name: str,
+    received_at: int,
+) -> Context:
+    props, _ = decode_properties(properties, 0, len(properties), PacketKind.PUBLISH)
+    return Context(
+        topic,
+        bytes(payload),
+        qos,
+        bool(retain),
+        props,
+        Origin(origin_protocol, origin_name),
+        received_at=received_at,
+    )
+
+
+class SqliteStore:
+    durable = True
+
+    def __init__(self, data_dir: Path, max_pending: int = 100_000) -> None:
+        self.path = Path(data_dir) / "edgebus.db"
+        self.max_pending = max_pending
+        self._ops: list[Op] = []
+        self._flush_scheduled = False
+        self._pending = 0
+        self._writer: Writer | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._drained: list[Callable[[], None]] = []
+        self._next_message_key = 1
+        self._next_delivery_key = 1
+        self._message_keys: dict[int, int] = {}  # Context.id -> messages.id
+        self._message_refs: dict[int, int] = {}  # messages.id -> live deliveries
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def open(self) -> Snapshot:
+        """Reads everything back, then starts the writer; call on the event loop."""
+        self._loop = asyncio.get_running_loop()
+        started = time.monotonic()
+        conn = connect(self.path)
+        snapshot = self._load(conn)
+        self._writer = Writer(conn, self._loop, self._committed)
+        log.info(
+            "store %s opened in %.2fs: %d sessions, %d retained, %d delayed",
+            self.path,
+            time.monotonic() - started,
+            len(snapshot.sessions),
+            len(snapshot.retained),
+            len(snapshot.delayed),
+        )
+        return snapshot
+
+    def close(self) -> None:
+        """Writes everything still queued and stops the writer."""
+        if self._writer is None:
+            return
+        self._flush()
+        self._writer.close()
+        self._writer = None
+
+    @property
+    def pending(self) -> int:
+        return self._pending + len(self._ops)
+
+    def backlogged(self) -> bool:
+        return self.pending > self.max_pending
+
+    def on_drained(self, callback: Callable[[], None]) -> None:
+        if not self.backlogged():
+            callback()
+        else:
+            self._drained.append(callback)
+
+    def barrier(self, callback: Callable[[bool], None]) -> None:
+        if not self.pending:
+            callback(True)
+            return
+        self._op(Barrier(callback))
+
+    # -- journal ---------------------------------------------------------------------------
+
+    def queued(self, state: SessionState, delivery: Delivery) -> None:
+        self._insert_delivery(state, delivery)
+
+    def sent(self, state: SessionState, delivery: Delivery) -> None:
+        if delivery.key:
+            self._op((_SENT, (delivery.packet_id, delivery.key)))
+        else:
+            self._insert_delivery(state, delivery)
+
+    def released(self, state: SessionState, delivery: Delivery) -> None:
+        if delivery.key:
+            self._op((_RELEASED, (delivery.key,)))
+
+    def completed(self, state: SessionState, delivery: Delivery) -> None:
+        if not delivery.key:
+            return
+        self._op((_DELETE_DELIVERY, (delivery.key,)))
+        delivery.key = 0
+        self._release_message(delivery.context)
+
+    def incoming_added(self, state: SessionState, packet_id: int) -> None:
+        self._op((_INSERT_INCOMING, (state.client_id, packet_id)))
+
+    def incoming_removed(self, state: SessionState, packet_id: int) -> None:
+        self._op((_DELETE_INCOMING, (state.client_id, packet_id)))
+
+    # -- sessions --------------------------------------------------------------------------
+
+    def session_saved(self, state: SessionState) -> None:
+        self._op((_SAVE_SESSION, (state.client_id, state.expiry_interval, None)))
+
+    def session_offline(self, state: SessionState, now: float) -> None:
+        self._op((_SESSION_OFFLINE, (now, state.expiry_interval, state.client_id)))
+
+    def session_deleted(self, state: SessionState) -> None:
+        for delivery in (*state.queue, *state.outgoing.values()):
+            if delivery.key:
+                delivery.key = 0
+                self._release_message(delivery.context)
+        for sql in _DELETE_SESSION:
+            self._op((sql, (state.client_id,)))
+
+    def subscription_saved(self, state: SessionState, subscription: Subscription) -> None:
+        o = subscription.options
+        self._op(
+            (
+                _SAVE_SUBSCRIPTION,
+                (
+                    state.client_id,
+                    subscription.topic_filter,
+                    o.qos,
+                    int(o.no_local),
+                    int(o.retain_as_published),
+                    o.retain_handling,
+                    subscription.subscription_id,
+                ),
+            )
+        )
+
+    def subscription_deleted(self, state: SessionState, topic_filter: str) -> None:
+        self._op((_DELETE_SUBSCRIPTION, (state.client_id, topic_filter)))
+
+    # -- retained and delayed ---------------------------------------------------------------
+
+    def retained_set(self, context: Context) -> None:
+        self._op(
+            (
+                _SET_RETAINED,
+                (
+                    context.topic,
+                    context.payload,
+                    context.qos,
+                    _properties_blob(context),
+                    context.origin.protocol,
+                    context.origin.name,
+                    context.received_at,
+                ),
+            )
+        )
+
+    def retained_cleared(self, topic: str) -> None:
+        self._op((_CLEAR_RETAINED, (topic,)))
+
+    def delayed_added(self, key: int, due_at: float, context: Context) -> None:
+        self._op(
+            (
+                _ADD_DELAYED,
+                (
+                    key,
+                    due_at,
+                    context.topic,
+                    context.payload,
+                    context.qos,
+                    int(context.retain),
+                    _properties_blob(context),
+                    context.origin.protocol,
+                    context.origin.name,
+                    context.received_at,
+                ),
+            )
+        )
+
+    def delayed_removed(self, key: int) -> None:
+        self._op((_DELETE_DELAYED, (key,)))
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _op(self, op: Op) -> None:
+        self._ops.append(op)
+        if not self._flush_scheduled and self._loop is not None:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        """Hands this loop turn's operations to the writer as one list."""
+        self._flush_scheduled = False
+        ops = self._ops
+        if not ops or self._writer is None:
+            return
+        self._ops = []
+        self._pending += len(ops)
+        self._writer.submit(ops)
+
+    def _committed(self, count: int, barriers: list[Barrier], ok: bool) -> None:
+        self._pending -= count
+        for barrier in barriers:
+            barrier.callback(ok)
+        if self._drained and not self.backlogged():
+            waiting = self._drained
+            self._drained = []
+            for callback in waiting:
+                callback()
+
+    def _insert_delivery(self, state: SessionState, delivery: Delivery) -> None:
+        context = delivery.context
+        message = self._message_keys.get(context.id)
+        if message is None:
+            message = self._next_message_key
+            self._next_message_key += 1
+            self._message_keys[context.id] = message
+            self._message_refs[message] = 0
+            self._op(
+                (
+                    _INSERT_MESSAGE,
+                    (
+                        message,
+                        context.topic,
+                        context.payload,
+                        context.qos,
+                        int(context.retain),
+                        _properties_blob(context),
+                        context.origin.protocol,
+                        context.origin.name,
+                        context.received_at,
+                    ),
+                )
+            )
+        self._message_refs[message] += 1
+        key = self._next_delivery_key
+        self._next_delivery_key += 1
+        delivery.key = key
+        ids = ",".join(map(str, delivery.subscription_ids))
+        self._op(
+            (
+                _INSERT_DELIVERY,
+                (
+                    key,
+                    state.client_id,
+                    message,
+                    delivery.qos,
+                    int(delivery.retain),
+                    ids,
+                    delivery.packet_id,
+                ),
+            )
+        )
+
+    def _release_message(self, context: Context) -> None:
+        message = self._message_keys.get(context.id)
+        if message is None:
+            return
+        refs = self._message_refs[message] - 1
+        if refs:
+            self._message_refs[message] = refs
+            return
+        del self._message_refs[message]
+        del self._message_keys[context.id]
+        self._op((_DELETE_MESSAGE, (message,)))
+
+    def _load(self, conn: Any) -> Snapshot:
+        snapshot = Snapshot()
+        for row in conn.execute(
+            "SELECT topic, payload, qos, properties, origin_protocol, origin_name, received_at"
+            " FROM retained"
+        ):
+            topic, payload, qos, props, oproto, oname, received_at = row
+            snapshot.retained.append(
+                _context(topic, payload, qos, 1, props, oproto, oname, received_at)
+            )
+        for row in conn.execute(
+            "SELECT id, due_at, topic, payload, qos, retain, properties, origin_protocol,"
+            " origin_name, received_at FROM delayed ORDER BY due_at"
+        ):
+            key, due_at, *message = row
+            snapshot.delayed.append((key, due_at, _context(*message)))
+        sessions: dict[str, RestoredSession] = {}
+        for client_id, expiry, offline_since in conn.execute(
+            "SELECT client_id, expiry_interval, offline_since FROM sessions"
+        ):
+            sessions[client_id] = RestoredSession(client_id, expiry, offline_since)
+        for row in conn.execute(
+            "SELECT client_id, topic_filter, qos, no_local, retain_as_published,"
+            " retain_handling, subscription_id FROM subscriptions"
+        ):
+            client_id, topic_filter, qos, no_local, rap, handling, sub_id = row
+            restored = sessions.get(client_id)
+            if restored is not None:
+                options = SubscriptionOptions(qos, bool(no_local), bool(rap), handling)
+                restored.subscriptions.append(Subscription(topic_filter, options, sub_id))
+        contexts: dict[int, Context] = {}
+        for row in conn.execute(
+            "SELECT id, topic, payload, qos, retain, properties, origin_protocol, origin_name,"
+            " received_at FROM messages"
+        ):
+            contexts[row[0]] = _context(*row[1:])
+        self._next_message_key = max(contexts, default=0) + 1
+        for row in conn.execute(
+            "SELECT id, client_id, message_id, qos, retain, subscription_ids, packet_id, released"
+            " FROM deliveries ORDER BY id"
+        ):
+            key, client_id, message, qos, retain, ids, packet_id, released = row
+            restored = sessions.get(client_id)
+            context = contexts.get(message)
+            if restored is None or context is None:
+                continue
+            sub_ids = tuple(int(i) for i in ids.split(",")) if ids else ()
+            delivery = Delivery(context, qos, bool(retain), sub_ids)
+            delivery.key = key
+            delivery.packet_id = packet_id
+            delivery.released = bool(released)
+            restored.deliveries.append(delivery)
+            self._message_keys[context.id] = message
+            self._message_refs[message] = self._message_refs.get(message, 0) + 1
+            self._next_delivery_key = max(self._next_delivery_key, key + 1)
+        for client_id, packet_id in conn.execute("SELECT client_id, packet_id FROM incoming"):
+            restored = sessions.get(client_id)
+            if restored is not None:
+                restored.incoming_qos2.add(packet_id)
+        # Messages no delivery refers to any more (a crash between the two deletes).
+        orphans = [(m,) for m in contexts if m not in self._message_refs]
+        if orphans:
+            conn.executemany(_DELETE_MESSAGE, orphans)
+        snapshot.sessions = list(sessions.values())
+        return snapshot
