@@ -6,6 +6,7 @@ import contextlib
 import json
 from pathlib import Path
 
+from gateway.config import parse_config
 from tests.helpers.gateway import running_gateway
 from tests.integration.listeners.pki import Pki
 from tests.integration.listeners.support import ListenerClient, listener_client
@@ -49,3 +50,23 @@ def test_tcp_tls_ws_wss_listeners_exchange_messages(tmp_path: Path, pki: Pki) ->
                 got = {(m.topic, m.payload) for m in client.expect_messages(len(clients))}
                 assert (name, got) == (name, expected)
                 client.expect_no_message()
+
+
+def test_the_embedded_default_listeners_start(tmp_path: Path) -> None:
+    """`edgebus run` without a configuration: tcp 1883 and ws 8083 /mqtt. Run here on
+    port 0 with the same types and paths."""
+    defaults = parse_config("", "defaults.yaml").listeners
+    shape = [(listener.type, str(listener.bind), listener.path) for listener in defaults]
+    assert shape == [("tcp", "127.0.0.1:1883", None), ("ws", "127.0.0.1:8083", "/mqtt")]
+    listeners = [
+        {"type": listener.type, "name": listener.type, "bind": "127.0.0.1:0"}
+        for listener in defaults
+    ]
+    with (
+        running_gateway(tmp_path, json.dumps({"listeners": listeners})) as gw,
+        listener_client(gw, "tcp", 4) as tcp,
+        listener_client(gw, "ws", 4, transport="websockets", path="/mqtt") as ws,
+    ):
+        assert ws.subscribe("defaults/t", 1) == [1]
+        tcp.publish("defaults/t", b"tcp to ws", qos=1)
+        assert ws.expect_message().payload == b"tcp to ws"
