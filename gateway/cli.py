@@ -94,5 +94,75 @@ def check(config_path: Path) -> None:
     click.echo(f"{config_path}: OK")
 
 
+@main.command()
+@click.option("-c", "--create", is_flag=True, help="Create the file, or overwrite it.")
+@click.option("-b", "--batch", is_flag=True, help="Take the password from the command line.")
+@click.option("-D", "--delete", is_flag=True, help="Delete the user.")
+@click.option(
+    "-I",
+    "--iterations",
+    type=click.IntRange(4096, 100_000_000),
+    default=None,
+    help="PBKDF2 iterations (default 210000).",
+)
+@click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("username")
+@click.argument("password", required=False)
+def passwd(
+    create: bool,
+    batch: bool,
+    delete: bool,
+    iterations: int | None,
+    file: Path,
+    username: str,
+    password: str | None,
+) -> None:
+    """Add, change or delete a user of a password file (like mosquitto_passwd).
+
+    The password is asked twice unless -b gives it on the command line. The file is
+    written with mode 0600.
+    """
+    from broker_core.passwords import (
+        DEFAULT_ITERATIONS,
+        PasswordHash,
+        hash_password,
+        read_password_file,
+        username_problem,
+        write_password_file,
+    )
+
+    if create and delete:
+        raise click.UsageError("-c and -D cannot be combined")
+    if password is not None and not batch:
+        raise click.UsageError("a PASSWORD argument needs -b")
+    if batch and password is None and not delete:
+        raise click.UsageError("-b needs a PASSWORD argument")
+    problem = username_problem(username)
+    if problem is not None:
+        raise click.BadParameter(problem, param_hint="USERNAME")
+    users: dict[str, PasswordHash] = {}
+    if not create:
+        if not file.exists():
+            raise click.ClickException(f"{file} does not exist (-c creates it)")
+        try:
+            users = read_password_file(file)
+        except ConfigError as exc:
+            for line in exc.problems:
+                click.echo(line, err=True)
+            raise SystemExit(2) from exc
+    if delete:
+        if users.pop(username, None) is None:
+            raise click.ClickException(f"user {username} is not in {file}")
+        write_password_file(file, users)
+        return
+    if password is None:
+        password = click.prompt("Password", hide_input=True, confirmation_prompt=True)
+        assert password is not None
+    if not password:
+        raise click.ClickException("the password is empty")
+    users[username] = hash_password(password, iterations or DEFAULT_ITERATIONS)
+    write_password_file(file, users)
+
+
 if __name__ == "__main__":
     main()

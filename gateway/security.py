@@ -1,0 +1,122 @@
+"""The broker's authenticator and ACL, built from the ``auth:`` and ``acl:`` sections.
+
+``build_security(config)`` returns a ``Security``: the ``AuthChain`` (SCRAM-SHA-256 for
+MQTT 5 enhanced authentication when ``auth.scram`` and a password file are set, then
+certificate identity, the password file, the HTTP service, and each listener's
+``allow_anonymous``; see ``broker_core.auth``), the ``RuleAcl`` (None when there is
+nothing to check: no rules and default allow) and the deny action. ``install(broker)``
+puts them in the broker; ``reload()`` re-reads the password file, forgets cached HTTP
+answers and ACL decisions, and with a new ``acl:`` section installs its rules;
+``aclose()`` closes the HTTP client.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from broker_core.acl import DENY_DISCONNECT, DENY_IGNORE, PUBLISH, SUBSCRIBE, AclRule, RuleAcl
+from broker_core.auth import AuthChain, CredentialProvider, EnhancedAuthMethod
+from broker_core.auth_file import PasswordFileProvider
+from broker_core.auth_http import HttpAuthProvider
+from broker_core.auth_scram import ScramAuthenticator
+from broker_core.broker import Broker
+from broker_core.passwords import PasswordFile
+from broker_core.scram import METHOD as SCRAM_METHOD
+from gateway.config import GatewayConfig
+from gateway.config.models.security import AclConfig
+
+__all__ = ["Security", "acl_rules", "build_acl", "build_security"]
+
+_ACTIONS = {
+    "publish": frozenset({PUBLISH}),
+    "subscribe": frozenset({SUBSCRIBE}),
+    "all": frozenset({PUBLISH, SUBSCRIBE}),
+}
+
+
+@dataclass
+class Security:
+    authenticator: AuthChain
+    acl: RuleAcl | None
+    deny_action: str
+    passwords: PasswordFile | None = None
+    http: HttpAuthProvider | None = None
+    _brokers: list[Broker] = field(default_factory=list, repr=False)
+
+    def install(self, broker: Broker) -> None:
+        """Sets the broker's ``authenticator``, ``acl`` and ``acl_deny_action``."""
+        broker.authenticator = self.authenticator
+        broker.acl = self.acl
+        broker.acl_deny_action = self.deny_action
+        if broker not in self._brokers:
+            self._brokers.append(broker)
+
+    def reload(self, acl: AclConfig | None = None) -> None:
+        """Re-reads the password file (ConfigError when it is broken; the old users stay),
+        forgets cached HTTP answers and ACL decisions; ``acl`` replaces the rules."""
+        if self.passwords is not None:
+            self.passwords.reload()
+        if self.http is not None:
+            self.http.clear_cache()
+        if acl is not None:
+            self.acl = build_acl(acl)
+            self.deny_action = DENY_DISCONNECT if acl.deny_action == "disconnect" else DENY_IGNORE
+            for broker in self._brokers:
+                self.install(broker)
+        elif self.acl is not None:
+            self.acl.reload(self.acl.rules, self.acl.default_allow)
+
+    async def aclose(self) -> None:
+        if self.http is not None:
+            await self.http.aclose()
+
+
+def acl_rules(config: AclConfig) -> tuple[AclRule, ...]:
+    return tuple(
+        AclRule(
+            allow=rule.permission == "allow",
+            topics=tuple(rule.topics),
+            actions=_ACTIONS[rule.action],
+            username=rule.username,
+            clientid=rule.clientid,
+            network=rule.ipaddress,
+        )
+        for rule in config.rules
+    )
+
+
+def build_acl(config: AclConfig) -> RuleAcl | None:
+    if not config.rules and config.default == "allow":
+        return None  # nothing to check: keep the publish path free of ACL lookups
+    return RuleAcl(acl_rules(config), default_allow=config.default == "allow")
+
+
+def build_security(config: GatewayConfig) -> Security:
+    """Raises ConfigError when the password file is missing or malformed."""
+    auth = config.auth
+    providers: list[CredentialProvider] = []
+    methods: dict[str, EnhancedAuthMethod] = {}
+    passwords = None
+    http = None
+    if auth.password_file is not None:
+        passwords = PasswordFile(auth.password_file)
+        providers.append(PasswordFileProvider(passwords))
+        if auth.scram:
+            methods[SCRAM_METHOD] = ScramAuthenticator(passwords)
+    if auth.http is not None:
+        http = HttpAuthProvider(
+            auth.http.url,
+            method=auth.http.method,
+            timeout_s=auth.http.timeout,
+            cache_ttl_s=auth.http.cache_ttl,
+            headers=auth.http.headers,
+        )
+        providers.append(http)
+    acl = config.acl
+    return Security(
+        authenticator=AuthChain(providers, methods),
+        acl=build_acl(acl),
+        deny_action=DENY_DISCONNECT if acl.deny_action == "disconnect" else DENY_IGNORE,
+        passwords=passwords,
+        http=http,
+    )
