@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conformance import statements
 from tests.helpers import brokers
 from tests.helpers import mqtt_builder as mb
 from tests.helpers.raw_client import ConnectionClosedError, RawClient
@@ -154,3 +155,21 @@ def test_start_timeout_reports_stderr(tmp_path: Path) -> None:
         brokers._launch("fake", [sys.executable, "-c", script], tmp_path, brokers.free_port(), 0.5)
     assert "did not answer MQTT" in str(info.value)
     assert "starting..." in str(info.value)
+
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "conformance.md"
+
+
+def test_docs_statement_tables_are_current() -> None:
+    """docs/conformance.md carries the tables built from the tests' docstrings (regenerate
+    with ``python -m tests.conformance.statements``)."""
+    text = DOC.read_text()
+    begin, end = "<!-- statements:begin -->\n", "<!-- statements:end -->"
+    current = text[text.index(begin) + len(begin) : text.index(end)]
+    assert current == statements.render_tables()
+
+
+def test_docs_name_every_conformance_test() -> None:
+    text = DOC.read_text()
+    names = [n.name for nodes in statements.suite_functions().values() for n in nodes]
+    assert [name for name in names if f"`{name}`" not in text] == []

@@ -122,8 +122,9 @@ def test_will_is_published_when_the_connection_drops(
 
 @BOTH
 def test_will_is_published_after_a_protocol_error(clients: Clients, root: str, proto: int) -> None:
-    """MQTT-3.1.2-8 (3.1.1: "the Server closes the Network Connection because of a protocol
-    error"; 5.0 likewise): the Will is published when the Server closes on a bad packet."""
+    """MQTT-3.1.2-8 (3.1.1 and 5.0; 3.1.1 lists "the Server closes the Network Connection
+    because of a protocol error"): the Will is published when the Server closes on a bad
+    packet."""
     topic = f"{root}/will"
     observer = clients.subscriber(topic, 1, proto)
     client = _will_client(clients, proto, topic)
@@ -136,9 +137,9 @@ def test_will_is_published_after_a_protocol_error(clients: Clients, root: str, p
 def test_malformed_disconnect_does_not_discard_the_will(
     clients: Clients, root: str, proto: int
 ) -> None:
-    """MQTT-3.14.1-1 (3.1.1: DISCONNECT flags are reserved; 5.0: the receiver sends DISCONNECT
-    0x81): a DISCONNECT with reserved flags set is malformed, not a normal disconnection, so
-    the Will is published (MQTT-3.1.2-8)."""
+    """MQTT-3.14.1-1 (3.1.1 and 5.0; in 5.0 the receiver sends DISCONNECT 0x81): a DISCONNECT
+    with reserved flags set is malformed, not a normal disconnection, so the Will is published
+    (MQTT-3.1.2-8)."""
     topic = f"{root}/will"
     observer = clients.subscriber(topic, 1, proto)
     client = _will_client(clients, proto, topic)
@@ -253,7 +254,7 @@ def test_v5_will_is_published_on_session_takeover(clients: Clients, root: str) -
 @BOTH
 def test_server_closes_after_disconnect(clients: Clients, proto: int) -> None:
     """3.14.4 (3.1.1 and 5.0): after a Client's DISCONNECT the Server closes the connection
-    (SHOULD) and sends nothing more on it (MQTT-3.14.4-1 (5.0) for the sender side)."""
+    (SHOULD) without sending anything more on it."""
     client = clients.connect(proto)
     client.send(mb.gen_disconnect(proto_ver=proto))
     client.expect_closed(packet_type=None)

@@ -25,10 +25,11 @@ def test_publish_is_acknowledged_and_delivered(
     clients: Clients, root: str, proto: int, qos: int
 ) -> None:
     """MQTT-3.3.4-1: the receiver answers a PUBLISH as its QoS says (none, PUBACK, PUBREC then
-    PUBCOMP for PUBREL) with the same Packet Identifier (MQTT-2.3.1-6 (3.1.1) /
-    MQTT-2.2.1-5 (5.0), MQTT-4.3.2-4, MQTT-4.3.3-2 (3.1.1) / MQTT-4.3.3-8/-11 (5.0)); the
-    subscriber gets the message with DUP 0 and a non-zero Packet Identifier when QoS > 0
-    (MQTT-2.3.1-1/-4 (3.1.1), MQTT-2.2.1-4 (5.0), MQTT-4.3.1-1, MQTT-4.3.2-2, MQTT-4.3.3-2)."""
+    PUBCOMP for PUBREL) with the same Packet Identifier: MQTT-2.3.1-6, MQTT-4.3.2-2,
+    MQTT-4.3.3-2 (3.1.1) / MQTT-2.2.1-5, MQTT-4.3.2-4, MQTT-4.3.3-8/-11 (5.0). The subscriber
+    gets the message with DUP 0 and, when QoS > 0, a non-zero Packet Identifier:
+    MQTT-4.3.1-1 (3.1.1 and 5.0); MQTT-2.3.1-1/-4, MQTT-4.3.2-1, MQTT-4.3.3-1 (3.1.1) /
+    MQTT-2.2.1-4, MQTT-4.3.2-2, MQTT-4.3.3-2 (5.0)."""
     topic = f"{root}/q{qos}"
     subscriber = clients.subscriber(topic, 2, proto)
     publisher = clients.connect(proto)
@@ -90,8 +91,8 @@ def test_dup_flag_is_not_propagated(clients: Clients, root: str, proto: int) -> 
 def test_wildcards_in_topic_name_close_the_connection(
     clients: Clients, root: str, proto: int, name: str
 ) -> None:
-    """MQTT-3.3.2-2, MQTT-4.7.0-1 (3.1.1) / MQTT-4.7.0-1 (5.0): a Topic Name MUST NOT contain
-    wildcard characters; the Server closes the connection (5.0 reason 0x81, 0x82 or 0x90)."""
+    """MQTT-3.3.2-2 and MQTT-4.7.0-1 (3.1.1 and 5.0): a Topic Name MUST NOT contain wildcard
+    characters; the Server closes the connection (5.0 reason 0x81, 0x82 or 0x90)."""
     client = clients.connect(proto)
     client.send(mb.gen_publish(f"{root}/{name}", b"x", proto_ver=proto))
     client.expect_closed(reason_code=MALFORMED_OR_PROTOCOL | {ReasonCode.TOPIC_NAME_INVALID})
@@ -110,7 +111,7 @@ def test_empty_topic_name_closes_the_connection(clients: Clients, proto: int) ->
 def test_null_character_in_topic_name_closes_the_connection(
     clients: Clients, root: str, proto: int
 ) -> None:
-    """MQTT-4.7.3-2, MQTT-1.5.3-2 (3.1.1) / MQTT-1.5.4-2 (5.0): Topic Names MUST NOT include
+    """MQTT-1.5.3-2 (3.1.1) / MQTT-1.5.4-2 (5.0) and MQTT-4.7.3-2: Topic Names MUST NOT include
     U+0000; the receiver closes the connection."""
     client = clients.connect(proto)
     client.send(mb.gen_publish(f"{root}/a\x00b".encode(), b"x", proto_ver=proto))

@@ -42,8 +42,8 @@ def test_unsubscribe_packet_identifier_0_closes_the_connection(
 
 @BOTH
 def test_unsubscribe_stops_delivery(clients: Clients, root: str, proto: int) -> None:
-    """MQTT-3.10.4-2/-4/-5 (3.1.1) / MQTT-3.10.4-2/-4/-5 (5.0): the Server answers with an
-    UNSUBACK of the same Packet Identifier (MQTT-2.3.1-7 / MQTT-2.2.1-6) and stops adding new
+    """MQTT-3.10.4-2/-4/-5 (3.1.1 and 5.0): the Server answers with an UNSUBACK of the same
+    Packet Identifier (MQTT-2.3.1-7 (3.1.1) / MQTT-2.2.1-6 (5.0)) and stops adding new
     messages for the deleted subscription."""
     topic = f"{root}/u"
     subscriber = clients.subscriber(topic, 1, proto)
