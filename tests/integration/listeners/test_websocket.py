@@ -19,7 +19,7 @@ from tests.helpers.gateway import RunningGateway, running_gateway
 from tests.helpers.timeouts import unit
 from tests.integration.broker.support import BOTH, wait_until
 from tests.integration.listeners.pki import Pki
-from tests.integration.listeners.support import RawWebSocket, listener_client
+from tests.integration.listeners.support import RawWebSocket, client_usernames, listener_client
 
 
 def ws_config(name: str = "ws", **listener: Any) -> str:
@@ -74,6 +74,28 @@ def test_paho_over_wss(tmp_path: Path, pki: Pki, proto: int) -> None:
         pub.publish("wss/a", b"over secure websocket", qos=2)
         message = sub.expect_message()
         assert (message.topic, message.payload) == ("wss/a", b"over secure websocket")
+
+
+def test_wss_client_certificate_cn_is_the_username(tmp_path: Path, pki: Pki) -> None:
+    tls = {
+        "certfile": str(pki.server.cert),
+        "keyfile": str(pki.server.key),
+        "cafile": str(pki.ca),
+        "verify_peer": True,
+        "fail_if_no_peer_cert": True,
+        "use_identity_as_username": True,
+    }
+    config = ws_config("wss", type="wss", tls=tls, allow_anonymous=False)
+    context = pki.client_context(pki.client("browser-3"))
+    with (
+        running_gateway(tmp_path, config) as gw,
+        listener_client(
+            gw, "wss", 5, client_id="wss-cn", transport="websockets", tls=context
+        ) as client,
+    ):
+        assert client.connack is not None
+        assert client.connack.reason_code == 0
+        assert client_usernames(gw) == {"wss-cn": "browser-3"}
 
 
 def test_paho_on_a_configured_path(tmp_path: Path) -> None:
