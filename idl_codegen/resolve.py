@@ -15,6 +15,7 @@ import dataclasses
 from idl_codegen.annotate import AnnotationReader
 from idl_codegen.consts import ConstEvaluator, describe_type
 from idl_codegen.diagnostics import Diagnostics, Location
+from idl_codegen.graph import components
 from idl_codegen.model import (
     INTEGER_KINDS,
     ArrayType,
@@ -89,7 +90,17 @@ class _Resolver:
         for name, where in self._forward.items():
             symbol = self._symbols[name]
             self._diag.error(where, f"{symbol.kind} '{name}' is declared but never defined")
+        if not self._diag.has_errors:
+            self._warn_recursive()
         return self.schema
+
+    def _warn_recursive(self) -> None:
+        for component in components(self.schema):
+            first = component[0]
+            if len(component) > 1 or first in self.schema.dependencies(first):
+                self._diag.warn(self._symbols[first].location,
+                                f"'{first}' is recursive: Cyclone DDS rejects recursive types in "
+                                "topics (the Python types and JSON still work)")
 
     # -- declarations ------------------------------------------------------------------
 
@@ -404,7 +415,17 @@ class _Resolver:
         if not valid:
             self._diag.error(union.switch_type.location,
                              f"{describe_type(resolved)} cannot be a union discriminator; use an "
-                             "integer, char, boolean or enum type")
+                             "integer, boolean or enum type")
+            return
+        if isinstance(resolved, PrimitiveType) and resolved.kind == "char":
+            self._diag.error(union.switch_type.location,
+                             "char discriminators are not supported: cyclonedds-python cannot "
+                             "build the XTypes type of a union over char")
+            return
+        if isinstance(resolved, PrimitiveType) and resolved.kind in ("int64", "uint64"):
+            self._diag.error(union.switch_type.location,
+                             "64-bit discriminators are not supported: Cyclone DDS 11 aborts the "
+                             "process when it writes such a union")
             return
         extensibility = self._extensibility(applied.by_name, None, union.location,
                                             f"union '{name}'")

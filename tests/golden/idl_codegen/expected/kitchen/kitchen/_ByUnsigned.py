@@ -12,7 +12,7 @@ import cyclonedds.idl.types as _types
 
 
 @_annotate.final
-class ByUnsigned(_idl.IdlUnion, discriminator=_types.uint64, typename="kitchen::ByUnsigned"):
+class ByUnsigned(_idl.IdlUnion, discriminator=_types.uint32, typename="kitchen::ByUnsigned"):
     zero: _typing.Annotated[
         _abc.Sequence[int] | None,
         _types.case(0, _types.sequence(_types.int32)),

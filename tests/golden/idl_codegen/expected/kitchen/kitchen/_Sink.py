@@ -14,7 +14,6 @@ import cyclonedds.idl.types as _types
 
 from kitchen._Blob import Blob
 from kitchen._ByBool import ByBool
-from kitchen._ByChar import ByChar
 from kitchen._ByEnum import ByEnum
 from kitchen._ByOctet import ByOctet
 from kitchen._ByUnsigned import ByUnsigned
@@ -65,7 +64,6 @@ class Sink(_idl.IdlStruct, typename="kitchen::Sink"):
     label: str = "dflt"
     favourite: Color = Color.BLUE
     by_bool: ByBool = _field(default_factory=lambda: ByBool(discriminator=False, value=""))
-    by_char: ByChar = _field(default_factory=lambda: ByChar(discriminator="\x00", value=None))
     by_enum: ByEnum = _field(default_factory=lambda: ByEnum(discriminator=Color.WHITE, value=bytes(16)))  # noqa: E501
     by_octet: ByOctet = _field(default_factory=lambda: ByOctet(discriminator=0, value=None))
     by_unsigned: ByUnsigned = _field(default_factory=lambda: ByUnsigned(discriminator=0, value=[]))

@@ -7,7 +7,6 @@ from kitchen import reopened as reopened
 from kitchen._Base import Base
 from kitchen._Blob import Blob
 from kitchen._ByBool import ByBool
-from kitchen._ByChar import ByChar
 from kitchen._ByEnum import ByEnum
 from kitchen._ByOctet import ByOctet
 from kitchen._ByUnsigned import ByUnsigned
@@ -50,7 +49,6 @@ __all__ = [
     "Base",
     "Blob",
     "ByBool",
-    "ByChar",
     "ByEnum",
     "ByOctet",
     "ByUnsigned",
