@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import socket
 import queue
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -40,8 +40,8 @@ __all__ = [
     "publish_props",
     "short_wait",
     "subscribe_props",
-    "will_props",
     "wait_until",
+    "will_props",
 ]
 
 T = TypeVar("T")

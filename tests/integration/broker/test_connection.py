@@ -10,7 +10,7 @@ import pytest
 from tests.helpers import mqtt_builder as mb
 from tests.helpers.gateway import RunningGateway
 from tests.helpers.timeouts import unit
-from tests.integration.broker.support import BOTH, Clients, connect_props, wait_until
+from tests.integration.broker.support import BOTH, Clients, connect_props
 
 KEEP_ALIVE = 1  # seconds; protocol time, not scaled
 

@@ -10,7 +10,6 @@ import pytest
 
 from tests.helpers import mqtt_builder as mb
 from tests.helpers.gateway import RunningGateway
-from tests.helpers.timeouts import unit
 from tests.integration.broker.support import (
     Clients,
     SubscribeOptions,
@@ -159,7 +158,10 @@ def _publish_of_size(size: int, topic: str = "mp/t", qos: int = 0) -> bytes:
     """An MQTT 5 PUBLISH of exactly ``size`` bytes."""
     frame = mb.gen_publish(topic, b"", qos=qos, mid=1 if qos else None, proto_ver=5)
     payload = b"p" * (size - len(frame))
-    while len(frame := mb.gen_publish(topic, payload, qos=qos, mid=1 if qos else None, proto_ver=5)) > size:
+    while (
+        len(frame := mb.gen_publish(topic, payload, qos=qos, mid=1 if qos else None, proto_ver=5))
+        > size
+    ):
         payload = payload[:-1]
     assert len(frame) == size
     return frame
@@ -273,7 +275,9 @@ def test_retain_as_published(clients: Clients) -> None:
     kept = clients.connect(5)
     assert kept.subscribe("rap/t", options=SubscribeOptions(qos=1, retainAsPublished=True)) == [1]
     cleared = clients.connect(5)
-    assert cleared.subscribe("rap/t", options=SubscribeOptions(qos=1, retainAsPublished=False)) == [1]
+    assert cleared.subscribe("rap/t", options=SubscribeOptions(qos=1, retainAsPublished=False)) == [
+        1
+    ]
     pub = clients.connect(5)
     pub.publish("rap/t", b"retained", 1, retain=True)
     pub.publish("rap/t", b"plain", 1, retain=False)
@@ -349,7 +353,9 @@ def test_publish_properties_pass_through_unaltered(clients: Clients, qos: int) -
     sub5 = clients.subscriber(5, "pp/t", qos)
     sub4 = clients.subscriber(4, "pp/t", qos)
     pub = clients.connect(5)
-    props = publish_props(PayloadFormatIndicator=1, ContentType="application/json", UserProperty=users)
+    props = publish_props(
+        PayloadFormatIndicator=1, ContentType="application/json", UserProperty=users
+    )
     pub.publish("pp/t", b'{"v": 1}', qos, properties=props)
     message = sub5.expect_message()
     assert message.payload == b'{"v": 1}'
@@ -461,7 +467,11 @@ def test_pubrel_for_an_unknown_packet_id_gets_pubcomp_0x92(clients: Clients) -> 
         ),
         (
             "shared-subscription-with-no-local",
-            [mb.gen_subscribe(1, [("$share/g/pe/t", mb.sub_options(1, no_local=True))], proto_ver=5)],
+            [
+                mb.gen_subscribe(
+                    1, [("$share/g/pe/t", mb.sub_options(1, no_local=True))], proto_ver=5
+                )
+            ],
             {RC.PROTOCOL_ERROR},
         ),
         (
@@ -469,7 +479,11 @@ def test_pubrel_for_an_unknown_packet_id_gets_pubcomp_0x92(clients: Clients) -> 
             [mb.gen_subscribe(1, "pe/t", proto_ver=5, properties={"subscription_identifier": 0})],
             {RC.PROTOCOL_ERROR, RC.MALFORMED_PACKET},
         ),
-        ("qos-3-publish", [mb.gen_publish("pe/t", b"x", qos=3, mid=1, proto_ver=5)], {RC.MALFORMED_PACKET}),
+        (
+            "qos-3-publish",
+            [mb.gen_publish("pe/t", b"x", qos=3, mid=1, proto_ver=5)],
+            {RC.MALFORMED_PACKET},
+        ),
         ("empty-topic-without-alias", [mb.gen_publish("", b"x", proto_ver=5)], {RC.PROTOCOL_ERROR}),
         (
             "retain-handling-3",

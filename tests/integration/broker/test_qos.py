@@ -29,7 +29,9 @@ def test_delivered_at_the_lower_of_publish_and_subscription_qos(
     assert sub.expect_message().payload == b"next"
 
 
-@pytest.mark.parametrize(("pub_proto", "sub_proto"), [(4, 5), (5, 4)], ids=["v311-to-v5", "v5-to-v311"])
+@pytest.mark.parametrize(
+    ("pub_proto", "sub_proto"), [(4, 5), (5, 4)], ids=["v311-to-v5", "v5-to-v311"]
+)
 def test_qos2_across_protocol_versions(clients: Clients, pub_proto: int, sub_proto: int) -> None:
     sub = clients.subscriber(sub_proto, "x/#", 2)
     pub = clients.connect(pub_proto)
@@ -177,7 +179,9 @@ def test_qos2_message_counts_against_receive_maximum_until_pubcomp(clients: Clie
 
 
 @BOTH
-def test_qos2_duplicate_publish_before_pubrel_is_delivered_once(clients: Clients, proto: int) -> None:
+def test_qos2_duplicate_publish_before_pubrel_is_delivered_once(
+    clients: Clients, proto: int
+) -> None:
     # 4.3.3 (5.0) / 4.3.3 (3.1.1), method B: until PUBREL the receiver MUST NOT cause the
     # message to be onward delivered more than once [MQTT-4.3.3-10] (3.1.1: MQTT-4.3.3-2).
     sub = clients.subscriber(proto, "dup/t", 2)
@@ -210,7 +214,9 @@ def test_qos2_packet_id_reused_after_pubcomp_is_a_new_message(clients: Clients, 
 
 @BOTH
 @pytest.mark.parametrize("qos", QOS)
-def test_messages_from_one_publisher_arrive_in_order(clients: Clients, proto: int, qos: int) -> None:
+def test_messages_from_one_publisher_arrive_in_order(
+    clients: Clients, proto: int, qos: int
+) -> None:
     # [MQTT-4.6.0-6]: ordered topic, same QoS: the order of publication is kept.
     sub = clients.subscriber(proto, "order/#", qos)
     pub = clients.connect(proto)

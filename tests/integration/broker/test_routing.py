@@ -115,9 +115,7 @@ def _collect(members: list[PahoClient], total: int) -> list[list[bytes]]:
     return got
 
 
-@pytest.mark.parametrize(
-    "protos", [(4, 4, 4), (5, 5, 5), (4, 5, 4)], ids=["v311", "v5", "mixed"]
-)
+@pytest.mark.parametrize("protos", [(4, 4, 4), (5, 5, 5), (4, 5, 4)], ids=["v311", "v5", "mixed"])
 def test_shared_subscription_round_robin_among_live_members(
     clients: Clients, protos: tuple[int, ...]
 ) -> None:

@@ -31,9 +31,7 @@ def _will_client(
     properties = will_props(WillDelayInterval=delay) if delay is not None else None
     client.will_set("will/" + client_id, b"gone", 1, retain, properties)
     props = (
-        connect_props(SessionExpiryInterval=session_expiry)
-        if session_expiry is not None
-        else None
+        connect_props(SessionExpiryInterval=session_expiry) if session_expiry is not None else None
     )
     client.connect(properties=props, clean_start=True)
     return client
@@ -120,7 +118,9 @@ def test_reconnecting_within_the_will_delay_cancels_the_will(
     _will_client(clients, 5, "w7", delay=30, session_expiry=60).abort()
     wait_until(lambda: gw.call(lambda: len(gw.broker.wills)) == 1, what="will w7 pending")
     again = clients.paho(5, "w7")
-    assert again.connect(clean_start=False, properties=connect_props(SessionExpiryInterval=60)).session_present
+    assert again.connect(
+        clean_start=False, properties=connect_props(SessionExpiryInterval=60)
+    ).session_present
     assert gw.call(lambda: len(gw.broker.wills)) == 0
     again.disconnect()
     _publish_sentinel(gw, "will/w7")
