@@ -12,13 +12,14 @@ import logging
 import time
 from pathlib import Path
 
-from broker_core.broker import Broker
+from broker_core.broker import VERSION, Broker
 from broker_core.errors import ConfigError
 from broker_core.listeners.settings import ListenerSettings
 from broker_core.mqtt.limits import ServerLimits
 from broker_core.mqtt.reason_codes import ReasonCode
 from broker_core.store.base import MemoryStore, Store
 from broker_core.store.sqlite import SqliteStore
+from broker_core.sys_topics import SysTopics
 from gateway.config import GatewayConfig, ListenerConfig, MqttConfig
 from gateway.security import build_security
 
@@ -47,6 +48,9 @@ def limits_from_config(mqtt: MqttConfig) -> ServerLimits:
         max_session_expiry=int(mqtt.max_session_expiry),
         max_client_id_length=mqtt.max_client_id_length,
         max_retained_messages=mqtt.max_retained_messages,
+        max_delayed_messages=mqtt.max_delayed_messages,
+        publish_rate=mqtt.publish_rate,
+        publish_burst=mqtt.publish_burst,
     )
 
 
@@ -78,6 +82,8 @@ class Gateway:
             write_high_water=config.mqtt.write_high_water,
             store=self.store,
         )
+        self.sys_topics = SysTopics(self.broker, VERSION, config.sys.interval, config.sys.events)
+        self.broker.sys_topics = self.sys_topics
         self.security.install(self.broker)  # authenticator, acl, acl_deny_action
         self.addresses: dict[str, tuple[str, int]] = {}
         self.ready = asyncio.Event()
@@ -95,6 +101,7 @@ class Gateway:
                 for listener in self.config.listeners:
                     self._servers.append(await self._start_listener(listener))
                 housekeeping = tg.create_task(self.broker.run(), name="broker-housekeeping")
+                sys_task = tg.create_task(self.sys_topics.run(), name="sys-topics")
                 log.info(
                     "edgebus node %s ready in %.2fs",
                     self.config.node_name,
@@ -103,6 +110,7 @@ class Gateway:
                 self.ready.set()
                 await self._stop.wait()
                 housekeeping.cancel()
+                sys_task.cancel()
         finally:
             await self._shutdown()
 

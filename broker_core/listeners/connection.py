@@ -16,6 +16,7 @@ import asyncio
 import logging
 import math
 import time
+from collections import deque
 from typing import TYPE_CHECKING, cast
 
 from broker_core.errors import MalformedPacket, ProtocolError, ProtocolViolation
@@ -67,6 +68,7 @@ class MqttConnection(asyncio.Protocol):
     __slots__ = (
         "_connect_task",
         "_flush_pending",
+        "_held",
         "_loop",
         "_paused",
         "_publish_bucket",
@@ -89,6 +91,7 @@ class MqttConnection(asyncio.Protocol):
         self._refusal: int | None = None  # over a listener limit: refuse the CONNECT
         self._publish_bucket: TokenBucket | None = None
         self._paused = 0  # reasons reading is paused: _RATE | _STORE
+        self._held: deque[Event] | None = None  # events waiting for the publish rate
 
     # -- transport callbacks -------------------------------------------------------------
 
@@ -146,7 +149,10 @@ class MqttConnection(asyncio.Protocol):
         session = self.session
         events = session.events()
         while events:
-            for event in events:
+            for i, event in enumerate(events):
+                if self._held is not None:
+                    self._held.extend(events[i:])  # over the publish rate: wait, in order
+                    break
                 try:
                     self._dispatch(event, now)
                 except Exception as exc:
@@ -156,6 +162,26 @@ class MqttConnection(asyncio.Protocol):
         if session.closed:
             self._flush()
 
+    def _release_held(self) -> None:
+        """The publish-rate bucket refilled: handle what waited, then read again."""
+        held = self._held
+        self._held = None
+        if held is None or self.session.closed:
+            return
+        now = time.time()
+        while held and self._held is None:
+            try:
+                self._dispatch(held.popleft(), now)
+            except Exception as exc:
+                self._fail(exc)
+                return
+        if self._held is not None:  # over the rate again: the rest keeps its place
+            held.extend(self._held)
+            self._held = held
+            return
+        self._resume(_RATE)
+        self._process(now)
+
     def _dispatch(self, event: Event, now: float) -> None:
         kind = type(event)
         session = self.session
@@ -164,10 +190,12 @@ class MqttConnection(asyncio.Protocol):
             bucket = self._publish_bucket
             if bucket is not None:
                 wait_s = bucket.take(now)
-                if wait_s > 0 and not self._paused & _RATE:
-                    # Over the publish rate: stop reading until the bucket refills.
+                if wait_s > 0 and self._held is None:
+                    # Over the publish rate: hold what follows and stop reading until
+                    # the bucket refills. Nothing is dropped; the publisher slows down.
+                    self._held = deque()
                     self._pause(_RATE)
-                    self._loop.call_later(wait_s, self._resume, _RATE)
+                    self._loop.call_later(wait_s, self._release_held)
         elif kind is SubscribeRequested:
             self.broker.on_subscribe(session, cast(SubscribeRequested, event).subscribe, now)
         elif kind is UnsubscribeRequested:
