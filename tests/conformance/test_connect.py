@@ -429,5 +429,5 @@ def test_v5_request_problem_information_0(clients: Clients) -> None:
     assert pubcomp is not None
     packets += [puback, pubcomp]
     for packet in packets:
-        assert "reason_string" not in packet.properties, f"{packet!r}"
-        assert "user_property" not in packet.properties, f"{packet!r}"
+        assert "reason_string" not in packet.properties
+        assert "user_property" not in packet.properties

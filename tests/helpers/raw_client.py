@@ -163,7 +163,10 @@ class RawClient:
     def expect(self, expected: bytes, timeout: float | None = None) -> mb.Packet:
         """Receive one packet and assert it is exactly ``expected``."""
         packet = self.recv_packet(timeout)
-        assert packet.raw.hex(" ") == expected.hex(" "), f"got {packet!r}"
+        if packet.raw != expected:
+            raise AssertionError(
+                f"{self.name}: expected {expected.hex(' ')}, got {packet.raw.hex(' ')} ({packet!r})"
+            )
         return packet
 
     def expect_packet(
@@ -171,11 +174,13 @@ class RawClient:
     ) -> mb.Packet:
         """Receive one packet; assert its type and the given attribute values."""
         packet = self.recv_packet(timeout)
-        assert mb.PacketType(packet.type).name == mb.PacketType(packet_type).name, (
-            f"expected {mb.PacketType(packet_type).name}, got {packet!r}"
-        )
+        if packet.type != packet_type:
+            raise AssertionError(
+                f"{self.name}: expected {mb.PacketType(packet_type).name}, got {packet!r}"
+            )
         for name, value in fields.items():
-            assert getattr(packet, name) == value, f"{name} of {packet!r}"
+            if getattr(packet, name) != value:
+                raise AssertionError(f"{self.name}: expected {name}={value!r} in {packet!r}")
         return packet
 
     def wait_for(
@@ -283,18 +288,19 @@ class RawClient:
                 break
             type_name = mb.PacketType(packet.type).name
             want = "nothing" if packet_type is None else mb.PacketType(packet_type).name
-            assert final is None and type_name == want, (
-                f"{self.name}: expected the connection to close"
-                f"{' after a ' + want if require_reason else ''}, got {packet!r}"
-            )
+            if final is not None or type_name != want:
+                raise AssertionError(
+                    f"{self.name}: expected the connection to close"
+                    f"{' after a ' + want if require_reason else ''}, got {packet!r}"
+                )
             final = packet
             if packet.type == mb.PacketType.DISCONNECT:
                 # MQTT-3.14.2-2: the Server never sends Session Expiry Interval on DISCONNECT.
                 assert "session_expiry_interval" not in packet.properties
-        if require_reason:
-            assert final is not None, f"{self.name}: closed without a {packet_type!r}"
-        if final is not None and allowed is not None:
-            assert final.reason_code in allowed, (
+        if require_reason and final is None:
+            raise AssertionError(f"{self.name}: closed without a {packet_type!r}")
+        if final is not None and allowed is not None and final.reason_code not in allowed:
+            raise AssertionError(
                 f"{self.name}: reason code 0x{final.reason_code:02X} of {final!r}, "
                 f"expected one of {sorted(f'0x{c:02X}' for c in allowed)}"
             )
@@ -318,8 +324,8 @@ class RawClient:
         self.protocol_level = proto_ver
         self.send(mb.gen_connect(client_id, proto_ver=proto_ver, **connect_args))
         connack = self.expect_packet(mb.PacketType.CONNACK, timeout)
-        if expect_code is not None:
-            assert connack.reason_code == expect_code, f"CONNACK {connack!r}"
+        if expect_code is not None and connack.reason_code != expect_code:
+            raise AssertionError(f"{self.name}: expected code {expect_code}, got {connack!r}")
         self.connack = connack
         return connack
 
@@ -341,7 +347,8 @@ class RawClient:
             mb.gen_subscribe(mid, topics, qos, proto_ver=self.protocol_level, properties=properties)
         )
         suback = self.wait_for(lambda p: p.type == mb.PacketType.SUBACK, timeout, what="SUBACK")
-        assert suback.packet_id == mid, f"SUBACK {suback!r} for packet id {mid}"
+        if suback.packet_id != mid:
+            raise AssertionError(f"{self.name}: {suback!r} answers SUBSCRIBE {mid}")
         return suback
 
     def unsubscribe(
@@ -353,7 +360,8 @@ class RawClient:
             mb.gen_unsubscribe(mid, topics, proto_ver=self.protocol_level, properties=properties)
         )
         unsuback = self.wait_for(lambda p: p.type == mb.PacketType.UNSUBACK, what="UNSUBACK")
-        assert unsuback.packet_id == mid, f"UNSUBACK {unsuback!r} for packet id {mid}"
+        if unsuback.packet_id != mid:
+            raise AssertionError(f"{self.name}: {unsuback!r} answers UNSUBSCRIBE {mid}")
         return unsuback
 
     def publish(
