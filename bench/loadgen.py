@@ -28,7 +28,6 @@ end-to-end bound.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import multiprocessing
 import os
 import queue
@@ -36,7 +35,6 @@ import selectors
 import signal
 import socket
 import struct
-import termios
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -83,7 +81,6 @@ class FlowSpec:
     coalesce_s: float = 0.0005
     coalesce_bytes: int = 32_768
     stall_s: float = 0.5
-    outq_limit: int = 0
 
     @property
     def publishers(self) -> int:
@@ -221,24 +218,12 @@ def _publish_qos0(
     sent, received, stop = shared.sent, shared.received, shared.pub_stop
     batch, limit = spec.batch, spec.e2e_window
     slack = 0
-    outq_limit = spec.outq_limit
     while not stop.value:
-        idle = True
         for index, sock, frames in pairs:
             if sum(sent) - min(received) - slack >= limit:
                 slack = _wait_window(spec, shared, slack)
-            if outq_limit and _unsent_bytes(sock) > outq_limit:
-                continue
-            idle = False
             sock.sendall(frames)
             sent[index] += batch
-        if idle:
-            time.sleep(0.0005)
-
-
-def _unsent_bytes(sock: socket.socket) -> int:
-    """Bytes in the socket's send queue not yet acknowledged by the peer (SIOCOUTQ)."""
-    return struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0"))[0]
 
 
 def _publish_qos1(
