@@ -110,3 +110,11 @@ def test_reload(tmp_path: Path) -> None:
     with pytest.raises(ConfigError):
         security.reload()
     assert len(security.passwords) == 2  # the old users stay
+
+
+def test_docs_examples_are_valid_configuration() -> None:
+    text = (Path(__file__).parents[3] / "docs" / "security.md").read_text()
+    blocks = [block.split("```", 1)[0] for block in text.split("```yaml\n")[1:]]
+    assert len(blocks) >= 5
+    for number, block in enumerate(blocks, 1):
+        parse_config(block, f"docs/security.md yaml block {number}", env={"AUTH_TOKEN": "t"})
