@@ -513,6 +513,9 @@ class _FileRenderer:
             lines += _noqa(member_lines, py, codes)
             if member.key:
                 lines.append(f'    _annotate.key("{py}")')
+            if member.key or (struct.keylist and member.name in struct.keylist):
+                # XTypes: key members are must-understand (as Cyclone's idlc marks them)
+                lines.append(f'    _annotate.must_understand("{py}")')
             if member.member_id is not None:
                 lines.append(f'    _annotate.member_id("{py}", {member.member_id})')
             if py != member.name:
