@@ -26,11 +26,10 @@ from typing import Any
 
 import pytest
 
-from tests.interop.idl_codegen.dds_env import DOMAINS, dds_environment, take  # first: loopback
-
-import idl_codegen  # noqa: E402
-from tests.helpers.timeouts import unit  # noqa: E402
-from tests.interop.idl_codegen.xtypes_diff import c_type_mapping, differences  # noqa: E402
+import idl_codegen
+from tests.helpers.timeouts import unit
+from tests.interop.idl_codegen.dds_env import DOMAINS, dds_environment, take  # sets CYCLONEDDS_URI
+from tests.interop.idl_codegen.xtypes_diff import c_type_mapping, differences
 
 pytestmark = pytest.mark.interop
 HERE = Path(__file__).resolve().parent
@@ -108,7 +107,10 @@ PUBLISHER = r"""
 static int publish(const dds_topic_descriptor_t *desc, void *sample, const char *topic_name,
                    int domain, int wait_s) {
   dds_entity_t participant = dds_create_participant((dds_domainid_t) domain, NULL, NULL);
-  if (participant < 0) { fprintf(stderr, "participant: %%s\n", dds_strretcode(participant)); return 1; }
+  if (participant < 0) {
+    fprintf(stderr, "participant: %%s\n", dds_strretcode(participant));
+    return 1;
+  }
   dds_entity_t topic = dds_create_topic(participant, desc, topic_name, NULL, NULL);
   if (topic < 0) { fprintf(stderr, "topic: %%s\n", dds_strretcode(topic)); return 1; }
   dds_qos_t *qos = dds_create_qos();

@@ -15,11 +15,10 @@ from typing import Any
 
 import pytest
 
-from tests.interop.idl_codegen.dds_env import DOMAINS, dds_environment, take  # first: loopback
-
-import idl_codegen  # noqa: E402
-from tests.helpers.timeouts import unit  # noqa: E402
-from tests.unit.idl_codegen.corpus import CASES, generate_case  # noqa: E402
+import idl_codegen
+from tests.helpers.timeouts import unit
+from tests.interop.idl_codegen.dds_env import DOMAINS, dds_environment, take  # sets CYCLONEDDS_URI
+from tests.unit.idl_codegen.corpus import CASES, generate_case
 
 pytestmark = pytest.mark.interop
 ROOT = Path(__file__).resolve().parents[3]

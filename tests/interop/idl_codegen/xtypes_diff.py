@@ -20,8 +20,8 @@ _KIND_NAMES = {value: name for name, value in vars(xt).items()
 
 
 def c_type_mapping(c_source: str, c_name: str) -> Any:
-    match = re.search(r"#define TYPE_MAP_CDR_%s \(unsigned char \[\]\)\{(.*?)\}" %
-                      re.escape(c_name), c_source, re.S)
+    pattern = r"#define TYPE_MAP_CDR_" + re.escape(c_name) + r" \(unsigned char \[\]\)\{(.*?)\}"
+    match = re.search(pattern, c_source, re.S)
     if match is None:
         raise LookupError(f"no TYPE_MAP_CDR_{c_name} in the idlc output")
     data = bytes(int(x, 16) for x in re.findall(r"0x([0-9a-f]{2})", match.group(1)))
