@@ -14,6 +14,8 @@ makes one WebSocket connection look like an asyncio transport to it:
 - Each binary message received is fed to ``MqttConnection.data_received``; the session's
   decoder keeps partial packets, so a packet may span messages and a message may hold
   several packets. A fragmented message arrives reassembled (up to ``max_size``).
+  ``pause_reading`` (publish rate, a busy store) stops that receive loop until
+  ``resume_reading``; websockets' receive queue then stops reading the socket.
 - ``close()`` sends a close frame (1000) and aborts the TCP connection if the client has
   not answered within ``CLOSE_TIMEOUT_S``.
 
@@ -80,30 +82,44 @@ CLOSE_TIMEOUT_S = 1.0
 
 
 class MqttServerConnection(ServerConnection):
-    """websockets' server connection, telling its ``MqttConnection`` about flow control."""
+    """websockets' server connection, telling its ``WebSocketTransport`` about flow
+    control and about the end of the TCP connection."""
 
-    mqtt: MqttConnection | None = None
+    adapter: WebSocketTransport | None = None
 
     def pause_writing(self) -> None:
         super().pause_writing()
-        if self.mqtt is not None:
-            self.mqtt.pause_writing()
+        if self.adapter is not None:
+            self.adapter.protocol.pause_writing()
 
     def resume_writing(self) -> None:
         super().resume_writing()
-        if self.mqtt is not None:
-            self.mqtt.resume_writing()
+        if self.adapter is not None:
+            self.adapter.protocol.resume_writing()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        if self.adapter is not None:
+            self.adapter.connection_ended()
 
 
 class WebSocketTransport(asyncio.Transport):
-    """One WebSocket connection, seen by ``MqttConnection`` as its transport."""
+    """One WebSocket connection, seen by ``MqttConnection`` as its transport.
 
-    def __init__(self, websocket: ServerConnection) -> None:
+    ``pause_reading`` stops the handler's ``recv()`` loop rather than the socket: no
+    message reaches the session until ``resume_reading``, and websockets' own receive
+    queue (``max_queue`` frames) then pauses the socket, so its bookkeeping stays right.
+    """
+
+    def __init__(self, websocket: MqttServerConnection, protocol: MqttConnection) -> None:
         super().__init__()
         self._info: dict[str, Any] = {"websocket": websocket, "subprotocol": websocket.subprotocol}
         self._websocket = websocket
+        self.protocol = protocol
         self._closing = False
         self._abort_handle: asyncio.TimerHandle | None = None
+        self._readable = asyncio.Event()
+        self._readable.set()
 
     # -- what MqttConnection uses -----------------------------------------------------------
 
@@ -122,9 +138,10 @@ class WebSocketTransport(asyncio.Transport):
         if websocket.protocol.state is State.OPEN:
             websocket.protocol.send_close(CloseCode.NORMAL_CLOSURE)
             websocket.send_data()
-        self._abort_handle = asyncio.get_running_loop().call_later(
-            CLOSE_TIMEOUT_S, websocket.transport.abort
-        )
+        if websocket.protocol.state is not State.CLOSED:
+            self._abort_handle = asyncio.get_running_loop().call_later(
+                CLOSE_TIMEOUT_S, websocket.transport.abort
+            )
 
     def is_closing(self) -> bool:
         return (
@@ -147,6 +164,15 @@ class WebSocketTransport(asyncio.Transport):
     def get_write_buffer_limits(self) -> tuple[int, int]:
         return self._websocket.transport.get_write_buffer_limits()
 
+    def is_reading(self) -> bool:
+        return self._readable.is_set()
+
+    def pause_reading(self) -> None:
+        self._readable.clear()
+
+    def resume_reading(self) -> None:
+        self._readable.set()
+
     # -- the rest of asyncio.Transport ------------------------------------------------------
 
     def abort(self) -> None:
@@ -156,17 +182,16 @@ class WebSocketTransport(asyncio.Transport):
     def can_write_eof(self) -> bool:
         return False
 
-    def is_reading(self) -> bool:
-        return self._websocket.transport.is_reading()
+    # -- the handler's side -----------------------------------------------------------------
 
-    def pause_reading(self) -> None:
-        self._websocket.transport.pause_reading()
-
-    def resume_reading(self) -> None:
-        self._websocket.transport.resume_reading()
+    async def wait_readable(self) -> None:
+        """Returns once reading is resumed, or the TCP connection is gone."""
+        await self._readable.wait()
 
     def connection_ended(self) -> None:
-        """The TCP connection is gone: no abort is due any more."""
+        """The TCP connection is gone: wake a paused reader (its ``recv()`` now raises
+        ``ConnectionClosed``); no abort is due any more."""
+        self._readable.set()
         if self._abort_handle is not None:
             self._abort_handle.cancel()
             self._abort_handle = None
@@ -203,14 +228,16 @@ async def start_websocket(
 
     async def handler(websocket: ServerConnection) -> None:
         assert isinstance(websocket, MqttServerConnection)
-        transport = WebSocketTransport(websocket)
         connection = MqttConnection(broker, settings)
+        transport = WebSocketTransport(websocket, connection)
         connection.connection_made(transport)
-        websocket.mqtt = connection
+        websocket.adapter = transport
         if websocket.paused:  # the peer stopped reading during the handshake
             connection.pause_writing()
         try:
             while True:
+                if not transport.is_reading():  # the session paused reading (rate, store)
+                    await transport.wait_readable()
                 message = await websocket.recv()
                 if isinstance(message, str):
                     log.info(
@@ -224,7 +251,7 @@ async def start_websocket(
         except ConnectionClosed:
             pass  # the end of the message stream, whoever closed
         finally:
-            websocket.mqtt = None
+            websocket.adapter = None
             transport.connection_ended()
             connection.connection_lost(None)
 

@@ -330,3 +330,23 @@ def test_a_subscriber_that_stops_reading_pauses_delivery(tmp_path: Path) -> None
         got = slow.expect_messages(sent, timeout=unit(10))
         assert len(got) == sent
         assert {m.payload for m in got} == {payload}
+
+
+def test_publish_rate_pauses_and_resumes_reading(tmp_path: Path) -> None:
+    """Over ``publish_rate`` the session pauses reading (here: the WebSocket handler's
+    receive loop) and resumes when the bucket refills; nothing is lost or reordered."""
+    config = ws_config(mqtt={"publish_rate": 200, "publish_burst": 10})
+    count = 60
+    with (
+        running_gateway(tmp_path, config) as gw,
+        listener_client(gw, "ws", 4, transport="websockets") as sub,
+        RawWebSocket(uri(gw)) as pub,
+    ):
+        assert sub.subscribe("rate/t", 0) == [0]
+        pub.do_connect("fast")
+        burst = b"".join(mb.gen_publish("rate/t", str(i).encode()) for i in range(count))
+        pub.send(burst)  # one message, 60 PUBLISH packets
+        got = sub.expect_messages(count, timeout=unit(5))
+        assert [m.payload for m in got] == [str(i).encode() for i in range(count)]
+        pub.send(mb.gen_pingreq())
+        assert pub.recv_packet().name == "PINGRESP"
