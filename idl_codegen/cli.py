@@ -84,7 +84,8 @@ def main(schemas: tuple[Path, ...], include_dirs: tuple[Path, ...], outdir: Path
         raise click.UsageError(str(error)) from error
     for warning in generated.warnings:
         click.echo(str(warning), err=True)
-    say(f"idl-codegen: {len(generated.sources)} files read: {generated.summary()}")
+    read = len(generated.sources)
+    say(f"idl-codegen: {read} file{'s' if read != 1 else ''} read: {generated.summary()}")
     if check:
         _check(outdir, generated, quiet)
         return

@@ -15,4 +15,5 @@ import cyclonedds.idl.types as _types
 class Msg(_idl.IdlStruct, typename="HelloWorldData::Msg"):
     userID: _types.int32 = 0
     _annotate.key("userID")
+    _annotate.must_understand("userID")
     message: str = ""

@@ -18,6 +18,7 @@ import cyclonedds.idl.types as _types
 class Base(_idl.IdlStruct, typename="kitchen::Base"):
     base_id: _types.int32 = 0
     _annotate.key("base_id")
+    _annotate.must_understand("base_id")
     base_values: _typing.Annotated[
         _abc.Sequence[int],
         _types.sequence(_types.int32),

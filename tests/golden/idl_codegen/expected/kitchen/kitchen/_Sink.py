@@ -28,6 +28,7 @@ from kitchen._Inner import Inner
 class Sink(_idl.IdlStruct, typename="kitchen::Sink"):
     id: _types.int32 = 0
     _annotate.key("id")
+    _annotate.must_understand("id")
     inner: Inner = _field(default_factory=Inner)
     maybe_inner: _typing.Optional[Inner] = None  # noqa: UP045
     text: str = ""

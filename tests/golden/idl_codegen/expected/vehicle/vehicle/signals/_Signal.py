@@ -26,8 +26,10 @@ from vehicle.units._SpeedUnit import SpeedUnit
 class Signal(_idl.IdlStruct, typename="vehicle::signals::Signal"):
     vin: _typing.Annotated[str, Name] = ""
     _annotate.key("vin")
+    _annotate.must_understand("vin")
     signal_id: _types.uint32 = 0
     _annotate.key("signal_id")
+    _annotate.must_understand("signal_id")
     stamp: Timestamp = _field(default_factory=Timestamp)
     value: Value = _field(default_factory=lambda: Value(discriminator=0, value=0))
     reading: Reading = _field(default_factory=lambda: Reading(discriminator=Kind.NUMBER, value=0.0))
