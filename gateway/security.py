@@ -7,7 +7,7 @@ certificate identity, the password file, the HTTP service, and each listener's
 nothing to check: no rules and default allow) and the deny action. ``install(broker)``
 puts them in the broker; ``reload()`` re-reads the password file, forgets cached HTTP
 answers and ACL decisions, and with a new ``acl:`` section installs its rules;
-``aclose()`` closes the HTTP client.
+``aclose()`` ends re-authentications in progress and closes the HTTP client.
 """
 
 from __future__ import annotations
@@ -67,6 +67,9 @@ class Security:
             self.acl.reload(self.acl.rules, self.acl.default_allow)
 
     async def aclose(self) -> None:
+        """Ends re-authentications in progress and closes the HTTP client (shutdown)."""
+        for broker in self._brokers:
+            broker.auth_exchanges.cancel()
         if self.http is not None:
             await self.http.aclose()
 
