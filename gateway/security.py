@@ -20,6 +20,7 @@ from broker_core.auth_file import PasswordFileProvider
 from broker_core.auth_http import HttpAuthProvider
 from broker_core.auth_scram import ScramAuthenticator
 from broker_core.broker import Broker
+from broker_core.errors import ConfigError
 from broker_core.passwords import PasswordFile
 from broker_core.scram import METHOD as SCRAM_METHOD
 from gateway.config import GatewayConfig
@@ -95,7 +96,8 @@ def build_acl(config: AclConfig) -> RuleAcl | None:
 
 
 def build_security(config: GatewayConfig) -> Security:
-    """Raises ConfigError when the password file is missing or malformed."""
+    """Raises ConfigError when the password file is missing or malformed, or when
+    ``auth.http`` is set without aiohttp installed."""
     auth = config.auth
     providers: list[CredentialProvider] = []
     methods: dict[str, EnhancedAuthMethod] = {}
@@ -107,6 +109,10 @@ def build_security(config: GatewayConfig) -> Security:
         if auth.scram:
             methods[SCRAM_METHOD] = ScramAuthenticator(passwords)
     if auth.http is not None:
+        try:
+            import aiohttp  # noqa: F401 - the provider imports it on first use
+        except ImportError as exc:
+            raise ConfigError("auth.http needs the aiohttp package: pip install aiohttp") from exc
         http = HttpAuthProvider(
             auth.http.url,
             method=auth.http.method,
