@@ -132,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.rounds < 1 or args.duration <= 0 or args.warmup < 0:
         _parser().error("--rounds must be >= 1, --duration > 0, --warmup >= 0")
+    if args.payload_size < 16:
+        _parser().error("--payload-size must be >= 16 (the latency probe's sequence and time)")
     signal.signal(signal.SIGTERM, _terminate)
     options = BenchOptions(
         duration_s=args.duration,

@@ -68,7 +68,8 @@ def summarize(results: BenchResults) -> dict[str, Any]:
                 "target": metric.target.describe(metric.unit) if metric.target else None,
                 "pass": verdict,
             }
-        scenarios[scenario.name] = {"title": scenario.title, "metrics": metrics}
+        title = scenario.title.format(**asdict(results.options))
+        scenarios[scenario.name] = {"title": title, "metrics": metrics}
     return {
         "machine": {
             "cpus": os.cpu_count(),

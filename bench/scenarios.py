@@ -250,7 +250,7 @@ SCENARIOS: dict[str, Scenario] = {
         ),
         Scenario(
             "latency",
-            "latency at 1000 msg/s",
+            "latency at {latency_rate:g} msg/s",
             (
                 Metric("p50", "p50", "ms", False),
                 Metric("p99", "p99", "ms", False, Target("below", 5.0)),
