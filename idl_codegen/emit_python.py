@@ -17,9 +17,6 @@ with.
 
 from __future__ import annotations
 
-import math
-import re
-import textwrap
 from dataclasses import dataclass, field
 
 from idl_codegen.graph import components
@@ -37,10 +34,10 @@ from idl_codegen.model import (
     StructType,
     TypedefType,
     TypeRef,
-    UnionCase,
     UnionType,
     Value,
     named_in,
+    union_default,
     zero_value,
 )
 from idl_codegen.naming import (
@@ -51,13 +48,22 @@ from idl_codegen.naming import (
     python_package_path,
 )
 from idl_codegen.provenance import provenance
+from idl_codegen.pysource import (
+    LINE,
+    docstring_lines,
+    import_blocks,
+    isort_name_key,
+    noqa,
+    noqa_long,
+    python_literal,
+    wrap,
+    wrap_all,
+)
 
-__all__ = ["PythonEmitter", "PythonOptions", "emit_python", "python_literal"]
+__all__ = ["PythonEmitter", "PythonOptions", "emit_python"]
 
-_LINE = 99
 _GENERATOR_NAMES = frozenset({"_abc", "_annotate", "_dataclass", "_field", "_idl", "_types",
                               "_typing"})
-_LIMIT = 100  # the line length ruff checks; longer lines get a noqa comment for E501
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,24 +78,6 @@ class PythonOptions:
 def emit_python(schema: Schema, options: PythonOptions | None = None) -> dict[str, str]:
     """The generated files, as ``{relative posix path: content}``."""
     return PythonEmitter(schema, options or PythonOptions()).emit()
-
-
-def python_literal(value: Value) -> str:
-    """A deterministic Python literal for ``value`` (strings in double quotes)."""
-    if isinstance(value, bool):
-        return "True" if value else "False"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        if math.isnan(value):
-            return 'float("nan")'
-        if math.isinf(value):
-            return 'float("inf")' if value > 0 else 'float("-inf")'
-        return repr(value)
-    text = repr(value)
-    if text.startswith("'") and '"' not in value:
-        text = '"' + text[1:-1].replace("\\'", "'") + '"'
-    return text
 
 
 @dataclass(slots=True)
@@ -166,7 +154,7 @@ class PythonEmitter:
         scope = self._scope_of_package(package)
         sources = [self.schema.origins.get(name, "") for name in types + constants]
         title = f"IDL module ``{scope}``." if scope else "IDL types declared outside any module."
-        lines = [f'"""{title}', "", *_docstring_lines(provenance(s for s in sources if s)),
+        lines = [f'"""{title}', "", *docstring_lines(provenance(s for s in sources if s)),
                  '"""', ""]
         entries: list[tuple[str, str, str | None]] = []
         exported: list[str] = []
@@ -194,15 +182,15 @@ class PythonEmitter:
                 const_lines.append(f"{const_name}: {type(value).__name__} = "
                                    f"{python_literal(value)}")
             exported.append(const_name)
-        imports = _import_blocks([], entries, package.split(".")[0])
+        imports = import_blocks([], entries, package.split(".")[0])
         lines += imports
         if const_lines:
             lines += ([""] if imports else []) + const_lines
         if lines[-1] != "":
             lines.append("")
-        ordered = sorted(exported, key=_isort_name_key)
+        ordered = sorted(exported, key=isort_name_key)
         lines.append("__all__ = [" + ", ".join(f'"{n}"' for n in ordered) + "]")
-        return "\n".join(_wrap_all(lines)) + "\n"
+        return "\n".join(wrap_all(lines)) + "\n"
 
     def _scope_of_package(self, package: str) -> str:
         prefix = self.options.package
@@ -220,13 +208,6 @@ def _python_value(value: Value, resolved: object) -> Value:
     if isinstance(resolved, PrimitiveType) and resolved.kind == "wchar" and isinstance(value, str):
         return ord(value)
     return value
-
-
-def _wrap_all(lines: list[str]) -> list[str]:
-    if len(lines[-1]) <= _LINE:
-        return lines
-    names = lines[-1][len("__all__ = ["):-1].split(", ")
-    return lines[:-1] + ["__all__ = ["] + [f"    {name}," for name in names] + ["]"]
 
 
 @dataclass(slots=True)
@@ -352,7 +333,7 @@ class _FileRenderer:
         name = self._callable(resolved.name)
         if isinstance(resolved, StructType):
             return f"{name}()", False
-        discriminator, case = _union_default(schema, resolved)
+        discriminator, case = union_default(schema, resolved)
         disc_resolved = schema.resolve(resolved.discriminator)
         disc_text = self.literal(discriminator, disc_resolved)
         value_text = self.value(case.type)[0] if case is not None else "None"
@@ -418,11 +399,11 @@ class _FileRenderer:
         names = ", ".join(f"``{name}``" for name in self.component)
         title = f"IDL {' and '.join(kinds)} {names}."
         sources = [schema.origins.get(name, "") for name in self.component]
-        head = [f'"""{title}', "", *_docstring_lines(provenance(s for s in sources if s)),
+        head = [f'"""{title}', "", *docstring_lines(provenance(s for s in sources if s)),
                 '"""', ""]
         gap = ["", ""] if body[0].startswith(("@", "class ")) else [""]
         lines = head + self._imports() + gap + body
-        return "\n".join(_noqa_long(line) for line in lines) + "\n"
+        return "\n".join(noqa_long(line) for line in lines) + "\n"
 
     def _imports(self) -> list[str]:
         plain = [line for name, line in (
@@ -439,7 +420,7 @@ class _FileRenderer:
             placement = self.emitter.placement[qualified]
             entries.append((placement.module, placement.name,
                             alias if alias != placement.name else None))
-        return _import_blocks(plain, entries, self.module.split(".")[0])
+        return import_blocks(plain, entries, self.module.split(".")[0])
 
     def _declaration(self, declared: Declared) -> list[str]:
         if isinstance(declared, StructType):
@@ -457,7 +438,7 @@ class _FileRenderer:
         is_alias = isinstance(declared.type, PrimitiveType)
         ignore = "" if is_class or is_alias else "  # type: ignore[arg-type]"
         line = f'{name} = _types.typedef("{declared.name}", {descriptor}){ignore}'
-        if len(line.split("  #")[0]) <= _LINE:
+        if len(line.split("  #")[0]) <= LINE:
             return [line]
         return [f"{name} = _types.typedef(", f'    "{declared.name}",',
                 f"    {descriptor},{ignore}", ")"]
@@ -499,18 +480,18 @@ class _FileRenderer:
         # a dataclass cannot inherit a field's default_factory through cyclonedds' copied
         # annotations: those members are declared again with their defaults
         for member in _refactored_inherited(schema, struct):
-            inherited_lines = _wrap(f"    {py_names[member.name]}: "
+            inherited_lines = wrap(f"    {py_names[member.name]}: "
                                     f"{self.annotation(member.type, False)} = "
                                     f"{self.default(member)}", "    ")
-            lines += _noqa(inherited_lines, py_names[member.name], [])
+            lines += noqa(inherited_lines, py_names[member.name], [])
             lines[-1] += "  # inherited"
         if not own and not _refactored_inherited(schema, struct):
             lines.append("    pass")
         for member, py in own:
-            member_lines = _wrap(f"    {py}: {self.annotation(member.type, member.optional)} = "
+            member_lines = wrap(f"    {py}: {self.annotation(member.type, member.optional)} = "
                                  f"{self.default(member)}", "    ")
             codes = ["UP045"] if member.optional else []  # cyclonedds needs typing.Optional
-            lines += _noqa(member_lines, py, codes)
+            lines += noqa(member_lines, py, codes)
             if member.key:
                 lines.append(f'    _annotate.key("{py}")')
             if member.key or (struct.keylist and member.name in struct.keylist):
@@ -552,7 +533,7 @@ class _FileRenderer:
             optional = f"{py_type} | None" if '"' not in py_type else \
                 '"' + py_type.replace('"', "") + ' | None"'
             annotation = f"_typing.Annotated[{optional}, {holder}]"
-            lines += _noqa(_wrap(f"    {py}: {annotation}", "    "), py, [])
+            lines += noqa(wrap(f"    {py}: {annotation}", "    "), py, [])
             if case.member_id is not None:
                 lines.append(f'    _annotate.member_id("{py}", {case.member_id})')
             if py != case.name:
@@ -568,7 +549,7 @@ class _FileRenderer:
         lines = [f'class {name}(_idl.IdlEnum, typename="{enum.name}"{default}):']
         for literal, value in enum.literals:
             py = python_name(literal, ENUM_RESERVED)
-            lines += _noqa([f"    {py} = {value}"], py, [])
+            lines += noqa([f"    {py} = {value}"], py, [])
         return lines
 
 
@@ -602,7 +583,7 @@ def _default_needs(schema: Schema, ref: TypeRef) -> list[str]:
         discriminator = schema.resolve(resolved.discriminator)
         if isinstance(discriminator, EnumType):
             needs.append(discriminator.name)
-        case = _union_default(schema, resolved)[1]
+        case = union_default(schema, resolved)[1]
         if case is not None:
             needs += _default_needs(schema, case.type)
         return needs
@@ -612,138 +593,3 @@ def _default_needs(schema: Schema, ref: TypeRef) -> list[str]:
 def _kind(declared: Declared) -> str:
     return {StructType: "struct", UnionType: "union", EnumType: "enum",
             TypedefType: "typedef"}[type(declared)]
-
-
-_STDLIB = frozenset({"collections", "dataclasses", "typing"})
-
-
-def _natural(text: str) -> tuple[str | int, ...]:
-    return tuple(int(part) if index % 2 else part
-                 for index, part in enumerate(re.split(r"(\d+)", text)))
-
-
-def _isort_name_key(name: str) -> tuple[int, tuple[str | int, ...]]:
-    """ruff's isort-style order: CONSTANTS, then Classes, then everything else."""
-    if len(name) > 1 and name.upper() == name and any(c.isalpha() for c in name):
-        category = 0
-    elif name[:1].isupper():
-        category = 1
-    else:
-        category = 2
-    return category, _natural(name)
-
-
-def _import_blocks(plain: list[str], entries: list[tuple[str, str, str | None]],
-                   root: str) -> list[str]:
-    """Import lines as ruff's isort lays them out: standard library, third party, then
-    the file's own top-level package (first party), each block sorted."""
-    sections: dict[int, list[tuple[tuple[int, tuple[str | int, ...]], str]]] = {}
-
-    def add(section: int, module: str, straight: bool, line: str) -> None:
-        key = (0 if straight else 1, _natural(module.lower()))
-        sections.setdefault(section, []).append((key, line))
-
-    def section_of(module: str) -> int:
-        top = module.split(".")[0]
-        return 0 if top in _STDLIB else 2 if top == root else 1
-
-    for line in plain:
-        module = line.split()[1]
-        add(section_of(module), module, True, line)
-    grouped: dict[str, list[str]] = {}
-    for module, name, alias in entries:
-        if alias is None:
-            grouped.setdefault(module, [])
-            if name not in grouped[module]:
-                grouped[module].append(name)
-        else:
-            add(section_of(module), module + "\x01" + name, False,
-                f"from {module} import {name} as {alias}")
-    for module, names in grouped.items():
-        names = sorted(names, key=_isort_name_key)
-        line = f"from {module} import {', '.join(names)}"
-        if len(line) > _LIMIT:
-            line = "\n".join([f"from {module} import ("] + [f"    {n}," for n in names] + [")"])
-        add(section_of(module), module, False, line)
-    out: list[str] = []
-    for section in sorted(sections):
-        if out:
-            out.append("")
-        out += [line for _, line in sorted(sections[section], key=lambda item: item[0])]
-    return out
-
-
-def _docstring_lines(text: str) -> list[str]:
-    return textwrap.wrap(text, width=_LINE, break_long_words=False, break_on_hyphens=False)
-
-
-_AMBIGUOUS = frozenset({"l", "O", "I"})  # ruff E741
-
-
-def _noqa(lines: list[str], name: str, codes: list[str]) -> list[str]:
-    """Mark the first of ``lines`` with the ruff rules a generated name has to break."""
-    codes = codes + (["E741"] if name in _AMBIGUOUS else [])
-    if codes:
-        lines = [lines[0] + "  # noqa: " + ", ".join(codes), *lines[1:]]
-    return lines
-
-
-def _noqa_long(line: str) -> str:
-    """Mark a line ruff would find too long (it does not count pragma comments)."""
-    code = line
-    for pragma in ("  # type: ignore", "  # noqa"):
-        if pragma in code:
-            code = code[: code.index(pragma)]
-    if len(code) <= _LIMIT:
-        return line
-    if "  # noqa: " in line:
-        return line + ", E501"
-    return line + "  # noqa: E501"
-
-
-def _union_default(schema: Schema, union: UnionType) -> tuple[Value, UnionCase | None]:
-    """The default of a union: the discriminator's zero value and the case it selects."""
-    resolved = schema.resolve(union.discriminator)
-    zero: Value
-    if isinstance(resolved, EnumType):
-        zero = resolved.default_literal
-    elif isinstance(resolved, PrimitiveType) and resolved.kind == "boolean":
-        zero = False
-    elif isinstance(resolved, PrimitiveType) and resolved.kind == "char":
-        zero = "\x00"
-    else:
-        zero = 0
-    for case in union.cases:
-        if zero in case.labels:
-            return zero, case
-    for case in union.cases:
-        if case.is_default:
-            return zero, case
-    return zero, None
-
-
-def _wrap(line: str, indent: str) -> list[str]:
-    """Break an over-long ``name: Annotated[A, B] = default`` line at its brackets."""
-    if len(line) <= _LINE or "_typing.Annotated[" not in line:
-        return [line]
-    head, _, rest = line.partition("_typing.Annotated[")
-    depth = 0
-    split_at = -1
-    end = -1
-    for index, char in enumerate(rest):
-        if char in "([":
-            depth += 1
-        elif char in ")]":
-            if depth == 0:
-                end = index
-                break
-            depth -= 1
-        elif char == "," and depth == 0 and split_at < 0:
-            split_at = index
-    if split_at < 0 or end < 0:
-        return [line]
-    first = rest[:split_at].strip()
-    second = rest[split_at + 1:end].strip()
-    tail = rest[end + 1:]
-    return [f"{head}_typing.Annotated[", f"{indent}    {first},", f"{indent}    {second},",
-            f"{indent}]{tail}"]

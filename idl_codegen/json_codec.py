@@ -29,16 +29,25 @@ members.
 from __future__ import annotations
 
 import base64
-import binascii
 import json
-import math
-import struct
 import threading
 from collections.abc import Callable
 from typing import Any
 
 from idl_codegen.emit_jsonschema import json_schema
 from idl_codegen.introspect import Described, describe
+from idl_codegen.json_values import (
+    Decode,
+    Encode,
+    IdlValueError,
+    each,
+    each_decode,
+    fixed_list,
+    octets,
+    primitive,
+    show,
+    string,
+)
 from idl_codegen.model import (
     INTEGER_RANGES,
     ArrayType,
@@ -58,31 +67,6 @@ from idl_codegen.model import (
 )
 
 __all__ = ["IdlValueError", "TypeCodec", "codec_for"]
-
-_FLOAT32_MAX = struct.unpack("<f", b"\xff\xff\x7f\x7f")[0]
-_NON_FINITE_IN = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
-
-Encode = Callable[[Any], Any]
-Decode = Callable[[Any, bool], Any]
-
-
-class IdlValueError(ValueError):
-    """A value does not fit its IDL type; ``path`` names the member (``$.a.b[2]``)."""
-
-    def __init__(self, reason: str, path: str = "$") -> None:
-        super().__init__(f"{path}: {reason}")
-        self.reason = reason
-        self.path = path
-
-    def within(self, step: str) -> IdlValueError:
-        """The same error one level further out (``step`` is ``.name`` or ``[3]``)."""
-        return IdlValueError(self.reason, "$" + step + self.path[1:])
-
-
-def _show(value: Any) -> str:
-    text = json.dumps(value) if isinstance(value, str | int | float | bool | None) \
-        else type(value).__name__
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 class TypeCodec:
@@ -146,9 +130,9 @@ class _Compiler:
 
     def pair(self, ref: TypeRef) -> tuple[Encode, Decode]:
         if isinstance(ref, PrimitiveType):
-            return _primitive(ref.kind)
+            return primitive(ref.kind)
         if isinstance(ref, StringType):
-            return _string(ref.bound)
+            return string(ref.bound)
         if isinstance(ref, SequenceType):
             return self._sequence(ref)
         if isinstance(ref, ArrayType):
@@ -188,22 +172,22 @@ class _Compiler:
     def _sequence(self, ref: SequenceType) -> tuple[Encode, Decode]:
         bound = ref.bound
         if self._is_octet(ref.element):
-            return _octets(bound, exact=None, as_bytes=False)
+            return octets(bound, exact=None, as_bytes=False)
         element_encode, element_decode = self.pair(ref.element)
 
         def encode(value: Any) -> Any:
             if not isinstance(value, list | tuple):
-                raise IdlValueError(f"expected a sequence, got {_show(value)}")
+                raise IdlValueError(f"expected a sequence, got {show(value)}")
             if bound is not None and len(value) > bound:
                 raise IdlValueError(f"sequence of {len(value)} exceeds the bound {bound}")
-            return _each(value, element_encode)
+            return each(value, element_encode)
 
         def decode(value: Any, strict: bool) -> Any:
             if not isinstance(value, list):
-                raise IdlValueError(f"expected an array, got {_show(value)}")
+                raise IdlValueError(f"expected an array, got {show(value)}")
             if bound is not None and len(value) > bound:
                 raise IdlValueError(f"array of {len(value)} exceeds the bound {bound}")
-            return _each_decode(value, element_decode, strict)
+            return each_decode(value, element_decode, strict)
 
         return encode, decode
 
@@ -211,15 +195,15 @@ class _Compiler:
         size = dims[0]
         if len(dims) == 1 and self._is_byte_array_element(element):
             if self._is_octet(element):
-                return _octets(size, exact=size, as_bytes=True)
-            inner_encode, inner_decode = _primitive("uint8")
-            list_encode, list_decode = _fixed_list(size, inner_encode, inner_decode)
+                return octets(size, exact=size, as_bytes=True)
+            inner_encode, inner_decode = primitive("uint8")
+            list_encode, list_decode = fixed_list(size, inner_encode, inner_decode)
             return list_encode, lambda value, strict: bytes(list_decode(value, strict))
         if len(dims) == 1:
             inner_encode, inner_decode = self.pair(element)
         else:
             inner_encode, inner_decode = self._array(element, dims[1:])
-        return _fixed_list(size, inner_encode, inner_decode)
+        return fixed_list(size, inner_encode, inner_decode)
 
     # -- enum --------------------------------------------------------------------------
 
@@ -236,14 +220,14 @@ class _Compiler:
             if literal is None:
                 literal = by_value.get(value) if type(value) is int else None
                 if literal is None:
-                    raise IdlValueError(f"{_show(value)} is not a literal of enum "
+                    raise IdlValueError(f"{show(value)} is not a literal of enum "
                                         f"{enum_type.name} ({names})")
             return literal
 
         def decode(value: Any, strict: bool) -> Any:
             member = by_name.get(value) if isinstance(value, str) else None
             if member is None:
-                raise IdlValueError(f"expected one of {names}, got {_show(value)}")
+                raise IdlValueError(f"expected one of {names}, got {show(value)}")
             return member
 
         return encode, decode
@@ -263,7 +247,7 @@ class _Compiler:
 
         def encode(value: Any) -> Any:
             if not isinstance(value, cls):
-                raise IdlValueError(f"expected {struct_type.name}, got {_show(value)}")
+                raise IdlValueError(f"expected {struct_type.name}, got {show(value)}")
             out: dict[str, Any] = {}
             for name, attribute, optional, encode_one, _ in plan:
                 item = getattr(value, attribute)
@@ -279,7 +263,7 @@ class _Compiler:
         def decode(value: Any, strict: bool) -> Any:
             if not isinstance(value, dict):
                 raise IdlValueError(f"expected an object for {struct_type.name}, "
-                                    f"got {_show(value)}")
+                                    f"got {show(value)}")
             if strict and not value.keys() <= known:
                 unknown = next(key for key in value if key not in known)
                 raise IdlValueError(f"unknown member '{unknown}' of {struct_type.name}")
@@ -335,7 +319,7 @@ class _Compiler:
 
         def encode(value: Any) -> Any:
             if not isinstance(value, cls):
-                raise IdlValueError(f"expected {union_type.name}, got {_show(value)}")
+                raise IdlValueError(f"expected {union_type.name}, got {show(value)}")
             disc = value.discriminator
             item = value.value
             if disc is None:  # built from the default member: what cyclonedds sends
@@ -355,7 +339,7 @@ class _Compiler:
         def decode(value: Any, strict: bool) -> Any:
             if not isinstance(value, dict):
                 raise IdlValueError(f"expected an object for {union_type.name}, "
-                                    f"got {_show(value)}")
+                                    f"got {show(value)}")
             present = [key for key in value if key != "discriminator"]
             if strict or len(present) > 1:
                 for key in present:
@@ -373,7 +357,7 @@ class _Compiler:
                 if present and (case is None or present[0] != case.name):
                     selects = f"selects '{case.name}'" if case else "selects no member"
                     raise IdlValueError(f"member '{present[0]}' does not match discriminator "
-                                        f"{_show(value['discriminator'])}, which {selects}")
+                                        f"{show(value['discriminator'])}, which {selects}")
             elif present:
                 case = by_member[present[0]]
                 if case.name not in implied:
@@ -440,179 +424,3 @@ def _free_label(discriminator: object, used: set[Any]) -> Any:
             candidate += step
         return candidate if candidate not in used else None
     return None
-
-
-def _each(values: Any, encode_one: Encode) -> list[Any]:
-    out: list[Any] = []
-    for index, item in enumerate(values):
-        try:
-            out.append(encode_one(item))
-        except IdlValueError as error:
-            raise error.within(f"[{index}]") from None
-    return out
-
-
-def _each_decode(values: list[Any], decode_one: Decode, strict: bool) -> list[Any]:
-    out: list[Any] = []
-    for index, item in enumerate(values):
-        try:
-            out.append(decode_one(item, strict))
-        except IdlValueError as error:
-            raise error.within(f"[{index}]") from None
-    return out
-
-
-def _fixed_list(size: int, encode_one: Encode, decode_one: Decode) -> tuple[Encode, Decode]:
-    def encode(value: Any) -> Any:
-        if not isinstance(value, list | tuple | bytes | bytearray):
-            raise IdlValueError(f"expected an array, got {_show(value)}")
-        if len(value) != size:
-            raise IdlValueError(f"array needs {size} elements, got {len(value)}")
-        return _each(value, encode_one)
-
-    def decode(value: Any, strict: bool) -> Any:
-        if not isinstance(value, list):
-            raise IdlValueError(f"expected an array, got {_show(value)}")
-        if len(value) != size:
-            raise IdlValueError(f"array needs {size} elements, got {len(value)}")
-        return _each_decode(value, decode_one, strict)
-
-    return encode, decode
-
-
-def _octets(bound: int | None, exact: int | None, as_bytes: bool) -> tuple[Encode, Decode]:
-    """Octet sequences and arrays: base64 in JSON; list (sequence) or bytes (array) in Python."""
-
-    def check(length: int) -> None:
-        if exact is not None and length != exact:
-            raise IdlValueError(f"needs {exact} octets, got {length}")
-        if bound is not None and length > bound:
-            raise IdlValueError(f"{length} octets exceed the bound {bound}")
-
-    def encode(value: Any) -> Any:
-        if isinstance(value, list | tuple):
-            try:
-                value = bytes(value)
-            except (ValueError, TypeError) as exc:
-                raise IdlValueError(f"octets must be integers 0..255: {exc}") from None
-        if not isinstance(value, bytes | bytearray | memoryview):
-            raise IdlValueError(f"expected octets, got {_show(value)}")
-        check(len(value))
-        return base64.b64encode(value).decode("ascii")
-
-    def decode(value: Any, strict: bool) -> Any:
-        if isinstance(value, str):
-            try:
-                data = base64.b64decode(value, validate=True)
-            except (binascii.Error, ValueError):
-                raise IdlValueError("expected base64 text") from None
-        elif isinstance(value, list) and all(type(v) is int and 0 <= v <= 255 for v in value):
-            data = bytes(value)
-        else:
-            raise IdlValueError(f"expected base64 text, got {_show(value)}")
-        check(len(data))
-        return data if as_bytes else list(data)
-
-    return encode, decode
-
-
-def _string(bound: int | None) -> tuple[Encode, Decode]:
-    def check(value: Any) -> Any:
-        if type(value) is not str:
-            raise IdlValueError(f"expected a string, got {_show(value)}")
-        if "\x00" in value:
-            raise IdlValueError("strings cannot contain NUL characters")
-        if value.isascii():
-            size = len(value)
-        else:
-            try:
-                size = len(value.encode("utf-8"))
-            except UnicodeEncodeError:
-                raise IdlValueError("string is not valid Unicode (lone surrogate)") from None
-        if bound is not None and size > bound:
-            raise IdlValueError(f"string of {size} bytes exceeds the bound {bound}")
-        return value
-
-    return check, lambda value, strict: check(value)
-
-
-def _primitive(kind: str) -> tuple[Encode, Decode]:
-    if kind in INTEGER_RANGES:
-        low, high = INTEGER_RANGES[kind]
-
-        def integer(value: Any) -> Any:
-            if type(value) is not int:
-                if isinstance(value, int) and not isinstance(value, bool):
-                    value = int(value)
-                else:
-                    raise IdlValueError(f"expected an integer ({kind}), got {_show(value)}")
-            if value < low or value > high:
-                raise IdlValueError(f"{value} is out of range for {kind} ({low}..{high})")
-            return value
-
-        return integer, lambda value, strict: integer(value)
-    if kind in ("float32", "float64"):
-        return _float(kind == "float32")
-    if kind == "boolean":
-        def boolean(value: Any) -> Any:
-            if type(value) is not bool:
-                raise IdlValueError(f"expected true or false, got {_show(value)}")
-            return value
-
-        return boolean, lambda value, strict: boolean(value)
-    if kind == "char":
-        def char(value: Any) -> Any:
-            if type(value) is not str or len(value) != 1 or ord(value) > 127:
-                raise IdlValueError(f"expected one ASCII character, got {_show(value)}")
-            return value
-
-        return char, lambda value, strict: char(value)
-    assert kind == "wchar"
-
-    def valid(code: int) -> bool:
-        return 0 <= code <= 0x7FFF and not 0xD800 <= code <= 0xDFFF
-
-    def wchar_out(value: Any) -> Any:
-        if type(value) is not int or not valid(value):
-            raise IdlValueError(f"expected a wchar code 0..32767, got {_show(value)}")
-        return chr(value)
-
-    def wchar_in(value: Any, strict: bool) -> Any:
-        if type(value) is not str or len(value) != 1 or not valid(ord(value)):
-            raise IdlValueError(f"expected one character (code below 32768), got {_show(value)}")
-        return ord(value)
-
-    return wchar_out, wchar_in
-
-
-def _float(single: bool) -> tuple[Encode, Decode]:
-    kind = "float32" if single else "float64"
-
-    def encode(value: Any) -> Any:
-        if type(value) is not float:
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                value = float(value)
-            else:
-                raise IdlValueError(f"expected a number ({kind}), got {_show(value)}")
-        if value - value != 0.0:  # not finite
-            if math.isnan(value):
-                return "NaN"
-            return "Infinity" if value > 0 else "-Infinity"
-        if single and abs(value) > _FLOAT32_MAX:
-            raise IdlValueError(f"{value} is out of range for float32")
-        return value
-
-    def decode(value: Any, strict: bool) -> Any:
-        if type(value) is float:
-            pass
-        elif type(value) is int:
-            value = float(value)
-        elif isinstance(value, str) and value in _NON_FINITE_IN:
-            return _NON_FINITE_IN[value]
-        else:
-            raise IdlValueError(f"expected a number ({kind}), got {_show(value)}")
-        if single and abs(value) > _FLOAT32_MAX and value - value == 0.0:
-            raise IdlValueError(f"{value} is out of range for float32")
-        return value
-
-    return encode, decode

@@ -37,6 +37,7 @@ __all__ = [
     "UnionType",
     "Value",
     "named_in",
+    "union_default",
     "zero_value",
 ]
 
@@ -246,3 +247,25 @@ def named_in(ref: TypeRef) -> Iterator[str]:
         yield ref.name
     elif isinstance(ref, SequenceType | ArrayType):
         yield from named_in(ref.element)
+
+
+def union_default(schema: Schema, union: UnionType) -> tuple[Value, UnionCase | None]:
+    """The default of a union: the discriminator's zero value (0, FALSE or the enum's
+    default literal) and the case that value selects, if any."""
+    resolved = schema.resolve(union.discriminator)
+    zero: Value
+    if isinstance(resolved, EnumType):
+        zero = resolved.default_literal
+    elif isinstance(resolved, PrimitiveType) and resolved.kind == "boolean":
+        zero = False
+    elif isinstance(resolved, PrimitiveType) and resolved.kind == "char":
+        zero = "\x00"
+    else:
+        zero = 0
+    for case in union.cases:
+        if zero in case.labels:
+            return zero, case
+    for case in union.cases:
+        if case.is_default:
+            return zero, case
+    return zero, None

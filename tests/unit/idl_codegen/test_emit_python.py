@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from idl_codegen.emit_python import PythonOptions, emit_python, python_literal
+from idl_codegen.emit_python import PythonOptions, emit_python
 from idl_codegen.frontend import compile_idl
+from idl_codegen.pysource import python_literal
 from tests.helpers.timeouts import unit
 from tests.unit.idl_codegen.corpus import CASES, generate_case
 
