@@ -68,7 +68,7 @@ DENY_DISCONNECT = "disconnect"
 
 # Origins other than MQTT clients, addressed in rules as clientid `<protocol>:<name>`.
 ORIGIN_PROTOCOLS = frozenset(
-    {"dds", "ros2", "zmq", "nng", "someip", "bridge", "rule", "api", "sys"}
+    {"dds", "ros2", "zmq", "nng", "someip", "loopback", "bridge", "rule", "api", "sys"}
 )
 
 

@@ -21,7 +21,9 @@ from broker_core.store.base import MemoryStore, Store
 from broker_core.store.sqlite import SqliteStore
 from broker_core.sys_topics import SysTopics
 from gateway.config import GatewayConfig, ListenerConfig, MqttConfig
+from gateway.hub import Hub
 from gateway.security import build_security
+from gateway.supervisor import AdapterSupervisor
 
 __all__ = ["Gateway", "limits_from_config"]
 
@@ -85,6 +87,8 @@ class Gateway:
         self.sys_topics = SysTopics(self.broker, VERSION, config.sys.interval, config.sys.events)
         self.broker.sys_topics = self.sys_topics
         self.security.install(self.broker)  # authenticator, acl, acl_deny_action
+        self.hub = Hub(self.broker)
+        self.adapters = AdapterSupervisor(self.hub, config.adapters)
         self.addresses: dict[str, tuple[str, int]] = {}
         self.ready = asyncio.Event()
         self._stop = asyncio.Event()
@@ -102,6 +106,7 @@ class Gateway:
                     self._servers.append(await self._start_listener(listener))
                 housekeeping = tg.create_task(self.broker.run(), name="broker-housekeeping")
                 sys_task = tg.create_task(self.sys_topics.run(), name="sys-topics")
+                self.adapters.start(tg)
                 log.info(
                     "edgebus node %s ready in %.2fs",
                     self.config.node_name,
@@ -111,6 +116,7 @@ class Gateway:
                 await self._stop.wait()
                 housekeeping.cancel()
                 sys_task.cancel()
+                self.adapters.stop()
         finally:
             await self._shutdown()
 

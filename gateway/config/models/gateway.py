@@ -7,11 +7,13 @@ messages and the reference documentation follow from the schema.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
 from gateway.config.errors import FieldProblems, format_path
+from gateway.config.models.adapters import AdapterConfig
+from gateway.config.models.api import ApiConfig
 from gateway.config.models.base import ConfigModel
 from gateway.config.models.listeners import ListenerConfig
 from gateway.config.models.mqtt import MqttConfig
@@ -58,7 +60,15 @@ class GatewayConfig(ConfigModel):
     auth: AuthConfig = Field(default_factory=AuthConfig, description="Authentication.")
     acl: AclConfig = Field(default_factory=AclConfig, description="Topic access control.")
     sys: SysConfig = Field(default_factory=SysConfig, description="`$SYS` topics.")
+    api: ApiConfig = Field(
+        default_factory=ApiConfig, description="HTTP management API and `/metrics`."
+    )
     logging: LoggingConfig = Field(default_factory=LoggingConfig, description="Logging.")
+    adapters: tuple[AdapterConfig, ...] = Field(
+        default=(),
+        description="Protocol adapters, each with a `type` and a unique `name`; see"
+        " docs/adapters.md.",
+    )
 
     @field_validator("node_name")
     @classmethod
@@ -68,6 +78,21 @@ class GatewayConfig(ConfigModel):
             shown = " ".join(repr(char) for char in bad)
             raise ValueError(f"must not contain {shown} (it is part of $SYS topics)")
         return value
+
+    @field_validator("adapters")
+    @classmethod
+    def _unique_adapter_names(cls, adapters: tuple[Any, ...]) -> tuple[Any, ...]:
+        problems: list[tuple[tuple[str | int, ...], str]] = []
+        seen: dict[str, int] = {}
+        for index, adapter in enumerate(adapters):
+            first = seen.setdefault(adapter.name, index)
+            if first != index:
+                problems.append(
+                    ((index, "name"), f"{adapter.name!r} is already the name of adapters[{first}]")
+                )
+        if problems:
+            raise FieldProblems(problems)
+        return adapters
 
     @field_validator("listeners")
     @classmethod

@@ -1,0 +1,1 @@
+"""The built-in ``loopback`` adapter: republishes between topic spaces."""

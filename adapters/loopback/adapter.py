@@ -1,0 +1,52 @@
+"""The loopback adapter: subscribes through the hub and republishes."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from adapters.loopback.codec import CompiledMapping, republish
+from adapters.loopback.config import LoopbackAdapterConfig
+from gateway.hub import HubClient, HubSubscription
+from gateway.mapping import MappingError
+
+__all__ = ["LoopbackAdapter"]
+
+log = logging.getLogger(__name__)
+
+
+class LoopbackAdapter:
+    def __init__(self, config: LoopbackAdapterConfig) -> None:
+        self.config = config
+        self.mappings = [CompiledMapping(m) for m in config.mappings]
+        self.republished = 0
+        self.failed = 0
+
+    async def run(self, hub: HubClient, ready: Callable[[], None]) -> None:
+        subscriptions = [
+            hub.subscribe(m.source.topic_filter, qos=m.config.qos, maxsize=self.config.queue_size)
+            for m in self.mappings
+        ]
+        ready()
+        try:
+            async with asyncio.TaskGroup() as tg:
+                for mapping, subscription in zip(self.mappings, subscriptions, strict=True):
+                    tg.create_task(self._pump(hub, mapping, subscription))
+        finally:
+            for subscription in subscriptions:
+                subscription.close()
+
+    async def _pump(
+        self, hub: HubClient, mapping: CompiledMapping, subscription: HubSubscription
+    ) -> None:
+        async for context in subscription:
+            try:
+                out = republish(mapping, context, hub.origin)
+            except MappingError as exc:
+                self.failed += 1
+                log.warning("loopback %s: %s", self.config.name, exc)
+                continue
+            if out is not None:
+                hub.publish(out)
+                self.republished += 1

@@ -1,0 +1,70 @@
+"""What every adapter's configuration has: ``type``, ``name``, supervision settings.
+
+Each adapter type's model (``adapters/<type>/config.py``) subclasses
+``AdapterConfigBase`` and narrows ``type`` to its own literal.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+from pydantic import Field, field_validator
+
+from gateway.config.models.base import ConfigModel
+from gateway.config.values import DurationSpec
+from gateway.mapping import FilterTemplate, TopicTemplate, codec
+
+__all__ = ["AdapterConfigBase", "check_codec", "check_filter_template", "check_topic_template"]
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+class AdapterConfigBase(ConfigModel):
+    name: str = Field(
+        description="Unique name of this adapter instance (letters, digits, `_.-`); the ACL"
+        " knows it as `clientid: <type>:<name>`; metrics and the API by this name."
+    )
+    enabled: bool = Field(default=True, description="Start this adapter with the gateway.")
+    restart_backoff: Annotated[float, DurationSpec()] = Field(
+        default=1.0,
+        description="First wait before restarting a failed adapter; doubles up to"
+        " `restart_backoff_max`.",
+    )
+    restart_backoff_max: Annotated[float, DurationSpec()] = Field(
+        default=60.0, description="Longest wait between restarts of a failing adapter."
+    )
+    queue_size: int = Field(
+        default=10_000,
+        ge=1,
+        description="Messages each outbound subscription of this adapter buffers; when full"
+        " the oldest is dropped (counted in the metrics).",
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not _NAME.match(value):
+            raise ValueError(
+                "expected 1 to 64 letters, digits, '_', '.' or '-' (starting with a letter or"
+                f" digit), got {value!r}"
+            )
+        return value
+
+
+def check_topic_template(value: Any) -> Any:
+    if isinstance(value, str):
+        TopicTemplate(value)
+    return value
+
+
+def check_filter_template(value: Any) -> Any:
+    if isinstance(value, str):
+        FilterTemplate(value)
+    return value
+
+
+def check_codec(value: Any) -> Any:
+    if isinstance(value, str):
+        codec(value)
+    return value
