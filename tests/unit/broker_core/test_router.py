@@ -13,7 +13,15 @@ class Sink:
         self.online = online
         self.got: list[tuple[str, int, bool, tuple[int, ...]]] = []
 
-    def deliver(self, context: Context, qos: int, retain: bool, ids: tuple[int, ...], cache: dict[Any, Any], now: float) -> None:
+    def deliver(
+        self,
+        context: Context,
+        qos: int,
+        retain: bool,
+        ids: tuple[int, ...],
+        cache: dict[Any, Any],
+        now: float,
+    ) -> None:
         self.got.append((context.topic, qos, retain, ids))
 
     def __repr__(self) -> str:

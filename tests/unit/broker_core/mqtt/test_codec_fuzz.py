@@ -25,8 +25,12 @@ FUZZ = settings(max_examples=600, deadline=None, suppress_health_check=[HealthCh
 
 
 @FUZZ
-@given(data=st.binary(max_size=300), level=st.sampled_from([None, 3, 4, 5]), chunk=st.integers(1, 64))
-def test_arbitrary_bytes_give_packets_or_a_protocol_error(data: bytes, level: int | None, chunk: int) -> None:
+@given(
+    data=st.binary(max_size=300), level=st.sampled_from([None, 3, 4, 5]), chunk=st.integers(1, 64)
+)
+def test_arbitrary_bytes_give_packets_or_a_protocol_error(
+    data: bytes, level: int | None, chunk: int
+) -> None:
     decoder = Decoder(max_packet_size=256, protocol_level=level)
     try:
         for start in range(0, len(data), chunk):
@@ -41,14 +45,25 @@ def test_arbitrary_bytes_give_packets_or_a_protocol_error(data: bytes, level: in
     packet=st.sampled_from(
         [
             encode(Connect("c", 5, properties=Properties(receive_maximum=5)), 5),
-            encode(Publish("a/b", b"x", 1, packet_id=3, properties=Properties(user_properties=(("k", "v"),))), 5),
+            encode(
+                Publish(
+                    "a/b",
+                    b"x",
+                    1,
+                    packet_id=3,
+                    properties=Properties(user_properties=(("k", "v"),)),
+                ),
+                5,
+            ),
             encode(Subscribe(2, (TopicSubscription("a/+", SubscriptionOptions(1, True)),)), 5),
         ]
     ),
     position=st.integers(0, 40),
     noise=st.binary(min_size=1, max_size=4),
 )
-def test_mutated_packets_give_packets_or_a_protocol_error(packet: bytes, position: int, noise: bytes) -> None:
+def test_mutated_packets_give_packets_or_a_protocol_error(
+    packet: bytes, position: int, noise: bytes
+) -> None:
     position = min(position, len(packet))
     data = packet[:position] + noise + packet[position + len(noise) :]
     decoder = Decoder(protocol_level=None if data[:1] == b"\x10" else 5)
@@ -58,8 +73,20 @@ def test_mutated_packets_give_packets_or_a_protocol_error(packet: bytes, positio
         assert 0x80 <= exc.reason_code <= 0xFF
 
 
-text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=20)
-topic_name = st.lists(st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00+#/"), max_size=5), min_size=1, max_size=4).map("/".join).filter(bool)
+text = st.text(
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=20
+)
+topic_name = (
+    st.lists(
+        st.text(
+            st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00+#/"), max_size=5
+        ),
+        min_size=1,
+        max_size=4,
+    )
+    .map("/".join)
+    .filter(bool)
+)
 user_properties = st.lists(st.tuples(text, text), max_size=3).map(tuple)
 
 publish_properties = st.builds(
@@ -90,7 +117,11 @@ def publishes(draw: st.DrawFn, level: int) -> Publish:
 
 
 @FUZZ
-@given(st.sampled_from([3, 4, 5]).flatmap(lambda level: st.tuples(st.just(level), st.lists(publishes(level), min_size=1, max_size=5))))
+@given(
+    st.sampled_from([3, 4, 5]).flatmap(
+        lambda level: st.tuples(st.just(level), st.lists(publishes(level), min_size=1, max_size=5))
+    )
+)
 def test_publish_round_trip(args: tuple[int, list[Publish]]) -> None:
     level, packets = args
     data = b"".join(encode(p, level) for p in packets)
@@ -105,9 +136,18 @@ def test_publish_round_trip(args: tuple[int, list[Publish]]) -> None:
     clean=st.booleans(),
     username=st.none() | text,
     password=st.none() | st.binary(max_size=20),
-    will=st.none() | st.builds(Will, topic_name, st.binary(max_size=20), st.integers(0, 2), st.booleans()),
+    will=st.none()
+    | st.builds(Will, topic_name, st.binary(max_size=20), st.integers(0, 2), st.booleans()),
 )
-def test_connect_round_trip(client_id: str, level: int, keep_alive: int, clean: bool, username: str | None, password: bytes | None, will: Will | None) -> None:
+def test_connect_round_trip(
+    client_id: str,
+    level: int,
+    keep_alive: int,
+    clean: bool,
+    username: str | None,
+    password: bytes | None,
+    will: Will | None,
+) -> None:
     if level == 4 and password is not None and username is None:
         username = "u"
     packet = Connect(client_id, level, clean, keep_alive, username, password, will)
@@ -117,14 +157,28 @@ def test_connect_round_trip(client_id: str, level: int, keep_alive: int, clean: 
 @FUZZ
 @given(
     level=st.sampled_from([4, 5]),
-    filters=st.lists(st.one_of(topic_name, topic_name.map(lambda t: t + "/#"), st.just("+/x")), min_size=1, max_size=4),
+    filters=st.lists(
+        st.one_of(topic_name, topic_name.map(lambda t: t + "/#"), st.just("+/x")),
+        min_size=1,
+        max_size=4,
+    ),
     packet_id=st.integers(1, 65535),
 )
-def test_subscribe_and_unsubscribe_round_trip(level: int, filters: list[str], packet_id: int) -> None:
-    sub = Subscribe(packet_id, tuple(TopicSubscription(f, SubscriptionOptions(i % 3)) for i, f in enumerate(filters)))
+def test_subscribe_and_unsubscribe_round_trip(
+    level: int, filters: list[str], packet_id: int
+) -> None:
+    sub = Subscribe(
+        packet_id,
+        tuple(TopicSubscription(f, SubscriptionOptions(i % 3)) for i, f in enumerate(filters)),
+    )
     unsub = Unsubscribe(packet_id, tuple(filters))
     decoder = Decoder(protocol_level=level)
-    assert decoder.feed(encode(sub, level) + encode(unsub, level) + encode(Puback(packet_id), level) + encode(Disconnect(), level)) == [
+    assert decoder.feed(
+        encode(sub, level)
+        + encode(unsub, level)
+        + encode(Puback(packet_id), level)
+        + encode(Disconnect(), level)
+    ) == [
         sub,
         unsub,
         Puback(packet_id),

@@ -45,7 +45,12 @@ def row(name: str, level: int, packet: Packet, data: bytes) -> None:
 
 for level in (3, 4, 5):
     name = "MQIsdp" if level == 3 else "MQTT"
-    row("connect-minimal", level, Connect("c1", level, protocol_name=name), mb.gen_connect("c1", proto_ver=level))
+    row(
+        "connect-minimal",
+        level,
+        Connect("c1", level, protocol_name=name),
+        mb.gen_connect("c1", proto_ver=level),
+    )
     row(
         "connect-full",
         level,
@@ -72,14 +77,24 @@ for level in (3, 4, 5):
             will_retain=True,
         ),
     )
-    row("publish-qos0", level, Publish("a/b", b"payload"), mb.gen_publish("a/b", b"payload", proto_ver=level))
+    row(
+        "publish-qos0",
+        level,
+        Publish("a/b", b"payload"),
+        mb.gen_publish("a/b", b"payload", proto_ver=level),
+    )
     row(
         "publish-qos1-retain-dup",
         level,
         Publish("a/b", b"", 1, retain=True, dup=True, packet_id=65535),
         mb.gen_publish("a/b", b"", qos=1, retain=True, dup=True, mid=65535, proto_ver=level),
     )
-    row("publish-qos2", level, Publish("x", b"\xff" * 200, 2, packet_id=7), mb.gen_publish("x", b"\xff" * 200, qos=2, mid=7, proto_ver=level))
+    row(
+        "publish-qos2",
+        level,
+        Publish("x", b"\xff" * 200, 2, packet_id=7),
+        mb.gen_publish("x", b"\xff" * 200, qos=2, mid=7, proto_ver=level),
+    )
     row("puback", level, Puback(1), mb.gen_puback(1, proto_ver=level))
     row("pubrec", level, Pubrec(2), mb.gen_pubrec(2, proto_ver=level))
     row("pubrel", level, Pubrel(3), mb.gen_pubrel(3, proto_ver=level))
@@ -87,11 +102,27 @@ for level in (3, 4, 5):
     row(
         "subscribe",
         level,
-        Subscribe(10, (TopicSubscription("a/+", SubscriptionOptions(1)), TopicSubscription("b/#", SubscriptionOptions(2)))),
+        Subscribe(
+            10,
+            (
+                TopicSubscription("a/+", SubscriptionOptions(1)),
+                TopicSubscription("b/#", SubscriptionOptions(2)),
+            ),
+        ),
         mb.gen_subscribe(10, [("a/+", 1), ("b/#", 2)], proto_ver=level),
     )
-    row("suback", level, Suback(10, (0, 1, 2, 0x80)), mb.gen_suback(10, [0, 1, 2, 0x80], proto_ver=level))
-    row("unsubscribe", level, Unsubscribe(11, ("a/+", "b")), mb.gen_unsubscribe(11, ["a/+", "b"], proto_ver=level))
+    row(
+        "suback",
+        level,
+        Suback(10, (0, 1, 2, 0x80)),
+        mb.gen_suback(10, [0, 1, 2, 0x80], proto_ver=level),
+    )
+    row(
+        "unsubscribe",
+        level,
+        Unsubscribe(11, ("a/+", "b")),
+        mb.gen_unsubscribe(11, ["a/+", "b"], proto_ver=level),
+    )
     row("pingreq", level, Pingreq(), mb.gen_pingreq())
     row("pingresp", level, Pingresp(), mb.gen_pingresp())
     row("disconnect", level, Disconnect(), mb.gen_disconnect(proto_ver=level))
@@ -253,7 +284,9 @@ row(
     "pubrec-reason-props",
     5,
     Pubrec(2, 0x87, Properties(reason_string="no", user_properties=(("x", "y"),))),
-    mb.gen_pubrec(2, 0x87, proto_ver=5, properties=[("reason_string", "no"), ("user_property", ("x", "y"))]),
+    mb.gen_pubrec(
+        2, 0x87, proto_ver=5, properties=[("reason_string", "no"), ("user_property", ("x", "y"))]
+    ),
 )
 row("pubrel-not-found", 5, Pubrel(3, 0x92), mb.gen_pubrel(3, 0x92, proto_ver=5))
 row("pubcomp-not-found", 5, Pubcomp(4, 0x92), mb.gen_pubcomp(4, 0x92, proto_ver=5))
@@ -263,7 +296,10 @@ row(
     Subscribe(
         12,
         (
-            TopicSubscription("a/#", SubscriptionOptions(2, no_local=True, retain_as_published=True, retain_handling=2)),
+            TopicSubscription(
+                "a/#",
+                SubscriptionOptions(2, no_local=True, retain_as_published=True, retain_handling=2),
+            ),
             TopicSubscription("$share/g/b", SubscriptionOptions(1, retain_handling=1)),
         ),
         Properties(subscription_identifiers=(42,), user_properties=(("u", "v"),)),
@@ -278,17 +314,28 @@ row(
         properties=[("subscription_identifier", 42), ("user_property", ("u", "v"))],
     ),
 )
-row("suback-v5", 5, Suback(12, (2, 0x87, 0x9E, 0xA1, 0xA2)), mb.gen_suback(12, [2, 0x87, 0x9E, 0xA1, 0xA2], proto_ver=5))
+row(
+    "suback-v5",
+    5,
+    Suback(12, (2, 0x87, 0x9E, 0xA1, 0xA2)),
+    mb.gen_suback(12, [2, 0x87, 0x9E, 0xA1, 0xA2], proto_ver=5),
+)
 row("unsuback-v5", 5, Unsuback(13, (0, 0x11)), mb.gen_unsuback(13, [0, 0x11], proto_ver=5))
 row("disconnect-reason", 5, Disconnect(0x04), mb.gen_disconnect(0x04, proto_ver=5))
 row(
     "disconnect-props",
     5,
-    Disconnect(0x8E, Properties(session_expiry_interval=0, reason_string="taken", server_reference="s2")),
+    Disconnect(
+        0x8E, Properties(session_expiry_interval=0, reason_string="taken", server_reference="s2")
+    ),
     mb.gen_disconnect(
         0x8E,
         proto_ver=5,
-        properties=[("session_expiry_interval", 0), ("server_reference", "s2"), ("reason_string", "taken")],
+        properties=[
+            ("session_expiry_interval", 0),
+            ("server_reference", "s2"),
+            ("reason_string", "taken"),
+        ],
     ),
 )
 row("auth-success", 5, Auth(), mb.gen_auth())
@@ -296,7 +343,10 @@ row(
     "auth-continue",
     5,
     Auth(0x18, Properties(authentication_method="SCRAM-SHA-256", authentication_data=b"r=abc")),
-    mb.gen_auth(0x18, properties=[("authentication_method", "SCRAM-SHA-256"), ("authentication_data", b"r=abc")]),
+    mb.gen_auth(
+        0x18,
+        properties=[("authentication_method", "SCRAM-SHA-256"), ("authentication_data", b"r=abc")],
+    ),
 )
 
 
@@ -305,17 +355,23 @@ def decoder_for(packet: Packet, level: int) -> Decoder:
     return Decoder(protocol_level=None if isinstance(packet, Connect) else level)
 
 
-@pytest.mark.parametrize(("level", "packet", "data"), [r[1:] for r in ROWS], ids=[r[0] for r in ROWS])
+@pytest.mark.parametrize(
+    ("level", "packet", "data"), [r[1:] for r in ROWS], ids=[r[0] for r in ROWS]
+)
 def test_encode_gives_the_builders_bytes(level: int, packet: Packet, data: bytes) -> None:
     assert encode(packet, level) == data
 
 
-@pytest.mark.parametrize(("level", "packet", "data"), [r[1:] for r in ROWS], ids=[r[0] for r in ROWS])
+@pytest.mark.parametrize(
+    ("level", "packet", "data"), [r[1:] for r in ROWS], ids=[r[0] for r in ROWS]
+)
 def test_decode_whole(level: int, packet: Packet, data: bytes) -> None:
     assert decoder_for(packet, level).feed(data) == [packet]
 
 
-@pytest.mark.parametrize(("level", "packet", "data"), [r[1:] for r in ROWS], ids=[r[0] for r in ROWS])
+@pytest.mark.parametrize(
+    ("level", "packet", "data"), [r[1:] for r in ROWS], ids=[r[0] for r in ROWS]
+)
 def test_decode_one_byte_at_a_time(level: int, packet: Packet, data: bytes) -> None:
     decoder = decoder_for(packet, level)
     out: list[Packet] = []
@@ -327,7 +383,10 @@ def test_decode_one_byte_at_a_time(level: int, packet: Packet, data: bytes) -> N
 
 
 def test_many_packets_in_one_feed_keep_their_order() -> None:
-    packets = [Publish(f"t/{i}", bytes([i]) * i, i % 3, packet_id=i if i % 3 else None) for i in range(1, 50)]
+    packets = [
+        Publish(f"t/{i}", bytes([i]) * i, i % 3, packet_id=i if i % 3 else None)
+        for i in range(1, 50)
+    ]
     stream = b"".join(encode(p, 4) for p in packets)
     decoder = Decoder(protocol_level=4)
     out: list[Packet] = []
@@ -340,7 +399,7 @@ def test_many_packets_in_one_feed_keep_their_order() -> None:
 def test_remaining_length_boundaries(size: int) -> None:
     payload = b"p" * (size - 2 - 1)  # topic length field + 1-byte topic
     data = mb.gen_publish("t", payload)
-    assert data[1:] .startswith(mb.varint(size))
+    assert data[1:].startswith(mb.varint(size))
     assert encode(Publish("t", payload), 4) == data
     assert Decoder(protocol_level=4).feed(data) == [Publish("t", payload)]
 

@@ -21,7 +21,13 @@ from tests.helpers import mqtt_builder as mb
 T0 = 1_000_000.0
 
 
-def connected(level: int = 4, limits: ServerLimits | None = None, present: bool = False, state: SessionState | None = None, **connect_kw: object) -> Session:
+def connected(
+    level: int = 4,
+    limits: ServerLimits | None = None,
+    present: bool = False,
+    state: SessionState | None = None,
+    **connect_kw: object,
+) -> Session:
     limits = limits or ServerLimits()
     session = Session(limits, T0, "peer")
     session.receive_data(mb.gen_connect("c", proto_ver=level, **connect_kw), T0)  # type: ignore[arg-type]
@@ -107,7 +113,9 @@ def test_malformed_v5_connect_gets_connack_with_reason() -> None:
     assert session.closed
 
 
-@pytest.mark.parametrize(("level", "expected"), [(4, b""), (5, mb.gen_disconnect(0x82, proto_ver=5))])
+@pytest.mark.parametrize(
+    ("level", "expected"), [(4, b""), (5, mb.gen_disconnect(0x82, proto_ver=5))]
+)
 def test_second_connect_is_a_protocol_error(level: int, expected: bytes) -> None:
     session = connected(level)
     session.receive_data(mb.gen_connect("c", proto_ver=level), T0)
@@ -163,7 +171,9 @@ def test_receive_maximum_exceeded() -> None:
 
 def test_topic_alias_set_then_used() -> None:
     session = connected(5)
-    session.receive_data(mb.gen_publish("long/topic", b"1", proto_ver=5, properties=[("topic_alias", 3)]), T0)
+    session.receive_data(
+        mb.gen_publish("long/topic", b"1", proto_ver=5, properties=[("topic_alias", 3)]), T0
+    )
     session.receive_data(mb.gen_publish("", b"2", proto_ver=5, properties=[("topic_alias", 3)]), T0)
     events = session.events()
     assert [e.context.topic for e in events] == ["long/topic", "long/topic"]  # type: ignore[union-attr]
@@ -206,8 +216,17 @@ def test_connect_timeout() -> None:
     assert session.closed
 
 
-def deliver(session: Session, topic: str, qos: int, payload: bytes = b"m", props: Properties | None = None, now: float = T0) -> None:
-    context = Context(topic, payload, qos, properties=props or Properties(), received_at=int(T0 * 1e9))
+def deliver(
+    session: Session,
+    topic: str,
+    qos: int,
+    payload: bytes = b"m",
+    props: Properties | None = None,
+    now: float = T0,
+) -> None:
+    context = Context(
+        topic, payload, qos, properties=props or Properties(), received_at=int(T0 * 1e9)
+    )
     session.deliver(context, qos, False, (), {}, now)
 
 
@@ -307,7 +326,9 @@ def test_disconnect_and_the_will(reason: int, will_kept: bool) -> None:
 
 def test_session_expiry_on_disconnect_after_zero_is_a_protocol_error() -> None:
     session = connected(5)
-    session.receive_data(mb.gen_disconnect(0, proto_ver=5, properties=[("session_expiry_interval", 60)]), T0)
+    session.receive_data(
+        mb.gen_disconnect(0, proto_ver=5, properties=[("session_expiry_interval", 60)]), T0
+    )
     assert session.data_to_send() == mb.gen_disconnect(0x82, proto_ver=5)  # [MQTT-3.14.2-2]
 
 

@@ -3,7 +3,12 @@ from __future__ import annotations
 import pytest
 
 from broker_core.errors import MalformedPacket, ProtocolViolation
-from broker_core.mqtt.topics import filter_matches, parse_shared, validate_topic_filter, validate_topic_name
+from broker_core.mqtt.topics import (
+    filter_matches,
+    parse_shared,
+    validate_topic_filter,
+    validate_topic_name,
+)
 
 
 @pytest.mark.parametrize(
@@ -32,7 +37,9 @@ def test_filter_matches_spec_examples(topic_filter: str, topic: str, expected: b
     assert filter_matches(topic_filter, topic) is expected
 
 
-@pytest.mark.parametrize("topic_filter", ["#", "a/#", "+", "+/+/#", "a/+/b", "/", "$SYS/#", "a b/c"])
+@pytest.mark.parametrize(
+    "topic_filter", ["#", "a/#", "+", "+/+/#", "a/+/b", "/", "$SYS/#", "a b/c"]
+)
 def test_valid_filters(topic_filter: str) -> None:
     validate_topic_filter(topic_filter)
 
