@@ -20,7 +20,7 @@ from broker_core.mqtt.reason_codes import ReasonCode
 from broker_core.store.base import MemoryStore, Store
 from broker_core.store.sqlite import SqliteStore
 from broker_core.sys_topics import SysTopics
-from gateway.config import GatewayConfig, ListenerConfig, MqttConfig
+from gateway.config import GatewayConfig, ListenerConfig, MqttConfig, load_config
 from gateway.hub import Hub
 from gateway.security import build_security
 from gateway.supervisor import AdapterSupervisor
@@ -74,8 +74,9 @@ def open_store(config: GatewayConfig) -> Store:
 
 
 class Gateway:
-    def __init__(self, config: GatewayConfig) -> None:
+    def __init__(self, config: GatewayConfig, config_path: Path | None = None) -> None:
         self.config = config
+        self.config_path = config_path
         self.security = build_security(config)  # first: a bad password file opens nothing
         self.store = open_store(config)
         self.broker = Broker(
@@ -93,15 +94,45 @@ class Gateway:
         self.ready = asyncio.Event()
         self._stop = asyncio.Event()
         self._servers: list[asyncio.Server] = []
+        self._tg: asyncio.TaskGroup | None = None
 
     def stop(self) -> None:
         self._stop.set()
+
+    def reload(self) -> list[str]:
+        """Re-reads the configuration file: adapter mappings, ACL, credentials.
+
+        Clients stay connected. Adapters whose configuration changed restart; new ones
+        start, removed ones stop. Sections that need a restart (listeners, mqtt,
+        persistence, data_dir, node_name, api) are reported, not applied. Returns what
+        was reloaded; raises ConfigError (and changes nothing) when the file is invalid.
+        """
+        if self.config_path is None:
+            self.security.reload()
+            return ["password_file", "acl_cache"]
+        new = load_config(self.config_path)
+        self.security.reload(new.acl)
+        done = ["acl", "password_file"]
+        done += [f"adapter: {c}" for c in self.adapters.reconcile(new.adapters, self._tg)]
+        fixed = [
+            name
+            for name in ("listeners", "mqtt", "persistence", "data_dir", "node_name", "auth", "sys")
+            if getattr(new, name) != getattr(self.config, name)
+        ]
+        if getattr(new, "api", None) != getattr(self.config, "api", None):
+            fixed.append("api")
+        for name in fixed:
+            log.warning("reload: the change to %r takes effect at the next restart", name)
+        self.config = new.model_copy(update={name: getattr(self.config, name) for name in fixed})
+        log.info("configuration reloaded from %s: %s", self.config_path, ", ".join(done))
+        return done
 
     async def run(self) -> None:
         started = time.monotonic()
         self.broker.restore(self.store.open(), time.time())
         try:
             async with asyncio.TaskGroup() as tg:
+                self._tg = tg
                 for listener in self.config.listeners:
                     self._servers.append(await self._start_listener(listener))
                 housekeeping = tg.create_task(self.broker.run(), name="broker-housekeeping")

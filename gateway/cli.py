@@ -10,11 +10,15 @@ import logging
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from broker_core.errors import ConfigError
 from gateway.config import GatewayConfig, load_config
+
+if TYPE_CHECKING:
+    from gateway.app import Gateway
 
 __all__ = ["main"]
 
@@ -44,6 +48,15 @@ def _new_loop() -> asyncio.AbstractEventLoop:
     return uvloop.new_event_loop()
 
 
+def _reload(gateway: Gateway) -> None:
+    """SIGHUP: re-read the configuration; a broken file changes nothing."""
+    try:
+        gateway.reload()
+    except ConfigError as exc:
+        for problem in exc.problems:
+            click.echo(f"edgebus: reload refused: {problem}", err=True)
+
+
 @click.group()
 @click.version_option(package_name="edgebus")
 def main() -> None:
@@ -65,10 +78,11 @@ def run(config_path: Path | None) -> None:
     from gateway.app import Gateway
 
     async def serve() -> None:
-        gateway = Gateway(config)
+        gateway = Gateway(config, config_path)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, gateway.stop)
+        loop.add_signal_handler(signal.SIGHUP, _reload, gateway)
         await gateway.run()
 
     try:

@@ -80,6 +80,7 @@ class AdapterSupervisor:
     def __init__(self, hub: Hub, configs: Sequence[Any]) -> None:
         self.hub = hub
         self._adapters = {c.name: _Supervised(c, hub) for c in configs}
+        self._names = set(self._adapters)
 
     def __len__(self) -> int:
         return len(self._adapters)
@@ -122,6 +123,37 @@ class AdapterSupervisor:
         for supervised in self._adapters.values():
             if supervised.task is not None:
                 supervised.task.cancel()
+
+    def reconcile(self, configs: Sequence[Any], tg: asyncio.TaskGroup | None) -> list[str]:
+        """Applies a new ``adapters:`` list: stops removed or disabled adapters, starts
+        new ones, restarts changed ones; unchanged adapters keep running. Returns what
+        changed, e.g. ``["started units", "restarted echo"]``."""
+        changes: list[str] = []
+        wanted = {c.name: c for c in configs}
+        for name in list(self._adapters):
+            if name not in wanted:
+                self._stop_one(self._adapters.pop(name))
+                changes.append(f"removed {name}")
+        for name, config in wanted.items():
+            supervised = self._adapters.get(name)
+            if supervised is not None and supervised.config == config:
+                continue
+            if supervised is not None:
+                self._stop_one(supervised)
+            supervised = self._adapters[name] = _Supervised(config, self.hub)
+            if config.enabled and tg is not None:
+                supervised.task = tg.create_task(
+                    self._supervise(supervised), name=f"adapter-{name}"
+                )
+            changes.append(f"{'restarted' if name in self._names else 'started'} {name}")
+        self._names = set(self._adapters)
+        return changes
+
+    @staticmethod
+    def _stop_one(supervised: _Supervised) -> None:
+        if supervised.task is not None:
+            supervised.task.cancel()
+        supervised.set_state(STOPPED)
 
     async def _supervise(self, supervised: _Supervised) -> None:
         config = supervised.config

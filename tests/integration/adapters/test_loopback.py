@@ -59,7 +59,9 @@ def test_messages_are_republished_once_without_looping(tmp_path: Path) -> None:
 
 
 def test_the_acl_applies_to_the_adapter_identity(tmp_path: Path) -> None:
-    config = LOOPBACK + """
+    config = (
+        LOOPBACK
+        + """
 acl:
   rules:
     - permission: deny
@@ -67,6 +69,7 @@ acl:
       clientid: loopback:echo
       topics: ["building/#"]
 """
+    )
     with running_gateway(tmp_path, config) as gw:
         wait_running(gw, "echo")
         sub = client(gw.port, "watch")

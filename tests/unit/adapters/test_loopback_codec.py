@@ -11,7 +11,11 @@ ORIGIN = Origin("loopback", "echo")
 
 
 def mapping(**kw: object) -> CompiledMapping:
-    return CompiledMapping(LoopbackMapping.model_validate({"source": "s/{room}/{rest#}", "target": "t/{room}/{rest}", **kw}))
+    return CompiledMapping(
+        LoopbackMapping.model_validate(
+            {"source": "s/{room}/{rest#}", "target": "t/{room}/{rest}", **kw}
+        )
+    )
 
 
 def test_republish_maps_topic_and_keeps_payload() -> None:
@@ -26,7 +30,17 @@ def test_non_matching_topics_are_skipped() -> None:
 
 
 def test_codecs_and_payload_fields() -> None:
-    m = CompiledMapping(LoopbackMapping.model_validate({"source": "raw/#", "target": "dev/{payload.id}", "decode": "hex", "encode": "base64", "qos": 0}))
+    m = CompiledMapping(
+        LoopbackMapping.model_validate(
+            {
+                "source": "raw/#",
+                "target": "dev/{payload.id}",
+                "decode": "hex",
+                "encode": "base64",
+                "qos": 0,
+            }
+        )
+    )
     out = republish(m, Context("raw/1", b'{"id": "a7"}'.hex().encode(), 1), ORIGIN)
     assert out is not None
     assert (out.topic, out.payload, out.qos) == ("dev/a7", b"eyJpZCI6ICJhNyJ9", 0)
@@ -34,6 +48,8 @@ def test_codecs_and_payload_fields() -> None:
 
 
 def test_payload_field_without_json() -> None:
-    m = CompiledMapping(LoopbackMapping.model_validate({"source": "raw/#", "target": "dev/{payload.id}"}))
+    m = CompiledMapping(
+        LoopbackMapping.model_validate({"source": "raw/#", "target": "dev/{payload.id}"})
+    )
     with pytest.raises(MappingError):
         republish(m, Context("raw/1", b"\x00\x01"), ORIGIN)
