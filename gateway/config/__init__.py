@@ -16,6 +16,8 @@ from gateway.config.loader import dump_config, load_config, parse_config, parse_
 from gateway.config.models import (
     AclConfig,
     AclRule,
+    ApiConfig,
+    ApiUser,
     AuthConfig,
     ConfigModel,
     GatewayConfig,
@@ -32,6 +34,8 @@ from gateway.config.values import BindAddress
 __all__ = [
     "AclConfig",
     "AclRule",
+    "ApiConfig",
+    "ApiUser",
     "AuthConfig",
     "BindAddress",
     "ConfigError",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gateway.config.models.api import ApiConfig, ApiUser
 from gateway.config.models.base import ConfigModel
 from gateway.config.models.gateway import GatewayConfig
 from gateway.config.models.listeners import ListenerConfig, ListenerType, TlsConfig
@@ -12,6 +13,8 @@ from gateway.config.models.system import LoggingConfig, SysConfig
 __all__ = [
     "AclConfig",
     "AclRule",
+    "ApiConfig",
+    "ApiUser",
     "AuthConfig",
     "ConfigModel",
     "GatewayConfig",
