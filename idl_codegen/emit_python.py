@@ -36,7 +36,6 @@ from idl_codegen.model import (
     TypeRef,
     UnionType,
     Value,
-    named_in,
     union_default,
     zero_value,
 )
@@ -219,6 +218,7 @@ class _FileRenderer:
     defined: set[str] = field(default_factory=set)
     reserved: set[str] = field(default_factory=set)
     needs: set[str] = field(default_factory=set)
+    used: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         schema = self.emitter.schema
@@ -229,10 +229,16 @@ class _FileRenderer:
             declared = schema.types[name]
             if isinstance(declared, StructType):
                 for member in declared.members:
+                    needed += _annotation_needs(schema, member.type)
                     if not member.optional:
                         needed += _default_needs(schema, member.type)
                 for member in _refactored_inherited(schema, declared):
-                    needed += list(named_in(member.type)) + _default_needs(schema, member.type)
+                    needed += _annotation_needs(schema, member.type)
+                    needed += _default_needs(schema, member.type)
+            elif isinstance(declared, UnionType):
+                needed += _annotation_needs(schema, schema.resolve_named(declared.discriminator))
+                for case in declared.cases:
+                    needed += _annotation_needs(schema, case.type)
             for dependency in needed:
                 if dependency not in self.component and dependency not in external:
                     external.append(dependency)
@@ -249,6 +255,7 @@ class _FileRenderer:
     def ref_name(self, qualified: str) -> str:
         """The Python name of a declared type as this file sees it."""
         if qualified in self.imports:
+            self.used.add(qualified)
             return self.imports[qualified]
         return self.emitter.placement[qualified].name
 
@@ -417,6 +424,8 @@ class _FileRenderer:
             ("dataclasses", name[1:], name) for name in ("_dataclass", "_field")
             if name in self.needs]
         for qualified, alias in self.imports.items():
+            if qualified not in self.used:
+                continue
             placement = self.emitter.placement[qualified]
             entries.append((placement.module, placement.name,
                             alias if alias != placement.name else None))
@@ -569,6 +578,18 @@ def _immutable_array(schema: Schema, ref: TypeRef) -> bool:
         return False
     element = schema.resolve(resolved.element)
     return isinstance(element, PrimitiveType) and element.kind in ("octet", "uint8")
+
+
+def _annotation_needs(schema: Schema, ref: TypeRef) -> list[str]:
+    """Declared types an annotation of ``ref`` names: typedefs and what they resolve to."""
+    if isinstance(ref, SequenceType | ArrayType):
+        return _annotation_needs(schema, ref.element)
+    if not isinstance(ref, NamedType):
+        return []
+    declared = schema.types[ref.name]
+    if isinstance(declared, TypedefType):
+        return [ref.name, *_annotation_needs(schema, declared.type)]
+    return [ref.name]
 
 
 def _default_needs(schema: Schema, ref: TypeRef) -> list[str]:

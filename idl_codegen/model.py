@@ -189,6 +189,15 @@ class Schema:
                 current = current.type
         return current
 
+    def resolve_named(self, ref: TypeRef) -> TypeRef:
+        """``ref`` with typedefs followed, as a reference (a NamedType for a struct, union
+        or enum)."""
+        resolved = self.resolve(ref)
+        if isinstance(resolved, StructType | UnionType | EnumType):
+            return NamedType(resolved.name)
+        assert not isinstance(resolved, TypedefType)
+        return resolved
+
     def all_members(self, struct: StructType) -> list[Member]:
         """Members of ``struct`` including inherited ones, base members first."""
         chain: list[StructType] = []

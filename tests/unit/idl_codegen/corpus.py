@@ -21,6 +21,7 @@ CASES: dict[str, tuple[list[Path], list[Path]]] = {
     "hello_key": ([IDL / "hello_key" / "HelloWorldData.idl"], []),
     "vehicle": ([IDL / "vehicle" / "signals.idl"], []),
     "kitchen": ([IDL / "kitchen" / "kitchen.idl"], []),
+    "edge": ([IDL / "edge" / "edge.idl"], []),
     "ros2": (sorted((IDL / "ros2").rglob("*.idl")), [IDL / "ros2"]),
 }
 
