@@ -236,3 +236,60 @@ def test_mixed_qos_stream_keeps_order_per_qos(clients: Clients, proto: int) -> N
     for qos in QOS:
         got = [int(m.payload) for m in received if m.qos == qos]
         assert got == [i for i in range(30) if i % 3 == qos]
+
+
+def test_receive_maximum_holds_when_in_flight_messages_are_resent(clients: Clients) -> None:
+    # [MQTT-3.3.4-9] holds on a resumed session too: unacknowledged messages resent at
+    # reconnection [MQTT-4.4.0-1] count against the Receive Maximum of the new connection.
+    first = clients.raw_connect(
+        5,
+        "rm-resume",
+        clean_session=False,
+        properties={"session_expiry_interval": 60, "receive_maximum": 10},
+    )
+    first.subscribe("rr/t", 1)
+    pub = clients.connect(5)
+    for i in range(5):
+        pub.publish("rr/t", f"{i}", 1)
+    assert len([first.recv_publish(ack=False) for _ in range(5)]) == 5
+    first.close()
+    again = clients.raw(5)
+    connack = again.do_connect(
+        "rm-resume",
+        proto_ver=5,
+        clean_session=False,
+        properties={"session_expiry_interval": 60, "receive_maximum": 2},
+    )
+    assert connack.session_present is True
+    burst = again.collect(short_wait())
+    publishes = [p for p in burst if p.type == mb.PacketType.PUBLISH]
+    assert len(publishes) <= 2
+    received = list(publishes)
+    for packet in publishes:
+        again.ack_publish(packet)
+    while len(received) < 5:
+        packet = again.recv_publish()
+        received.append(packet)
+    assert sorted(p.payload for p in received) == [f"{i}".encode() for i in range(5)]
+
+
+@BOTH
+def test_qos2_exactly_once_across_a_reconnect(clients: Clients, proto: int) -> None:
+    # 4.3.3 / [MQTT-4.4.0-1]: the publisher resends the PUBLISH (DUP 1) after reconnecting
+    # with its session; the Server, which already has it, MUST NOT deliver it again.
+    sub = clients.subscriber(proto, "eo/t", 2)
+    props = {"session_expiry_interval": 60} if proto == 5 else None
+    pub = clients.raw_connect(proto, "eo-pub", clean_session=False, properties=props)
+    pub.send(mb.gen_publish("eo/t", b"exactly once", qos=2, mid=7, proto_ver=proto))
+    pub.expect_packet(mb.PacketType.PUBREC, packet_id=7)
+    pub.close()  # before PUBREL
+    again = clients.raw(proto)
+    assert again.do_connect(
+        "eo-pub", proto_ver=proto, clean_session=False, properties=props
+    ).session_present
+    again.send(mb.gen_publish("eo/t", b"exactly once", qos=2, mid=7, dup=True, proto_ver=proto))
+    again.expect_packet(mb.PacketType.PUBREC, packet_id=7)
+    again.send(mb.gen_pubrel(7, proto_ver=proto))
+    again.expect_packet(mb.PacketType.PUBCOMP, packet_id=7)
+    again.publish("eo/t", b"next", qos=2)
+    assert [m.payload for m in sub.expect_messages(2)] == [b"exactly once", b"next"]

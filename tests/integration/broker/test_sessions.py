@@ -250,3 +250,53 @@ def test_pubrel_is_resent_on_reconnect(clients: Clients, proto: int) -> None:
     again.expect_packet(mb.PacketType.PUBREL, packet_id=mid)
     again.send(mb.gen_pubcomp(mid, proto_ver=proto))
     again.expect_no_packet()
+
+
+def _online_bounded(policy: str, expected: list[int]) -> object:
+    config = f"mqtt:\n  max_inflight: 1\n  max_queued_messages: 5\n  queue_overflow: {policy}\n"
+    return pytest.param(expected, marks=pytest.mark.gateway_config(config), id=policy)
+
+
+@pytest.mark.parametrize(
+    "expected",
+    [
+        _online_bounded("drop_oldest", [0, 5, 6, 7, 8, 9]),
+        _online_bounded("drop_new", [0, 1, 2, 3, 4, 5]),
+    ],
+)
+@BOTH
+def test_queue_behind_a_full_inflight_window_is_bounded(
+    clients: Clients, gw: RunningGateway, proto: int, expected: list[int]
+) -> None:
+    # An online client whose window is full: the rest waits in the same bounded queue.
+    sub = clients.raw_connect(proto, "slow")
+    sub.subscribe("slow/t", 1)
+    pub = clients.connect(proto)
+    for i in range(10):
+        pub.publish("slow/t", f"{i}", 1)
+    first = sub.recv_publish(ack=False)
+    sub.expect_no_packet()  # the window (max_inflight 1) is full
+    assert gw.call(lambda: gw.broker.counters.dropped_queue_full) == 4
+    received = [first]
+    sub.ack_publish(first)
+    while len(received) < len(expected):
+        received.append(sub.recv_publish())
+    assert [int(p.payload) for p in received] == expected
+    sub.expect_no_packet()
+
+
+@BOTH
+def test_takeover_resends_in_flight_messages_to_the_new_connection(
+    clients: Clients, proto: int
+) -> None:
+    props = {"session_expiry_interval": 60} if proto == 5 else None
+    first = clients.raw_connect(proto, "moving", clean_session=False, properties=props)
+    first.subscribe("mv/t", 1)
+    pub = clients.connect(proto)
+    pub.publish("mv/t", b"unacked", 1)
+    sent = first.recv_publish(ack=False)
+    second = clients.raw(proto)
+    connack = second.do_connect("moving", proto_ver=proto, clean_session=False, properties=props)
+    assert connack.session_present is True
+    resent = second.recv_publish()
+    assert (resent.payload, resent.packet_id, resent.dup) == (b"unacked", sent.packet_id, True)

@@ -162,3 +162,36 @@ def test_will_is_published_when_the_server_closes_on_a_protocol_error(
     bad.expect_closed()
     message = sub.expect_message()
     assert (message.topic, message.payload) == ("will/w10", b"broken")
+
+
+def test_will_properties_are_forwarded(clients: Clients) -> None:
+    # 3.1.3.2: the Will Properties go out with the Will Message (the Will Delay Interval
+    # excepted); [MQTT-3.1.3-10]: User Properties in their order.
+    sub = clients.subscriber(5, "will/#", 1)
+    client = clients.paho(5, "wp")
+    client.will_set(
+        "will/wp",
+        b"{}",
+        1,
+        False,
+        will_props(
+            ContentType="application/json",
+            ResponseTopic="will/reply",
+            CorrelationData=b"\x07",
+            UserProperty=[("b", "2"), ("a", "1")],
+            PayloadFormatIndicator=1,
+            MessageExpiryInterval=100,
+        ),
+    )
+    client.connect()
+    client.abort()
+    message = sub.expect_message()
+    props = message.properties
+    assert (props.ContentType, props.ResponseTopic, props.CorrelationData) == (
+        "application/json",
+        "will/reply",
+        b"\x07",
+    )
+    assert props.UserProperty == [("b", "2"), ("a", "1")]
+    assert props.PayloadFormatIndicator == 1
+    assert 0 < props.MessageExpiryInterval <= 100
