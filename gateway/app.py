@@ -11,6 +11,7 @@ import asyncio
 import logging
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from broker_core.broker import VERSION, Broker
 from broker_core.errors import ConfigError
@@ -24,6 +25,9 @@ from gateway.config import GatewayConfig, ListenerConfig, MqttConfig, load_confi
 from gateway.hub import Hub
 from gateway.security import build_security
 from gateway.supervisor import AdapterSupervisor
+
+if TYPE_CHECKING:
+    from gateway.api import ApiServer
 
 __all__ = ["Gateway", "limits_from_config"]
 
@@ -95,6 +99,16 @@ class Gateway:
         self._stop = asyncio.Event()
         self._servers: list[asyncio.Server] = []
         self._tg: asyncio.TaskGroup | None = None
+        self.api: ApiServer | None = None
+        if config.api.enabled:
+            from gateway.api import ApiServer  # FastAPI and uvicorn only when serving
+
+            self.api = ApiServer(self)
+
+    @property
+    def api_address(self) -> tuple[str, int] | None:
+        """The HTTP API's bound address once running; None when disabled."""
+        return None if self.api is None else self.api.address
 
     def stop(self) -> None:
         self._stop.set()
@@ -135,6 +149,9 @@ class Gateway:
                 self._tg = tg
                 for listener in self.config.listeners:
                     self._servers.append(await self._start_listener(listener))
+                if self.api is not None:
+                    await self.api.start()
+                    tg.create_task(self.api.serve(), name="http-api")
                 housekeeping = tg.create_task(self.broker.run(), name="broker-housekeeping")
                 sys_task = tg.create_task(self.sys_topics.run(), name="sys-topics")
                 self.adapters.start(tg)
@@ -148,6 +165,8 @@ class Gateway:
                 housekeeping.cancel()
                 sys_task.cancel()
                 self.adapters.stop()
+                if self.api is not None:
+                    self.api.stop()
         finally:
             await self._shutdown()
 

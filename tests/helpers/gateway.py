@@ -5,7 +5,8 @@
         gw.call(lambda: len(gw.broker.sessions)) # run code on the gateway's loop
 
 The YAML text given is merged under the defaults this helper sets (one tcp listener
-on 127.0.0.1:0, ``data_dir`` in ``tmp_path``, ``persistence: memory``).
+on 127.0.0.1:0, the HTTP API on 127.0.0.1:0, ``data_dir`` in ``tmp_path``,
+``persistence: memory``).
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ def running_gateway(tmp_path: Path, config_yaml: str = "") -> Iterator[RunningGa
         "data_dir": str(tmp_path / "data"),
         "persistence": "memory",
         "sys": {"interval": 0},
+        "api": {"bind": "127.0.0.1:0"},
     }
     extra = yaml.safe_load(config_yaml) if config_yaml.strip() else {}
     text = yaml.safe_dump(_merge(base, extra or {}))

@@ -1,0 +1,149 @@
+"""``create_app(gateway)``: the FastAPI application of the management API.
+
+Every route needs credentials (``auth``), the OpenAPI description at
+``/api/v1/openapi.json`` included; ``/metrics`` too unless ``api.metrics_auth`` is
+false. Request bodies are limited (``body_limit``): nothing larger is read into memory.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from broker_core.broker import VERSION
+from gateway.api.auth import Credentials, authenticate, build_credentials
+from gateway.api.components import GatewayView
+from gateway.api.metrics import ApiStats, new_registry
+from gateway.api.routes import (
+    admin,
+    broker,
+    clients,
+    components,
+    metrics,
+    publish,
+    retained,
+    subscriptions,
+    topics,
+)
+
+__all__ = ["PREFIX", "BodyLimit", "body_limit", "create_app"]
+
+PREFIX = "/api/v1"
+
+_DESCRIPTION = """\
+Management API of an edgebus node: clients, subscriptions, topics, retained messages,
+publishing, adapters, bridges, rules, metrics, configuration and reload.
+
+Authenticate with an API key (`Authorization: Bearer <key>` or `X-API-Key: <key>`) or
+as a user of `api.users` (HTTP Basic). See docs/api.md.
+"""
+
+
+def body_limit(max_packet_size: int) -> int:
+    """Largest request body: one message of the largest size, base64-encoded, and room."""
+    return 2 * max_packet_size + 1024 * 1024
+
+
+class BodyLimit:
+    """ASGI middleware refusing request bodies over ``limit`` bytes with 413, by their
+    Content-Length or, for chunked ones, as soon as they grow past it."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope["headers"]:
+            if name == b"content-length" and (not value.isdigit() or int(value) > self.limit):
+                await self._refuse(scope, receive, send)
+                return
+        received = 0
+        started = False
+
+        async def limited_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.limit:
+                    raise _BodyTooLarge
+            return message
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, tracking_send)
+        except _BodyTooLarge:
+            if started:
+                raise
+            await self._refuse(scope, receive, send)
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = JSONResponse(
+            {"detail": f"request body larger than {self.limit} bytes"}, status_code=413
+        )
+        await response(scope, receive, send)
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+def create_app(gateway: GatewayView, credentials: Credentials | None = None) -> FastAPI:
+    """The API of ``gateway``; ``credentials`` default to those of ``gateway.config.api``
+    (which may read or create the key file)."""
+    config = gateway.config
+    if credentials is None:
+        credentials = build_credentials(config.api, config.data_dir)
+    app = FastAPI(
+        title="edgebus management API",
+        version=VERSION,
+        description=_DESCRIPTION,
+        openapi_url=None,  # served below, behind authentication
+        docs_url=None,
+        redoc_url=None,
+    )
+    app.state.gateway = gateway
+    app.state.credentials = credentials
+    app.state.stats = stats = ApiStats()
+    app.state.registry = new_registry(gateway, stats)
+    guarded = [Depends(authenticate)]
+    unauthorized: dict[int | str, dict[str, Any]] = {
+        401: {"description": "Missing or wrong credentials"}
+    }
+    for module in (
+        broker,
+        clients,
+        subscriptions,
+        topics,
+        retained,
+        publish,
+        components,
+        metrics,
+        admin,
+    ):
+        app.include_router(
+            module.router, prefix=PREFIX, dependencies=guarded, responses=unauthorized
+        )
+    app.include_router(
+        metrics.prometheus_router,
+        dependencies=guarded if config.api.metrics_auth else [],
+        responses=unauthorized if config.api.metrics_auth else None,
+    )
+
+    @app.get(f"{PREFIX}/openapi.json", include_in_schema=False, dependencies=guarded)
+    async def openapi(request: Request) -> JSONResponse:
+        return JSONResponse(request.app.openapi())
+
+    app.add_middleware(BodyLimit, limit=body_limit(gateway.broker.limits.max_packet_size))
+    return app

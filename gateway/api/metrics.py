@@ -1,0 +1,316 @@
+"""Metrics: one snapshot of live broker state, served as JSON and in Prometheus format.
+
+``snapshot(gateway, stats)`` reads the broker when asked (a scrape, a GET), on the
+broker's loop: nothing is sampled in the background and nothing is kept twice. The
+Prometheus side is a custom ``Collector`` over that snapshot, registered on a
+``CollectorRegistry`` of its own per gateway (never the process-global one), so two
+gateways in one process (tests) do not mix.
+
+=======================================  =======  ===============================================
+name                                     type     labels, meaning
+=======================================  =======  ===============================================
+edgebus_info                             gauge    node, version; always 1
+edgebus_uptime_seconds                   gauge    seconds since start
+edgebus_connections                      gauge    listener, protocol, version; open connections
+edgebus_sessions                         gauge    state (online, offline)
+edgebus_subscriptions                    gauge    subscriptions, shared and local ones included
+edgebus_messages_received_total          counter  protocol; messages in (mqtt, api, adapter types)
+edgebus_messages_sent_total              counter  protocol; messages out (mqtt)
+edgebus_bytes_received_total             counter  protocol; wire bytes (mqtt), payload bytes (api)
+edgebus_bytes_sent_total                 counter  protocol; wire bytes (mqtt)
+edgebus_messages_dropped_total           counter  reason; see ``DROP_REASONS``
+edgebus_publish_denied_total             counter  publishes refused (ACL, ``$SYS``)
+edgebus_retained_messages                gauge    retained messages held
+edgebus_delayed_messages                 gauge    ``$delayed/`` messages waiting
+edgebus_queued_messages                  gauge    messages queued for MQTT sessions, summed
+edgebus_queued_messages_max              gauge    the longest session queue
+edgebus_queued_bytes                     gauge    bytes queued for MQTT sessions
+edgebus_inflight_messages                gauge    QoS 1/2 messages awaiting acknowledgement
+edgebus_local_queued_messages            gauge    messages waiting for local subscribers
+edgebus_local_queued_messages_max        gauge    the longest local subscriber queue
+edgebus_store_pending_writes             gauge    writes handed to the store, not committed
+edgebus_adapter_up                       gauge    adapter, type, state; 1 running, 0 otherwise
+edgebus_adapter_restarts_total           counter  adapter; restarts after failures
+edgebus_adapter_messages_published_total counter  adapter; messages the adapter published
+edgebus_adapter_messages_dropped_total   counter  adapter; its subscription queues overflowed
+edgebus_adapter_queue_depth              gauge    adapter; messages waiting for the adapter
+edgebus_bridge_up                        gauge    bridge; 1 running, 0 otherwise
+edgebus_rule_hits_total                  counter  rule; messages a rule matched
+=======================================  =======  ===============================================
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterator, Sized
+from dataclasses import dataclass
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from broker_core.broker import VERSION
+from broker_core.mqtt.session import ConnState
+from broker_core.mqtt.session_state import SessionState
+from gateway.api.components import (
+    GatewayView,
+    adapter_stat,
+    adapter_statuses,
+    bridge_infos,
+    is_up,
+    rule_infos,
+)
+from gateway.api.schemas import (
+    BytesMetrics,
+    ConnectionCount,
+    MessageMetrics,
+    Metrics,
+    QueueMetrics,
+    SessionCounts,
+)
+
+__all__ = [
+    "DROP_REASONS",
+    "ApiStats",
+    "BrokerCollector",
+    "mqtt_version",
+    "new_registry",
+    "snapshot",
+]
+
+#: Why messages are dropped: the labels of ``edgebus_messages_dropped_total``.
+DROP_REASONS = (
+    "queue_full",  # a session's queue was full (max_queued_messages / _bytes)
+    "expired",  # the message expiry interval passed while queued
+    "too_large",  # larger than the client's maximum packet size
+    "qos0_offline",  # QoS 0 for an offline session that does not queue QoS 0
+    "local_queue_full",  # a local subscriber's (adapter, bridge) queue was full
+    "retained_limit",  # a new retained topic beyond max_retained_messages
+    "delayed_limit",  # a $delayed/ message beyond max_delayed_messages
+)
+
+_VERSIONS = {3: "3.1", 4: "3.1.1", 5: "5.0"}
+
+
+def mqtt_version(protocol_level: int) -> str:
+    return _VERSIONS.get(protocol_level, str(protocol_level))
+
+
+@dataclass
+class ApiStats:
+    """What the API itself counts: messages it published and their payload bytes."""
+
+    messages_published: int = 0
+    bytes_published: int = 0
+
+
+def snapshot(gateway: GatewayView, stats: ApiStats) -> Metrics:
+    broker = gateway.broker
+    counters = broker.counters
+
+    connections: Counter[tuple[str, str]] = Counter()
+    for conn in broker.connections:
+        session = conn.session
+        if session.conn_state is ConnState.CONNECTED:
+            version = mqtt_version(session.protocol_level)
+        else:
+            version = "connecting"
+        connections[(conn.listener.name, version)] += 1
+
+    online = queued = queued_max = queued_bytes = inflight = 0
+    total_sessions = 0
+    for state in broker.sessions:
+        total_sessions += 1
+        if state.connection is not None:
+            online += 1
+        depth = len(state.queue)
+        queued += depth
+        queued_max = max(queued_max, depth)
+        queued_bytes += state.queued_bytes
+        inflight += len(state.outgoing)
+
+    local_queued = local_max = local_dropped = 0
+    seen: set[int] = set()
+    for entry in broker.router.entries():
+        subscriber = entry.subscriber
+        if isinstance(subscriber, SessionState) or id(subscriber) in seen:
+            continue
+        seen.add(id(subscriber))
+        depth = len(subscriber) if isinstance(subscriber, Sized) else 0
+        local_queued += depth
+        local_max = max(local_max, depth)
+        local_dropped += int(getattr(subscriber, "dropped", 0))
+
+    adapters = adapter_statuses(gateway)
+    received = {"mqtt": counters.messages_received, "api": stats.messages_published}
+    for adapter in adapters:
+        protocol = adapter.type or adapter.name
+        received[protocol] = received.get(protocol, 0) + adapter_stat(adapter, "published")
+
+    dropped = {
+        "queue_full": counters.dropped_queue_full,
+        "expired": counters.dropped_expired,
+        "too_large": counters.dropped_too_large,
+        "qos0_offline": counters.dropped_qos0_offline,
+        "local_queue_full": local_dropped,
+        "retained_limit": broker.retained.refused,
+        "delayed_limit": broker.delayed.refused,
+    }
+    return Metrics(
+        node=broker.node_name,
+        uptime_s=round(time.time() - broker.started_at, 3),
+        connections=[
+            ConnectionCount(listener=listener, protocol="mqtt", version=version, count=count)
+            for (listener, version), count in sorted(connections.items())
+        ],
+        sessions=SessionCounts(online=online, offline=total_sessions - online),
+        subscriptions=broker.router.count,
+        messages=MessageMetrics(
+            received=received,
+            sent={"mqtt": counters.messages_sent},
+            dropped=dropped,
+            publish_denied=counters.publish_denied,
+            retained=len(broker.retained),
+            delayed=len(broker.delayed),
+        ),
+        bytes=BytesMetrics(
+            received={"mqtt": counters.bytes_received, "api": stats.bytes_published},
+            sent={"mqtt": counters.bytes_sent},
+        ),
+        queues=QueueMetrics(
+            queued_messages=queued,
+            queued_messages_max=queued_max,
+            queued_bytes=queued_bytes,
+            inflight=inflight,
+            local_queued=local_queued,
+            local_queued_max=local_max,
+        ),
+        store_pending_writes=broker.store.pending,
+        adapters=adapters,
+        bridges=bridge_infos(gateway),
+        rules=rule_infos(gateway),
+    )
+
+
+def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, doc, value=value)
+
+
+class BrokerCollector(Collector):
+    """Prometheus metrics read from the broker at scrape time."""
+
+    def __init__(self, gateway: GatewayView, stats: ApiStats) -> None:
+        self.gateway = gateway
+        self.stats = stats
+
+    def collect(self) -> Iterator[Metric]:
+        m = snapshot(self.gateway, self.stats)
+        info = GaugeMetricFamily(
+            "edgebus_info", "edgebus version and node", labels=["node", "version"]
+        )
+        info.add_metric([m.node, VERSION], 1)
+        yield info
+        yield _gauge("edgebus_uptime_seconds", "Seconds since the broker started", m.uptime_s)
+        conns = GaugeMetricFamily(
+            "edgebus_connections",
+            "Open client connections",
+            labels=["listener", "protocol", "version"],
+        )
+        for count in m.connections:
+            conns.add_metric([count.listener, count.protocol, count.version], count.count)
+        yield conns
+        sessions = GaugeMetricFamily("edgebus_sessions", "Sessions by state", labels=["state"])
+        sessions.add_metric(["online"], m.sessions.online)
+        sessions.add_metric(["offline"], m.sessions.offline)
+        yield sessions
+        yield _gauge("edgebus_subscriptions", "Subscriptions", m.subscriptions)
+        for name, doc, values in (
+            ("edgebus_messages_received", "Messages received", m.messages.received),
+            ("edgebus_messages_sent", "Messages sent", m.messages.sent),
+            ("edgebus_bytes_received", "Bytes received", m.bytes.received),
+            ("edgebus_bytes_sent", "Bytes sent", m.bytes.sent),
+        ):
+            family = CounterMetricFamily(name, doc + ", by protocol", labels=["protocol"])
+            for protocol, value in sorted(values.items()):
+                family.add_metric([protocol], value)
+            yield family
+        dropped = CounterMetricFamily(
+            "edgebus_messages_dropped", "Messages dropped, by reason", labels=["reason"]
+        )
+        for reason in DROP_REASONS:
+            dropped.add_metric([reason], m.messages.dropped.get(reason, 0))
+        yield dropped
+        yield CounterMetricFamily(
+            "edgebus_publish_denied", "Publishes refused", value=m.messages.publish_denied
+        )
+        queues = m.queues
+        for name, doc, value in (
+            ("edgebus_retained_messages", "Retained messages held", m.messages.retained),
+            ("edgebus_delayed_messages", "Delayed messages waiting", m.messages.delayed),
+            ("edgebus_queued_messages", "Messages queued for sessions", queues.queued_messages),
+            ("edgebus_queued_messages_max", "Longest session queue", queues.queued_messages_max),
+            ("edgebus_queued_bytes", "Bytes queued for sessions", queues.queued_bytes),
+            ("edgebus_inflight_messages", "QoS 1/2 messages in flight", queues.inflight),
+            (
+                "edgebus_local_queued_messages",
+                "Messages waiting for local subscribers",
+                queues.local_queued,
+            ),
+            (
+                "edgebus_local_queued_messages_max",
+                "Longest local subscriber queue",
+                queues.local_queued_max,
+            ),
+            (
+                "edgebus_store_pending_writes",
+                "Store writes not yet committed",
+                m.store_pending_writes,
+            ),
+        ):
+            yield _gauge(name, doc, value)
+        up = GaugeMetricFamily(
+            "edgebus_adapter_up", "1 when the adapter runs", labels=["adapter", "type", "state"]
+        )
+        restarts = CounterMetricFamily(
+            "edgebus_adapter_restarts", "Adapter restarts after failures", labels=["adapter"]
+        )
+        published = CounterMetricFamily(
+            "edgebus_adapter_messages_published",
+            "Messages an adapter published",
+            labels=["adapter"],
+        )
+        dropped_by = CounterMetricFamily(
+            "edgebus_adapter_messages_dropped",
+            "Messages dropped from an adapter's subscription queues",
+            labels=["adapter"],
+        )
+        depth = GaugeMetricFamily(
+            "edgebus_adapter_queue_depth", "Messages waiting for an adapter", labels=["adapter"]
+        )
+        for adapter in m.adapters:
+            name = adapter.name
+            up.add_metric(
+                [name, adapter.type or "", adapter.state], 1 if is_up(adapter.state) else 0
+            )
+            restarts.add_metric([name], adapter.restarts or 0)
+            published.add_metric([name], adapter_stat(adapter, "published"))
+            dropped_by.add_metric([name], adapter_stat(adapter, "dropped"))
+            depth.add_metric([name], adapter_stat(adapter, "queue_depth"))
+        yield from (up, restarts, published, dropped_by, depth)
+        bridges = GaugeMetricFamily(
+            "edgebus_bridge_up", "1 when the bridge runs", labels=["bridge"]
+        )
+        for bridge in m.bridges:
+            bridges.add_metric([bridge.name], 1 if is_up(bridge.state) else 0)
+        yield bridges
+        hits = CounterMetricFamily("edgebus_rule_hits", "Messages a rule matched", labels=["rule"])
+        for rule in m.rules:
+            if rule.hits is not None:
+                hits.add_metric([rule.name], rule.hits)
+        yield hits
+
+
+def new_registry(gateway: GatewayView, stats: ApiStats) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(BrokerCollector(gateway, stats))
+    return registry

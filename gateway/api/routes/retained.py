@@ -1,0 +1,86 @@
+"""``/retained``: list, read and delete retained messages.
+
+Deleting is what an empty retained PUBLISH does: the message is gone from memory and,
+with persistence, from the store.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Query, Response, status
+
+from broker_core.context import Context
+from broker_core.mqtt.topics import topic_filter_problem
+from gateway.api.deps import Caller, Gw, Limit, Offset, Responses, page
+from gateway.api.messages import message_of
+from gateway.api.schemas import Message, RetainedPage
+
+__all__ = ["router"]
+
+log = logging.getLogger(__name__)
+
+router = APIRouter(tags=["retained"])
+
+_NOT_FOUND: Responses = {404: {"description": "No retained message for this topic"}}
+
+
+@router.get(
+    "/retained",
+    summary="Retained messages, a page at a time",
+    responses={400: {"description": "Not a valid topic filter"}},
+)
+async def list_retained(
+    gateway: Gw,
+    offset: Offset = 0,
+    limit: Limit = 100,
+    topic: Annotated[
+        str | None,
+        Query(
+            max_length=65535,
+            description="A topic filter (`sensors/#`); none: all, `$SYS` topics included.",
+        ),
+    ] = None,
+) -> RetainedPage:
+    store = gateway.broker.retained
+    found: list[Context]
+    if topic is None:
+        found = list(store)
+    else:
+        problem = topic_filter_problem(topic)
+        if problem is not None:
+            raise HTTPException(status.HTTP_400_BAD_REQUEST, f"topic: {problem}")
+        found = store.match(topic)
+    found.sort(key=lambda context: context.topic)
+    return RetainedPage(
+        total=len(found),
+        offset=offset,
+        limit=limit,
+        items=[message_of(context) for context in page(found, offset, limit)],
+    )
+
+
+@router.get("/retained/{topic:path}", summary="One retained message", responses=_NOT_FOUND)
+async def get_retained(gateway: Gw, topic: str) -> Message:
+    context = gateway.broker.retained.get(topic) if topic else None
+    if context is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no retained message for {topic!r}")
+    return message_of(context)
+
+
+@router.delete(
+    "/retained/{topic:path}",
+    summary="Delete a retained message",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses=_NOT_FOUND,
+)
+async def delete_retained(gateway: Gw, caller: Caller, topic: str) -> Response:
+    broker = gateway.broker
+    context = broker.retained.get(topic) if topic else None
+    if context is None or not broker.retained.clear(topic):
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no retained message for {topic!r}")
+    if context.origin.protocol != "sys":  # $SYS messages are never stored
+        broker.store.retained_cleared(topic)
+    log.info("retained message on %s deleted through the API by %s", topic, caller.name)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,301 @@
+"""Request and response bodies of the API, as pydantic models (they make the OpenAPI
+description).
+
+Requests forbid unknown fields, so a typo is a 422 naming it rather than a silently
+ignored option. Every string that may end up in an MQTT packet must be valid UTF-8
+without U+0000 (MQTT 5.0 1.5.4): JSON can carry lone surrogates, MQTT cannot.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+__all__ = [
+    "AdapterStatus",
+    "BrokerInfo",
+    "BytesMetrics",
+    "ClientInfo",
+    "ClientPage",
+    "ComponentInfo",
+    "ConnectionCount",
+    "HealthStatus",
+    "ListenerInfo",
+    "Message",
+    "MessageMetrics",
+    "MessageProperties",
+    "Metrics",
+    "OriginInfo",
+    "PublishProperties",
+    "PublishRequest",
+    "PublishResult",
+    "QueueMetrics",
+    "ReloadResult",
+    "RetainedPage",
+    "RuleInfo",
+    "SessionCounts",
+    "SubscriptionInfo",
+    "SubscriptionPage",
+    "TopicNode",
+    "TopicTree",
+    "UserProperty",
+]
+
+
+def _mqtt_string(value: str) -> str:
+    """A string MQTT can carry: UTF-8 encodable, no NUL [MQTT-1.5.4-1, -2]."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("must be valid UTF-8 (no lone surrogates)") from None
+    if "\0" in value:
+        raise ValueError("must not contain the NUL character")
+    return value
+
+
+MqttString = Annotated[str, AfterValidator(_mqtt_string)]
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# -- health and broker --------------------------------------------------------------------
+
+
+class HealthStatus(BaseModel):
+    status: Literal["ok"] = Field(description="`ok` while the broker serves.")
+    node: str = Field(description="The node name (`node_name`).")
+    uptime_s: float = Field(description="Seconds since the broker started.")
+
+
+class ListenerInfo(BaseModel):
+    name: str = Field(description="The listener's name from the configuration.")
+    address: str = Field(description="The bound address, `host:port`.")
+
+
+class BrokerInfo(BaseModel):
+    node: str = Field(description="The node name (`node_name`).")
+    version: str = Field(description="The edgebus version.")
+    uptime_s: int = Field(description="Whole seconds since the broker started.")
+    started_at: float = Field(description="Start time, Unix seconds.")
+    listeners: list[ListenerInfo] = Field(description="The MQTT listeners and their addresses.")
+
+
+# -- clients and subscriptions -------------------------------------------------------------
+
+
+class ClientInfo(BaseModel):
+    clientid: str
+    connected: bool = Field(description="False for a persistent session whose client is away.")
+    username: str | None = Field(description="The authenticated user name, if any.")
+    peer: str | None = Field(description="The client's `ip:port` while connected.")
+    listener: str | None = Field(description="The listener it connected to.")
+    protocol_level: int | None = Field(description="3 (MQTT 3.1), 4 (3.1.1) or 5 (5.0).")
+    keep_alive: int | None = Field(description="Keep alive in seconds, as granted.")
+    clean_start: bool | None = Field(description="Clean start / clean session flag.")
+    session_expiry_interval: int = Field(description="Seconds the session outlives the client.")
+    subscriptions: int = Field(description="Number of subscriptions.")
+    queued_messages: int = Field(description="Messages waiting to be sent to the client.")
+    queued_bytes: int = Field(description="Topic and payload bytes of the queued messages.")
+    inflight: int = Field(description="QoS 1/2 messages sent and not yet acknowledged.")
+
+
+class ClientPage(BaseModel):
+    total: int = Field(description="Clients matching the filters, on every page.")
+    offset: int
+    limit: int
+    items: list[ClientInfo]
+
+
+class SubscriptionInfo(BaseModel):
+    clientid: str = Field(description="The client id, or the name of a local subscriber.")
+    kind: str = Field(description="`mqtt` for clients; the protocol of a local subscriber.")
+    topic: str = Field(description="The topic filter as subscribed (with `$share/...`).")
+    share_group: str | None = Field(description="The shared-subscription group, if any.")
+    qos: int
+    no_local: bool
+    retain_as_published: bool
+    retain_handling: int
+    subscription_id: int | None
+
+
+class SubscriptionPage(BaseModel):
+    total: int
+    offset: int
+    limit: int
+    items: list[SubscriptionInfo]
+
+
+class TopicNode(BaseModel):
+    name: str = Field(description="This topic level.")
+    topic: str = Field(description="The topic (or filter) up to this level.")
+    subscriptions: int = Field(description="Subscriptions whose filter ends at this level.")
+    retained: bool = Field(description="A retained message is held for this exact topic.")
+    children: list[TopicNode]
+
+
+class TopicTree(BaseModel):
+    nodes: int = Field(description="Nodes in the whole tree (before `depth` cut it).")
+    children: list[TopicNode] = Field(description="The first topic levels.")
+
+
+# -- messages -------------------------------------------------------------------------------
+
+
+class UserProperty(_Request):
+    name: MqttString
+    value: MqttString
+
+
+class MessageProperties(BaseModel):
+    payload_format_indicator: int | None = None
+    message_expiry_interval: int | None = None
+    content_type: str | None = None
+    response_topic: str | None = None
+    correlation_data: str | None = Field(default=None, description="Base64.")
+    user_properties: list[UserProperty] = Field(default_factory=list)
+
+
+class OriginInfo(BaseModel):
+    protocol: str = Field(description="`mqtt`, `api`, an adapter's protocol, `bridge`, ...")
+    name: str = Field(description="Client id, adapter or bridge name, API key or user.")
+
+
+class Message(BaseModel):
+    topic: str
+    payload: str = Field(description="The payload as text, or base64 (see `encoding`).")
+    encoding: Literal["plain", "base64"] = Field(
+        description="`plain` when the payload is UTF-8 text, else `base64`."
+    )
+    payload_size: int = Field(description="Payload bytes.")
+    qos: int
+    properties: MessageProperties
+    origin: OriginInfo
+    received_at: float = Field(description="When the broker received it, Unix seconds.")
+
+
+class RetainedPage(BaseModel):
+    total: int
+    offset: int
+    limit: int
+    items: list[Message]
+
+
+class PublishProperties(_Request):
+    payload_format_indicator: Literal[0, 1] | None = Field(
+        default=None, description="1: the payload is UTF-8 text."
+    )
+    message_expiry_interval: int | None = Field(
+        default=None, ge=0, le=0xFFFFFFFF, description="Seconds."
+    )
+    content_type: MqttString | None = Field(default=None, max_length=65535)
+    response_topic: MqttString | None = Field(default=None, min_length=1, max_length=65535)
+    correlation_data: MqttString | None = Field(
+        default=None, max_length=65535, description="Sent as its UTF-8 bytes."
+    )
+    user_properties: list[UserProperty] = Field(default_factory=list, max_length=256)
+
+
+class PublishRequest(_Request):
+    topic: MqttString = Field(
+        min_length=1,
+        max_length=65535,
+        description="A topic name (no wildcards); `$delayed/<s>/<topic>` delays it.",
+    )
+    payload: str = Field(default="", description="Text, or base64 with `encoding: base64`.")
+    encoding: Literal["plain", "base64"] = Field(default="plain")
+    qos: Literal[0, 1, 2] = 0
+    retain: bool = Field(default=False, description="Retain it; an empty payload clears.")
+    properties: PublishProperties | None = None
+
+
+class PublishResult(BaseModel):
+    id: int = Field(description="The message id given to it.")
+    topic: str
+    reached: int = Field(description="Subscribers it was delivered or queued to.")
+    delayed: bool = Field(description="Scheduled with `$delayed/`: reached is 0 for now.")
+
+
+# -- components -----------------------------------------------------------------------------
+
+
+class AdapterStatus(BaseModel):
+    name: str
+    type: str | None = None
+    state: str = Field(description="`running`, `starting`, `backoff`, `stopped`, ...")
+    error: str | None = Field(default=None, description="The last error, if any.")
+    restarts: int | None = None
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class ComponentInfo(BaseModel):
+    name: str
+    type: str | None = None
+    state: str = Field(description="`configured` until its manager reports more.")
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class RuleInfo(BaseModel):
+    name: str
+    state: str
+    hits: int | None = None
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class ReloadResult(BaseModel):
+    reloaded: list[str] = Field(description="What was re-read, e.g. `acl`, `password_file`.")
+
+
+# -- metrics --------------------------------------------------------------------------------
+
+
+class ConnectionCount(BaseModel):
+    listener: str
+    protocol: str = Field(description="`mqtt`.")
+    version: str = Field(description="MQTT version: `3.1`, `3.1.1` or `5.0`.")
+    count: int
+
+
+class SessionCounts(BaseModel):
+    online: int
+    offline: int
+
+
+class MessageMetrics(BaseModel):
+    received: dict[str, int] = Field(description="Messages in, by origin protocol.")
+    sent: dict[str, int] = Field(description="Messages out, by protocol.")
+    dropped: dict[str, int] = Field(description="Messages dropped, by reason.")
+    publish_denied: int = Field(description="Publishes refused by the ACL or for `$SYS`.")
+    retained: int
+    delayed: int
+
+
+class BytesMetrics(BaseModel):
+    received: dict[str, int]
+    sent: dict[str, int]
+
+
+class QueueMetrics(BaseModel):
+    queued_messages: int = Field(description="Messages queued for MQTT sessions, summed.")
+    queued_messages_max: int = Field(description="The longest session queue.")
+    queued_bytes: int
+    inflight: int = Field(description="QoS 1/2 messages in flight to clients.")
+    local_queued: int = Field(description="Messages waiting for local subscribers.")
+    local_queued_max: int
+
+
+class Metrics(BaseModel):
+    node: str
+    uptime_s: float
+    connections: list[ConnectionCount]
+    sessions: SessionCounts
+    subscriptions: int
+    messages: MessageMetrics
+    bytes: BytesMetrics
+    queues: QueueMetrics
+    store_pending_writes: int
+    adapters: list[AdapterStatus]
+    bridges: list[ComponentInfo]
+    rules: list[RuleInfo]

@@ -1,0 +1,104 @@
+"""``ApiServer``: uvicorn serving the API inside the gateway's event loop.
+
+No thread and no process of its own: ``start()`` binds the socket (so a busy port is an
+``OSError`` at start-up, like a listener's) and ``serve()`` runs as one task of the
+gateway's TaskGroup until ``stop()``. Uvicorn configures no logging (the CLI does),
+installs no signal handlers (the CLI does) and runs no lifespan.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import Iterator
+
+import uvicorn
+
+from gateway.api.app import create_app
+from gateway.api.auth import build_credentials
+from gateway.api.components import GatewayView
+from gateway.config import BindAddress
+
+__all__ = ["ApiServer", "bind_socket"]
+
+log = logging.getLogger(__name__)
+
+#: How long requests in progress may take to finish when the gateway stops.
+GRACEFUL_SHUTDOWN_S = 5
+
+
+class _Server(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield  # the gateway's CLI owns SIGTERM / SIGINT / SIGHUP
+
+
+async def bind_socket(host: str, port: int, backlog: int = 128) -> socket.socket:
+    """A listening, non-blocking TCP socket on ``host:port`` (port 0: any free one)."""
+    loop = asyncio.get_running_loop()
+    where = str(BindAddress(host, port))
+    try:
+        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as exc:
+        raise OSError(exc.errno, f"api.bind {where}: {exc.strerror or exc}") from exc
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(backlog)
+        sock.setblocking(False)
+    except OSError as exc:
+        sock.close()
+        raise OSError(exc.errno, f"api.bind {where}: {exc.strerror or exc}") from exc
+    return sock
+
+
+class ApiServer:
+    def __init__(self, gateway: GatewayView) -> None:
+        self.gateway = gateway
+        self.address: tuple[str, int] | None = None
+        self._socket: socket.socket | None = None
+        self._server: _Server | None = None
+
+    async def start(self) -> None:
+        """Reads or creates the API key and binds the socket; ``serve()`` then serves."""
+        config = self.gateway.config
+        credentials = build_credentials(config.api, config.data_dir)
+        app = create_app(self.gateway, credentials)
+        bind = config.api.bind
+        self._socket = sock = await bind_socket(bind.host, bind.port)
+        host, port = sock.getsockname()[:2]
+        self.address = (host, port)
+        self._server = _Server(
+            uvicorn.Config(
+                app,
+                log_config=None,
+                access_log=False,
+                lifespan="off",
+                ws="none",
+                proxy_headers=False,
+                server_header=False,
+                timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+            )
+        )
+        log.info("HTTP API listening on http://%s/api/v1", BindAddress(host, port))
+
+    async def serve(self) -> None:
+        server, sock = self._server, self._socket
+        if server is None or sock is None:
+            raise RuntimeError("ApiServer.serve() before start()")
+        try:
+            await server.serve(sockets=[sock])
+        finally:
+            # Cancelled (the TaskGroup failed) rather than stopped: close what is open.
+            for listening in getattr(server, "servers", ()):
+                listening.close()
+            sock.close()
+
+    def stop(self) -> None:
+        """Stops accepting requests; ``serve()`` returns once those in progress are done."""
+        if self._server is not None:
+            self._server.should_exit = True
