@@ -45,15 +45,15 @@ def _defines(_: click.Context, __: click.Parameter, values: tuple[str, ...]) -> 
     context_settings={"help_option_names": ["-h", "--help"]},
     epilog="Example: edgebus idl-codegen -I idl idl/vehicle/signals.idl -o generated",
 )
-@click.argument("schemas", nargs=-1, required=True,
+@click.argument("schemas", nargs=-1, required=True, metavar="SCHEMA.idl...",
                 type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("-I", "--include", "include_dirs", multiple=True,
+@click.option("-I", "--include", "include_dirs", multiple=True, metavar="DIR",
               type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="Directory searched by #include (repeatable, in order).")
-@click.option("-o", "--output", "outdir", required=True,
+@click.option("-o", "--output", "outdir", required=True, metavar="OUTDIR",
               type=click.Path(file_okay=False, path_type=Path),
               help="Directory to generate into.")
-@click.option("--target", "targets", multiple=True, callback=_targets,
+@click.option("--target", "targets", multiple=True, callback=_targets, metavar="LIST",
               help="Comma-separated outputs: python, jsonschema (default: both).")
 @click.option("--check", is_flag=True,
               help="Write nothing; exit 1 when OUTDIR is not exactly what would be generated.")
