@@ -2,5 +2,7 @@
 
 from idl_codegen.cli import main
 
+__all__ = ["main"]
+
 if __name__ == "__main__":
     main()

@@ -19,6 +19,7 @@ by type name as before XTypes) every type, these included, arrives with identica
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -206,7 +207,7 @@ def test_type_objects_match_idlc(name: str, built: dict[str, Path],
 
 def _read_from_c(program: Path, name: str, domain: int, loaded: idl_codegen.LoadedSchema
                  ) -> tuple[list[Any], str, str]:
-    topic = f"idl_codegen_c_{name}"
+    topic = f"idl_codegen_c_{name}_{os.getpid()}"  # concurrent test runs stay apart
     publisher = subprocess.Popen([str(program), name, topic, str(domain), str(int(unit(10)))],
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True, env=dds_environment())

@@ -8,6 +8,7 @@ The writer waits for this process's reader to match before it writes.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -104,7 +105,7 @@ def test_generated_writer_loaded_reader(case: str, module: str, name: str,
         path.write_text(content)
     expected = samples_for(case, name)
     (tmp_path / "samples.json").write_text(json.dumps(expected))
-    topic = f"idl_codegen_{case}"
+    topic = f"idl_codegen_{case}_{os.getpid()}"  # concurrent test runs stay apart
     domain = DOMAINS["python"]
     env = {**dds_environment(), "PYTHONPATH": f"{tmp_path / 'gen'}:{ROOT}"}
     writer = subprocess.Popen(
