@@ -164,3 +164,21 @@ def test_v311_empty_client_id_without_clean_session_is_refused(clients: Clients)
     )
     assert final is not None
     assert final.session_present is False
+
+
+@pytest.mark.gateway_config("mqtt:\n  server_keep_alive: 0\n")
+def test_server_keep_alive_0_is_sent_when_it_differs(clients: Clients) -> None:
+    # [MQTT-3.2.2-22]: without a Server Keep Alive in CONNACK the Server MUST use the
+    # client's value; a server imposing 0 (no keep alive) has to say so.
+    client = clients.raw(5)
+    connack = client.do_connect("ska0", proto_ver=5, keepalive=1)
+    assert connack.properties.get("server_keep_alive") == 0
+
+
+@pytest.mark.gateway_config("mqtt:\n  max_keepalive: 10\n")
+def test_mqtt5_keep_alive_0_gets_the_maximum(clients: Clients) -> None:
+    # 3.1.2.10: Keep Alive 0 switches the mechanism off; a server with a maximum tells the
+    # client the value it uses instead (Server Keep Alive).
+    client = clients.connect(5, keepalive=0)
+    assert client.connack is not None
+    assert client.connack.prop("ServerKeepAlive") == 10

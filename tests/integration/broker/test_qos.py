@@ -7,6 +7,7 @@ import pytest
 
 from tests.helpers import mqtt_builder as mb
 from tests.helpers.gateway import RunningGateway
+from tests.helpers.timeouts import unit
 from tests.integration.broker.support import BOTH, Clients, connect_props, short_wait, wait_until
 
 QOS = [0, 1, 2]
@@ -293,3 +294,44 @@ def test_qos2_exactly_once_across_a_reconnect(clients: Clients, proto: int) -> N
     again.expect_packet(mb.PacketType.PUBCOMP, packet_id=7)
     again.publish("eo/t", b"next", qos=2)
     assert [m.payload for m in sub.expect_messages(2)] == [b"exactly once", b"next"]
+
+
+def test_pubrec_with_an_error_code_ends_the_flow_and_frees_the_window(clients: Clients) -> None:
+    # 4.3.3: after PUBREC with a Reason Code >= 0x80 the sender MUST NOT send PUBREL for it
+    # [MQTT-4.3.3-4]; 4.9: it counts as acknowledged for the Receive Maximum.
+    sub = clients.raw_connect(5, properties={"receive_maximum": 1})
+    sub.subscribe("pe/t", 2)
+    pub = clients.connect(5)
+    pub.publish("pe/t", b"refused", 2)
+    pub.publish("pe/t", b"accepted", 2)
+    first = sub.recv_publish(ack=False)
+    assert first.payload == b"refused"
+    sub.send(mb.gen_pubrec(first.packet_id or 0, mb.ReasonCode.UNSPECIFIED_ERROR, proto_ver=5))
+    second = sub.recv_publish(ack=False)  # no PUBREL in between: wait_for would keep it
+    assert second.payload == b"accepted"
+    assert [p for p in sub.backlog if p.type == mb.PacketType.PUBREL] == []
+    sub.ack_publish(second)
+    sub.expect_no_packet()
+
+
+@BOTH
+@pytest.mark.parametrize("qos", [0, 1, 2])
+def test_large_payload_arrives_intact(clients: Clients, proto: int, qos: int) -> None:
+    payload = bytes(range(256)) * 2000  # 512000 bytes, under the default 1 MB limit
+    sub = clients.subscriber(proto, "big/t", qos)
+    pub = clients.connect(proto)
+    pub.publish("big/t", payload, qos)
+    message = sub.expect_message(unit(5))
+    assert (len(message.payload), message.payload == payload) == (len(payload), True)
+
+
+@BOTH
+def test_packet_fed_one_byte_at_a_time(clients: Clients, proto: int) -> None:
+    sub = clients.subscriber(proto, "slowly/#", 1)
+    pub = clients.raw_connect(proto)
+    frame = mb.gen_publish("slowly/ü/日本", b"\x00\xff" * 50, qos=1, mid=3, proto_ver=proto)
+    for i in range(len(frame)):
+        pub.send(frame[i : i + 1])
+    pub.expect_packet(mb.PacketType.PUBACK, packet_id=3)
+    message = sub.expect_message()
+    assert (message.topic, message.payload) == ("slowly/ü/日本", b"\x00\xff" * 50)

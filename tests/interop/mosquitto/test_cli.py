@@ -93,3 +93,37 @@ def test_cli_keeps_retained_messages_across_a_restart(tmp_path: Path) -> None:
             message = sub.expect_message()
             assert (message.topic, message.retain, message.payload) == ("keep/t", True, "kept")
         assert edgebus.signal_and_wait(signal.SIGTERM) == 0
+
+
+def test_cli_keeps_persistent_sessions_and_their_queues_across_a_restart(tmp_path: Path) -> None:
+    edgebus = EdgebusProcess(tmp_path)
+    sub_args = [*run_args("mqttv311", 1), "-c", "-t", "ps/t"]
+    with edgebus:
+        with MosquittoSub(LOOPBACK, edgebus.port, *sub_args, client_id="keeper") as sub:
+            sub.wait_subscribed()
+        mosquitto_pub(
+            LOOPBACK, edgebus.port, *run_args("mqttv311", 1), "-t", "ps/t", "-m", "before"
+        )
+        assert edgebus.signal_and_wait(signal.SIGTERM) == 0
+    with edgebus:
+        mosquitto_pub(LOOPBACK, edgebus.port, *run_args("mqttv5", 1), "-t", "ps/t", "-m", "after")
+        with MosquittoSub(LOOPBACK, edgebus.port, *sub_args, "-C", "2", client_id="keeper") as sub:
+            assert [m.payload for m in sub.expect_messages(2)] == ["before", "after"]
+        assert edgebus.signal_and_wait(signal.SIGTERM) == 0
+
+
+def test_cli_keeps_acknowledged_retained_messages_after_kill_9(tmp_path: Path) -> None:
+    # ARCHITECTURE.md, Storage: after a kill -9 nothing acknowledged with QoS >= 1 is lost.
+    edgebus = EdgebusProcess(tmp_path)
+    with edgebus:
+        mosquitto_pub(
+            LOOPBACK, edgebus.port, *run_args("mqttv5", 1), "-r", "-t", "k9/t", "-m", "acked"
+        )
+        assert edgebus.signal_and_wait(signal.SIGKILL) == -signal.SIGKILL
+    with edgebus:
+        with MosquittoSub(
+            LOOPBACK, edgebus.port, *run_args("mqttv5", 1), "-t", "k9/#", "-C", "1"
+        ) as sub:
+            message = sub.expect_message()
+            assert (message.topic, message.retain, message.payload) == ("k9/t", True, "acked")
+        assert edgebus.signal_and_wait(signal.SIGTERM) == 0
