@@ -132,12 +132,16 @@ def format_table(summary: dict[str, Any]) -> list[str]:
     return out
 
 
+def _disturbance(record: RunRecord) -> float:
+    """CPU (cores) that processes outside the benchmark used during the run."""
+    other: float = record.details.get("other_cpu", 0.0)
+    return other
+
+
 def _warnings(record: RunRecord) -> list[str]:
-    """What makes a run's figures doubtful: neighbours' load, lost or extra messages."""
+    """What makes a run's figures doubtful: lost or extra messages."""
     d = record.details
     found = []
-    if d.get("other_cpu", 0.0) > OTHER_LOAD_WARNING:
-        found.append(f"other processes used {d['other_cpu']:.2f} cores")
     ratio = d.get("delivery_ratio")
     if ratio is not None and abs(ratio - 1.0) > 1e-4:
         found.append(f"subscribers got {ratio:.2%} of the expected deliveries")
@@ -160,17 +164,28 @@ def format_progress(record: RunRecord) -> str:
     if "broker_cpu" in d:
         cpu = f"  cpu {d['broker_cpu']:.2f}/{d['generator_cpu']:.2f}/{d['other_cpu']:.2f}"
     warnings = "".join(f"  [{w}]" for w in _warnings(record))
+    if _disturbance(record) > OTHER_LOAD_WARNING:
+        warnings += "  [disturbed]"
     return f"{prefix}  {figures}{cpu}  ({record.seconds:.1f} s){warnings}"
 
 
 def _notes(summary: dict[str, Any]) -> list[str]:
     notes = []
+    disturbed = []
     for raw in summary["runs"]:
         record = RunRecord(**raw)
         where = f"{record.scenario}, {record.label}, round {record.round}"
         if record.error:
             notes.append(f"{where}: not measured: {record.error}")
         notes += [f"{where}: {w}" for w in _warnings(record)]
+        if _disturbance(record) > OTHER_LOAD_WARNING:
+            disturbed.append(_disturbance(record))
+    if disturbed:
+        notes.append(
+            f"{len(disturbed)} of {len(summary['runs'])} runs [disturbed]: other processes "
+            f"used {min(disturbed):.2f}-{max(disturbed):.2f} cores during the measurement; "
+            "their figures are low by an unknown amount; rerun on an idle machine"
+        )
     for label, error in summary["failed_brokers"].items():
         notes.append(f"{label} did not start; its remaining runs were skipped: {error}")
     return notes
