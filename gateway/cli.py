@@ -178,5 +178,14 @@ def passwd(
     write_password_file(file, users)
 
 
+def _add_tools() -> None:
+    """Tools that live in their own packages, under their own names."""
+    from idl_codegen.cli import main as idl_codegen
+
+    main.add_command(idl_codegen, name="idl-codegen")
+
+
+_add_tools()
+
 if __name__ == "__main__":
     main()

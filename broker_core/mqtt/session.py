@@ -32,6 +32,7 @@ any             malformed packet, violation      v5: CONNACK/DISCONNECT with the
 from __future__ import annotations
 
 import enum
+from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -97,6 +98,7 @@ class Session:
         "_held",
         "_last_rx",
         "_out",
+        "_resend",
         "_v5",
         "_window",
         "acks_held",
@@ -142,6 +144,7 @@ class Session:
         self._events: list[Event] = []
         self._held: list[Packet] = []
         self._out: list[bytes] = []
+        self._resend: deque[Delivery] = deque()  # in flight, to resend as the window allows
         self._last_rx = now
         self._connect_deadline = now + limits.connect_timeout_s
 
@@ -450,8 +453,12 @@ class Session:
         """Unacknowledged PUBLISH (DUP set) and PUBREL, original ids [MQTT-4.4.0-1]."""
         state = self.state
         assert state is not None
-        for delivery in list(state.outgoing.values()):
-            if delivery.released:
+        for count, delivery in enumerate(list(state.outgoing.values())):
+            if count >= self._window:
+                # More in flight than this connection's window: the rest follow as
+                # acknowledgements free the window [MQTT-3.3.4-9].
+                self._resend.append(delivery)
+            elif delivery.released:
                 self._send(encode(Pubrel(delivery.packet_id), self.protocol_level))
             else:
                 self._send_delivery(delivery, now, dup=True)
@@ -460,6 +467,15 @@ class Session:
         state = self.state
         if state is None:
             return
+        resend = self._resend
+        while resend and self.writable and len(state.outgoing) - len(resend) < self._window:
+            delivery = resend.popleft()
+            if state.outgoing.get(delivery.packet_id) is not delivery:
+                continue
+            if delivery.released:
+                self._send(encode(Pubrel(delivery.packet_id), self.protocol_level))
+            else:
+                self._send_delivery(delivery, now, dup=True)
         queue = state.queue
         while queue and self.writable and self.conn_state is ConnState.CONNECTED:
             if queue[0].qos and len(state.outgoing) >= self._window:
@@ -573,7 +589,7 @@ class Session:
         delivery = state.outgoing.get(packet.packet_id)
         if delivery is not None and delivery.qos == 1:
             state.complete(packet.packet_id)
-            if state.queue:
+            if state.queue or self._resend:
                 self._drain(now)
 
     def _on_pubrec(self, packet: Pubrec, now: float) -> None:
@@ -612,7 +628,7 @@ class Session:
         delivery = state.outgoing.get(packet.packet_id)
         if delivery is not None and delivery.released:
             state.complete(packet.packet_id)
-            if state.queue:
+            if state.queue or self._resend:
                 self._drain(now)
 
     def _on_subscribe(self, packet: Subscribe, now: float) -> None:

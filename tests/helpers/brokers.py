@@ -249,11 +249,13 @@ def start_edgebus(
     workdir.mkdir(parents=True, exist_ok=True)
     port = free_port()
     config = workdir / "cfg.yaml"
+    # The HTTP API would bind its default port: give it an ephemeral one instead.
+    api = "" if "\napi:" in f"\n{config_yaml_extra}" else f"api:\n  bind: {LOOPBACK}:0\n"
     config.write_text(
         "listeners:\n"
         "  - type: tcp\n"
         f"    bind: {LOOPBACK}:{port}\n"
-        f"data_dir: {workdir / 'data'}\n" + config_yaml_extra + "\n"
+        f"data_dir: {workdir / 'data'}\n" + api + config_yaml_extra + "\n"
     )
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), *filter(None, [env.get("PYTHONPATH")])])
