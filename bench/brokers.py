@@ -2,8 +2,8 @@
 
 ``launch(kind)`` is a context manager yielding a ``RunningBroker`` that is ready
 (it completed an MQTT CONNECT/CONNACK) and is always stopped on exit: SIGTERM, then
-SIGKILL after a grace period. Brokers also get PR_SET_PDEATHSIG so that they die
-with the harness even if the harness itself is killed with SIGKILL.
+SIGKILL after a grace period. Brokers also die with the harness when the harness
+itself is killed with SIGKILL (``bench.lifetime``).
 
 Each broker runs in the foreground with its own temporary directory holding its
 config file and its log (stderr), which is shown when the broker fails to start.
@@ -12,7 +12,6 @@ config file and its log (stderr), which is shown when the broker fails to start.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import shutil
 import signal
@@ -28,6 +27,7 @@ from pathlib import Path
 from bench.client import mqtt_connect
 from bench.errors import BrokerError
 from bench.frames import encode_disconnect
+from bench.lifetime import die_with_parent
 
 __all__ = [
     "BROKER_KINDS",
@@ -39,7 +39,6 @@ __all__ = [
 BROKER_KINDS = ("edgebus", "mosquitto")
 MOSQUITTO = os.environ.get("BENCH_MOSQUITTO", "/usr/sbin/mosquitto")
 REPO_ROOT = Path(__file__).resolve().parent.parent
-_PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True)
@@ -74,11 +73,6 @@ def _log_tail(path: Path, lines: int = 15) -> str:
     return "; log tail:\n    " + "\n    ".join(text.splitlines()[-lines:])
 
 
-def _die_with_parent() -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
 def _mosquitto_command(port: int, workdir: Path) -> list[str]:
     # max_queued_messages: the fan-out and QoS 1 runs keep up to e2e_window (32768) messages
     # queued per subscriber; mosquitto's default (1000) would drop QoS 0 beyond that.
@@ -86,9 +80,11 @@ def _mosquitto_command(port: int, workdir: Path) -> list[str]:
     # with Nagle on, the kernel coalesces mosquitto's one-write-per-message deliveries;
     # with it off, QoS 0 fan-in swung between 240k and 400k msg/s from run to run on
     # the 2-core dev machine, while p99 latency at 1000 msg/s was the same either way.
+    # user root: started as root, mosquitto would switch to user "mosquitto", and that
+    # credential change clears PR_SET_PDEATHSIG (see bench.lifetime).
     config = workdir / "mosquitto.conf"
     config.write_text(
-        f"listener {port} 127.0.0.1\n"
+        ("user root\n" if os.geteuid() == 0 else "") + f"listener {port} 127.0.0.1\n"
         "allow_anonymous true\n"
         "persistence false\n"
         "max_queued_messages 1000000\n"
@@ -96,8 +92,7 @@ def _mosquitto_command(port: int, workdir: Path) -> list[str]:
         "log_dest stderr\n"
         "log_type error\n"
     )
-    # Started as root, mosquitto drops to user "mosquitto" after reading its config;
-    # keep the directory readable for it anyway.
+    # Should mosquitto still switch users, it must be able to read its directory.
     workdir.chmod(0o755)
     config.chmod(0o644)
     return [MOSQUITTO, "-c", str(config)]
@@ -172,7 +167,7 @@ def launch(kind: str, ready_timeout_s: float = 30.0) -> Iterator[RunningBroker]:
                     cwd=REPO_ROOT,
                     env={**os.environ, "PYTHONUNBUFFERED": "1"},
                     start_new_session=True,
-                    preexec_fn=_die_with_parent,
+                    preexec_fn=die_with_parent,
                 )
             except OSError as exc:
                 raise BrokerError(f"cannot start {kind}: {command[0]}: {exc}") from exc

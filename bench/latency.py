@@ -22,6 +22,7 @@ from typing import Any
 from bench.client import mqtt_connect, mqtt_subscribe
 from bench.errors import LoadError
 from bench.frames import PUBLISH, StreamError, encode_disconnect, encode_publish, split_packets
+from bench.lifetime import die_with_parent
 from bench.procstat import cpu_seconds, machine_busy_seconds
 
 __all__ = ["LatencyResult", "percentile", "run_latency"]
@@ -59,6 +60,7 @@ def _publisher(
     port: int, level: int, payload_size: int, rate: float, count: int, go: Any, out: Any
 ) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent()
     try:
         sock = mqtt_connect(port, "bench-latency-pub", level)
     except (OSError, StreamError) as exc:
@@ -88,6 +90,7 @@ def _publisher(
 
 def _subscriber(port: int, level: int, payload_size: int, count: int, skip: int, out: Any) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent()
     try:
         sock = mqtt_connect(port, "bench-latency-sub", level)
         mqtt_subscribe(sock, _TOPIC, 0, level)

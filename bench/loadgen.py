@@ -52,6 +52,7 @@ from bench.frames import (
     encode_publish,
     encode_publish_run,
 )
+from bench.lifetime import die_with_parent
 from bench.procstat import cpu_seconds, machine_busy_seconds
 
 __all__ = ["FlowResult", "FlowSpec", "run_flow", "spread"]
@@ -155,6 +156,7 @@ def _worker(
 ) -> None:
     """Process entry: connect (and subscribe), report ready, wait for go, run ``body``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent()
     name = f"{role}{indices}"
     socks: list[socket.socket] = []
     try:
