@@ -10,6 +10,7 @@ takes the receive time once per read. Messages sent during the warm-up are disca
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import os
 import queue
@@ -52,7 +53,7 @@ def percentile(sorted_values: list[int], fraction: float) -> int:
     """Nearest-rank percentile of an ascending list."""
     if not sorted_values:
         raise ValueError("no samples")
-    rank = max(1, round(fraction * len(sorted_values) + 0.5))
+    rank = max(1, math.ceil(fraction * len(sorted_values) - 1e-9))
     return sorted_values[min(rank, len(sorted_values)) - 1]
 
 
