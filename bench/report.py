@@ -175,7 +175,7 @@ def _notes(summary: dict[str, Any]) -> list[str]:
     for raw in summary["runs"]:
         record = RunRecord(**raw)
         where = f"{record.scenario}, {record.label}, round {record.round}"
-        if record.error:
+        if record.error and record.error not in summary["failed_brokers"].values():
             notes.append(f"{where}: not measured: {record.error}")
         notes += [f"{where}: {w}" for w in _warnings(record)]
         if _disturbance(record) > OTHER_LOAD_WARNING:
