@@ -21,7 +21,7 @@ def _mosquitto_clients_installed() -> None:
 
 @pytest.fixture
 def gw(tmp_path: Path) -> Iterator[RunningGateway]:
-    with running_gateway(tmp_path / "gw") as gateway:
+    with running_gateway(tmp_path / "gw", "api:\n  enabled: false\n") as gateway:
         yield gateway
 
 
