@@ -14,7 +14,13 @@ from broker_core.mqtt.properties import Properties
 from tests.helpers import mqtt_builder as mb
 from tests.helpers.gateway import RunningGateway
 from tests.helpers.timeouts import unit
-from tests.integration.broker.support import BOTH, Clients, publish_props, wait_until
+from tests.integration.broker.support import (
+    BOTH,
+    Clients,
+    connect_props,
+    publish_props,
+    wait_until,
+)
 
 API = Origin("api", "t")
 
@@ -175,3 +181,33 @@ def test_api_publish_with_sender_skips_its_own_local_subscription(gw: RunningGat
     assert reached == 1
     assert _next(gw, other).payload == b"x"
     assert gw.call(local.get_nowait) is None
+
+
+@pytest.mark.parametrize(
+    ("overflow", "kept"), [("drop_oldest", [b"2", b"3", b"4"]), ("drop_new", [b"0", b"1", b"2"])]
+)
+def test_local_subscription_queue_is_bounded(
+    clients: Clients, gw: RunningGateway, overflow: str, kept: list[bytes]
+) -> None:
+    local = _subscribe(gw, ["lb/#"], maxsize=3, overflow=overflow)
+    pub = clients.connect(5)
+    for i in range(5):
+        pub.publish("lb/t", f"{i}", 1)
+    assert gw.call(lambda: local.dropped) == 2
+    assert [_next(gw, local).payload for _ in range(3)] == kept
+    assert gw.call(local.get_nowait) is None
+
+
+@BOTH
+def test_api_publish_is_queued_for_an_offline_persistent_session(
+    clients: Clients, gw: RunningGateway, proto: int
+) -> None:
+    props = connect_props(SessionExpiryInterval=60) if proto == 5 else None
+    sub = clients.paho(proto, "offline-api", clean_session=False)
+    sub.connect(clean_start=False, properties=props)
+    assert sub.subscribe("q/#", 1) == [1]
+    sub.disconnect()
+    assert gw.call(lambda: gw.broker.publish(Context("q/t", b"while away", 1))) == 1
+    again = clients.paho(proto, "offline-api", clean_session=False)
+    assert again.connect(clean_start=False, properties=props).session_present is True
+    assert again.expect_message().payload == b"while away"

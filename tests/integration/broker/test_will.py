@@ -195,3 +195,28 @@ def test_will_properties_are_forwarded(clients: Clients) -> None:
     assert props.UserProperty == [("b", "2"), ("a", "1")]
     assert props.PayloadFormatIndicator == 1
     assert 0 < props.MessageExpiryInterval <= 100
+
+
+def test_will_message_expiry_starts_when_the_will_is_published(clients: Clients) -> None:
+    # 3.1.3.2.4 Message Expiry Interval (Will Properties): "the lifetime of the Will Message
+    # in seconds and is sent as the Publication Expiry Interval when the Server publishes
+    # the Will Message" - the clock starts at publication, not at the disconnection, so a
+    # Will Delay Interval as long as the expiry does not make the Will vanish.
+    sub = clients.subscriber(5, "will/#", 1)
+    client = clients.paho(5, "w13")
+    client.will_set(
+        "will/w13", b"late", 1, False, will_props(WillDelayInterval=1, MessageExpiryInterval=1)
+    )
+    client.connect(properties=connect_props(SessionExpiryInterval=60))
+    client.abort()
+    message = sub.expect_message(unit(4))
+    assert (message.topic, message.payload) == ("will/w13", b"late")
+    assert message.properties.MessageExpiryInterval == 1
+
+
+def test_will_delay_longer_than_a_zero_session_expiry_publishes_at_once(clients: Clients) -> None:
+    # Session Expiry 0: the Session ends with the connection, so the Will goes out then.
+    sub = clients.subscriber(5, "will/#", 1)
+    _will_client(clients, 5, "w14", delay=300, session_expiry=0).abort()
+    message = sub.expect_message()
+    assert (message.topic, message.payload) == ("will/w14", b"gone")
