@@ -108,6 +108,13 @@ def _edgebus_command(port: int, workdir: Path) -> list[str]:
         f"    bind: 127.0.0.1:{port}\n"
         f"data_dir: {data_dir}\n"
         "persistence: memory\n"
+        # The same queue bounds as the mosquitto config above.
+        "mqtt:\n"
+        "  max_queued_messages: 1000000\n"
+        "  max_queued_bytes: 2GB\n"
+        # The HTTP API on an ephemeral port, out of the way of anything on 8081.
+        "api:\n"
+        "  bind: 127.0.0.1:0\n"
     )
     script = Path(sys.executable).parent / "edgebus"
     if script.exists():

@@ -120,7 +120,7 @@ class Broker:
             else:
                 self.store.retained_cleared(context.topic)
         targets = self.router.match(context.topic)
-        if not targets:
+        if targets.empty:
             return 0
         # One encoding per wire variant, shared by every subscriber of that variant.
         cache: dict[Any, Any] = {} if frame is None else {(frame_v5, 0, False, ()): (frame, b"")}

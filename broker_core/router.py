@@ -106,16 +106,17 @@ class _Node:
 class Targets:
     """Subscribers of one topic: ``(subscriber, entries)`` pairs and shared groups."""
 
-    __slots__ = ("groups", "subscribers")
+    __slots__ = ("empty", "groups", "subscribers")
 
     def __init__(
         self, subscribers: list[tuple[Subscriber, tuple[Entry, ...]]], groups: list[SharedGroup]
     ) -> None:
         self.subscribers = subscribers
         self.groups = groups
+        self.empty = not subscribers and not groups
 
     def __bool__(self) -> bool:
-        return bool(self.subscribers or self.groups)
+        return not self.empty
 
 
 class Router:

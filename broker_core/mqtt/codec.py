@@ -36,6 +36,7 @@ from broker_core.mqtt.packets import (
     Unsuback,
     Unsubscribe,
     Will,
+    new_publish,
 )
 from broker_core.mqtt.properties import EMPTY, PacketKind, Properties, decode_properties
 from broker_core.mqtt.reason_codes import ReasonCode
@@ -176,7 +177,10 @@ class Decoder:
                 if end > n:
                     waiting_for = total
                     break
-                packets.append(self._decode(b0, buf, pos, i, end))
+                if b0 >> 4 == 3:  # PUBLISH, the hot path: no detour through _decode
+                    packets.append(_publish(self.protocol_level or 4, b0 & 0x0F, buf, pos, i, end))
+                else:
+                    packets.append(self._decode(b0, buf, pos, i, end))
                 pos = end
         except ProtocolError as exc:
             self._error = exc
@@ -248,7 +252,7 @@ def _publish(level: int, flags: int, buf: bytes, start: int, pos: int, end: int)
         else:
             props, pos = decode_properties(buf, pos, end, PacketKind.PUBLISH)
     raw = None if qos else (buf if start == 0 and end == len(buf) else buf[start:end])
-    return Publish(topic, buf[pos:end], qos, bool(flags & 1), dup, packet_id, props, raw)
+    return new_publish(topic, buf[pos:end], qos, bool(flags & 1), dup, packet_id, props, raw)
 
 
 def _connect(dec: Decoder, buf: bytes, pos: int, end: int) -> Connect:

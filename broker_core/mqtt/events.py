@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from broker_core.context import Context
-from broker_core.mqtt.fastinit import fast_init
+from broker_core.mqtt.fastinit import frozen_factory
 from broker_core.mqtt.packets import Auth, Connect, Subscribe, Unsubscribe
 
 __all__ = [
@@ -34,7 +34,6 @@ class AuthReceived:
     auth: Auth
 
 
-@fast_init
 @dataclass(frozen=True, slots=True)
 class PublishReceived:
     """An application message to route; QoS 1/2 wait for ``Session.acknowledge``.
@@ -82,6 +81,9 @@ class ConnectionClosing:
     reason_code: int
     message: str
 
+
+# Every field positionally, fast (one per PUBLISH): see fastinit.
+new_publish_received = frozen_factory(PublishReceived)
 
 Event = (
     ConnectRequested

@@ -1,53 +1,42 @@
-"""Faster ``__init__`` for frozen slotted dataclasses on the message hot path.
+"""Fast construction of frozen slotted dataclasses on the message hot path.
 
-A frozen dataclass's generated ``__init__`` assigns each field through
-``object.__setattr__``, which costs about three times a plain slot store; a message
-passes through two such objects (``Publish``, ``Context``). ``fast_init`` replaces
-``__init__`` with one that stores through the slots' member descriptors. The class
-stays a frozen dataclass: attribute assignment still raises ``FrozenInstanceError``,
-and ``dataclasses.replace``, equality, hashing and ``repr`` are unchanged.
+A frozen dataclass's ``__init__`` stores each field through ``object.__setattr__``
+(its own ``__setattr__`` refuses), about four times the cost of a plain slot store;
+every message passes through three such objects (``Publish``, ``Context``,
+``PublishReceived``). ``frozen_factory(cls)`` returns a function taking every field
+positionally that builds the instance as a twin class with the same slots and plain
+attribute stores, then gives it its real class (CPython allows ``__class__``
+assignment between classes of identical layout). The result is an ordinary instance
+of ``cls``: frozen, equal, hashable and ``dataclasses.replace``-able as any other.
+Use the class itself everywhere else.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, TypeVar
+from collections.abc import Callable
+from typing import Any
 
-__all__ = ["fast_init"]
-
-T = TypeVar("T")
-
-_MISSING = dataclasses.MISSING
+__all__ = ["frozen_factory"]
 
 
-def fast_init(cls: type[T]) -> type[T]:
-    params: list[str] = []
-    body: list[str] = []
-    namespace: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-        name = f.name
-        setter = f"_set_{name}"
-        namespace[setter] = cls.__dict__[name].__set__
-        if not f.init:
-            if f.default is not _MISSING:
-                namespace[f"_default_{name}"] = f.default
-                body.append(f"    {setter}(self, _default_{name})")
-            continue
-        if f.default is not _MISSING:
-            namespace[f"_default_{name}"] = f.default
-            params.append(f"{name}=_default_{name}")
-            body.append(f"    {setter}(self, {name})")
-        elif f.default_factory is not _MISSING:
-            namespace[f"_factory_{name}"] = f.default_factory
-            params.append(f"{name}=_MISSING")
-            body.append(f"    {setter}(self, _factory_{name}() if {name} is _MISSING else {name})")
-        else:
-            params.append(name)
-            body.append(f"    {setter}(self, {name})")
-    namespace["_MISSING"] = _MISSING
-    source = f"def __init__(self, {', '.join(params)}):\n" + "\n".join(body or ["    pass"])
+def frozen_factory(cls: type) -> Callable[..., Any]:
+    params = dataclasses.fields(cls)
+    names = [f.name for f in params]
+    slots = getattr(cls, "__slots__", None)
+    if slots is None or not cls.__dataclass_params__.frozen:  # type: ignore[attr-defined]
+        raise TypeError(f"{cls.__name__} is not a frozen slotted dataclass")
+    twin = type(f"_{cls.__name__}Twin", (), {"__slots__": tuple(slots)})
+    body = "\n".join(f"    obj.{name} = {name}" for name in names)
+    source = (
+        f"def new_{cls.__name__.lower()}({', '.join(names)}):\n"
+        "    obj = _new(_twin)\n"
+        f"{body}\n"
+        "    obj.__class__ = _cls\n"
+        "    return obj\n"
+    )
+    namespace: dict[str, Any] = {"_new": object.__new__, "_twin": twin, "_cls": cls}
     exec(source, namespace)
-    init = namespace["__init__"]
-    init.__qualname__ = f"{cls.__qualname__}.__init__"
-    cls.__init__ = init  # type: ignore[method-assign]
-    return cls
+    factory: Callable[..., Any] = namespace[f"new_{cls.__name__.lower()}"]
+    factory.__doc__ = f"A {cls.__name__}, every field given positionally (see fastinit)."
+    return factory

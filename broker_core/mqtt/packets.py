@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from broker_core.mqtt.fastinit import fast_init
+from broker_core.mqtt.fastinit import frozen_factory
 from broker_core.mqtt.properties import EMPTY, Properties
 
 __all__ = [
@@ -108,7 +108,6 @@ class Connack:
     packet_type = PacketType.CONNACK
 
 
-@fast_init
 @dataclass(frozen=True, slots=True)
 class Publish:
     topic: str
@@ -241,6 +240,9 @@ class Auth:
 
     packet_type = PacketType.AUTH
 
+
+# Every field positionally, fast (the decoder builds one per PUBLISH): see fastinit.
+new_publish = frozen_factory(Publish)
 
 Packet = (
     Connect

@@ -37,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from broker_core.context import Context, Origin, next_message_id
+from broker_core.context import EMPTY_META, Context, Origin, new_context, next_message_id
 from broker_core.errors import ProtocolError, ProtocolViolation
 from broker_core.mqtt.codec import Decoder, UnsupportedProtocolVersion
 from broker_core.mqtt.delivery import publish_parts
@@ -48,9 +48,9 @@ from broker_core.mqtt.events import (
     ConnectRequested,
     DisconnectReceived,
     Event,
-    PublishReceived,
     SubscribeRequested,
     UnsubscribeRequested,
+    new_publish_received,
 )
 from broker_core.mqtt.limits import ServerLimits
 from broker_core.mqtt.packets import (
@@ -408,7 +408,10 @@ class Session:
             if len(prefix) > self.client_max_packet_size:
                 counters.dropped_too_large += 1  # [MQTT-3.1.2-25]
                 return
-            self._send(prefix)
+            out = self._out
+            out.append(prefix)
+            if len(out) == 1 and self.wakeup is not None:
+                self.wakeup()  # as _send does, inlined on the QoS 0 path
             counters.messages_sent += 1
             return
         if len(prefix) + 2 + len(suffix) > self.client_max_packet_size:
@@ -565,23 +568,23 @@ class Session:
             if len(incoming) >= self.limits.receive_maximum:
                 raise ProtocolError("receive maximum exceeded", ReasonCode.RECEIVE_MAXIMUM_EXCEEDED)
             state.add_incoming(pid)
-        counters = self.counters
-        counters.messages_received += 1
-        context = Context(
+        self.counters.messages_received += 1
+        context = new_context(
             topic,
             packet.payload,
             qos,
             packet.retain,
             props,
             self.origin,
-            id=next_message_id(),
-            received_at=int(now * 1e9),
+            EMPTY_META,
+            next_message_id(),
+            int(now * 1e9),
         )
         raw = packet.raw
         if raw is not None and not packet.retain and props is EMPTY:
-            self._events.append(PublishReceived(context, None, raw, self._v5))
+            self._events.append(new_publish_received(context, None, raw, self._v5))
         else:
-            self._events.append(PublishReceived(context, packet.packet_id))
+            self._events.append(new_publish_received(context, packet.packet_id, None, False))
 
     def _on_puback(self, packet: Puback, now: float) -> None:
         state = self.state
