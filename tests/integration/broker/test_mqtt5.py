@@ -513,3 +513,55 @@ def test_session_expiry_on_disconnect_after_zero_is_a_protocol_error(clients: Cl
     client = clients.raw_connect(5)
     client.send(mb.gen_disconnect(0, proto_ver=5, properties={"session_expiry_interval": 30}))
     client.expect_closed(reason_code=RC.PROTOCOL_ERROR)
+
+
+@pytest.mark.gateway_config("mqtt:\n  max_qos: 1\n")
+def test_will_qos_above_the_maximum_qos_is_refused(clients: Clients) -> None:
+    # [MQTT-3.2.2-12]: a Will QoS exceeding the Server's capabilities: reject the
+    # connection, CONNACK 0x9B QoS not supported (SHOULD), then close (MUST).
+    client = clients.raw(5)
+    client.send(mb.gen_connect("wq", proto_ver=5, will_topic="w/t", will_qos=2))
+    final = client.expect_closed(
+        reason_code=RC.QOS_NOT_SUPPORTED, require_reason=True, packet_type=mb.PacketType.CONNACK
+    )
+    assert final is not None
+    assert final.session_present is False
+
+
+@pytest.mark.gateway_config("mqtt:\n  retain_available: false\n")
+def test_will_retain_without_retain_available_is_refused(clients: Clients) -> None:
+    # [MQTT-3.2.2-13]: a Will with Will Retain 1 when retained messages are not supported:
+    # reject the connection, CONNACK 0x9A Retain not supported (SHOULD), then close (MUST).
+    client = clients.raw(5)
+    client.send(mb.gen_connect("wr", proto_ver=5, will_topic="w/t", will_retain=True))
+    final = client.expect_closed(
+        reason_code=RC.RETAIN_NOT_SUPPORTED,
+        require_reason=True,
+        packet_type=mb.PacketType.CONNACK,
+    )
+    assert final is not None
+    assert final.session_present is False
+
+
+@pytest.mark.gateway_config(
+    "mqtt:\n  wildcard_subscriptions: false\n  shared_subscriptions: false\n"
+    "  subscription_identifiers: false\n"
+)
+def test_disabled_capabilities_are_advertised_and_refused(clients: Clients) -> None:
+    # 3.2.2.3.11-13: Wildcard / Subscription Identifier / Shared Subscription Available 0;
+    # SUBACK 0xA2, 0x9E; a Subscription Identifier then: DISCONNECT 0xA1.
+    client = clients.raw(5)
+    connack = client.do_connect("caps", proto_ver=5)
+    assert connack.properties.get("wildcard_subscription_available") == 0
+    assert connack.properties.get("shared_subscription_available") == 0
+    assert connack.properties.get("subscription_identifier_available") == 0
+    suback = client.subscribe([("caps/+", 1), ("$share/g/caps/t", 1), ("caps/t", 1)])
+    assert suback.reason_codes == [
+        RC.WILDCARD_SUBSCRIPTIONS_NOT_SUPPORTED,
+        RC.SHARED_SUBSCRIPTIONS_NOT_SUPPORTED,
+        1,
+    ]
+    client.send(
+        mb.gen_subscribe(9, "caps/x", 1, proto_ver=5, properties={"subscription_identifier": 3})
+    )
+    client.expect_closed(reason_code=RC.SUBSCRIPTION_IDENTIFIERS_NOT_SUPPORTED, require_reason=True)
