@@ -7,10 +7,13 @@ false. Request bodies are limited (``body_limit``): nothing larger is read into 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from fastapi import Depends, FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from broker_core.broker import VERSION
@@ -99,6 +102,15 @@ class _BodyTooLarge(Exception):
     pass
 
 
+async def _invalid_request(request: Request, exc: Exception) -> Response:
+    """422 naming every problem, as FastAPI does, but in ASCII JSON: the input echoed
+    back may hold lone surrogates, which UTF-8 cannot encode (FastAPI's own handler
+    fails on them with a 500)."""
+    errors = exc.errors() if isinstance(exc, RequestValidationError) else []
+    body = json.dumps({"detail": jsonable_encoder(errors)}, ensure_ascii=True)
+    return Response(body, status_code=422, media_type="application/json")
+
+
 def create_app(gateway: GatewayView, credentials: Credentials | None = None) -> FastAPI:
     """The API of ``gateway``; ``credentials`` default to those of ``gateway.config.api``
     (which may read or create the key file)."""
@@ -145,5 +157,6 @@ def create_app(gateway: GatewayView, credentials: Credentials | None = None) -> 
     async def openapi(request: Request) -> JSONResponse:
         return JSONResponse(request.app.openapi())
 
+    app.add_exception_handler(RequestValidationError, _invalid_request)
     app.add_middleware(BodyLimit, limit=body_limit(gateway.broker.limits.max_packet_size))
     return app

@@ -14,10 +14,13 @@ from gateway.api.auth import Principal, authenticate
 from gateway.api.components import GatewayView
 from gateway.api.metrics import ApiStats
 
-__all__ = ["Caller", "Gw", "Limit", "Offset", "Responses", "Stats", "page"]
+__all__ = ["MAX_QUERY", "Caller", "Gw", "Limit", "Offset", "Responses", "Stats", "page"]
 
 
 T = TypeVar("T")
+
+#: Longest string a query parameter (a filter) may be.
+MAX_QUERY = 1024
 
 #: The ``responses=`` of a route: status code -> OpenAPI response object.
 Responses = dict[int | str, dict[str, Any]]

@@ -142,10 +142,14 @@ def snapshot(gateway: GatewayView, stats: ApiStats) -> Metrics:
         local_dropped += int(getattr(subscriber, "dropped", 0))
 
     adapters = adapter_statuses(gateway)
+    # The broker's messages_received also counts what hub clients (adapters) publish:
+    # their share is moved to their own protocol.
     received = {"mqtt": counters.messages_received, "api": stats.messages_published}
     for adapter in adapters:
         protocol = adapter.type or adapter.name
-        received[protocol] = received.get(protocol, 0) + adapter_stat(adapter, "published")
+        published = adapter_stat(adapter, "published")
+        received[protocol] = received.get(protocol, 0) + published
+        received["mqtt"] = max(received["mqtt"] - published, 0)
 
     dropped = {
         "queue_full": counters.dropped_queue_full,

@@ -1,6 +1,7 @@
 """``ApiServer``: uvicorn serving the API inside the gateway's event loop.
 
-No thread and no process of its own: ``start()`` binds the socket (so a busy port is an
+No thread and no process of its own: the constructor builds the app (and reads or
+creates the API key), ``start()`` binds the socket (so a busy port is an
 ``OSError`` at start-up, like a listener's) and ``serve()`` runs as one task of the
 gateway's TaskGroup until ``stop()``. Uvicorn configures no logging (the CLI does),
 installs no signal handlers (the CLI does) and runs no lifespan.
@@ -27,6 +28,9 @@ log = logging.getLogger(__name__)
 
 #: How long requests in progress may take to finish when the gateway stops.
 GRACEFUL_SHUTDOWN_S = 5
+
+#: Largest request line and headers (a longer one is refused with 400).
+MAX_REQUEST_HEAD = 128 * 1024
 
 
 class _Server(uvicorn.Server):
@@ -58,23 +62,24 @@ async def bind_socket(host: str, port: int, backlog: int = 128) -> socket.socket
 
 class ApiServer:
     def __init__(self, gateway: GatewayView) -> None:
+        """Builds the app; reads the API key file, or creates it (``ConfigError`` when
+        it cannot), so that a problem shows before anything starts."""
         self.gateway = gateway
+        config = gateway.config
+        self.app = create_app(gateway, build_credentials(config.api, config.data_dir))
         self.address: tuple[str, int] | None = None
         self._socket: socket.socket | None = None
         self._server: _Server | None = None
 
     async def start(self) -> None:
-        """Reads or creates the API key and binds the socket; ``serve()`` then serves."""
-        config = self.gateway.config
-        credentials = build_credentials(config.api, config.data_dir)
-        app = create_app(self.gateway, credentials)
-        bind = config.api.bind
+        """Binds the socket (``OSError`` when it cannot); ``serve()`` then serves."""
+        bind = self.gateway.config.api.bind
         self._socket = sock = await bind_socket(bind.host, bind.port)
         host, port = sock.getsockname()[:2]
         self.address = (host, port)
         self._server = _Server(
             uvicorn.Config(
-                app,
+                self.app,
                 log_config=None,
                 access_log=False,
                 lifespan="off",
@@ -82,6 +87,7 @@ class ApiServer:
                 proxy_headers=False,
                 server_header=False,
                 timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+                h11_max_incomplete_event_size=MAX_REQUEST_HEAD,
             )
         )
         log.info("HTTP API listening on http://%s/api/v1", BindAddress(host, port))

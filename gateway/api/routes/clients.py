@@ -18,7 +18,7 @@ from broker_core.listeners.connection import MqttConnection
 from broker_core.mqtt.reason_codes import ReasonCode
 from broker_core.mqtt.session_state import SessionState
 from gateway.api.components import GatewayView
-from gateway.api.deps import Caller, Gw, Limit, Offset, Responses, page
+from gateway.api.deps import MAX_QUERY, Caller, Gw, Limit, Offset, Responses, page
 from gateway.api.schemas import ClientInfo, ClientPage
 
 __all__ = ["client_info", "router"]
@@ -68,11 +68,11 @@ async def list_clients(
     offset: Offset = 0,
     limit: Limit = 100,
     like_clientid: Annotated[
-        str | None, Query(max_length=65535, description="Client ids containing this.")
+        str | None, Query(max_length=MAX_QUERY, description="Client ids containing this.")
     ] = None,
-    username: Annotated[str | None, Query(max_length=65535)] = None,
+    username: Annotated[str | None, Query(max_length=MAX_QUERY)] = None,
     ip: Annotated[str | None, Query(max_length=64, description="Peer IP address.")] = None,
-    listener: Annotated[str | None, Query(max_length=65535)] = None,
+    listener: Annotated[str | None, Query(max_length=MAX_QUERY)] = None,
     protocol_level: Annotated[int | None, Query(ge=3, le=5)] = None,
     connected: Annotated[bool | None, Query(description="Only online / offline ones.")] = None,
 ) -> ClientPage:

@@ -56,7 +56,7 @@ def _prepare(
         )
     if len(context.payload) > limits.max_packet_size:
         raise HTTPException(
-            status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+            status.HTTP_413_CONTENT_TOO_LARGE,
             f"{where}payload: larger than mqtt.max_packet_size ({limits.max_packet_size} bytes)",
         )
     return context, None if delayed is None else delayed[0]

@@ -13,7 +13,7 @@ from fastapi import APIRouter, HTTPException, Query, Response, status
 
 from broker_core.context import Context
 from broker_core.mqtt.topics import topic_filter_problem
-from gateway.api.deps import Caller, Gw, Limit, Offset, Responses, page
+from gateway.api.deps import MAX_QUERY, Caller, Gw, Limit, Offset, Responses, page
 from gateway.api.messages import message_of
 from gateway.api.schemas import Message, RetainedPage
 
@@ -38,7 +38,7 @@ async def list_retained(
     topic: Annotated[
         str | None,
         Query(
-            max_length=65535,
+            max_length=MAX_QUERY,
             description="A topic filter (`sensors/#`); none: all, `$SYS` topics included.",
         ),
     ] = None,

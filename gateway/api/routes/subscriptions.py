@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query
 from broker_core.mqtt.session_state import SessionState
 from broker_core.mqtt.topics import SHARE_PREFIX, filter_matches
 from broker_core.router import Entry
-from gateway.api.deps import Gw, Limit, Offset, page
+from gateway.api.deps import MAX_QUERY, Gw, Limit, Offset, page
 from gateway.api.schemas import SubscriptionInfo, SubscriptionPage
 
 __all__ = ["router", "subscription_info"]
@@ -54,16 +54,16 @@ async def list_subscriptions(
     offset: Offset = 0,
     limit: Limit = 100,
     clientid: Annotated[
-        str | None, Query(max_length=65535, description="Only this subscriber's.")
+        str | None, Query(max_length=MAX_QUERY, description="Only this subscriber's.")
     ] = None,
     topic: Annotated[
-        str | None, Query(max_length=65535, description="Only this exact filter.")
+        str | None, Query(max_length=MAX_QUERY, description="Only this exact filter.")
     ] = None,
     matches: Annotated[
         str | None,
-        Query(max_length=65535, description="Only filters matching this topic name."),
+        Query(max_length=MAX_QUERY, description="Only filters matching this topic name."),
     ] = None,
-    share_group: Annotated[str | None, Query(max_length=65535)] = None,
+    share_group: Annotated[str | None, Query(max_length=MAX_QUERY)] = None,
     kind: Annotated[
         str | None, Query(max_length=64, description="`mqtt`, or a local protocol.")
     ] = None,

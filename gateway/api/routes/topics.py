@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, status
 
-from gateway.api.deps import Gw
+from gateway.api.deps import MAX_QUERY, Gw
 from gateway.api.schemas import TopicTree
 from gateway.api.topic_tree import TopicTreeBuilder
 
@@ -27,7 +27,7 @@ async def topic_tree(
     gateway: Gw,
     root: Annotated[
         str | None,
-        Query(max_length=65535, description="Show the tree below this topic, e.g. `a/b`."),
+        Query(max_length=MAX_QUERY, description="Show the tree below this topic, e.g. `a/b`."),
     ] = None,
     depth: Annotated[int, Query(ge=1, le=MAX_DEPTH, description="Levels shown.")] = 16,
 ) -> TopicTree:

@@ -1,0 +1,345 @@
+"""``/publish``, ``/publish/batch``, ``/retained``, ``/subscriptions`` and ``/topics``."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+from broker_core.context import Origin
+from tests.helpers.gateway import RunningGateway, running_gateway
+from tests.helpers.timeouts import unit
+from tests.integration.api.conftest import API_CONFIG, http_of
+from tests.integration.api.support import Http
+from tests.integration.broker.support import Clients, SubscribeOptions, publish_props, wait_until
+
+
+def test_publish_reaches_an_mqtt_subscriber(
+    gw: RunningGateway, http: Http, clients: Clients
+) -> None:
+    sub = clients.paho(5, "listener")
+    sub.connect()
+    assert sub.subscribe("plant/#", 2) == [2]
+    reply = http.post(
+        "/api/v1/publish",
+        {
+            "topic": "plant/line1/cmd",
+            "payload": "start",
+            "qos": 1,
+            "properties": {
+                "content_type": "text/plain",
+                "message_expiry_interval": 60,
+                "user_properties": [{"name": "by", "value": "api"}],
+                "response_topic": "plant/line1/reply",
+                "correlation_data": "req-1",
+            },
+        },
+    )
+    assert reply.status == 200
+    body = reply.json()
+    assert (body["topic"], body["reached"], body["delayed"]) == ("plant/line1/cmd", 1, False)
+    message = sub.expect_message()
+    assert (message.topic, message.payload, message.qos) == ("plant/line1/cmd", b"start", 1)
+    assert message.properties is not None
+    props = message.properties.json()
+    assert props["ContentType"] == "text/plain"
+    assert props["UserProperty"] == [("by", "api")]
+    assert props["ResponseTopic"] == "plant/line1/reply"
+    assert props["CorrelationData"] == b"req-1".hex()
+    assert 0 < props["MessageExpiryInterval"] <= 60
+
+
+def test_publish_binary_payload_as_base64(gw: RunningGateway, http: Http, clients: Clients) -> None:
+    sub = clients.paho(4, "bin")
+    sub.connect()
+    sub.subscribe("bin/#", 0)
+    data = bytes(range(256))
+    payload = base64.b64encode(data).decode()
+    reply = http.post(
+        "/api/v1/publish", {"topic": "bin/x", "payload": payload, "encoding": "base64"}
+    )
+    assert reply.status == 200
+    assert sub.expect_message().payload == data
+
+
+def test_publish_refuses_what_a_client_could_not_publish(http: Http) -> None:
+    cases = [
+        ({"topic": "a/+/b", "payload": "x"}, 400),
+        ({"topic": "a/#", "payload": "x"}, 400),
+        ({"topic": "$SYS/brokers/x", "payload": "x"}, 400),
+        ({"topic": "$delayed/soon/a", "payload": "x"}, 400),
+        ({"topic": "a", "payload": "not base64!", "encoding": "base64"}, 400),
+        ({"topic": "a", "payload": "x", "properties": {"response_topic": "r/#"}}, 400),
+        ({"topic": "a", "payload": "x", "qos": 3}, 422),
+        ({"topic": "", "payload": "x"}, 422),
+        ({"topic": "a\u0000b", "payload": "x"}, 422),
+        ({"topic": "a", "payload": "x", "colour": "red"}, 422),
+        ({"payload": "x"}, 422),
+    ]
+    for body, status in cases:
+        reply = http.post("/api/v1/publish", body)
+        assert (body, reply.status) == (body, status)
+        assert isinstance(reply.json()["detail"], str | list)
+    assert (
+        http.post(
+            "/api/v1/publish", raw=b"{not json", headers={"Content-Type": "application/json"}
+        ).status
+        == 422
+    )
+
+
+def test_lone_surrogates_are_refused(http: Http) -> None:
+    raw = b'{"topic": "a/\\ud800", "payload": "x"}'
+    reply = http.post("/api/v1/publish", raw=raw, headers={"Content-Type": "application/json"})
+    assert reply.status == 422
+    raw = b'{"topic": "a", "payload": "\\udfff"}'
+    reply = http.post("/api/v1/publish", raw=raw, headers={"Content-Type": "application/json"})
+    assert reply.status in (400, 422)
+
+
+def test_payload_and_body_limits(tmp_path: Path) -> None:
+    with running_gateway(tmp_path, API_CONFIG + "mqtt:\n  max_packet_size: 2KB\n") as gw:
+        http = http_of(gw)
+        reply = http.post("/api/v1/publish", {"topic": "big", "payload": "x" * 3000})
+        assert reply.status == 413
+        assert reply.json()["detail"].startswith("payload: larger than mqtt.max_packet_size")
+        huge = b'{"topic": "big", "payload": "' + b"x" * (1024 * 1024 + 8000) + b'"}'
+        reply = http.post("/api/v1/publish", raw=huge, headers={"Content-Type": "application/json"})
+        assert reply.status == 413
+        assert reply.json() == {
+            "detail": f"request body larger than {2 * 2000 + 1024 * 1024} bytes"
+        }
+        assert http.post("/api/v1/publish", {"topic": "ok", "payload": "x" * 1000}).status == 200
+
+
+def test_delayed_publish(gw: RunningGateway, http: Http, clients: Clients) -> None:
+    sub = clients.paho(5, "patient")
+    sub.connect()
+    sub.subscribe("later/#", 1)
+    reply = http.post("/api/v1/publish", {"topic": "$delayed/1/later/x", "payload": "hi", "qos": 1})
+    assert reply.status == 200
+    assert (reply.json()["topic"], reply.json()["delayed"]) == ("later/x", True)
+    message = sub.expect_message(timeout=unit(5))
+    assert (message.topic, message.payload) == ("later/x", b"hi")
+
+
+def test_batch_publishes_in_order(gw: RunningGateway, http: Http, clients: Clients) -> None:
+    sub = clients.paho(5, "batch-sub")
+    sub.connect()
+    sub.subscribe("b/#", 1)
+    batch = [{"topic": f"b/{i}", "payload": str(i), "qos": 1} for i in range(5)]
+    reply = http.post("/api/v1/publish/batch", batch)
+    assert reply.status == 200
+    assert [r["reached"] for r in reply.json()] == [1] * 5
+    got = sub.expect_messages(5)
+    assert [(m.topic, m.payload) for m in got] == [(f"b/{i}", str(i).encode()) for i in range(5)]
+
+
+def test_a_bad_message_in_a_batch_publishes_none(
+    gw: RunningGateway, http: Http, clients: Clients
+) -> None:
+    sub = clients.paho(5, "batch-sub2")
+    sub.connect()
+    sub.subscribe("b/#", 1)
+    batch = [{"topic": "b/ok", "payload": "1"}, {"topic": "b/+", "payload": "2"}]
+    reply = http.post("/api/v1/publish/batch", batch)
+    assert reply.status == 400
+    assert reply.json()["detail"].startswith("[1].topic: ")
+    sub.expect_no_message()
+    assert http.post("/api/v1/publish/batch", []).status == 422
+    assert http.post("/api/v1/publish/batch", [{"topic": "b"}] * 1001).status == 422
+
+
+def test_retained_list_get_and_delete(gw: RunningGateway, http: Http, clients: Clients) -> None:
+    pub = clients.paho(5, "retainer")
+    pub.connect()
+    pub.publish(
+        "rooms/kitchen/temp",
+        b"21.5",
+        qos=1,
+        retain=True,
+        properties=publish_props(ContentType="text/plain", UserProperty=[("unit", "C")]),
+    )
+    pub.publish("rooms/hall/raw", b"\xff\x00", qos=1, retain=True)
+    http.post("/api/v1/publish", {"topic": "other/x", "payload": "o", "retain": True})
+
+    page = http.get("/api/v1/retained").json()
+    assert page["total"] == 3
+    assert [m["topic"] for m in page["items"]] == [
+        "other/x",
+        "rooms/hall/raw",
+        "rooms/kitchen/temp",
+    ]
+    filtered = http.get("/api/v1/retained?topic=rooms/%2B/temp").json()
+    assert [m["topic"] for m in filtered["items"]] == ["rooms/kitchen/temp"]
+    assert http.get("/api/v1/retained?topic=rooms/%23/x").status == 400
+
+    kitchen = http.get("/api/v1/retained/rooms/kitchen/temp").json()
+    assert {k: kitchen[k] for k in ("payload", "encoding", "payload_size", "qos", "origin")} == {
+        "payload": "21.5",
+        "encoding": "plain",
+        "payload_size": 4,
+        "qos": 1,
+        "origin": {"protocol": "mqtt", "name": "retainer"},
+    }
+    assert kitchen["properties"]["content_type"] == "text/plain"
+    assert kitchen["properties"]["user_properties"] == [{"name": "unit", "value": "C"}]
+    raw = http.get("/api/v1/retained/rooms/hall/raw").json()
+    assert (raw["payload"], raw["encoding"]) == (base64.b64encode(b"\xff\x00").decode(), "base64")
+
+    assert http.delete("/api/v1/retained/rooms/kitchen/temp").status == 204
+    assert http.get("/api/v1/retained/rooms/kitchen/temp").status == 404
+    assert http.delete("/api/v1/retained/rooms/kitchen/temp").status == 404
+    late = clients.paho(5, "late")
+    late.connect()
+    late.subscribe("rooms/#", 1)
+    assert [m.topic for m in late.expect_messages(1)] == ["rooms/hall/raw"]
+    late.expect_no_message()
+
+
+def test_publishing_an_empty_retained_message_clears_it(http: Http) -> None:
+    http.post("/api/v1/publish", {"topic": "gone/soon", "payload": "x", "retain": True})
+    assert http.get("/api/v1/retained/gone/soon").status == 200
+    http.post("/api/v1/publish", {"topic": "gone/soon", "payload": "", "retain": True})
+    assert http.get("/api/v1/retained/gone/soon").status == 404
+
+
+def test_a_deleted_retained_message_stays_deleted_after_a_restart(tmp_path: Path) -> None:
+    config = API_CONFIG + "persistence: sqlite\n"
+    with running_gateway(tmp_path, config) as gw:
+        http = http_of(gw)
+        for topic in ("keep/me", "drop/me"):
+            body = {"topic": topic, "payload": "v", "qos": 1, "retain": True}
+            assert http.post("/api/v1/publish", body).status == 200
+        assert http.delete("/api/v1/retained/drop/me").status == 204
+    with running_gateway(tmp_path, config) as gw:
+        http = http_of(gw)
+        topics = [m["topic"] for m in http.get("/api/v1/retained").json()["items"]]
+        assert topics == ["keep/me"]
+
+
+def test_subscriptions_of_clients_and_local_subscribers(
+    gw: RunningGateway, http: Http, clients: Clients
+) -> None:
+    sub = clients.paho(5, "watcher")
+    sub.connect()
+    sub.subscribe("s/+/t", 1, options=SubscribeOptions(qos=1, noLocal=True, retainHandling=2))
+    sub.subscribe("$share/grp/jobs/#", 2)
+    local = gw.call(lambda: gw.broker.subscribe(Origin("zmq", "bus"), ["local/#"], qos=1))
+    try:
+        items = http.get("/api/v1/subscriptions").json()["items"]
+        assert items == [
+            {
+                "clientid": "bus",
+                "kind": "zmq",
+                "topic": "local/#",
+                "share_group": None,
+                "qos": 1,
+                "no_local": True,
+                "retain_as_published": True,
+                "retain_handling": 0,
+                "subscription_id": None,
+            },
+            {
+                "clientid": "watcher",
+                "kind": "mqtt",
+                "topic": "$share/grp/jobs/#",
+                "share_group": "grp",
+                "qos": 2,
+                "no_local": False,
+                "retain_as_published": False,
+                "retain_handling": 0,
+                "subscription_id": None,
+            },
+            {
+                "clientid": "watcher",
+                "kind": "mqtt",
+                "topic": "s/+/t",
+                "share_group": None,
+                "qos": 1,
+                "no_local": True,
+                "retain_as_published": False,
+                "retain_handling": 2,
+                "subscription_id": None,
+            },
+        ]
+
+        def topics(query: str) -> list[str]:
+            return [s["topic"] for s in http.get(f"/api/v1/subscriptions?{query}").json()["items"]]
+
+        assert topics("clientid=watcher&limit=1") == ["$share/grp/jobs/#"]
+        assert topics("matches=s/x/t") == ["s/+/t"]
+        assert topics("matches=jobs/1") == ["$share/grp/jobs/#"]
+        assert topics("share_group=grp") == ["$share/grp/jobs/#"]
+        assert topics("kind=zmq") == ["local/#"]
+        assert topics("topic=s/%2B/t") == ["s/+/t"]
+    finally:
+        gw.call(local.close)
+
+
+def test_topic_tree(gw: RunningGateway, http: Http, clients: Clients) -> None:
+    sub = clients.paho(5, "tree")
+    sub.connect()
+    sub.subscribe("a/+/c", 0)
+    sub.subscribe("$share/g/a/b", 0)
+    http.post("/api/v1/publish", {"topic": "a/b/c", "payload": "1", "retain": True})
+    tree = http.get("/api/v1/topics").json()
+    assert tree == {
+        "nodes": 5,
+        "children": [
+            {
+                "name": "a",
+                "topic": "a",
+                "subscriptions": 0,
+                "retained": False,
+                "children": [
+                    {
+                        "name": "+",
+                        "topic": "a/+",
+                        "subscriptions": 0,
+                        "retained": False,
+                        "children": [
+                            {
+                                "name": "c",
+                                "topic": "a/+/c",
+                                "subscriptions": 1,
+                                "retained": False,
+                                "children": [],
+                            }
+                        ],
+                    },
+                    {
+                        "name": "b",
+                        "topic": "a/b",
+                        "subscriptions": 1,
+                        "retained": False,
+                        "children": [
+                            {
+                                "name": "c",
+                                "topic": "a/b/c",
+                                "subscriptions": 0,
+                                "retained": True,
+                                "children": [],
+                            }
+                        ],
+                    },
+                ],
+            }
+        ],
+    }
+    below = http.get("/api/v1/topics?root=a/b").json()
+    assert [n["topic"] for n in below["children"]] == ["a/b/c"]
+    shallow = http.get("/api/v1/topics?depth=1").json()
+    assert shallow["children"][0]["children"] == []
+    assert http.get("/api/v1/topics?root=x/y").status == 404
+    assert http.get("/api/v1/topics?depth=0").status == 422
+
+
+def test_deep_topics_do_not_break_the_tree(http: Http) -> None:
+    topic = "/".join(["d"] * 5000)
+    assert (
+        http.post("/api/v1/publish", {"topic": topic, "payload": "x", "retain": True}).status == 200
+    )
+    reply = http.get("/api/v1/topics?depth=64")
+    assert reply.status == 200
+    assert reply.json()["nodes"] == 5000
+    wait_until(lambda: http.get("/api/v1/retained").json()["total"] == 1)
