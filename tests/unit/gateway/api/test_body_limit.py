@@ -1,0 +1,68 @@
+"""``BodyLimit``: request bodies over the limit are refused with 413, unread."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from starlette.types import Message, Receive, Scope, Send
+
+from gateway.api.app import BodyLimit, body_limit
+
+
+async def echo_length(scope: Scope, receive: Receive, send: Send) -> None:
+    """An app that reads the whole body and answers its length."""
+    size = 0
+    while True:
+        message = await receive()
+        size += len(message.get("body", b""))
+        if not message.get("more_body"):
+            break
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": str(size).encode()})
+
+
+def call(chunks: list[bytes], content_length: int | None, limit: int = 10) -> tuple[int, Any]:
+    headers = [] if content_length is None else [(b"content-length", str(content_length).encode())]
+    scope: Scope = {"type": "http", "method": "POST", "path": "/", "headers": headers}
+    inbox = [
+        {"type": "http.request", "body": chunk, "more_body": i < len(chunks) - 1}
+        for i, chunk in enumerate(chunks)
+    ]
+    sent: list[Message] = []
+
+    async def receive() -> Message:
+        return inbox.pop(0)
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    asyncio.run(BodyLimit(echo_length, limit)(scope, receive, send))
+    status = sent[0]["status"]
+    body = b"".join(m.get("body", b"") for m in sent[1:])
+    return status, json.loads(body)
+
+
+def test_small_bodies_pass() -> None:
+    assert call([b"12345", b"67890"], 10) == (200, 10)
+    assert call([b"12345", b"67890"], None) == (200, 10)
+
+
+def test_a_large_content_length_is_refused_before_reading() -> None:
+    assert call([b"x"], 11) == (413, {"detail": "request body larger than 10 bytes"})
+
+
+def test_a_bad_content_length_is_refused() -> None:
+    assert call([b"x"], -1) == (413, {"detail": "request body larger than 10 bytes"})
+
+
+def test_a_chunked_body_growing_past_the_limit_is_refused() -> None:
+    assert call([b"123456", b"789012"], None) == (
+        413,
+        {"detail": "request body larger than 10 bytes"},
+    )
+
+
+def test_the_limit_fits_one_largest_message_in_base64() -> None:
+    assert body_limit(1_000_000) == 2_000_000 + 1024 * 1024
