@@ -113,3 +113,15 @@ def test_an_offline_session_cannot_be_kicked(
     wait_until(lambda: not http.get("/api/v1/clients/sleeper").json()["connected"])
     reply = http.delete("/api/v1/clients/sleeper")
     assert (reply.status, reply.json()) == (404, {"detail": "client 'sleeper' is not connected"})
+
+
+def test_a_kicked_client_leaves_its_will(gw: RunningGateway, http: Http, clients: Clients) -> None:
+    watcher = clients.paho(5, "watcher")
+    watcher.connect()
+    watcher.subscribe("wills/#", 1)
+    doomed = clients.paho(5, "doomed")
+    doomed.will_set("wills/doomed", b"gone", 1)
+    doomed.connect()
+    assert http.delete("/api/v1/clients/doomed").status == 204
+    message = watcher.expect_message()
+    assert (message.topic, message.payload) == ("wills/doomed", b"gone")

@@ -1,0 +1,40 @@
+"""The API server's life in the gateway: bound at start, closed at stop, optional."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.gateway import running_gateway
+from tests.integration.api.conftest import API_CONFIG, http_of
+
+
+def test_the_port_is_closed_when_the_gateway_stops(tmp_path: Path) -> None:
+    with running_gateway(tmp_path, API_CONFIG) as gw:
+        address = gw.gateway.api_address
+        assert address is not None
+        assert http_of(gw).get("/api/v1/health").status == 200
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(address, timeout=1).close()
+
+
+def test_a_busy_port_stops_the_start(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        config = API_CONFIG + f"  bind: 127.0.0.1:{port}\n"
+        with pytest.raises(ExceptionGroup) as info, running_gateway(tmp_path, config):
+            pass
+    [error] = info.value.exceptions
+    assert isinstance(error, OSError)
+    assert str(error).endswith(f"api.bind 127.0.0.1:{port}: Address already in use")
+
+
+def test_the_api_can_be_disabled(tmp_path: Path) -> None:
+    with running_gateway(tmp_path, "api:\n  enabled: false\n") as gw:
+        assert gw.gateway.api is None
+        assert gw.gateway.api_address is None
+    assert not (tmp_path / "data" / "api-key").exists()
