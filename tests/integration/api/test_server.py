@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from pathlib import Path
 
 import pytest
 
+from gateway.app import Gateway
+from gateway.config import parse_config
 from tests.helpers.gateway import running_gateway
 from tests.integration.api.conftest import API_CONFIG, http_of
+from tests.integration.api.support import KEY
 
 
 def test_the_port_is_closed_when_the_gateway_stops(tmp_path: Path) -> None:
@@ -25,9 +29,16 @@ def test_a_busy_port_stops_the_start(tmp_path: Path) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        config = API_CONFIG + f"  bind: 127.0.0.1:{port}\n"
-        with pytest.raises(ExceptionGroup) as info, running_gateway(tmp_path, config):
-            pass
+        config = parse_config(
+            f"listeners: []\npersistence: memory\ndata_dir: {tmp_path}\n"
+            f"api: {{bind: '127.0.0.1:{port}', keys: ['{KEY}']}}\n"
+        )
+
+        async def start() -> None:
+            await Gateway(config).run()
+
+        with pytest.raises(ExceptionGroup) as info:
+            asyncio.run(start())
     [error] = info.value.exceptions
     assert isinstance(error, OSError)
     assert str(error).endswith(f"api.bind 127.0.0.1:{port}: Address already in use")
