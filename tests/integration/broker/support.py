@@ -24,7 +24,6 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
-from tests.helpers import mqtt_builder as mb
 from tests.helpers.gateway import RunningGateway
 from tests.helpers.raw_client import RawClient
 from tests.helpers.timeouts import unit
@@ -33,11 +32,13 @@ __all__ = [
     "BOTH",
     "Clients",
     "ConnackInfo",
+    "DisconnectInfo",
     "PahoClient",
     "SubscribeOptions",
     "connect_props",
     "disconnect_props",
     "publish_props",
+    "raw_publish_ok",
     "short_wait",
     "subscribe_props",
     "wait_until",
@@ -476,6 +477,3 @@ def raw_publish_ok(sender: RawClient, receiver: RawClient, topic: str, payload: 
     sender.publish(topic, payload, qos=1)
     packet = receiver.recv_publish()
     assert (packet.topic, packet.payload) == (topic, payload)
-
-
-__all__ += ["DisconnectInfo", "mb", "raw_publish_ok"]
