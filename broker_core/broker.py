@@ -44,7 +44,7 @@ from broker_core.retained import RetainedStore
 from broker_core.router import Router, Subscriber
 from broker_core.sessions import SessionRegistry
 from broker_core.store.base import MemoryStore, Snapshot, Store
-from broker_core.will import WillScheduler, will_context
+from broker_core.will import WillScheduler
 
 if TYPE_CHECKING:
     from broker_core.listeners.connection import MqttConnection
@@ -280,6 +280,29 @@ class Broker:
             )
             session.reject(result.reason_code)
             return
+        will = connect.will
+        if will is not None and (
+            will.qos > limits.max_qos or (will.retain and not limits.retain_available)
+        ):
+            if v5:
+                # [MQTT-3.2.2-12, -13]: refuse a will the server cannot honour.
+                code = (
+                    ReasonCode.QOS_NOT_SUPPORTED
+                    if will.qos > limits.max_qos
+                    else ReasonCode.RETAIN_NOT_SUPPORTED
+                )
+                session.reject(code)
+                return
+            # MQTT 3.1.1 cannot be told: the will is published as the server can.
+            connect = replace(
+                connect,
+                will=replace(
+                    will,
+                    qos=min(will.qos, limits.max_qos),
+                    retain=will.retain and limits.retain_available,
+                ),
+            )
+            session.connect = connect
         keep_alive = connect.keep_alive
         if v5 and limits.server_keep_alive is not None:
             keep_alive = limits.server_keep_alive
@@ -330,7 +353,11 @@ class Broker:
             old = existing.connection
             old.disconnect(ReasonCode.SESSION_TAKEN_OVER)  # [MQTT-3.1.4-3]
             self._end_connection(old, now, taken_over=True)
-        self.wills.cancel(client_id)  # [MQTT-3.1.3-9]: reconnected within the will delay
+        if existing is not None and connect.clean_start:
+            # The old session ends now, so its pending will goes out [MQTT-3.1.2-8].
+            self.wills.fire_now(client_id)
+        else:
+            self.wills.cancel(client_id)  # [MQTT-3.1.3-9]: back within the will delay
         if existing is not None and (connect.clean_start or existing.expiry_interval == 0):
             self._discard(existing)
             existing = None
@@ -523,11 +550,10 @@ class Broker:
         will = session.will
         session.will = None
         if will is not None:
-            context = will_context(will, session.origin, now)
             # Published after the will delay or when the session ends, whichever is
             # first; a takeover within the delay cancels it in _accept.
             delay = min(will.properties.will_delay_interval or 0, state.expiry_interval)
-            self.wills.schedule(state.client_id, context, delay)
+            self.wills.schedule(state.client_id, will, session.origin, delay)
         if log.isEnabledFor(logging.INFO):
             log.info(
                 "client %s disconnected (reason 0x%02X)", state.client_id, session.close_reason or 0

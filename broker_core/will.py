@@ -8,6 +8,7 @@ new connection with the same client id before then cancels it.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -28,21 +29,24 @@ def will_context(will: Will, origin: Origin, now: float) -> Context:
 
 
 class WillScheduler:
+    """Pending wills; the Context is built when the will is published, so its Message
+    Expiry Interval starts then (MQTT 5.0 3.1.3.2.4)."""
+
     def __init__(self, publish: Callable[[Context], None]) -> None:
         self._publish = publish
-        self._pending: dict[str, tuple[asyncio.TimerHandle, Context]] = {}
+        self._pending: dict[str, tuple[asyncio.TimerHandle, Will, Origin]] = {}
 
     def __len__(self) -> int:
         return len(self._pending)
 
-    def schedule(self, client_id: str, context: Context, delay_s: float) -> None:
+    def schedule(self, client_id: str, will: Will, origin: Origin, delay_s: float) -> None:
         self.cancel(client_id)
         if delay_s <= 0:
-            self._publish(context)
+            self._publish(will_context(will, origin, time.time()))
             return
         loop = asyncio.get_running_loop()
         handle = loop.call_later(delay_s, self._fire, client_id)
-        self._pending[client_id] = (handle, context)
+        self._pending[client_id] = (handle, will, origin)
 
     def cancel(self, client_id: str) -> None:
         entry = self._pending.pop(client_id, None)
@@ -58,4 +62,5 @@ class WillScheduler:
     def _fire(self, client_id: str) -> None:
         entry = self._pending.pop(client_id, None)
         if entry is not None:
-            self._publish(entry[1])
+            _, will, origin = entry
+            self._publish(will_context(will, origin, time.time()))

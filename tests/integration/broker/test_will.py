@@ -127,6 +127,22 @@ def test_reconnecting_within_the_will_delay_cancels_the_will(
     assert sub.expect_message().payload == b"sentinel"
 
 
+def test_a_clean_start_within_the_will_delay_ends_the_session_and_publishes_the_will(
+    clients: Clients, gw: RunningGateway
+) -> None:
+    # 3.1.2.4: Clean Start 1 discards the existing Session, and 3.1.2.5: the will is
+    # published "when the Session ends" if that comes before the Will Delay Interval
+    # (mosquitto does the same). Only a reconnection that continues the session cancels it.
+    sub = clients.subscriber(5, "will/#", 1)
+    _will_client(clients, 5, "w7c", delay=30, session_expiry=60).abort()
+    wait_until(lambda: gw.call(lambda: len(gw.broker.wills)) == 1, what="will w7c pending")
+    again = clients.paho(5, "w7c")
+    assert not again.connect(clean_start=True).session_present
+    message = sub.expect_message()
+    assert (message.topic, message.payload) == ("will/w7c", b"gone")
+    again.disconnect()
+
+
 def test_will_is_published_when_the_session_ends_before_the_will_delay(clients: Clients) -> None:
     # 3.1.2.5: published after the Will Delay Interval or when the Session ends,
     # whichever happens first.
