@@ -569,6 +569,26 @@ class Broker:
                 self.store.session_offline(state, now)
             self.sessions.schedule_expiry(state, self._expire)
 
+    def discard_session(self, client_id: str, now: float | None = None) -> bool:
+        """Ends a client's session by administrative action (the API's kick).
+
+        A connected client gets DISCONNECT 0x98 (MQTT 5) and its will is published; the
+        session, persistent or not, is then gone with its subscriptions and queue.
+        False when no session has that client id.
+        """
+        state = self.sessions.get(client_id)
+        if state is None:
+            return False
+        now = time.time() if now is None else now
+        session = state.connection
+        if session is not None:
+            session.disconnect(ReasonCode.ADMINISTRATIVE_ACTION)
+            self._end_connection(session, now, taken_over=False)
+        self.wills.fire_now(client_id)
+        if self.sessions.get(client_id) is state:
+            self._discard(state)
+        return True
+
     def _expire(self, state: SessionState) -> None:
         if state.connection is None:
             self.wills.fire_now(state.client_id)

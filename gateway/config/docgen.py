@@ -127,11 +127,16 @@ def _min_length(metadata: Sequence[object]) -> int:
 
 
 def _plural(text: str) -> str:
-    """``mapping`` -> ``mappings``, ``integer, 1 to 5`` -> ``integers, 1 to 5``."""
+    """``mapping`` -> ``mappings``, ``integer, 1 to 5`` -> ``integers, 1 to 5``,
+    ``string (secret)`` -> ``strings (secret)``."""
     if text.startswith("one of "):
         return f"values, each {text}"
     cut = min(
-        (i for i in (text.find(","), text.find(" or "), text.find(" >")) if i != -1),
+        (
+            i
+            for i in (text.find(","), text.find(" or "), text.find(" >"), text.find(" ("))
+            if i != -1
+        ),
         default=len(text),
     )
     return f"{text[:cut]}s{text[cut:]}"

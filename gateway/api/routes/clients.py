@@ -15,7 +15,6 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query, Response, status
 
 from broker_core.listeners.connection import MqttConnection
-from broker_core.mqtt.reason_codes import ReasonCode
 from broker_core.mqtt.session_state import SessionState
 from gateway.api.components import GatewayView
 from gateway.api.deps import MAX_QUERY, Caller, Gw, Limit, Offset, Responses, page
@@ -118,17 +117,16 @@ async def get_client(gateway: Gw, clientid: str) -> ClientInfo:
 
 @router.delete(
     "/clients/{clientid:path}",
-    summary="Kick a client (DISCONNECT 0x98)",
+    summary="Kick a client (DISCONNECT 0x98) and end its session",
     status_code=status.HTTP_204_NO_CONTENT,
-    responses={404: {"description": "No such client, or it is not connected"}},
+    responses={404: {"description": "No session with that client id"}},
 )
 async def kick_client(gateway: Gw, caller: Caller, clientid: str) -> Response:
     state = _state(gateway, clientid)
     session = state.connection
     conn = _connections(gateway).get(id(session)) if session is not None else None
-    if conn is None:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"client {clientid!r} is not connected")
     log.info("client %s kicked through the API by %s", clientid, caller.name)
-    conn.session.disconnect(ReasonCode.ADMINISTRATIVE_ACTION)
-    conn.after_session_update(time.time())
+    gateway.broker.discard_session(clientid)
+    if conn is not None:
+        conn.after_session_update(time.time())  # flush the DISCONNECT, close the socket
     return Response(status_code=status.HTTP_204_NO_CONTENT)

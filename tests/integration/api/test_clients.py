@@ -104,15 +104,21 @@ def test_delete_closes_an_mqtt311_client(gw: RunningGateway, http: Http, clients
     old.wait_disconnected()
 
 
-def test_an_offline_session_cannot_be_kicked(
+def test_kicking_an_offline_session_ends_it(
     gw: RunningGateway, http: Http, clients: Clients
 ) -> None:
     sleeper = clients.paho(5, "sleeper")
     sleeper.connect(properties=connect_props(SessionExpiryInterval=300))
+    sleeper.subscribe("dreams/#", 1)
     sleeper.disconnect()
     wait_until(lambda: not http.get("/api/v1/clients/sleeper").json()["connected"])
-    reply = http.delete("/api/v1/clients/sleeper")
-    assert (reply.status, reply.json()) == (404, {"detail": "client 'sleeper' is not connected"})
+    assert http.delete("/api/v1/clients/sleeper").status == 204
+    assert http.get("/api/v1/clients/sleeper").status == 404
+    assert http.delete("/api/v1/clients/sleeper").status == 404
+    again = clients.paho(5, "sleeper")
+    assert not again.connect(
+        clean_start=False, properties=connect_props(SessionExpiryInterval=300)
+    ).session_present
 
 
 def test_a_kicked_client_leaves_its_will(gw: RunningGateway, http: Http, clients: Clients) -> None:
