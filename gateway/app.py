@@ -155,6 +155,7 @@ class Gateway:
                 housekeeping = tg.create_task(self.broker.run(), name="broker-housekeeping")
                 sys_task = tg.create_task(self.sys_topics.run(), name="sys-topics")
                 self.adapters.start(tg)
+                self._warn_inactive_sections()
                 log.info(
                     "edgebus node %s ready in %.2fs",
                     self.config.node_name,
@@ -169,6 +170,24 @@ class Gateway:
                     self.api.stop()
         finally:
             await self._shutdown()
+
+    def _warn_inactive_sections(self) -> None:
+        """Sections this release validates and lists but does not run (yet)."""
+        config = self.config
+        inactive = {
+            "bridges": [b.name for b in config.bridges if b.enabled],
+            "rules": [r.name for r in config.rules if r.enabled],
+            "webhooks": [w.name for w in config.webhooks],
+            "stream": ["stream"] if config.stream.enabled else [],
+        }
+        for section, names in inactive.items():
+            if names:
+                log.warning(
+                    "%s configured (%s) but not run by this release; see docs/%s.md",
+                    section,
+                    ", ".join(names),
+                    {"bridges": "bridges", "stream": "spark"}.get(section, "rules"),
+                )
 
     async def _start_listener(self, listener: ListenerConfig) -> asyncio.Server:
         host, port = listener.bind.host, listener.bind.port

@@ -90,6 +90,9 @@ def _configured(gateway: object, section: str) -> list[dict[str, Any]]:
     items = getattr(config, section, None) or ()
     out = []
     for index, item in enumerate(items):
+        if hasattr(item, "summary"):  # what the section's model says about an entry
+            out.append({"state": "configured", **item.summary()})
+            continue
         dumped = item.model_dump(mode="json") if hasattr(item, "model_dump") else {}
         name = dumped.get("name") or dumped.get("id") or f"{section}[{index}]"
         out.append({"name": str(name), "type": dumped.get("type"), "state": "configured"})

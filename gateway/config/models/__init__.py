@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from gateway.config.models.api import ApiConfig, ApiUser
 from gateway.config.models.base import ConfigModel
+from gateway.config.models.bridges import BridgeConfig, BridgeForward, BridgeSubscription
 from gateway.config.models.gateway import GatewayConfig
 from gateway.config.models.listeners import ListenerConfig, ListenerType, TlsConfig
 from gateway.config.models.mqtt import MqttConfig
+from gateway.config.models.rules import RuleConfig, WebhookConfig
 from gateway.config.models.security import AclConfig, AclRule, AuthConfig, HttpAuthConfig
+from gateway.config.models.stream import StreamConfig
 from gateway.config.models.system import LoggingConfig, SysConfig
 
 __all__ = [
@@ -16,6 +19,9 @@ __all__ = [
     "ApiConfig",
     "ApiUser",
     "AuthConfig",
+    "BridgeConfig",
+    "BridgeForward",
+    "BridgeSubscription",
     "ConfigModel",
     "GatewayConfig",
     "HttpAuthConfig",
@@ -23,6 +29,9 @@ __all__ = [
     "ListenerType",
     "LoggingConfig",
     "MqttConfig",
+    "RuleConfig",
+    "StreamConfig",
     "SysConfig",
     "TlsConfig",
+    "WebhookConfig",
 ]

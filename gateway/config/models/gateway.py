@@ -7,17 +7,20 @@ messages and the reference documentation follow from the schema.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from gateway.config.errors import FieldProblems, format_path
 from gateway.config.models.adapters import AdapterConfig
 from gateway.config.models.api import ApiConfig
 from gateway.config.models.base import ConfigModel
+from gateway.config.models.bridges import BridgeConfig
 from gateway.config.models.listeners import ListenerConfig
 from gateway.config.models.mqtt import MqttConfig
+from gateway.config.models.rules import RuleConfig, WebhookConfig, check_webhook_references
 from gateway.config.models.security import AclConfig, AuthConfig
+from gateway.config.models.stream import StreamConfig
 from gateway.config.models.system import LoggingConfig, SysConfig
 from gateway.config.values import PathSpec
 
@@ -69,6 +72,18 @@ class GatewayConfig(ConfigModel):
         description="Protocol adapters, each with a `type` and a unique `name`; see"
         " docs/adapters.md.",
     )
+    bridges: tuple[BridgeConfig, ...] = Field(
+        default=(), description="Bridges to remote MQTT brokers; see docs/bridges.md."
+    )
+    rules: tuple[RuleConfig, ...] = Field(
+        default=(), description="SQL rules over the message stream; see docs/rules.md."
+    )
+    webhooks: tuple[WebhookConfig, ...] = Field(
+        default=(), description="HTTP endpoints receiving broker events; see docs/rules.md."
+    )
+    stream: StreamConfig = Field(
+        default_factory=StreamConfig, description="The stream log Spark reads; see docs/spark.md."
+    )
 
     @field_validator("node_name")
     @classmethod
@@ -79,20 +94,30 @@ class GatewayConfig(ConfigModel):
             raise ValueError(f"must not contain {shown} (it is part of $SYS topics)")
         return value
 
-    @field_validator("adapters")
+    @field_validator("adapters", "bridges", "rules", "webhooks")
     @classmethod
-    def _unique_adapter_names(cls, adapters: tuple[Any, ...]) -> tuple[Any, ...]:
+    def _unique_names(cls, items: tuple[Any, ...], info: ValidationInfo) -> tuple[Any, ...]:
         problems: list[tuple[tuple[str | int, ...], str]] = []
         seen: dict[str, int] = {}
-        for index, adapter in enumerate(adapters):
-            first = seen.setdefault(adapter.name, index)
+        for index, item in enumerate(items):
+            first = seen.setdefault(item.name, index)
             if first != index:
                 problems.append(
-                    ((index, "name"), f"{adapter.name!r} is already the name of adapters[{first}]")
+                    (
+                        (index, "name"),
+                        f"{item.name!r} is already the name of {info.field_name}[{first}]",
+                    )
                 )
         if problems:
             raise FieldProblems(problems)
-        return adapters
+        return items
+
+    @model_validator(mode="after")
+    def _webhooks_named_by_rules_exist(self) -> Self:
+        problems = check_webhook_references(self.rules, self.webhooks)
+        if problems:
+            raise FieldProblems(problems)
+        return self
 
     @field_validator("listeners")
     @classmethod

@@ -1,0 +1,51 @@
+"""Bridges and rules are listed from the configuration (their engines manage them later)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.gateway import running_gateway
+from tests.integration.api.conftest import API_CONFIG, http_of
+
+SECTIONS = (
+    API_CONFIG
+    + """
+bridges:
+  - name: cloud
+    server: "127.0.0.1:1"
+    password: "s3cret-value"
+    forwards:
+      - {local: "site/{device}/{rest#}", remote: "plants/{device}/{rest}"}
+rules:
+  - name: hot
+    sql: 'SELECT payload.t FROM "sensors/#" WHERE payload.t > 30'
+    actions: [{type: webhook, webhook: ops}]
+webhooks:
+  - {name: ops, url: "http://127.0.0.1:1/hook", events: [client.connected]}
+stream:
+  enabled: true
+"""
+)
+
+
+def test_bridges_and_rules_are_listed_and_warned_about(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="gateway.app"):
+        with running_gateway(tmp_path, SECTIONS) as gw:
+            http = http_of(gw)
+            bridges = http.get("/api/v1/bridges").json()
+            rules = http.get("/api/v1/rules").json()
+            config = http.get("/api/v1/config").json()
+    assert [(b["name"], b["type"], b["state"]) for b in bridges] == [
+        ("cloud", "mqtt", "configured")
+    ]
+    assert bridges[0]["details"]["forwards"] == ["site/{device}/{rest#}"]
+    assert [(r["name"], r["state"]) for r in rules] == [("hot", "configured")]
+    assert "s3cret-value" not in str(config)
+    warned = " ".join(r.getMessage() for r in caplog.records)
+    for section in ("bridges configured (cloud)", "rules configured (hot)", "webhooks", "stream"):
+        assert section in warned
