@@ -34,12 +34,14 @@ stream:
 def test_bridges_and_rules_are_listed_and_warned_about(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="gateway.app"):
-        with running_gateway(tmp_path, SECTIONS) as gw:
-            http = http_of(gw)
-            bridges = http.get("/api/v1/bridges").json()
-            rules = http.get("/api/v1/rules").json()
-            config = http.get("/api/v1/config").json()
+    with (
+        caplog.at_level(logging.WARNING, logger="gateway.app"),
+        running_gateway(tmp_path, SECTIONS) as gw,
+    ):
+        http = http_of(gw)
+        bridges = http.get("/api/v1/bridges").json()
+        rules = http.get("/api/v1/rules").json()
+        config = http.get("/api/v1/config").json()
     assert [(b["name"], b["type"], b["state"]) for b in bridges] == [
         ("cloud", "mqtt", "configured")
     ]
