@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from broker_core.errors import MalformedPacket, ProtocolError, ProtocolViolation
 from broker_core.mqtt import topics, wire
+from broker_core.mqtt.fastinit import frozen_factory
 from broker_core.mqtt.packets import (
     Auth,
     Connack,
@@ -332,7 +333,14 @@ def _ack_decoder(
     kind: PacketKind,
     codes: frozenset[int],
 ) -> Callable[[int, bytes, int, int], Packet]:
+    new = frozen_factory(cls)  # one per QoS 1/2 message: the fast constructor
+
     def decode(level: int, buf: bytes, pos: int, end: int) -> Packet:
+        if end - pos == 2:  # the common short form: just the packet id
+            packet_id = (buf[pos] << 8) | buf[pos + 1]
+            if not packet_id:
+                raise ProtocolViolation("packet identifier 0")  # [MQTT-2.2.1-3]
+            return new(packet_id, 0, EMPTY)
         packet_id, pos = _packet_id(buf, pos, end)
         code = 0
         props = EMPTY
@@ -344,7 +352,7 @@ def _ack_decoder(
             if pos < end:
                 props, pos = decode_properties(buf, pos, end, kind)
         _expect_end(pos, end, kind.name)
-        return cls(packet_id, code, props)
+        return new(packet_id, code, props)
 
     return decode
 

@@ -23,7 +23,7 @@ class ServerLimits:
 
     max_packet_size: int = 1_000_000
     receive_maximum: int = 32
-    max_inflight: int = 32
+    max_inflight: int = 256
     max_queued_messages: int = 1000
     max_queued_bytes: int = 64_000_000
     queue_overflow: str = DROP_OLDEST

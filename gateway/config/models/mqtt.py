@@ -50,7 +50,7 @@ class MqttConfig(ConfigModel):
         " the broker (advertised to MQTT 5 clients).",
     )
     max_inflight: int = Field(
-        default=32,
+        default=256,
         ge=1,
         le=65535,
         description="QoS 1 and 2 PUBLISH packets the broker sends a client before waiting"

@@ -55,7 +55,7 @@ def test_mqtt_defaults() -> None:
         "server_keep_alive": None,
         "max_keepalive": 65535.0,
         "receive_maximum": 32,
-        "max_inflight": 32,
+        "max_inflight": 256,
         "max_queued_messages": 1000,
         "max_queued_bytes": 64_000_000,
         "queue_overflow": "drop_oldest",
