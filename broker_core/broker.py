@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from broker_core.acl import DENY_DISCONNECT, DENY_IGNORE, PUBLISH, SUBSCRIBE, Acl
+from broker_core.acl import DENY_DISCONNECT, DENY_IGNORE, PUBLISH, Acl
 from broker_core.auth import Authenticator, AuthRequest, ListenerPolicy
 from broker_core.auth_exchange import AuthExchanges
 from broker_core.context import Context, Origin
@@ -37,13 +37,14 @@ from broker_core.mqtt.packets import (
 )
 from broker_core.mqtt.reason_codes import ReasonCode
 from broker_core.mqtt.session import Session
-from broker_core.mqtt.session_state import NEVER_EXPIRES, Counters, SessionState, Subscription
-from broker_core.mqtt.topics import is_wildcard_filter, parse_shared, validate_topic_filter
+from broker_core.mqtt.session_state import NEVER_EXPIRES, Counters, SessionState
+from broker_core.mqtt.topics import parse_shared, validate_topic_filter
 from broker_core.ratelimit import TokenBucket
 from broker_core.retained import RetainedStore
 from broker_core.router import Router, Subscriber
 from broker_core.sessions import SessionRegistry
 from broker_core.store.base import MemoryStore, Snapshot, Store
+from broker_core.subscribe import handle_subscribe, handle_unsubscribe
 from broker_core.will import WillScheduler
 
 if TYPE_CHECKING:
@@ -452,61 +453,7 @@ class Broker:
         store.barrier(committed)
 
     def on_subscribe(self, session: Session, packet: Subscribe, now: float) -> None:
-        state = session.state
-        assert state is not None
-        limits = self.limits
-        v5 = session.protocol_level == 5
-        sub_ids = packet.properties.subscription_identifiers
-        sub_id = sub_ids[0] if sub_ids else None
-        if sub_id is not None and not limits.subscription_identifiers:
-            session.disconnect(ReasonCode.SUBSCRIPTION_IDENTIFIERS_NOT_SUPPORTED)
-            return
-        codes: list[int] = []
-        retained_for: list[tuple[str, int, int | None]] = []
-        for request in packet.subscriptions:
-            topic_filter = request.topic_filter
-            options = request.options
-            shared = parse_shared(topic_filter)
-            if shared is not None:
-                if v5 and options.no_local:
-                    session.disconnect(ReasonCode.PROTOCOL_ERROR)  # [MQTT-3.8.3-4]
-                    return
-                if not limits.shared_subscriptions:
-                    codes.append(ReasonCode.SHARED_SUBSCRIPTIONS_NOT_SUPPORTED)
-                    continue
-            inner = shared.topic_filter if shared else topic_filter
-            if self.acl is not None and not self.acl.allows(
-                session.origin, SUBSCRIBE, topic_filter
-            ):
-                if self.acl_deny_action == DENY_DISCONNECT:
-                    session.disconnect(ReasonCode.NOT_AUTHORIZED)
-                    return
-                codes.append(ReasonCode.NOT_AUTHORIZED)
-                continue
-            if not limits.wildcard_subscriptions and is_wildcard_filter(inner):
-                codes.append(ReasonCode.WILDCARD_SUBSCRIPTIONS_NOT_SUPPORTED)
-                continue
-            granted = min(options.qos, limits.max_qos)
-            if granted != options.qos:
-                options = replace(options, qos=granted)
-            if not v5 and options.retain_as_published:
-                options = replace(options, retain_as_published=False)
-            existed = self.router.subscribe(state, topic_filter, options, sub_id)
-            subscription = Subscription(topic_filter, options, sub_id)
-            state.subscriptions[topic_filter] = subscription
-            if state.journal is not None:
-                self.store.subscription_saved(state, subscription)
-            codes.append(granted)
-            handling = options.retain_handling
-            if shared is None and (handling == 0 or (handling == 1 and not existed)):
-                retained_for.append((topic_filter, granted, sub_id))
-        session.suback(packet.packet_id, codes)
-        # Retained messages follow the SUBACK, with RETAIN set [MQTT-3.3.1-8, -9].
-        for topic_filter, granted, sub_id in retained_for:
-            ids = (sub_id,) if sub_id else ()
-            for retained in self.retained.match(topic_filter):
-                qos = retained.qos if retained.qos < granted else granted
-                state.deliver(retained, qos, True, ids, {}, now)
+        handle_subscribe(self, session, packet, now)
 
     def on_auth(
         self,
@@ -521,18 +468,7 @@ class Broker:
         )
 
     def on_unsubscribe(self, session: Session, packet: Unsubscribe) -> None:
-        state = session.state
-        assert state is not None
-        codes: list[int] = []
-        for topic_filter in packet.topic_filters:
-            removed = self.router.unsubscribe(state, topic_filter)
-            if (
-                state.subscriptions.pop(topic_filter, None) is not None
-                and state.journal is not None
-            ):
-                self.store.subscription_deleted(state, topic_filter)
-            codes.append(ReasonCode.SUCCESS if removed else ReasonCode.NO_SUBSCRIPTION_EXISTED)
-        session.unsuback(packet.packet_id, codes)
+        handle_unsubscribe(self, session, packet)
 
     def connection_lost(self, conn: MqttConnection, now: float) -> None:
         self.connections.discard(conn)

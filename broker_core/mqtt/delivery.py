@@ -1,7 +1,8 @@
 """Encoding a PUBLISH for delivery to a subscriber, once per wire variant.
 
 A message fanned out to many subscribers is encoded once per *variant*: the protocol
-family (MQTT 5 or earlier), QoS, retain flag and subscription identifiers. QoS 0
+family (MQTT 5 or earlier), QoS, retain flag and subscription identifiers (MQTT 5
+only), the key ``(v5, qos, retain, subscription_ids)`` of the fan-out's cache. QoS 0
 variants are whole frames shared by every subscriber; QoS 1/2 variants are a prefix
 (fixed header and topic) and a suffix (properties and payload) around each
 subscriber's own packet id.
@@ -10,7 +11,6 @@ subscriber's own packet id.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from broker_core.context import Context
 from broker_core.mqtt import wire
@@ -59,8 +59,3 @@ def publish_parts(
     b0 = 0x30 | (qos << 1) | (0x08 if dup else 0) | (0x01 if retain else 0)
     prefix = fixed_header(b0, remaining) + len(topic).to_bytes(2, "big") + topic
     return prefix, suffix
-
-
-def variant_key(v5: bool, qos: int, retain: bool, subscription_ids: tuple[int, ...]) -> Any:
-    """The cache key under which a fan-out shares one encoding."""
-    return (v5, qos, retain, subscription_ids if v5 else ())

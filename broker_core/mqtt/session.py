@@ -31,16 +31,14 @@ any             malformed packet, violation      v5: CONNACK/DISCONNECT with the
 
 from __future__ import annotations
 
-import enum
 from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from broker_core.context import EMPTY_META, Context, Origin, new_context, next_message_id
+from broker_core.context import EMPTY_META, Origin, new_context, next_message_id
 from broker_core.errors import ProtocolError, ProtocolViolation
 from broker_core.mqtt.codec import Decoder, UnsupportedProtocolVersion
-from broker_core.mqtt.delivery import publish_parts
 from broker_core.mqtt.encoder import encode
 from broker_core.mqtt.events import (
     AuthReceived,
@@ -53,6 +51,7 @@ from broker_core.mqtt.events import (
     new_publish_received,
 )
 from broker_core.mqtt.limits import ServerLimits
+from broker_core.mqtt.outgoing import OutgoingFlow
 from broker_core.mqtt.packets import (
     Auth,
     Connack,
@@ -74,6 +73,7 @@ from broker_core.mqtt.packets import (
 from broker_core.mqtt.properties import EMPTY, Properties
 from broker_core.mqtt.reason_codes import ReasonCode
 from broker_core.mqtt.session_state import Delivery, SessionState
+from broker_core.mqtt.states import ConnState
 
 __all__ = ["ConnState", "Session"]
 
@@ -81,14 +81,7 @@ _MAX_PACKET = 268_435_460
 _HELD_LIMIT = 1000  # packets held while CONNECT awaits the broker's answer
 
 
-class ConnState(enum.Enum):
-    AWAIT_CONNECT = "await_connect"
-    CONNECTING = "connecting"
-    CONNECTED = "connected"
-    CLOSED = "closed"
-
-
-class Session:
+class Session(OutgoingFlow):
     """One MQTT connection's protocol state; attach a ``SessionState`` with ``accept``."""
 
     __slots__ = (
@@ -117,7 +110,6 @@ class Session:
         "state",
         "wakeup",
         "will",
-        "writable",
     )
 
     def __init__(self, limits: ServerLimits, now: float, peer: str | None = None) -> None:
@@ -347,45 +339,6 @@ class Session:
             send=False,
         )
 
-    def set_writable(self, writable: bool, now: float) -> None:
-        """The driver's transport crossed its write high-water mark (False) or drained."""
-        self.writable = writable
-        if writable and self.conn_state is ConnState.CONNECTED:
-            self._drain(now)
-
-    def deliver(
-        self,
-        context: Context,
-        qos: int,
-        retain: bool,
-        subscription_ids: tuple[int, ...],
-        cache: dict[Any, Any],
-        now: float,
-    ) -> None:
-        """Sends an application message now, or queues it behind the inflight window."""
-        state = self.state
-        if state is None or self.conn_state is not ConnState.CONNECTED:
-            if state is not None and (qos or state.limits.queue_qos0_offline):
-                state.enqueue(Delivery(context, qos, retain, subscription_ids))
-            return
-        if not self.writable or (qos and (state.queue or len(state.outgoing) >= self._window)):
-            # Paused at the write high-water mark, or over the inflight window: queue
-            # (bounded, overflow by policy). QoS 0 skips a backlog of QoS 1/2 messages.
-            state.enqueue(Delivery(context, qos, retain, subscription_ids))
-            return
-        if context.properties.message_expiry_interval is not None:
-            remaining = context.expiry_remaining(now)
-            if remaining is not None and remaining <= 0:
-                self.counters.dropped_expired += 1
-                return
-        v5 = self._v5
-        key = (v5, qos, retain, subscription_ids if v5 else ())  # delivery.variant_key
-        parts = cache.get(key)
-        if parts is None:
-            prefix, suffix = publish_parts(context, qos, retain, subscription_ids, v5, now)
-            parts = cache[key] = (prefix + suffix if not qos else prefix, suffix)
-        self._send_publish(parts, context, qos, retain, subscription_ids)
-
     # -- internals ----------------------------------------------------------------------
 
     def _send(self, data: bytes) -> None:
@@ -393,97 +346,6 @@ class Session:
         out.append(data)
         if len(out) == 1 and self.wakeup is not None:
             self.wakeup()
-
-    def _send_publish(
-        self,
-        parts: tuple[bytes, bytes],
-        context: Context,
-        qos: int,
-        retain: bool,
-        subscription_ids: tuple[int, ...],
-    ) -> None:
-        prefix, suffix = parts
-        counters = self.counters
-        if not qos:
-            if len(prefix) > self.client_max_packet_size:
-                counters.dropped_too_large += 1  # [MQTT-3.1.2-25]
-                return
-            out = self._out
-            out.append(prefix)
-            if len(out) == 1 and self.wakeup is not None:
-                self.wakeup()  # as _send does, inlined on the QoS 0 path
-            counters.messages_sent += 1
-            return
-        if len(prefix) + 2 + len(suffix) > self.client_max_packet_size:
-            counters.dropped_too_large += 1
-            return
-        state = self.state
-        assert state is not None
-        pid = state.track(Delivery(context, qos, retain, subscription_ids))
-        self._send(prefix + bytes((pid >> 8, pid & 0xFF)) + suffix)
-        counters.messages_sent += 1
-
-    def _send_delivery(self, delivery: Delivery, now: float, dup: bool = False) -> None:
-        """Sends a queued or in-flight ``Delivery`` (encoded for this client alone)."""
-        context = delivery.context
-        if not dup and context.properties.message_expiry_interval is not None:
-            remaining = context.expiry_remaining(now)
-            if remaining is not None and remaining <= 0:
-                self.counters.dropped_expired += 1
-                if self.state is not None:
-                    self.state.discard(delivery)
-                return
-        prefix, suffix = publish_parts(
-            context, delivery.qos, delivery.retain, delivery.subscription_ids, self._v5, now, dup
-        )
-        if not delivery.qos:
-            self._send_publish((prefix + suffix, b""), context, 0, delivery.retain, ())
-            return
-        state = self.state
-        assert state is not None
-        if len(prefix) + 2 + len(suffix) > self.client_max_packet_size:
-            self.counters.dropped_too_large += 1
-            if dup:
-                state.complete(delivery.packet_id)
-            else:
-                state.discard(delivery)
-            return
-        pid = delivery.packet_id if dup else state.track(delivery)
-        self._send(prefix + bytes((pid >> 8, pid & 0xFF)) + suffix)
-        self.counters.messages_sent += 1
-
-    def _resend_inflight(self, now: float) -> None:
-        """Unacknowledged PUBLISH (DUP set) and PUBREL, original ids [MQTT-4.4.0-1]."""
-        state = self.state
-        assert state is not None
-        for count, delivery in enumerate(list(state.outgoing.values())):
-            if count >= self._window:
-                # More in flight than this connection's window: the rest follow as
-                # acknowledgements free the window [MQTT-3.3.4-9].
-                self._resend.append(delivery)
-            elif delivery.released:
-                self._send(encode(Pubrel(delivery.packet_id), self.protocol_level))
-            else:
-                self._send_delivery(delivery, now, dup=True)
-
-    def _drain(self, now: float) -> None:
-        state = self.state
-        if state is None:
-            return
-        resend = self._resend
-        while resend and self.writable and len(state.outgoing) - len(resend) < self._window:
-            delivery = resend.popleft()
-            if state.outgoing.get(delivery.packet_id) is not delivery:
-                continue
-            if delivery.released:
-                self._send(encode(Pubrel(delivery.packet_id), self.protocol_level))
-            else:
-                self._send_delivery(delivery, now, dup=True)
-        queue = state.queue
-        while queue and self.writable and self.conn_state is ConnState.CONNECTED:
-            if queue[0].qos and len(state.outgoing) >= self._window:
-                return
-            self._send_delivery(state.dequeue(), now)
 
     def _handle_all(self, packets: list[Packet], now: float) -> None:
         connected = ConnState.CONNECTED
@@ -586,33 +448,6 @@ class Session:
         else:
             self._events.append(new_publish_received(context, packet.packet_id, None, False))
 
-    def _on_puback(self, packet: Puback, now: float) -> None:
-        state = self.state
-        assert state is not None
-        delivery = state.outgoing.get(packet.packet_id)
-        if delivery is not None and delivery.qos == 1:
-            state.complete(packet.packet_id)
-            if state.queue or self._resend:
-                self._drain(now)
-
-    def _on_pubrec(self, packet: Pubrec, now: float) -> None:
-        state = self.state
-        assert state is not None
-        pid = packet.packet_id
-        delivery = state.outgoing.get(pid)
-        if delivery is None or delivery.qos != 2:
-            if self._v5:
-                self._send(encode(Pubrel(pid, ReasonCode.PACKET_IDENTIFIER_NOT_FOUND), 5))
-            else:
-                self._send(bytes((0x62, 2, pid >> 8, pid & 0xFF)))
-            return
-        if packet.reason_code >= 0x80:
-            state.complete(pid)  # the receiver refused it: the flow ends (4.3.3)
-            self._drain(now)
-            return
-        state.release(delivery)
-        self._send(bytes((0x62, 2, pid >> 8, pid & 0xFF)))
-
     def _on_pubrel(self, packet: Pubrel, now: float) -> None:
         state = self.state
         assert state is not None
@@ -624,15 +459,6 @@ class Session:
             self._send(encode(Pubcomp(pid, ReasonCode.PACKET_IDENTIFIER_NOT_FOUND), 5))
         else:
             self._send(bytes((0x70, 2, pid >> 8, pid & 0xFF)))
-
-    def _on_pubcomp(self, packet: Pubcomp, now: float) -> None:
-        state = self.state
-        assert state is not None
-        delivery = state.outgoing.get(packet.packet_id)
-        if delivery is not None and delivery.released:
-            state.complete(packet.packet_id)
-            if state.queue or self._resend:
-                self._drain(now)
 
     def _on_subscribe(self, packet: Subscribe, now: float) -> None:
         self._events.append(SubscribeRequested(packet))

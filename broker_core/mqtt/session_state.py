@@ -121,9 +121,7 @@ class SessionState:
         "outgoing",
         "queue",
         "queued_bytes",
-        "store_key",
         "subscriptions",
-        "user",
     )
 
     def __init__(self, client_id: str, limits: ServerLimits, counters: Counters) -> None:
@@ -138,8 +136,6 @@ class SessionState:
         self.incoming_qos2: set[int] = set()
         self.next_packet_id = 1
         self.expiry_interval = 0
-        self.store_key: Any = None
-        self.user: Any = None
         # Set while the session is persistent (expiry > 0) and the store is durable.
         self.journal: Journal | None = None
 

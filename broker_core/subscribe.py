@@ -1,0 +1,97 @@
+"""SUBSCRIBE and UNSUBSCRIBE (mosquitto's handle_subscribe.c / handle_unsubscribe.c).
+
+For each requested filter: shared-subscription rules, the ACL, the server's
+capabilities (wildcards, shared subscriptions, subscription identifiers), the granted
+QoS; then the router and the session's own record (persisted for persistent
+sessions). Retained messages follow the SUBACK, with RETAIN set, as the retain
+handling option says; shared subscriptions get none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from broker_core.acl import DENY_DISCONNECT, SUBSCRIBE
+from broker_core.mqtt.packets import Subscribe, Unsubscribe
+from broker_core.mqtt.reason_codes import ReasonCode
+from broker_core.mqtt.session import Session
+from broker_core.mqtt.session_state import Subscription
+from broker_core.mqtt.topics import is_wildcard_filter, parse_shared
+
+if TYPE_CHECKING:
+    from broker_core.broker import Broker
+
+__all__ = ["handle_subscribe", "handle_unsubscribe"]
+
+
+def handle_subscribe(broker: Broker, session: Session, packet: Subscribe, now: float) -> None:
+    """SUBSCRIBE: checks, ACL, the router, SUBACK, then retained messages (3.8.4)."""
+    state = session.state
+    assert state is not None
+    limits = broker.limits
+    v5 = session.protocol_level == 5
+    sub_ids = packet.properties.subscription_identifiers
+    sub_id = sub_ids[0] if sub_ids else None
+    if sub_id is not None and not limits.subscription_identifiers:
+        session.disconnect(ReasonCode.SUBSCRIPTION_IDENTIFIERS_NOT_SUPPORTED)
+        return
+    codes: list[int] = []
+    retained_for: list[tuple[str, int, int | None]] = []
+    for request in packet.subscriptions:
+        topic_filter = request.topic_filter
+        options = request.options
+        shared = parse_shared(topic_filter)
+        if shared is not None:
+            if v5 and options.no_local:
+                session.disconnect(ReasonCode.PROTOCOL_ERROR)  # [MQTT-3.8.3-4]
+                return
+            if not limits.shared_subscriptions:
+                codes.append(ReasonCode.SHARED_SUBSCRIPTIONS_NOT_SUPPORTED)
+                continue
+        inner = shared.topic_filter if shared else topic_filter
+        if broker.acl is not None and not broker.acl.allows(
+            session.origin, SUBSCRIBE, topic_filter
+        ):
+            if broker.acl_deny_action == DENY_DISCONNECT:
+                session.disconnect(ReasonCode.NOT_AUTHORIZED)
+                return
+            codes.append(ReasonCode.NOT_AUTHORIZED)
+            continue
+        if not limits.wildcard_subscriptions and is_wildcard_filter(inner):
+            codes.append(ReasonCode.WILDCARD_SUBSCRIPTIONS_NOT_SUPPORTED)
+            continue
+        granted = min(options.qos, limits.max_qos)
+        if granted != options.qos:
+            options = replace(options, qos=granted)
+        if not v5 and options.retain_as_published:
+            options = replace(options, retain_as_published=False)
+        existed = broker.router.subscribe(state, topic_filter, options, sub_id)
+        subscription = Subscription(topic_filter, options, sub_id)
+        state.subscriptions[topic_filter] = subscription
+        if state.journal is not None:
+            broker.store.subscription_saved(state, subscription)
+        codes.append(granted)
+        handling = options.retain_handling
+        if shared is None and (handling == 0 or (handling == 1 and not existed)):
+            retained_for.append((topic_filter, granted, sub_id))
+    session.suback(packet.packet_id, codes)
+    # Retained messages follow the SUBACK, with RETAIN set [MQTT-3.3.1-8, -9].
+    for topic_filter, granted, sub_id in retained_for:
+        ids = (sub_id,) if sub_id else ()
+        for retained in broker.retained.match(topic_filter):
+            qos = retained.qos if retained.qos < granted else granted
+            state.deliver(retained, qos, True, ids, {}, now)
+
+
+def handle_unsubscribe(broker: Broker, session: Session, packet: Unsubscribe) -> None:
+    """UNSUBSCRIBE: one reason code per filter, 0x11 when there was none (3.10.4)."""
+    state = session.state
+    assert state is not None
+    codes: list[int] = []
+    for topic_filter in packet.topic_filters:
+        removed = broker.router.unsubscribe(state, topic_filter)
+        if state.subscriptions.pop(topic_filter, None) is not None and state.journal is not None:
+            broker.store.subscription_deleted(state, topic_filter)
+        codes.append(ReasonCode.SUCCESS if removed else ReasonCode.NO_SUBSCRIPTION_EXISTED)
+    session.unsuback(packet.packet_id, codes)
