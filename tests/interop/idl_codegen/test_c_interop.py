@@ -220,14 +220,14 @@ def _read_from_c(program: Path, name: str, domain: int, loaded: idl_codegen.Load
     return received, out, err
 
 
-@pytest.mark.parametrize("name", sorted(SAMPLES))
+# The types in NO_MATCH_WITH_TYPE_INFORMATION cannot match with type information between
+# Cyclone DDS C 0.10.2 (Debian) and cyclonedds-python 11 (the reasons are in that table);
+# test_c_publisher_without_type_information reads all of them, these included.
+@pytest.mark.parametrize(
+    "name", sorted(n for n in SAMPLES if n not in NO_MATCH_WITH_TYPE_INFORMATION)
+)
 def test_c_publisher_with_type_information(name: str, built: dict[str, Path],
                                            loaded: idl_codegen.LoadedSchema) -> None:
-    if name in NO_MATCH_WITH_TYPE_INFORMATION:
-        pytest.skip("Cyclone DDS C 0.10.2 (Debian) vs cyclonedds-python 11: "
-                    + NO_MATCH_WITH_TYPE_INFORMATION[name]
-                    + "; the same data is read without type information in "
-                      "test_c_publisher_without_type_information")
     received, out, err = _read_from_c(built["typeinfo"], name, DOMAINS["c_typeinfo"], loaded)
     assert (out, err) == ("written, 1 matched\n", "")
     assert received == [SAMPLES[name][1]]
