@@ -56,7 +56,7 @@ class RunningGateway:
         def run() -> None:
             try:
                 future.set_result(fn())
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            except BaseException as exc:
                 future.set_exception(exc)
 
         self.loop.call_soon_threadsafe(run)
@@ -101,7 +101,7 @@ def running_gateway(tmp_path: Path, config_yaml: str = "") -> Iterator[RunningGa
     def thread_main() -> None:
         try:
             loop.run_until_complete(main())
-        except BaseException as exc:  # noqa: BLE001 - reported to the test thread
+        except BaseException as exc:
             holder["error"] = exc
             started.set()
 
