@@ -342,16 +342,7 @@ def _ack_decoder(
                 raise ProtocolViolation("packet identifier 0")  # [MQTT-2.2.1-3]
             return new(packet_id, 0, EMPTY)
         packet_id, pos = _packet_id(buf, pos, end)
-        code = 0
-        props = EMPTY
-        if level == 5 and pos < end:
-            code = buf[pos]
-            pos += 1
-            if code not in codes:
-                raise ProtocolViolation(f"invalid {kind.name} reason code 0x{code:02X}")
-            if pos < end:
-                props, pos = decode_properties(buf, pos, end, kind)
-        _expect_end(pos, end, kind.name)
+        code, props = _reason_and_properties(level, buf, pos, end, kind, codes)
         return new(packet_id, code, props)
 
     return decode
