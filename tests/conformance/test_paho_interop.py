@@ -25,7 +25,7 @@ def _client(
     client.connect(broker.host, broker.port, keepalive=30)
     client.loop_start()
     reason = connected.get(timeout=unit(5))
-    assert not getattr(reason, "is_failure", False)
+    assert getattr(reason, "is_failure", False) is False
     return client, inbox
 
 

@@ -48,7 +48,7 @@ def test_persistent_session_keeps_subscriptions_and_queues_messages(
     first = _persistent(clients, proto, "p1")
     assert first.subscribe("ps/#", 2) == [2]
     first.disconnect()
-    assert _session_exists(gw, "p1")
+    assert _session_exists(gw, "p1") is True
     pub = clients.connect(proto)
     for i in range(6):
         pub.publish(f"ps/{i}", f"{i}", 1 + i % 2)
@@ -134,7 +134,7 @@ def test_mqtt5_session_is_gone_after_its_expiry_interval(
     first.disconnect()
     pub = clients.connect(5)
     pub.publish("e/t", b"queued, then expired with the session", 1)
-    assert _session_exists(gw, "exp1")
+    assert _session_exists(gw, "exp1") is True
     wait_until(lambda: not _session_exists(gw, "exp1"), unit(4), what="session exp1 expired")
     again = _persistent(clients, 5, "exp1")
     assert again.connack is not None

@@ -34,10 +34,10 @@ def test_wildcard_lookup() -> None:
 
 def test_limit_refuses_new_topics_but_allows_replacing() -> None:
     store = RetainedStore(max_messages=2)
-    assert store.set(Context("a", b"1"))
-    assert store.set(Context("b", b"1"))
-    assert not store.set(Context("c", b"1"))
+    assert store.set(Context("a", b"1")) is True
+    assert store.set(Context("b", b"1")) is True
+    assert store.set(Context("c", b"1")) is False
     assert store.refused == 1
-    assert store.set(Context("a", b"2"))
-    assert store.set(Context("a", b""))
-    assert store.set(Context("c", b"1"))
+    assert store.set(Context("a", b"2")) is True
+    assert store.set(Context("a", b"")) is True
+    assert store.set(Context("c", b"1")) is True

@@ -184,7 +184,7 @@ def test_sources_and_origins(write_idl: Write) -> None:
 
 
 def test_semantic_errors(write_idl: Write) -> None:
-    assert errors(write_idl, """module m {
+    found = errors(write_idl, """module m {
         struct A { Missing x; };
         const long N = 1;
         struct B { N n; };
@@ -194,7 +194,8 @@ def test_semantic_errors(write_idl: Write) -> None:
         union U switch (double) { case 1: long a; };
         const octet O = -1;
         struct D { long arr[N - 1]; };
-    };""") == [
+    };""")
+    assert found == [
         "t.idl:2:20: unknown type 'Missing'",
         "t.idl:4:20: 'N' is a const, not a type",
         "t.idl:5:33: 'X' collides with member 'x' of struct 'm::C'",

@@ -166,7 +166,7 @@ def test_receive_maximum_exceeded() -> None:
     for mid in (1, 2, 3):
         session.receive_data(mb.gen_publish("a", b"x", qos=2, mid=mid, proto_ver=5), T0)
     assert session.closed
-    assert session.data_to_send().endswith(mb.gen_disconnect(0x93, proto_ver=5))
+    assert session.data_to_send().endswith(mb.gen_disconnect(0x93, proto_ver=5)) is True
 
 
 def test_topic_alias_set_then_used() -> None:

@@ -141,7 +141,7 @@ def test_file_round_trip_with_mode_0600(tmp_path: Path) -> None:
     assert read_password_file(path) == users
     lines = path.read_text().splitlines()
     assert [line.split(":", 1)[0] for line in lines] == ["alice", "bob"]
-    assert lines[0].split(":", 1)[1].startswith("$pbkdf2-sha256$4096$")
+    assert lines[0].split(":", 1)[1].startswith("$pbkdf2-sha256$4096$") is True
     assert list(tmp_path.iterdir()) == [path]  # no temporary file left behind
 
 

@@ -67,7 +67,7 @@ def test_any_document_loads_or_explains_itself(data: dict[str, object]) -> None:
     except ConfigError as exc:
         assert exc.problems
         for line in exc.problems:
-            assert LINE.match(line), line
+            assert LINE.match(line) is not None, line
 
 
 YAML_CHARACTERS = "ab1:-[]{}#&*!|>'\"\n\t ,?%@`$\x00\x07\ufeff"
@@ -81,4 +81,4 @@ def test_any_text_loads_or_explains_itself(text: str) -> None:
     except ConfigError as exc:
         assert exc.problems
         for line in exc.problems:
-            assert LINE.match(line), line
+            assert LINE.match(line) is not None, line

@@ -320,4 +320,4 @@ def test_every_model_is_strict_and_documented(model: type[BaseModel]) -> None:
     assert model.model_config.get("extra") == "forbid"
     assert model.model_config.get("frozen") is True
     for name, field in model.model_fields.items():
-        assert field.description, f"{model.__name__}.{name} has no description"
+        assert field.description not in (None, ""), f"{model.__name__}.{name} has no description"
