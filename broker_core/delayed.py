@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Callable
-from dataclasses import replace
 
 from broker_core.context import Context
 from broker_core.errors import ProtocolError
@@ -82,4 +81,4 @@ class DelayedPublisher:
     def _fire(self, key: int, context: Context) -> None:
         del self._pending[key]
         self._store.delayed_removed(key)
-        self._publish(replace(context))
+        self._publish(context)

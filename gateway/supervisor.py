@@ -80,7 +80,6 @@ class AdapterSupervisor:
     def __init__(self, hub: Hub, configs: Sequence[Any]) -> None:
         self.hub = hub
         self._adapters = {c.name: _Supervised(c, hub) for c in configs}
-        self._names = set(self._adapters)
 
     def __len__(self) -> int:
         return len(self._adapters)
@@ -129,6 +128,7 @@ class AdapterSupervisor:
         new ones, restarts changed ones; unchanged adapters keep running. Returns what
         changed, e.g. ``["started units", "restarted echo"]``."""
         changes: list[str] = []
+        previous = set(self._adapters)
         wanted = {c.name: c for c in configs}
         for name in list(self._adapters):
             if name not in wanted:
@@ -145,8 +145,7 @@ class AdapterSupervisor:
                 supervised.task = tg.create_task(
                     self._supervise(supervised), name=f"adapter-{name}"
                 )
-            changes.append(f"{'restarted' if name in self._names else 'started'} {name}")
-        self._names = set(self._adapters)
+            changes.append(f"{'restarted' if name in previous else 'started'} {name}")
         return changes
 
     @staticmethod
