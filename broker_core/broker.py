@@ -40,6 +40,7 @@ from broker_core.mqtt.session import Session
 from broker_core.mqtt.session_state import NEVER_EXPIRES, Counters, SessionState
 from broker_core.mqtt.topics import parse_shared, validate_topic_filter
 from broker_core.ratelimit import TokenBucket
+from broker_core.resume import restrict_to_owner
 from broker_core.retained import RetainedStore
 from broker_core.router import Router, Subscriber
 from broker_core.sessions import SessionRegistry
@@ -369,6 +370,9 @@ class Broker:
             state = existing
             self.sessions.cancel_expiry(state)
             present = True
+            if self.acl is not None:
+                owner = username if username is not None else connect.username
+                self._restrict_resumed(state, Origin("mqtt", client_id, session.peer, owner))
         state.expiry_interval = expiry
         self._persist_session(state)
         self.clients_total += 1
@@ -394,6 +398,20 @@ class Broker:
             )
         if self.sys_topics is not None:
             self.sys_topics.client_connected(session)
+
+    def _restrict_resumed(self, state: SessionState, owner: Origin) -> None:
+        """The resumed session keeps only what its new owner may read (broker_core.resume)."""
+        assert self.acl is not None
+        removed, dropped = restrict_to_owner(state, owner, self.acl, self.router, self.store)
+        if removed or dropped:
+            log.info(
+                "client %s resumed a session holding what user %s may not read: removed %d"
+                " subscriptions and %d messages",
+                state.client_id,
+                owner.username,
+                removed,
+                dropped,
+            )
 
     def on_publish(self, session: Session, event: PublishReceived, now: float) -> None:
         """A client's PUBLISH: ACL, then routing, then the acknowledgement."""

@@ -19,9 +19,25 @@ from broker_core.mqtt.packets import SubscriptionOptions
 if TYPE_CHECKING:
     from broker_core.mqtt.session import Session
 
-__all__ = ["NEVER_EXPIRES", "Counters", "Delivery", "SessionState", "Subscription"]
+__all__ = ["LIMITS", "NEVER_EXPIRES", "Counters", "Delivery", "SessionState", "Subscription"]
 
 NEVER_EXPIRES = 0xFFFFFFFF
+
+
+#: The bounds whose hits ``Counters.limit_hits`` counts (``edgebus_limit_hits_total``).
+LIMITS = (
+    "pending_connections",  # a socket without CONNECT closed to make room (max_pending_connections)
+    "max_connections",  # CONNECT refused, 0x97 (listeners[].max_connections)
+    "connection_rate",  # CONNECT refused, 0x9F (listeners[].connection_rate)
+    "packet_properties",  # packet refused, 0x97 (max_packet_properties / _bytes)
+    "topic_alias_bytes",  # client disconnected, 0x97 (max_topic_alias_bytes)
+    "subscriptions",  # filter refused in SUBACK, 0x97 (max_subscriptions)
+    "subscriptions_total",  # filter refused in SUBACK, 0x97 (max_subscriptions_total)
+    "retained_messages",  # retained message not stored (max_retained_messages)
+    "retained_bytes",  # retained message not stored (max_retained_bytes)
+    "read_budget",  # a connection's input deferred to the next loop turn (read_budget)
+    "login_throttle",  # a login delayed or refused, 0x9F (auth.login_throttle)
+)
 
 
 class Counters:
@@ -31,12 +47,15 @@ class Counters:
         "bytes_received",
         "bytes_sent",
         "dropped_expired",
+        "dropped_not_authorized",
         "dropped_qos0_offline",
         "dropped_queue_full",
         "dropped_too_large",
+        "limit_hits",
         "messages_received",
         "messages_sent",
         "publish_denied",
+        "topic_alias_bytes",
     )
 
     def __init__(self) -> None:
@@ -48,7 +67,14 @@ class Counters:
         self.dropped_expired = 0
         self.dropped_too_large = 0
         self.dropped_qos0_offline = 0
+        self.dropped_not_authorized = 0  # queued for a session whose new owner may not read it
         self.publish_denied = 0
+        self.limit_hits: dict[str, int] = dict.fromkeys(LIMITS, 0)
+        self.topic_alias_bytes = 0  # topic bytes held in client topic alias tables
+
+    def hit(self, limit: str) -> None:
+        """A bound of ``LIMITS`` was reached once."""
+        self.limit_hits[limit] += 1
 
     def dropped(self) -> int:
         return (
@@ -56,6 +82,7 @@ class Counters:
             + self.dropped_expired
             + self.dropped_too_large
             + self.dropped_qos0_offline
+            + self.dropped_not_authorized
         )
 
 
