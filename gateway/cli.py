@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import click
 
 from broker_core.errors import ConfigError
+from broker_core.store.schema import StoreError
 from gateway.config import GatewayConfig, load_config
 
 if TYPE_CHECKING:
@@ -92,6 +93,10 @@ def run(config_path: Path | None) -> None:
         for exc in config_errors.exceptions:
             click.echo(f"edgebus: {exc}", err=True)
         raise SystemExit(2) from None
+    except* StoreError as store_errors:  # a lost or corrupt store: one line, no traceback
+        for exc in store_errors.exceptions:
+            click.echo(f"edgebus: {exc}", err=True)
+        raise SystemExit(1) from None
     except* OSError as os_errors:
         for error in os_errors.exceptions:
             click.echo(f"edgebus: {error}", err=True)

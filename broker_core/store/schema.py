@@ -3,16 +3,25 @@
 The schema carries a version in ``meta``. A database written by a newer edgebus is
 refused with a clear message rather than misread; older versions are migrated here
 (version 1 is the first, so there is nothing to migrate yet).
+
+A store that existed must not silently start empty. Once a database is open, a marker
+file beside it (``<name>.created``) records that it exists. A database file of 0 bytes
+(what a power loss leaves on some file systems) is never a store edgebus wrote, and a
+missing one whose marker is still there was lost: both are refused with one line naming
+the file and saying how to start with an empty store on purpose (delete the marker, and
+the empty file). Every error of opening is one ``StoreError`` line, never a traceback.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import time
 from pathlib import Path
 
 from broker_core.errors import EdgebusError
 
-__all__ = ["SCHEMA_VERSION", "StoreError", "connect"]
+__all__ = ["SCHEMA_VERSION", "StoreError", "connect", "marker_path"]
 
 SCHEMA_VERSION = 1
 
@@ -88,13 +97,64 @@ class StoreError(EdgebusError):
     """The persistent store cannot be opened or written."""
 
 
+def marker_path(path: Path) -> Path:
+    """The file that says the database at ``path`` was created."""
+    return path.with_name(path.name + ".created")
+
+
+def _refuse_lost_store(path: Path) -> None:
+    """Raises StoreError when the database is empty (0 bytes) or gone after it existed."""
+    marker = marker_path(path)
+    try:
+        size: int | None = path.stat().st_size
+    except FileNotFoundError:
+        size = None
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot open the store: {exc.strerror or exc}") from exc
+    if size == 0:
+        fresh = f"delete {path} and {marker}" if marker.exists() else f"delete {path}"
+        raise StoreError(
+            f"{path}: the store file is empty (0 bytes), so its sessions, queued and retained"
+            f" messages are lost (a power loss or a copy that went wrong); edgebus will not"
+            f" start with an empty store silently: restore the file from a backup, or {fresh}"
+            " to start with an empty store on purpose"
+        )
+    if size is None and marker.exists():
+        raise StoreError(
+            f"{path}: the store file is missing, but {marker} says it was created; edgebus"
+            f" will not start with an empty store silently: restore the file from a backup,"
+            f" or delete {marker} to start with an empty store on purpose"
+        )
+
+
+def _write_marker(path: Path) -> None:
+    marker = marker_path(path)
+    if marker.exists():
+        return
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    try:
+        with open(marker, "w", encoding="utf-8") as file:
+            file.write(
+                f"{path.name} created {stamp}; while this file exists edgebus refuses to start"
+                " when the store is missing or empty. Delete it to start with an empty store.\n"
+            )
+            file.flush()
+            os.fsync(file.fileno())
+    except OSError as exc:
+        raise StoreError(f"{marker}: cannot write the store marker: {exc.strerror or exc}") from exc
+
+
 def connect(path: Path) -> sqlite3.Connection:
     """Opens (creating if needed) the database in WAL mode and checks its version.
 
     ``synchronous=NORMAL`` in WAL mode: a commit survives a crash of the process
     (``kill -9``); only a power loss can take the last commits.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"{path.parent}: cannot create the data directory: {exc}") from exc
+    _refuse_lost_store(path)
     try:
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA journal_mode=WAL")
@@ -103,13 +163,26 @@ def connect(path: Path) -> sqlite3.Connection:
         conn.executescript(_DDL)
         row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
     except sqlite3.DatabaseError as exc:
-        raise StoreError(f"{path}: cannot open the store: {exc}") from exc
+        raise StoreError(
+            f"{path}: cannot open the store ({exc}); restore it from a backup, or move it and"
+            f" {marker_path(path)} away to start with an empty store on purpose"
+        ) from exc
     if row is None:
-        conn.execute(
-            "INSERT INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
-        )
+        try:
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES ('schema_version', ?)",
+                (str(SCHEMA_VERSION),),
+            )
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise StoreError(f"{path}: cannot open the store: {exc}") from exc
+        _write_marker(path)
         return conn
-    version = int(row[0])
+    try:
+        version = int(row[0])
+    except ValueError:
+        conn.close()
+        raise StoreError(f"{path}: the store's schema version {row[0]!r} is not a number") from None
     if version > SCHEMA_VERSION:
         conn.close()
         raise StoreError(
@@ -119,4 +192,5 @@ def connect(path: Path) -> sqlite3.Connection:
     if version < SCHEMA_VERSION:  # pragma: no cover - no older version exists yet
         conn.close()
         raise StoreError(f"{path}: store schema version {version} cannot be migrated")
+    _write_marker(path)
     return conn

@@ -15,17 +15,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from broker_core.context import Context, Origin
+from broker_core.errors import ProtocolError
 from broker_core.mqtt.packets import SubscriptionOptions
 from broker_core.mqtt.properties import EMPTY, PacketKind, decode_properties
 from broker_core.mqtt.session_state import Delivery, SessionState, Subscription
 from broker_core.store.base import RestoredSession, Snapshot
-from broker_core.store.schema import connect
+from broker_core.store.schema import StoreError, connect, marker_path
 from broker_core.store.writer import Barrier, Op, Writer
 
 __all__ = ["SqliteStore"]
@@ -124,7 +126,15 @@ class SqliteStore:
         self._loop = asyncio.get_running_loop()
         started = time.monotonic()
         conn = connect(self.path)
-        snapshot = self._load(conn)
+        try:
+            snapshot = self._load(conn)
+        except (sqlite3.Error, ProtocolError, ValueError, TypeError, OverflowError) as exc:
+            conn.close()
+            raise StoreError(
+                f"{self.path}: cannot read the store ({type(exc).__name__}: {exc}); restore it"
+                f" from a backup, or move it and {marker_path(self.path)} away to start with an"
+                " empty store on purpose"
+            ) from exc
         self._writer = Writer(conn, self._loop, self._committed)
         log.info(
             "store %s opened in %.2fs: %d sessions, %d retained, %d delayed",
