@@ -24,6 +24,7 @@ from broker_core.auth import Authenticator, AuthRequest, ListenerPolicy
 from broker_core.auth_exchange import AuthExchanges
 from broker_core.context import Context, Origin
 from broker_core.delayed import DELAYED_PREFIX, DelayedPublisher, parse_delayed_topic
+from broker_core.listeners.pending import PendingSockets
 from broker_core.listeners.settings import ListenerSettings
 from broker_core.local import LocalSubscription
 from broker_core.mqtt.events import PublishReceived
@@ -65,6 +66,10 @@ class MessageHook(Protocol):
     def __call__(self, context: Context) -> None: ...
 
 
+def _has_unread_input(conn: MqttConnection) -> bool:
+    return conn.has_unread_input()
+
+
 class Broker:
     def __init__(
         self,
@@ -82,6 +87,7 @@ class Broker:
         self.sessions = SessionRegistry(self.limits, self.counters)
         self.wills = WillScheduler(self._publish_will)
         self.connections: set[MqttConnection] = set()
+        self.pending: PendingSockets[MqttConnection] = PendingSockets()
         self.hooks: list[MessageHook] = []
         self.store: Store = store if store is not None else MemoryStore()
         self.delayed = DelayedPublisher(
@@ -211,17 +217,31 @@ class Broker:
 
     # -- MQTT connections (called by listeners.connection) ----------------------------------
 
-    def connection_made(self, conn: MqttConnection) -> int | None:
-        """Registers a new connection; returns a reason to refuse its CONNECT, if any.
-
-        Per listener: at most ``max_connections`` at once (Quota exceeded, 0x97), and new
-        connections at most at ``connection_rate`` per second (0x9F).
-        """
+    def connection_made(self, conn: MqttConnection) -> None:
+        """Registers a new socket, pending until it sends CONNECT (listeners.pending)."""
         self.connections.add(conn)
         listener = conn.listener
+        oldest = self.pending.add(
+            listener.name, conn, listener.max_pending_connections, _has_unread_input
+        )
+        if oldest is not None:
+            self.counters.hit("pending_connections")
+            oldest.evict()
+
+    def connect_received(self, conn: MqttConnection) -> int | None:
+        """A socket sent CONNECT; returns a reason to refuse it, if any.
+
+        Per listener: at most ``max_connections`` clients that sent CONNECT at once
+        (Quota exceeded, 0x97), and at most ``connection_rate`` CONNECTs per second (0x9F).
+        """
+        listener = conn.listener
+        if not self.pending.remove(listener.name, conn):
+            return ReasonCode.UNSPECIFIED_ERROR  # evicted or closed meanwhile
+        conn.counted = True
         count = self._listener_counts.get(listener.name, 0) + 1
         self._listener_counts[listener.name] = count
         if count > listener.max_connections:
+            self.counters.hit("max_connections")
             return ReasonCode.QUOTA_EXCEEDED
         if listener.connection_rate is not None:
             now = time.time()
@@ -232,6 +252,7 @@ class Broker:
                     listener.connection_rate, burst, now
                 )
             if not bucket.try_take(now):
+                self.counters.hit("connection_rate")
                 return ReasonCode.CONNECTION_RATE_EXCEEDED
         return None
 
@@ -490,7 +511,10 @@ class Broker:
 
     def connection_lost(self, conn: MqttConnection, now: float) -> None:
         self.connections.discard(conn)
-        self._listener_counts[conn.listener.name] -= 1
+        if conn.counted:
+            self._listener_counts[conn.listener.name] -= 1
+        else:
+            self.pending.remove(conn.listener.name, conn)
         self._end_connection(conn.session, now, taken_over=False)
 
     # -- internals ---------------------------------------------------------------------------

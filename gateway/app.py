@@ -65,6 +65,7 @@ def listener_settings(listener: ListenerConfig) -> ListenerSettings:
         name=listener.name,
         allow_anonymous=listener.allow_anonymous,
         max_connections=listener.max_connections,
+        max_pending_connections=listener.max_pending_connections,
         connection_rate=listener.connection_rate,
         use_identity_as_username=bool(listener.tls and listener.tls.use_identity_as_username),
     )

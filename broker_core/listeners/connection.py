@@ -13,8 +13,11 @@ through one table (mosquitto's handle__packet); unknown ones are logged with
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import logging
 import math
+import sys
+import termios
 import time
 from collections import deque
 from typing import TYPE_CHECKING, cast
@@ -75,6 +78,7 @@ class MqttConnection(asyncio.Protocol):
         "_refusal",
         "broker",
         "certificate_identity",
+        "counted",
         "listener",
         "session",
         "transport",
@@ -89,6 +93,7 @@ class MqttConnection(asyncio.Protocol):
         self._connect_task: asyncio.Task[None] | None = None
         self._loop = asyncio.get_running_loop()
         self._refusal: int | None = None  # over a listener limit: refuse the CONNECT
+        self.counted = False  # it sent CONNECT: counts against max_connections
         self._publish_bucket: TokenBucket | None = None
         self._paused = 0  # reasons reading is paused: _RATE | _STORE
         self._held: deque[Event] | None = None  # events waiting for the publish rate
@@ -109,7 +114,7 @@ class MqttConnection(asyncio.Protocol):
             self.certificate_identity = certificate_identity(ssl_object)
         if isinstance(transport, asyncio.WriteTransport):
             transport.set_write_buffer_limits(high=self.broker.write_high_water)
-        self._refusal = self.broker.connection_made(self)
+        self.broker.connection_made(self)
 
     def data_received(self, data: bytes) -> None:
         now = time.time()
@@ -121,6 +126,28 @@ class MqttConnection(asyncio.Protocol):
             # The store's writer is behind: stop reading until it catches up.
             self._pause(_STORE)
             broker.store.on_drained(lambda: self._resume(_STORE))
+
+    def has_unread_input(self) -> bool:
+        """True when bytes from the peer wait in the socket's receive buffer."""
+        transport = self.transport
+        sock = None if transport is None else transport.get_extra_info("socket")
+        if sock is None:
+            return False
+        try:
+            waiting = fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0")
+        except (OSError, ValueError):
+            return False
+        return int.from_bytes(waiting, sys.byteorder) > 0
+
+    def evict(self) -> None:
+        """Closes a socket that never sent CONNECT, to make room (listeners.pending)."""
+        self.session.connection_lost()
+        transport = self.transport
+        if transport is not None and not transport.is_closing():
+            if isinstance(transport, asyncio.WriteTransport):
+                transport.abort()
+            else:
+                transport.close()
 
     def eof_received(self) -> bool:
         return False  # close the transport
@@ -205,6 +232,7 @@ class MqttConnection(asyncio.Protocol):
         elif kind is UnsubscribeRequested:
             self.broker.on_unsubscribe(session, cast(UnsubscribeRequested, event).unsubscribe)
         elif kind is ConnectRequested:
+            self._refusal = self.broker.connect_received(self)
             task = self._loop.create_task(self._connect(cast(ConnectRequested, event)))
             self._connect_task = task
         elif kind is DisconnectReceived or kind is ConnectionClosing:

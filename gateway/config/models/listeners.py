@@ -141,12 +141,23 @@ class ListenerConfig(ConfigModel):
         " identity) on this listener.",
     )
     max_connections: int = Field(
-        default=10000, ge=1, description="Most clients connected at once on this listener."
+        default=10000,
+        ge=1,
+        description="Most clients connected at once on this listener, counting those that"
+        " sent CONNECT; more get CONNACK 0x97 (3.1.1: return code 3).",
+    )
+    max_pending_connections: int = Field(
+        default=256,
+        ge=1,
+        description="Sockets that have not sent CONNECT yet, at most, apart from"
+        " `max_connections`; a new one beyond the bound closes the oldest silent one, so"
+        " idle sockets cannot keep clients out.",
     )
     connection_rate: float | None = Field(
         default=None,
         gt=0,
-        description="New connections accepted per second (token bucket); null = unlimited.",
+        description="CONNECT packets accepted per second (token bucket); more get CONNACK"
+        " 0x9F (3.1.1: return code 3); null = unlimited.",
     )
     path: str | None = Field(
         default_factory=_default_path,
