@@ -27,6 +27,7 @@ from broker_core.delayed import DELAYED_PREFIX, DelayedPublisher, parse_delayed_
 from broker_core.listeners.pending import PendingSockets
 from broker_core.listeners.settings import ListenerSettings
 from broker_core.local import LocalSubscription
+from broker_core.login_throttle import LoginThrottle
 from broker_core.mqtt.events import PublishReceived
 from broker_core.mqtt.limits import DROP_OLDEST, ServerLimits
 from broker_core.mqtt.packets import (
@@ -66,6 +67,15 @@ class MessageHook(Protocol):
     def __call__(self, context: Context) -> None: ...
 
 
+# Refusals that count as failed logins for the login throttle.
+_LOGIN_FAILURES = frozenset((ReasonCode.BAD_USER_NAME_OR_PASSWORD, ReasonCode.NOT_AUTHORIZED))
+
+
+def _host(peer: str | None) -> str | None:
+    """The address part of a ``host:port`` peer."""
+    return None if peer is None else peer.rpartition(":")[0] or None
+
+
 def _has_unread_input(conn: MqttConnection) -> bool:
     return conn.has_unread_input()
 
@@ -99,6 +109,7 @@ class Broker:
         self.authenticator: Authenticator = ListenerPolicy()
         self.auth_exchanges = AuthExchanges(self.limits.connect_timeout_s)
         self.acl: Acl | None = None
+        self.login_throttle: LoginThrottle | None = LoginThrottle()
         self.acl_deny_action = DENY_IGNORE
         self.started_at = time.time()
         self.clients_total = 0
@@ -283,6 +294,23 @@ class Broker:
             session.reject(ReasonCode.CLIENT_IDENTIFIER_NOT_VALID)
             return
         method = connect.properties.authentication_method if v5 else None
+        throttle = self.login_throttle
+        credentials = bool(method is not None or connect.username is not None or connect.password)
+        address = _host(session.peer)
+        if throttle is not None and credentials:
+            deadline = session.next_deadline()
+            budget = limits.connect_timeout_s if deadline is None else deadline - now
+            wait = throttle.admit(connect.username, address, now, budget)
+            if wait is None:
+                self.counters.hit("login_throttle")
+                log.info("client %s from %s refused: too many failed logins", client_id, address)
+                session.reject(ReasonCode.CONNECTION_RATE_EXCEEDED)
+                return
+            if wait:
+                self.counters.hit("login_throttle")
+                await asyncio.sleep(wait)  # before the password is checked: costs nothing
+                if session.closed:
+                    return
         result = await self.authenticator.authenticate(
             AuthRequest(
                 client_id,
@@ -301,8 +329,12 @@ class Broker:
             log.info(
                 "client %s from %s refused (0x%02X)", client_id, session.peer, result.reason_code
             )
+            if throttle is not None and credentials and result.reason_code in _LOGIN_FAILURES:
+                throttle.failed(connect.username, address, time.time())
             session.reject(result.reason_code)
             return
+        if throttle is not None and credentials:
+            throttle.succeeded(connect.username)
         will = connect.will
         if will is not None and (
             will.qos > limits.max_qos or (will.retain and not limits.retain_available)

@@ -5,7 +5,7 @@ MQTT 5 enhanced authentication when ``auth.scram`` and a password file are set, 
 certificate identity, the password file, the HTTP service, and each listener's
 ``allow_anonymous``; see ``broker_core.auth``), the ``RuleAcl`` (None when there is
 nothing to check: no rules and default allow) and the deny action. ``install(broker)``
-puts them in the broker; ``reload()`` re-reads the password file, forgets cached HTTP
+puts them in the broker, with a ``LoginThrottle`` (``auth.login_throttle``); ``reload()`` re-reads the password file, forgets cached HTTP
 answers and ACL decisions, and with a new ``acl:`` section installs its rules;
 ``aclose()`` ends re-authentications in progress and closes the HTTP client.
 """
@@ -21,6 +21,7 @@ from broker_core.auth_http import HttpAuthProvider
 from broker_core.auth_scram import ScramAuthenticator
 from broker_core.broker import Broker
 from broker_core.errors import ConfigError
+from broker_core.login_throttle import LoginThrottle, ThrottleSettings
 from broker_core.passwords import PasswordFile
 from broker_core.scram import METHOD as SCRAM_METHOD
 from gateway.config import GatewayConfig
@@ -42,6 +43,7 @@ class Security:
     deny_action: str
     passwords: PasswordFile | None = None
     http: HttpAuthProvider | None = None
+    throttle: ThrottleSettings | None = None  # None: failed logins are not throttled
     _brokers: list[Broker] = field(default_factory=list, repr=False)
 
     def install(self, broker: Broker) -> None:
@@ -50,6 +52,7 @@ class Security:
         broker.acl = self.acl
         broker.acl_deny_action = self.deny_action
         if broker not in self._brokers:
+            broker.login_throttle = None if self.throttle is None else LoginThrottle(self.throttle)
             self._brokers.append(broker)
 
     def reload(self, acl: AclConfig | None = None) -> None:
@@ -122,10 +125,20 @@ def build_security(config: GatewayConfig) -> Security:
         )
         providers.append(http)
     acl = config.acl
+    throttle = auth.login_throttle
     return Security(
         authenticator=AuthChain(providers, methods),
         acl=build_acl(acl),
         deny_action=DENY_DISCONNECT if acl.deny_action == "disconnect" else DENY_IGNORE,
         passwords=passwords,
         http=http,
+        throttle=ThrottleSettings(
+            free_failures=throttle.free_failures,
+            delay_s=throttle.delay,
+            max_delay_s=throttle.max_delay,
+            forget_after_s=throttle.forget_after,
+            max_tracked=throttle.max_tracked,
+        )
+        if throttle.enabled
+        else None,
     )

@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 
 _RATE = 1  # reading paused: over the publish rate
 _STORE = 2  # reading paused: the store's writer is behind
+_BUDGET = 4  # reading paused: more than the read budget arrived in one turn
 
 # Exception class -> DISCONNECT reason code; the first matching row wins.
 _EXCEPTION_REASONS: tuple[tuple[type[BaseException], int], ...] = (
@@ -95,7 +96,7 @@ class MqttConnection(asyncio.Protocol):
         self._refusal: int | None = None  # over a listener limit: refuse the CONNECT
         self.counted = False  # it sent CONNECT: counts against max_connections
         self._publish_bucket: TokenBucket | None = None
-        self._paused = 0  # reasons reading is paused: _RATE | _STORE
+        self._paused = 0  # reasons reading is paused: _RATE | _STORE | _BUDGET
         self._held: deque[Event] | None = None  # events waiting for the publish rate
 
     # -- transport callbacks -------------------------------------------------------------
@@ -104,7 +105,7 @@ class MqttConnection(asyncio.Protocol):
         self.transport = transport
         peer = transport.get_extra_info("peername")
         peer_text = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else None
-        session = Session(self.broker.limits, time.time(), peer_text)
+        session = Session(self.broker.limits, time.time(), peer_text, self.broker.counters)
         session.wakeup = self._wakeup
         self.session = session
         ssl_object = transport.get_extra_info("ssl_object")
@@ -120,8 +121,11 @@ class MqttConnection(asyncio.Protocol):
         now = time.time()
         broker = self.broker
         broker.counters.bytes_received += len(data)
-        self.session.receive_data(data, now)
+        session = self.session
+        session.receive_data(data, now)
         self._process(now)
+        if session.input_pending:
+            self._defer_input()
         if broker.store.pending and broker.store.backlogged():
             # The store's writer is behind: stop reading until it catches up.
             self._pause(_STORE)
@@ -192,6 +196,26 @@ class MqttConnection(asyncio.Protocol):
             events = session.events()
         if session.closed:
             self._flush()
+
+    def _defer_input(self) -> None:
+        """Over the read budget: the rest of what arrived waits for the next loop turn,
+        after every other connection's turn, and reading pauses meanwhile."""
+        self.broker.counters.hit("read_budget")
+        if not self._paused & _BUDGET:
+            self._pause(_BUDGET)
+        self._loop.call_soon(self._read_more)
+
+    def _read_more(self) -> None:
+        session = self.session
+        if session.closed:
+            return
+        now = time.time()
+        session.receive_data(b"", now)
+        self._process(now)
+        if session.input_pending:
+            self._defer_input()
+        else:
+            self._resume(_BUDGET)
 
     def _release_held(self) -> None:
         """The publish-rate bucket refilled: handle what waited, then read again."""

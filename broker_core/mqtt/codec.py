@@ -39,12 +39,23 @@ from broker_core.mqtt.packets import (
     Will,
     new_publish,
 )
-from broker_core.mqtt.properties import EMPTY, PacketKind, Properties, decode_properties
+from broker_core.mqtt.properties import (
+    EMPTY,
+    NO_LIMITS,
+    PacketKind,
+    Properties,
+    PropertyLimits,
+    decode_properties,
+)
 from broker_core.mqtt.reason_codes import ReasonCode
 
 __all__ = ["MAX_PACKET_SIZE", "Decoder", "UnsupportedProtocolVersion"]
 
 MAX_PACKET_SIZE = 268_435_460  # 1 + 4 + the largest remaining length
+
+
+# (protocol level, buffer, start of the variable header, end of the packet, limits)
+_PacketDecoder = Callable[[int, bytes, int, int, PropertyLimits], Packet]
 
 
 class UnsupportedProtocolVersion(ProtocolError):
@@ -93,15 +104,27 @@ class Decoder:
         "_have",
         "_need",
         "_pending",
+        "input_pending",
         "max_packet_size",
+        "max_packets",
+        "property_limits",
         "protocol_level",
     )
 
     def __init__(
-        self, max_packet_size: int = MAX_PACKET_SIZE, protocol_level: int | None = None
+        self,
+        max_packet_size: int = MAX_PACKET_SIZE,
+        protocol_level: int | None = None,
+        property_limits: PropertyLimits = NO_LIMITS,
+        max_packets: int = 0,
     ) -> None:
         self.max_packet_size = max_packet_size
         self.protocol_level = protocol_level
+        self.property_limits = property_limits
+        # At most this many packets per feed (0: all); the rest waits for ``feed(b"")``
+        # and ``input_pending`` says so (the driver's read budget).
+        self.max_packets = max_packets
+        self.input_pending = False
         self._pending = b""
         self._chunks: list[bytes] = []
         self._have = 0
@@ -139,8 +162,14 @@ class Decoder:
         pos = 0
         n = len(buf)
         waiting_for = 0  # size of an incomplete packet whose length is already known
+        budget = self.max_packets or n
+        limits = self.property_limits
+        self.input_pending = False
         try:
             while n - pos >= 2:
+                if len(packets) >= budget:
+                    self.input_pending = True
+                    break
                 b0 = buf[pos]
                 if b0 >> 4 != 3 and _REQUIRED_FLAGS.get(b0 >> 4) != b0 & 0x0F:
                     # Fail on the fixed header, before waiting for a body that may
@@ -179,7 +208,9 @@ class Decoder:
                     waiting_for = total
                     break
                 if b0 >> 4 == 3:  # PUBLISH, the hot path: no detour through _decode
-                    packets.append(_publish(self.protocol_level or 4, b0 & 0x0F, buf, pos, i, end))
+                    packets.append(
+                        _publish(self.protocol_level or 4, b0 & 0x0F, buf, pos, i, end, limits)
+                    )
                 else:
                     packets.append(self._decode(b0, buf, pos, i, end))
                 pos = end
@@ -202,8 +233,9 @@ class Decoder:
     def _decode(self, b0: int, buf: bytes, start: int, pos: int, end: int) -> Packet:
         ptype = b0 >> 4
         flags = b0 & 0x0F
+        limits = self.property_limits
         if ptype == 3:
-            return _publish(self.protocol_level or 4, flags, buf, start, pos, end)
+            return _publish(self.protocol_level or 4, flags, buf, start, pos, end, limits)
         required = _REQUIRED_FLAGS.get(ptype)
         if required is None:
             raise MalformedPacket("reserved packet type 0")
@@ -214,10 +246,12 @@ class Decoder:
         level = self.protocol_level or 4
         if ptype == 15 and level < 5:
             raise MalformedPacket("AUTH packet before MQTT 5")
-        return _DECODERS[ptype](level, buf, pos, end)
+        return _DECODERS[ptype](level, buf, pos, end, limits)
 
 
-def _publish(level: int, flags: int, buf: bytes, start: int, pos: int, end: int) -> Publish:
+def _publish(
+    level: int, flags: int, buf: bytes, start: int, pos: int, end: int, limits: PropertyLimits
+) -> Publish:
     qos = (flags >> 1) & 3
     if qos == 3:
         raise MalformedPacket("PUBLISH with QoS 3")  # [MQTT-3.3.1-4]
@@ -251,7 +285,7 @@ def _publish(level: int, flags: int, buf: bytes, start: int, pos: int, end: int)
         if buf[pos : pos + 1] == b"\x00":
             pos += 1
         else:
-            props, pos = decode_properties(buf, pos, end, PacketKind.PUBLISH)
+            props, pos = decode_properties(buf, pos, end, PacketKind.PUBLISH, limits)
     raw = None if qos else (buf if start == 0 and end == len(buf) else buf[start:end])
     return new_publish(topic, buf[pos:end], qos, bool(flags & 1), dup, packet_id, props, raw)
 
@@ -282,13 +316,15 @@ def _connect(dec: Decoder, buf: bytes, pos: int, end: int) -> Connect:
     keep_alive, pos = wire.read_u16(buf, pos, end)
     props = EMPTY
     if level == 5:
-        props, pos = decode_properties(buf, pos, end, PacketKind.CONNECT)
+        props, pos = decode_properties(buf, pos, end, PacketKind.CONNECT, dec.property_limits)
     client_id, pos = wire.read_utf8(buf, pos, end)
     will = None
     if has_will:
         will_props = EMPTY
         if level == 5:
-            will_props, pos = decode_properties(buf, pos, end, PacketKind.WILL)
+            will_props, pos = decode_properties(
+                buf, pos, end, PacketKind.WILL, dec.property_limits
+            )
         will_topic, pos = wire.read_utf8(buf, pos, end)
         if not will_topic:
             raise ProtocolViolation("empty will topic")  # [MQTT-4.7.3-1]
@@ -305,7 +341,7 @@ def _connect(dec: Decoder, buf: bytes, pos: int, end: int) -> Connect:
     return Connect(client_id, level, clean_start, keep_alive, username, password, will, props, name)
 
 
-def _connack(level: int, buf: bytes, pos: int, end: int) -> Connack:
+def _connack(level: int, buf: bytes, pos: int, end: int, limits: PropertyLimits) -> Connack:
     ack_flags, pos = wire.read_u8(buf, pos, end)
     if ack_flags & 0xFE:
         raise MalformedPacket("CONNACK reserved flags set")  # [MQTT-3.2.2-1]
@@ -314,7 +350,7 @@ def _connack(level: int, buf: bytes, pos: int, end: int) -> Connack:
     if level == 5:
         if code not in _CONNACK_CODES:
             raise ProtocolViolation(f"invalid CONNACK reason code 0x{code:02X}")
-        props, pos = decode_properties(buf, pos, end, PacketKind.CONNACK)
+        props, pos = decode_properties(buf, pos, end, PacketKind.CONNACK, limits)
     elif code > 5:
         raise ProtocolViolation(f"invalid CONNACK return code {code}")
     _expect_end(pos, end, "CONNACK")
@@ -332,27 +368,27 @@ def _ack_decoder(
     cls: type[Puback] | type[Pubrec] | type[Pubrel] | type[Pubcomp],
     kind: PacketKind,
     codes: frozenset[int],
-) -> Callable[[int, bytes, int, int], Packet]:
+) -> _PacketDecoder:
     new = frozen_factory(cls)  # one per QoS 1/2 message: the fast constructor
 
-    def decode(level: int, buf: bytes, pos: int, end: int) -> Packet:
+    def decode(level: int, buf: bytes, pos: int, end: int, limits: PropertyLimits) -> Packet:
         if end - pos == 2:  # the common short form: just the packet id
             packet_id = (buf[pos] << 8) | buf[pos + 1]
             if not packet_id:
                 raise ProtocolViolation("packet identifier 0")  # [MQTT-2.2.1-3]
             return new(packet_id, 0, EMPTY)
         packet_id, pos = _packet_id(buf, pos, end)
-        code, props = _reason_and_properties(level, buf, pos, end, kind, codes)
+        code, props = _reason_and_properties(level, buf, pos, end, kind, codes, limits)
         return new(packet_id, code, props)
 
     return decode
 
 
-def _subscribe(level: int, buf: bytes, pos: int, end: int) -> Subscribe:
+def _subscribe(level: int, buf: bytes, pos: int, end: int, limits: PropertyLimits) -> Subscribe:
     packet_id, pos = _packet_id(buf, pos, end)
     props = EMPTY
     if level == 5:
-        props, pos = decode_properties(buf, pos, end, PacketKind.SUBSCRIBE)
+        props, pos = decode_properties(buf, pos, end, PacketKind.SUBSCRIBE, limits)
     subs: list[TopicSubscription] = []
     while pos < end:
         topic_filter, pos = wire.read_utf8(buf, pos, end)
@@ -382,11 +418,11 @@ def _subscribe(level: int, buf: bytes, pos: int, end: int) -> Subscribe:
 _V3_OPTIONS = tuple(SubscriptionOptions(q) for q in range(3))
 
 
-def _suback(level: int, buf: bytes, pos: int, end: int) -> Suback:
+def _suback(level: int, buf: bytes, pos: int, end: int, limits: PropertyLimits) -> Suback:
     packet_id, pos = _packet_id(buf, pos, end)
     props = EMPTY
     if level == 5:
-        props, pos = decode_properties(buf, pos, end, PacketKind.SUBACK)
+        props, pos = decode_properties(buf, pos, end, PacketKind.SUBACK, limits)
     codes = tuple(buf[pos:end])
     allowed = _SUBACK_CODES if level == 5 else frozenset((0, 1, 2, 0x80))
     for code in codes:
@@ -397,11 +433,13 @@ def _suback(level: int, buf: bytes, pos: int, end: int) -> Suback:
     return Suback(packet_id, codes, props)
 
 
-def _unsubscribe(level: int, buf: bytes, pos: int, end: int) -> Unsubscribe:
+def _unsubscribe(
+    level: int, buf: bytes, pos: int, end: int, limits: PropertyLimits
+) -> Unsubscribe:
     packet_id, pos = _packet_id(buf, pos, end)
     props = EMPTY
     if level == 5:
-        props, pos = decode_properties(buf, pos, end, PacketKind.UNSUBSCRIBE)
+        props, pos = decode_properties(buf, pos, end, PacketKind.UNSUBSCRIBE, limits)
     filters: list[str] = []
     while pos < end:
         topic_filter, pos = wire.read_utf8(buf, pos, end)
@@ -413,12 +451,12 @@ def _unsubscribe(level: int, buf: bytes, pos: int, end: int) -> Unsubscribe:
     return Unsubscribe(packet_id, tuple(filters), props)
 
 
-def _unsuback(level: int, buf: bytes, pos: int, end: int) -> Unsuback:
+def _unsuback(level: int, buf: bytes, pos: int, end: int, limits: PropertyLimits) -> Unsuback:
     packet_id, pos = _packet_id(buf, pos, end)
     if level < 5:
         _expect_end(pos, end, "UNSUBACK")
         return Unsuback(packet_id)
-    props, pos = decode_properties(buf, pos, end, PacketKind.UNSUBACK)
+    props, pos = decode_properties(buf, pos, end, PacketKind.UNSUBACK, limits)
     codes = tuple(buf[pos:end])
     for code in codes:
         if code not in _UNSUBACK_CODES:
@@ -428,12 +466,12 @@ def _unsuback(level: int, buf: bytes, pos: int, end: int) -> Unsuback:
     return Unsuback(packet_id, codes, props)
 
 
-def _pingreq(level: int, buf: bytes, pos: int, end: int) -> Pingreq:
+def _pingreq(level: int, buf: bytes, pos: int, end: int, limits: PropertyLimits) -> Pingreq:
     _expect_end(pos, end, "PINGREQ")
     return _PINGREQ
 
 
-def _pingresp(level: int, buf: bytes, pos: int, end: int) -> Pingresp:
+def _pingresp(level: int, buf: bytes, pos: int, end: int, limits: PropertyLimits) -> Pingresp:
     _expect_end(pos, end, "PINGRESP")
     return _PINGRESP
 
@@ -443,7 +481,13 @@ _PINGRESP = Pingresp()
 
 
 def _reason_and_properties(
-    level: int, buf: bytes, pos: int, end: int, kind: PacketKind, codes: frozenset[int]
+    level: int,
+    buf: bytes,
+    pos: int,
+    end: int,
+    kind: PacketKind,
+    codes: frozenset[int],
+    limits: PropertyLimits,
 ) -> tuple[int, Properties]:
     code = 0
     props = EMPTY
@@ -453,20 +497,22 @@ def _reason_and_properties(
         if code not in codes:
             raise ProtocolViolation(f"invalid {kind.name} reason code 0x{code:02X}")
         if pos < end:
-            props, pos = decode_properties(buf, pos, end, kind)
+            props, pos = decode_properties(buf, pos, end, kind, limits)
     _expect_end(pos, end, kind.name)
     return code, props
 
 
-def _disconnect(level: int, buf: bytes, pos: int, end: int) -> Disconnect:
+def _disconnect(level: int, buf: bytes, pos: int, end: int, limits: PropertyLimits) -> Disconnect:
     code, props = _reason_and_properties(
-        level, buf, pos, end, PacketKind.DISCONNECT, _DISCONNECT_CODES
+        level, buf, pos, end, PacketKind.DISCONNECT, _DISCONNECT_CODES, limits
     )
     return Disconnect(code, props)
 
 
-def _auth(level: int, buf: bytes, pos: int, end: int) -> Auth:
-    code, props = _reason_and_properties(level, buf, pos, end, PacketKind.AUTH, _AUTH_CODES)
+def _auth(level: int, buf: bytes, pos: int, end: int, limits: PropertyLimits) -> Auth:
+    code, props = _reason_and_properties(
+        level, buf, pos, end, PacketKind.AUTH, _AUTH_CODES, limits
+    )
     return Auth(code, props)
 
 
@@ -475,7 +521,7 @@ def _expect_end(pos: int, end: int, what: str) -> None:
         raise MalformedPacket(f"{what} has {end - pos} unexpected trailing bytes")
 
 
-_DECODERS: dict[int, Callable[[int, bytes, int, int], Packet]] = {
+_DECODERS: dict[int, _PacketDecoder] = {
     2: _connack,
     4: _ack_decoder(Puback, PacketKind.PUBACK, _PUBACK_CODES),
     5: _ack_decoder(Pubrec, PacketKind.PUBREC, _PUBACK_CODES),

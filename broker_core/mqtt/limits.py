@@ -19,6 +19,11 @@ class ServerLimits:
     most ``max_queued_messages`` and ``max_queued_bytes``. On overflow ``drop_oldest``
     discards the oldest queued message to make room; ``drop_new`` discards the arriving
     one. Either way the drop is counted (``Counters.dropped_queue_full``).
+
+    Aggregate bounds (docs/broker.md lists each with its reason code and metric): topic
+    alias tables (``max_topic_alias`` per connection, ``max_topic_alias_bytes`` in all),
+    properties per packet, subscriptions per session and in all, retained messages in
+    count and bytes, and the packets one connection may have handled per loop turn.
     """
 
     max_packet_size: int = 1_000_000
@@ -27,7 +32,13 @@ class ServerLimits:
     max_queued_messages: int = 1000
     max_queued_bytes: int = 64_000_000
     queue_overflow: str = DROP_OLDEST
-    max_topic_alias: int = 65535
+    max_topic_alias: int = 10  # advertised in CONNACK, as mosquitto does
+    max_topic_alias_bytes: int = 32_000_000  # topic characters in all alias tables together
+    max_packet_properties: int = 128  # properties in one property block
+    max_packet_properties_bytes: int = 131_072  # bytes of one property block
+    max_subscriptions: int = 1000  # per session
+    max_subscriptions_total: int = 100_000  # in the router, local subscriptions included
+    read_budget: int = 256  # packets handled per connection per event-loop turn
     max_qos: int = 2
     retain_available: bool = True
     wildcard_subscriptions: bool = True
@@ -40,6 +51,7 @@ class ServerLimits:
     connect_timeout_s: float = 10.0
     queue_qos0_offline: bool = False
     max_retained_messages: int = 100_000
+    max_retained_bytes: int = 64_000_000  # topics, payloads and properties of retained messages
     max_delayed_messages: int = 100_000
     publish_rate: float | None = None  # PUBLISH per second per client; None: unlimited
     publish_burst: int | None = None

@@ -10,16 +10,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from enum import IntEnum
 
-from broker_core.errors import MalformedPacket, ProtocolViolation
+from broker_core.errors import MalformedPacket, ProtocolError, ProtocolViolation
 from broker_core.mqtt import wire
+from broker_core.mqtt.reason_codes import ReasonCode
 from broker_core.mqtt.topics import validate_topic_name
 
 __all__ = [
     "EMPTY",
+    "NO_LIMITS",
     "PUBLISH_FORWARDED",
     "PacketKind",
     "Properties",
     "PropertyId",
+    "PropertyLimitExceeded",
+    "PropertyLimits",
     "decode_properties",
     "encode_properties",
 ]
@@ -237,18 +241,47 @@ PUBLISH_FORWARDED = (
 )
 
 
-def decode_properties(buf: bytes, pos: int, end: int, kind: PacketKind) -> tuple[Properties, int]:
-    """Reads a property block at ``pos``; returns the properties and the position after it."""
+@dataclass(frozen=True, slots=True)
+class PropertyLimits:
+    """What one property block may hold: ``count`` properties, ``size`` bytes."""
+
+    count: int
+    size: int
+
+
+NO_LIMITS = PropertyLimits(1 << 62, 1 << 62)
+
+
+class PropertyLimitExceeded(ProtocolError):
+    """A property block holds more properties or bytes than the receiver allows."""
+
+    default_reason_code = ReasonCode.QUOTA_EXCEEDED
+
+
+def decode_properties(
+    buf: bytes, pos: int, end: int, kind: PacketKind, limits: PropertyLimits = NO_LIMITS
+) -> tuple[Properties, int]:
+    """Reads a property block at ``pos``; returns the properties and the position after it.
+
+    A block larger than ``limits`` raises ``PropertyLimitExceeded`` (0x97) before, or as
+    soon as, it is read that far: a packet of many properties costs little to refuse.
+    """
     length, pos = wire.read_varint(buf, pos, end)
     if length == 0:
         return EMPTY, pos
     stop = pos + length
     if stop > end:
         raise MalformedPacket("property length runs past the end of the packet")
+    if length > limits.size:
+        raise PropertyLimitExceeded(f"{length} bytes of properties, more than {limits.size}")
+    left = limits.count
     values: dict[str, object] = {}
     user: list[tuple[str, str]] = []
     sub_ids: list[int] = []
     while pos < stop:
+        if not left:
+            raise PropertyLimitExceeded(f"more than {limits.count} properties in {kind.name}")
+        left -= 1
         ident, pos = wire.read_varint(buf, pos, stop)
         entry = _TABLE.get(ident)
         if entry is None:

@@ -70,7 +70,12 @@ from broker_core.mqtt.packets import (
     Unsubscribe,
     Will,
 )
-from broker_core.mqtt.properties import EMPTY, Properties
+from broker_core.mqtt.properties import (
+    EMPTY,
+    Properties,
+    PropertyLimitExceeded,
+    PropertyLimits,
+)
 from broker_core.mqtt.reason_codes import ReasonCode
 from broker_core.mqtt.session_state import Delivery, SessionState
 from broker_core.mqtt.states import ConnState
@@ -112,15 +117,23 @@ class Session(OutgoingFlow):
         "will",
     )
 
-    def __init__(self, limits: ServerLimits, now: float, peer: str | None = None) -> None:
+    def __init__(
+        self, limits: ServerLimits, now: float, peer: str | None = None, counters: Any = None
+    ) -> None:
         self.limits = limits
-        self.decoder = Decoder(limits.max_packet_size)
+        self.decoder = Decoder(
+            limits.max_packet_size,
+            property_limits=PropertyLimits(
+                limits.max_packet_properties, limits.max_packet_properties_bytes
+            ),
+            max_packets=limits.read_budget,
+        )
         self.conn_state = ConnState.AWAIT_CONNECT
         self.protocol_level = 4
         self._v5 = False
         self.peer = peer
         self.state: SessionState | None = None
-        self.counters: Any = None
+        self.counters: Any = counters  # the broker's Counters (the state's, once accepted)
         self.connect: Connect | None = None
         self.origin = Origin("mqtt", "", peer)
         self.keep_alive = 0
@@ -196,6 +209,11 @@ class Session(OutgoingFlow):
         else:
             self._close(ReasonCode.MAXIMUM_CONNECT_TIME, "no CONNECT in time", notify=False)
 
+    @property
+    def input_pending(self) -> bool:
+        """Received bytes wait, beyond the read budget: call ``receive_data(b"", now)``."""
+        return self.decoder.input_pending and self.conn_state is not ConnState.CLOSED
+
     def connection_lost(self) -> None:
         """The transport closed under us; nothing more will be sent."""
         if self.conn_state is not ConnState.CLOSED:
@@ -203,6 +221,7 @@ class Session(OutgoingFlow):
             if self.close_reason is None:
                 self.close_reason = ReasonCode.UNSPECIFIED_ERROR
         self._out = []
+        self._release_aliases()
 
     # -- commands ---------------------------------------------------------------------
 
@@ -400,7 +419,7 @@ class Session(OutgoingFlow):
                         f"topic alias {alias} out of range", ReasonCode.TOPIC_ALIAS_INVALID
                     )
                 if topic:
-                    self._aliases[alias] = topic
+                    self._set_alias(alias, topic)
                 else:
                     found = self._aliases.get(alias)
                     if found is None:
@@ -447,6 +466,24 @@ class Session(OutgoingFlow):
             self._events.append(new_publish_received(context, None, raw, self._v5))
         else:
             self._events.append(new_publish_received(context, packet.packet_id, None, False))
+
+    def _set_alias(self, alias: int, topic: str) -> None:
+        """Maps ``alias`` to ``topic`` within the broker-wide alias memory bound."""
+        aliases = self._aliases
+        old = aliases.get(alias)
+        grow = len(topic) - (0 if old is None else len(old))
+        counters = self.counters
+        if grow > 0 and counters.topic_alias_bytes + grow > self.limits.max_topic_alias_bytes:
+            counters.hit("topic_alias_bytes")
+            raise ProtocolError("topic alias memory is full", ReasonCode.QUOTA_EXCEEDED)
+        counters.topic_alias_bytes += grow
+        aliases[alias] = topic
+
+    def _release_aliases(self) -> None:
+        aliases = self._aliases
+        if aliases:
+            self.counters.topic_alias_bytes -= sum(map(len, aliases.values()))
+            self._aliases = {}
 
     def _on_pubrel(self, packet: Pubrel, now: float) -> None:
         state = self.state
@@ -495,6 +532,8 @@ class Session(OutgoingFlow):
     def _fail(self, exc: ProtocolError) -> None:
         """Reports a protocol error to the peer where the spec allows, then closes."""
         code = exc.reason_code
+        if isinstance(exc, PropertyLimitExceeded) and self.counters is not None:
+            self.counters.hit("packet_properties")
         if self.conn_state is ConnState.CONNECTED:
             if self._v5:
                 self._send(encode(Disconnect(code), 5))
@@ -509,6 +548,7 @@ class Session(OutgoingFlow):
             self._send(encode(Disconnect(code), 5))
         self.conn_state = ConnState.CLOSED
         self.close_reason = code
+        self._release_aliases()
         if notify:
             self._events.append(ConnectionClosing(code, message))
         if self.wakeup is not None:

@@ -74,10 +74,45 @@ class MqttConfig(ConfigModel):
         description="Cap on the session expiry interval a client asks for.",
     )
     max_topic_alias: int = Field(
-        default=65535,
+        default=10,
         ge=0,
         le=65535,
-        description="Topic aliases a client may use towards the broker; 0 disables them.",
+        description="Topic aliases a client may use towards the broker, advertised as Topic"
+        " Alias Maximum (mosquitto's default is 10); 0 disables them.",
+    )
+    max_topic_alias_bytes: Annotated[int, SizeSpec(ge=1)] = Field(
+        default=32_000_000,
+        description="Topic characters held in the topic alias tables of all connections"
+        " together; a client whose new alias would pass it is disconnected with 0x97.",
+    )
+    max_packet_properties: int = Field(
+        default=128,
+        ge=1,
+        description="MQTT 5 properties (user properties included) in one property block of a"
+        " packet; more close the connection with 0x97.",
+    )
+    max_packet_properties_bytes: Annotated[int, SizeSpec(ge=1)] = Field(
+        default=131_072,
+        description="Bytes of one property block of a packet; more close the connection with"
+        " 0x97.",
+    )
+    max_subscriptions: int = Field(
+        default=1000,
+        ge=1,
+        description="Subscriptions one session may hold; a filter beyond gets 0x97 in SUBACK"
+        " (3.1.1: 0x80).",
+    )
+    max_subscriptions_total: int = Field(
+        default=100_000,
+        ge=1,
+        description="Subscriptions in the broker, local ones (adapters, bridges) included; a"
+        " client's filter beyond gets 0x97 in SUBACK (3.1.1: 0x80).",
+    )
+    read_budget: int = Field(
+        default=256,
+        ge=1,
+        description="Packets handled from one connection per event-loop turn; the rest waits"
+        " for the next turn, after the other connections, so one client cannot stall them.",
     )
     max_qos: Literal[0, 1, 2] = Field(
         default=2,
@@ -88,7 +123,14 @@ class MqttConfig(ConfigModel):
     max_retained_messages: int = Field(
         default=100000,
         ge=0,
-        description="Retained messages stored, at most; 0 = no limit.",
+        description="Retained messages stored, at most; 0 = no limit. A new topic beyond it"
+        " is not retained (MQTT 5 QoS 1/2: refused with 0x97).",
+    )
+    max_retained_bytes: Annotated[int, SizeSpec(ge=0)] = Field(
+        default=64_000_000,
+        description="Bytes of retained messages stored (topics, payloads, properties); 0 = no"
+        " limit. A message that would pass it is not retained (MQTT 5 QoS 1/2: refused with"
+        " 0x97).",
     )
     wildcard_subscriptions: bool = Field(
         default=True, description="Accept subscriptions with `+` and `#`."

@@ -11,7 +11,7 @@ from pydantic import Field, field_validator
 from gateway.config.models.base import ConfigModel
 from gateway.config.values import DurationSpec, HttpUrlSpec, NetworkSpec, PathSpec, TopicFilterSpec
 
-__all__ = ["AclConfig", "AclRule", "AuthConfig", "HttpAuthConfig"]
+__all__ = ["AclConfig", "AclRule", "AuthConfig", "HttpAuthConfig", "LoginThrottleConfig"]
 
 
 class HttpAuthConfig(ConfigModel):
@@ -42,6 +42,35 @@ class HttpAuthConfig(ConfigModel):
         return value
 
 
+class LoginThrottleConfig(ConfigModel):
+    """Throttling of failed logins, per user name and per source address: after
+    `free_failures` failures each further attempt waits before its password is checked,
+    `delay` doubling per failure up to `max_delay`; an attempt that would wait past the
+    connect timeout is refused at once with 0x9F (3.1.1: return code 3)."""
+
+    enabled: bool = Field(default=True, description="Throttle failed logins.")
+    free_failures: int = Field(
+        default=5, ge=0, description="Failed logins of a user name or address before the delay."
+    )
+    delay: Annotated[float, DurationSpec(gt=0)] = Field(
+        default=1.0, description="The first delay; it doubles with each further failure."
+    )
+    max_delay: Annotated[float, DurationSpec(gt=0)] = Field(
+        default=60.0, description="The longest delay."
+    )
+    forget_after: Annotated[float, DurationSpec(gt=0)] = Field(
+        default=600.0,
+        description="Failures are forgotten this long after the last one of a user name or"
+        " address (a successful login forgets its user name's at once).",
+    )
+    max_tracked: int = Field(
+        default=10000,
+        ge=1,
+        description="User names and addresses remembered at most; the least recently failed"
+        " are forgotten first.",
+    )
+
+
 class AuthConfig(ConfigModel):
     """Authentication of clients that present credentials; clients without any are
     governed by each listener's `allow_anonymous`."""
@@ -58,6 +87,10 @@ class AuthConfig(ConfigModel):
         default=True,
         description="Offer MQTT 5 enhanced authentication (SCRAM-SHA-256) against the"
         " users of `password_file`.",
+    )
+    login_throttle: LoginThrottleConfig = Field(
+        default_factory=LoginThrottleConfig,
+        description="Throttling of failed logins (password guessing).",
     )
 
 

@@ -43,7 +43,14 @@ def password_file(path: Path, users: dict[str, str]) -> Path:
 
 @contextlib.contextmanager
 def security_gateway(tmp_path: Path, config: dict[str, Any]) -> Iterator[RunningGateway]:
-    """A gateway with ``config`` (a dict, written as JSON, a subset of YAML) merged in."""
+    """A gateway with ``config`` (a dict, written as JSON, a subset of YAML) merged in.
+
+    These tests fail logins from 127.0.0.1 on purpose, many times: unless ``config``
+    says otherwise, failed logins are not throttled (test_login_throttle.py tests that).
+    """
+    auth = config.get("auth", {})
+    if "login_throttle" not in auth:
+        config = {**config, "auth": {**auth, "login_throttle": {"enabled": False}}}
     with running_gateway(tmp_path / "gw", json.dumps(config)) as gw:
         yield gw
 

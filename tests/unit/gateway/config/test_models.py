@@ -45,6 +45,7 @@ def test_no_file_means_the_embedded_defaults() -> None:
     ]
     assert config.listeners[0].allow_anonymous is True
     assert config.listeners[0].max_connections == 10000
+    assert config.listeners[0].max_pending_connections == 256
     assert config.listeners[0].connection_rate is None
     assert config.listeners[0].tls is None
 
@@ -60,10 +61,17 @@ def test_mqtt_defaults() -> None:
         "max_queued_bytes": 64_000_000,
         "queue_overflow": "drop_oldest",
         "max_session_expiry": 604800.0,
-        "max_topic_alias": 65535,
+        "max_topic_alias": 10,
+        "max_topic_alias_bytes": 32_000_000,
+        "max_packet_properties": 128,
+        "max_packet_properties_bytes": 131_072,
+        "max_subscriptions": 1000,
+        "max_subscriptions_total": 100_000,
+        "read_budget": 256,
         "max_qos": 2,
         "retain_available": True,
         "max_retained_messages": 100000,
+        "max_retained_bytes": 64_000_000,
         "wildcard_subscriptions": True,
         "shared_subscriptions": True,
         "subscription_identifiers": True,
@@ -76,7 +84,19 @@ def test_mqtt_defaults() -> None:
 
 
 def test_other_section_defaults() -> None:
-    assert AuthConfig().model_dump() == {"password_file": None, "http": None, "scram": True}
+    assert AuthConfig().model_dump() == {
+        "password_file": None,
+        "http": None,
+        "scram": True,
+        "login_throttle": {
+            "enabled": True,
+            "free_failures": 5,
+            "delay": 1.0,
+            "max_delay": 60.0,
+            "forget_after": 600.0,
+            "max_tracked": 10000,
+        },
+    }
     assert AclConfig().model_dump() == {"default": "allow", "deny_action": "ignore", "rules": ()}
     assert SysConfig().model_dump() == {"interval": 10.0, "events": True}
     assert LoggingConfig().model_dump() == {"level": "info", "format": "text"}
