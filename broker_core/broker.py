@@ -27,6 +27,7 @@ from broker_core.delayed import DELAYED_PREFIX, DelayedPublisher, parse_delayed_
 from broker_core.listeners.pending import PendingSockets
 from broker_core.listeners.settings import ListenerSettings
 from broker_core.local import LocalSubscription
+from broker_core.lograte import RateLimitedLog
 from broker_core.login_throttle import LoginThrottle
 from broker_core.mqtt.events import PublishReceived
 from broker_core.mqtt.limits import DROP_OLDEST, ServerLimits
@@ -93,7 +94,9 @@ class Broker:
         self.write_high_water = write_high_water
         self.counters = Counters()
         self.router = Router()
-        self.retained = RetainedStore(self.limits.max_retained_messages)
+        self.retained = RetainedStore(
+            self.limits.max_retained_messages, self.limits.max_retained_bytes, self.counters.hit
+        )
         self.sessions = SessionRegistry(self.limits, self.counters)
         self.wills = WillScheduler(self._publish_will)
         self.connections: set[MqttConnection] = set()
@@ -110,6 +113,7 @@ class Broker:
         self.auth_exchanges = AuthExchanges(self.limits.connect_timeout_s)
         self.acl: Acl | None = None
         self.login_throttle: LoginThrottle | None = LoginThrottle()
+        self.refusal_log = RateLimitedLog(log)  # ACL refusals a client can repeat at will
         self.acl_deny_action = DENY_IGNORE
         self.started_at = time.time()
         self.clients_total = 0
@@ -490,6 +494,14 @@ class Broker:
             elif context.qos:
                 session.acknowledge(event.packet_id or 0, context.qos, ReasonCode.NOT_AUTHORIZED)
             return
+        if context.retain and context.qos and session.protocol_level == 5:
+            # A retained message the store cannot take: refused, so the publisher knows.
+            # (QoS 0 and MQTT 3.1.1 cannot be told: delivered, not retained, counted.)
+            limit = self.retained.over_limit(context)
+            if limit is not None:
+                self.retained.refuse(limit)
+                self._acknowledge(session, event.packet_id or 0, context.qos, ReasonCode.QUOTA_EXCEEDED)
+                return
         if delay is not None:
             accepted = self.delayed.schedule(context, delay[0], now)
             if context.qos:

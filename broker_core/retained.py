@@ -2,17 +2,27 @@
 
 Kept in a topic trie so a wildcard subscription walks only the matching branches.
 A retained message with an empty payload clears the topic [MQTT-3.3.1-6, -7]. The
-store is bounded by ``max_messages`` (0: no limit); a new topic beyond it is refused
-and counted in ``refused``, while replacing or clearing a topic always works.
+store is bounded by ``max_messages`` and by ``max_bytes`` (its topics, payloads and
+properties; 0: no limit). A message that would pass a bound is refused and counted in
+``refused`` (and by ``on_refused`` with the bound's name); replacing a topic with a
+message no larger, and clearing one, always work.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from broker_core.context import Context
+from broker_core.mqtt.properties import EMPTY
 
-__all__ = ["RetainedStore"]
+__all__ = ["RetainedStore", "retained_size"]
+
+
+def retained_size(context: Context) -> int:
+    """What a retained message counts against ``max_bytes``."""
+    props = context.properties
+    size = len(context.topic) + len(context.payload)
+    return size if props is EMPTY else size + len(props.encoded())
 
 
 class _Node:
@@ -24,33 +34,63 @@ class _Node:
 
 
 class RetainedStore:
-    def __init__(self, max_messages: int = 0) -> None:
+    def __init__(
+        self,
+        max_messages: int = 0,
+        max_bytes: int = 0,
+        on_refused: Callable[[str], None] | None = None,
+    ) -> None:
         self._root = _Node()
         self._count = 0
+        self.bytes = 0
         self.max_messages = max_messages
+        self.max_bytes = max_bytes
+        self.on_refused = on_refused
         self.refused = 0
 
     def __len__(self) -> int:
         return self._count
 
+    def over_limit(self, context: Context) -> str | None:
+        """The bound storing ``context`` would pass (``retained_messages`` or
+        ``retained_bytes``), or None; counts nothing."""
+        if not context.payload:
+            return None
+        existing = self.get(context.topic)
+        if existing is None and self.max_messages and self._count >= self.max_messages:
+            return "retained_messages"
+        if self.max_bytes:
+            grow = retained_size(context) - (0 if existing is None else retained_size(existing))
+            if grow > 0 and self.bytes + grow > self.max_bytes:
+                return "retained_bytes"
+        return None
+
+    def refuse(self, limit: str) -> None:
+        """Counts a message refused for ``limit``."""
+        self.refused += 1
+        if self.on_refused is not None:
+            self.on_refused(limit)
+
     def set(self, context: Context) -> bool:
-        """Stores, replaces or (empty payload) clears; False when refused by the limit."""
+        """Stores, replaces or (empty payload) clears; False when refused by a bound."""
         if not context.payload:
             self.clear(context.topic)
             return True
-        node = self._root
-        path = context.topic.split("/")
-        existing = self.get(context.topic)
-        if existing is None and self.max_messages and self._count >= self.max_messages:
-            self.refused += 1
+        limit = self.over_limit(context)
+        if limit is not None:
+            self.refuse(limit)
             return False
-        for level in path:
+        node = self._root
+        for level in context.topic.split("/"):
             child = node.children.get(level)
             if child is None:
                 child = node.children[level] = _Node()
             node = child
         if node.message is None:
             self._count += 1
+        else:
+            self.bytes -= retained_size(node.message)
+        self.bytes += retained_size(context)
         node.message = context
         return True
 
@@ -65,6 +105,7 @@ class RetainedStore:
             node = child
         if node.message is None:
             return False
+        self.bytes -= retained_size(node.message)
         node.message = None
         self._count -= 1
         for parent, level in reversed(trail):

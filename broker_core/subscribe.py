@@ -1,14 +1,15 @@
 """SUBSCRIBE and UNSUBSCRIBE (mosquitto's handle_subscribe.c / handle_unsubscribe.c).
 
 For each requested filter: shared-subscription rules, the ACL, the server's
-capabilities (wildcards, shared subscriptions, subscription identifiers), the granted
-QoS; then the router and the session's own record (persisted for persistent
+capabilities (wildcards, shared subscriptions, subscription identifiers), the bounds
+on subscriptions per session and in all (0x97 Quota exceeded), the granted QoS; then the router and the session's own record (persisted for persistent
 sessions). Retained messages follow the SUBACK, with RETAIN set, as the retain
 handling option says; shared subscriptions get none.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sized
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -53,6 +54,15 @@ def handle_subscribe(broker: Broker, session: Session, packet: Subscribe, now: f
         if broker.acl is not None and not broker.acl.allows(
             session.origin, SUBSCRIBE, topic_filter
         ):
+            origin = session.origin
+            broker.refusal_log.info(
+                now,
+                "client %s (user %s, %s) may not subscribe to %r (0x87)",
+                origin.name,
+                origin.username,
+                origin.peer,
+                topic_filter,
+            )
             if broker.acl_deny_action == DENY_DISCONNECT:
                 session.disconnect(ReasonCode.NOT_AUTHORIZED)
                 return
@@ -61,6 +71,12 @@ def handle_subscribe(broker: Broker, session: Session, packet: Subscribe, now: f
         if not limits.wildcard_subscriptions and is_wildcard_filter(inner):
             codes.append(ReasonCode.WILDCARD_SUBSCRIPTIONS_NOT_SUPPORTED)
             continue
+        if topic_filter not in state.subscriptions:
+            over = _over_subscription_limit(broker, state.subscriptions)
+            if over is not None:
+                broker.counters.hit(over)
+                codes.append(ReasonCode.QUOTA_EXCEEDED)
+                continue
         granted = min(options.qos, limits.max_qos)
         if granted != options.qos:
             options = replace(options, qos=granted)
@@ -82,6 +98,16 @@ def handle_subscribe(broker: Broker, session: Session, packet: Subscribe, now: f
         for retained in broker.retained.match(topic_filter):
             qos = retained.qos if retained.qos < granted else granted
             state.deliver(retained, qos, True, ids, {}, now)
+
+
+def _over_subscription_limit(broker: Broker, subscriptions: Sized) -> str | None:
+    """The bound a new subscription would pass: per session, or in the whole router."""
+    limits = broker.limits
+    if len(subscriptions) >= limits.max_subscriptions:
+        return "subscriptions"
+    if broker.router.count >= limits.max_subscriptions_total:
+        return "subscriptions_total"
+    return None
 
 
 def handle_unsubscribe(broker: Broker, session: Session, packet: Unsubscribe) -> None:

@@ -29,6 +29,12 @@ edgebus_inflight_messages                gauge    QoS 1/2 messages awaiting ackn
 edgebus_local_queued_messages            gauge    messages waiting for local subscribers
 edgebus_local_queued_messages_max        gauge    the longest local subscriber queue
 edgebus_store_pending_writes             gauge    writes handed to the store, not committed
+edgebus_limit_hits_total                 counter  limit; times a bound was reached (``LIMITS``)
+edgebus_pending_connections              gauge    sockets that have not sent CONNECT yet
+edgebus_retained_bytes                   gauge    bytes of retained messages held
+edgebus_topic_alias_bytes                gauge    topic characters in client alias tables
+edgebus_login_failures_total             counter  failed logins
+edgebus_login_throttle_tracked           gauge    user names and addresses being throttled
 edgebus_adapter_up                       gauge    adapter, type, state; 1 running, 0 otherwise
 edgebus_adapter_restarts_total           counter  adapter; restarts after failures
 edgebus_adapter_messages_published_total counter  adapter; messages the adapter published
@@ -63,6 +69,7 @@ from gateway.api.components import (
 from gateway.api.schemas import (
     BytesMetrics,
     ConnectionCount,
+    LimitMetrics,
     MessageMetrics,
     Metrics,
     QueueMetrics,
@@ -85,8 +92,9 @@ DROP_REASONS = (
     "too_large",  # larger than the client's maximum packet size
     "qos0_offline",  # QoS 0 for an offline session that does not queue QoS 0
     "local_queue_full",  # a local subscriber's (adapter, bridge) queue was full
-    "retained_limit",  # a new retained topic beyond max_retained_messages
+    "retained_limit",  # not retained: beyond max_retained_messages or max_retained_bytes
     "delayed_limit",  # a $delayed/ message beyond max_delayed_messages
+    "not_authorized",  # queued for a resumed session whose new owner may not read it
 )
 
 _VERSIONS = {3: "3.1", 4: "3.1.1", 5: "5.0"}
@@ -159,7 +167,9 @@ def snapshot(gateway: GatewayView, stats: ApiStats) -> Metrics:
         "local_queue_full": local_dropped,
         "retained_limit": broker.retained.refused,
         "delayed_limit": broker.delayed.refused,
+        "not_authorized": counters.dropped_not_authorized,
     }
+    throttle = broker.login_throttle
     return Metrics(
         node=broker.node_name,
         uptime_s=round(time.time() - broker.started_at, 3),
@@ -190,6 +200,14 @@ def snapshot(gateway: GatewayView, stats: ApiStats) -> Metrics:
             local_queued_max=local_max,
         ),
         store_pending_writes=broker.store.pending,
+        limits=LimitMetrics(
+            hits=dict(counters.limit_hits),
+            pending_connections=len(broker.pending),
+            retained_bytes=broker.retained.bytes,
+            topic_alias_bytes=counters.topic_alias_bytes,
+            login_failures=0 if throttle is None else throttle.failures,
+            login_throttle_tracked=0 if throttle is None else len(throttle),
+        ),
         adapters=adapters,
         bridges=bridge_infos(gateway),
         rules=rule_infos(gateway),
@@ -270,8 +288,33 @@ class BrokerCollector(Collector):
                 "Store writes not yet committed",
                 m.store_pending_writes,
             ),
+            (
+                "edgebus_pending_connections",
+                "Sockets that have not sent CONNECT yet",
+                m.limits.pending_connections,
+            ),
+            ("edgebus_retained_bytes", "Bytes of retained messages held", m.limits.retained_bytes),
+            (
+                "edgebus_topic_alias_bytes",
+                "Topic characters held in client topic alias tables",
+                m.limits.topic_alias_bytes,
+            ),
+            (
+                "edgebus_login_throttle_tracked",
+                "User names and addresses the login throttle remembers",
+                m.limits.login_throttle_tracked,
+            ),
         ):
             yield _gauge(name, doc, value)
+        limit_hits = CounterMetricFamily(
+            "edgebus_limit_hits", "Times a bound was reached, by limit", labels=["limit"]
+        )
+        for limit, count in sorted(m.limits.hits.items()):
+            limit_hits.add_metric([limit], count)
+        yield limit_hits
+        yield CounterMetricFamily(
+            "edgebus_login_failures", "Failed logins", value=m.limits.login_failures
+        )
         up = GaugeMetricFamily(
             "edgebus_adapter_up", "1 when the adapter runs", labels=["adapter", "type", "state"]
         )

@@ -286,6 +286,19 @@ class QueueMetrics(BaseModel):
     local_queued_max: int
 
 
+class LimitMetrics(BaseModel):
+    hits: dict[str, int] = Field(
+        description="Times each bound was reached, by limit (docs/broker.md lists them)."
+    )
+    pending_connections: int = Field(description="Sockets that have not sent CONNECT yet.")
+    retained_bytes: int = Field(description="Bytes of retained messages held.")
+    topic_alias_bytes: int = Field(description="Topic characters held in topic alias tables.")
+    login_failures: int = Field(description="Failed logins (wrong or unknown credentials).")
+    login_throttle_tracked: int = Field(
+        description="User names and addresses the login throttle remembers."
+    )
+
+
 class Metrics(BaseModel):
     node: str
     uptime_s: float
@@ -296,6 +309,7 @@ class Metrics(BaseModel):
     bytes: BytesMetrics
     queues: QueueMetrics
     store_pending_writes: int
+    limits: LimitMetrics
     adapters: list[AdapterStatus]
     bridges: list[ComponentInfo]
     rules: list[RuleInfo]

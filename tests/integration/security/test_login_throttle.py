@@ -44,11 +44,21 @@ def gw(tmp_path: Path) -> Iterator[RunningGateway]:
         yield gateway
 
 
-def attempt(gw: RunningGateway, username: str, password: str, source: str = "127.0.0.1") -> int:
+def attempt(
+    gw: RunningGateway,
+    username: str,
+    password: str,
+    source: str = "127.0.0.1",
+    timeout: float | None = None,
+) -> int:
     """One login over a fresh socket from ``source``; returns the CONNACK code."""
-    host, port = gw.address()
-    with socket.create_connection((host, port), timeout=unit(15), source_address=(source, 0)) as s:
-        s.sendall(mb.gen_connect(f"t{next(_ids)}", proto_ver=5, username=username, password=password))
+    address = gw.address()
+    wait = unit(15) if timeout is None else timeout
+    with socket.create_connection(address, timeout=wait, source_address=(source, 0)) as s:
+        connect = mb.gen_connect(
+            f"t{next(_ids)}", proto_ver=5, username=username, password=password
+        )
+        s.sendall(connect)
         data = b""
         while len(data) < 4:
             chunk = s.recv(64)
@@ -70,7 +80,9 @@ def guessing(gw: RunningGateway, threads: int, usernames: list[str]) -> Iterator
             if stop.is_set():
                 return
             with contextlib.suppress(OSError, AssertionError):
-                codes.append(attempt(gw, usernames[n % len(usernames)], f"guess{n}", GUESSER))
+                # A guesser does not wait for answers held back: it tries again at once.
+                user = usernames[n % len(usernames)]
+                codes.append(attempt(gw, user, f"guess{n}", GUESSER, timeout=unit(1)))
 
     workers = [threading.Thread(target=guess, args=(i,), daemon=True) for i in range(threads)]
     for worker in workers:
@@ -89,12 +101,14 @@ def timed_login(gw: RunningGateway) -> float:
     return time.monotonic() - started
 
 
-@pytest.mark.parametrize("targets", [["admin"], ["admin", "root", "pi", "user"]], ids=["one", "many"])
+@pytest.mark.parametrize(
+    "targets", [["admin"], ["admin", "root", "pi", "user"]], ids=["one", "many"]
+)
 def test_a_real_login_stays_fast_while_a_guesser_runs(
     gw: RunningGateway, targets: list[str]
 ) -> None:
     baseline = statistics.median(timed_login(gw) for _ in range(3))
-    with guessing(gw, threads=8, usernames=targets) as codes:
+    with guessing(gw, threads=16, usernames=targets) as codes:
         deadline = time.monotonic() + unit(10)
         while codes.count(0x9F) < 20:  # the throttle has taken over
             assert time.monotonic() < deadline, f"no throttling: {codes[-20:]}"
@@ -106,8 +120,8 @@ def test_a_real_login_stays_fast_while_a_guesser_runs(
     # Passwords checked: the free failures and about one per delay slot, not one per guess.
     assert throttle.failures < 40 < attempts
     assert 0x86 in codes  # the free failures were checked and refused
-    # Generous: a login costs one hash (~0.1 s); unthrottled, 8 guessers made it seconds.
-    assert statistics.median(during) < max(10 * baseline, unit(1.0))
+    # A login costs one hash (~0.05 s here); unthrottled, these 16 guessers made it ~1 s.
+    assert statistics.median(during) < 3 * baseline + unit(0.3)
 
 
 def metrics(gw: RunningGateway) -> dict[str, float]:
