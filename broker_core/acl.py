@@ -30,8 +30,10 @@ the action and the topic decides, else ``default_allow``:
   a broad subscription cannot reach what a deny rule before it refuses: with
   ``deny secret/#`` first, subscribing to ``#`` or ``+/x`` is refused.
 
-Decisions are cached per (origin, action, topic), at most ``cache_size`` entries (the
-cache is emptied when full); ``reload`` replaces the rules and empties it.
+Decisions are cached per (origin, action, topic), at most ``cache_size`` entries and
+``cache_chars`` characters of topics (the cache is emptied when either is reached: an
+origin carries its client's address, so each connection adds its own entries);
+``reload`` replaces the rules and empties it.
 """
 
 from __future__ import annotations
@@ -202,8 +204,11 @@ class RuleAcl:
         rules: Iterable[AclRule] = (),
         default_allow: bool = True,
         cache_size: int = 65_536,
+        cache_chars: int = 4_000_000,
     ) -> None:
         self.cache_size = cache_size
+        self.cache_chars = cache_chars
+        self._cached_chars = 0
         self.rules: tuple[AclRule, ...] = ()
         self.default_allow = default_allow
         self._decisions: dict[tuple[Origin, str, str], bool] = {}
@@ -214,6 +219,7 @@ class RuleAcl:
         self.rules = tuple(rules)
         self.default_allow = default_allow
         self._decisions = {}
+        self._cached_chars = 0
         self._per_origin = {}
 
     def allows(self, origin: Origin, action: Action, topic: str) -> bool:
@@ -221,8 +227,11 @@ class RuleAcl:
         decision = self._decisions.get(key)
         if decision is None:
             decision = self._decide(origin, action, topic)
-            if len(self._decisions) >= self.cache_size:
+            chars = self._cached_chars + len(topic)
+            if len(self._decisions) >= self.cache_size or chars > self.cache_chars:
                 self._decisions.clear()
+                chars = len(topic)
+            self._cached_chars = chars
             self._decisions[key] = decision
         return decision
 

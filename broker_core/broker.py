@@ -29,6 +29,7 @@ from broker_core.listeners.settings import ListenerSettings
 from broker_core.local import LocalSubscription
 from broker_core.lograte import RateLimitedLog
 from broker_core.login_throttle import LoginThrottle
+from broker_core.memory import TRIM_INTERVAL_S, release_free_memory
 from broker_core.mqtt.events import PublishReceived
 from broker_core.mqtt.limits import DROP_OLDEST, ServerLimits
 from broker_core.mqtt.packets import (
@@ -101,6 +102,7 @@ class Broker:
         self.wills = WillScheduler(self._publish_will)
         self.connections: set[MqttConnection] = set()
         self.pending: PendingSockets[MqttConnection] = PendingSockets()
+        self._closed_since_trim = 0
         self.hooks: list[MessageHook] = []
         self.store: Store = store if store is not None else MemoryStore()
         self.delayed = DelayedPublisher(
@@ -555,6 +557,7 @@ class Broker:
 
     def connection_lost(self, conn: MqttConnection, now: float) -> None:
         self.connections.discard(conn)
+        self._closed_since_trim += 1
         if conn.counted:
             self._listener_counts[conn.listener.name] -= 1
         else:
@@ -686,7 +689,13 @@ class Broker:
                 conn.after_session_update(now)
 
     async def run(self, sweep_interval_s: float = 0.5) -> None:
-        """Housekeeping until cancelled: keep alive, connect timeouts."""
+        """Housekeeping until cancelled: keep alive, connect timeouts, and memory freed
+        by closed connections given back to the system (broker_core.memory)."""
+        trimmed_at = time.monotonic()
         while True:
             await asyncio.sleep(sweep_interval_s)
             self.sweep(time.time())
+            if self._closed_since_trim and time.monotonic() - trimmed_at >= TRIM_INTERVAL_S:
+                self._closed_since_trim = 0
+                release_free_memory()
+                trimmed_at = time.monotonic()

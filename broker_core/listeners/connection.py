@@ -72,6 +72,7 @@ class MqttConnection(asyncio.Protocol):
     __slots__ = (
         "_connect_task",
         "_flush_pending",
+        "_backlog",
         "_held",
         "_loop",
         "_paused",
@@ -98,6 +99,7 @@ class MqttConnection(asyncio.Protocol):
         self._publish_bucket: TokenBucket | None = None
         self._paused = 0  # reasons reading is paused: _RATE | _STORE | _BUDGET
         self._held: deque[Event] | None = None  # events waiting for the publish rate
+        self._backlog: deque[bytes] | None = None  # reads waiting, over the read budget
 
     # -- transport callbacks -------------------------------------------------------------
 
@@ -118,9 +120,15 @@ class MqttConnection(asyncio.Protocol):
         self.broker.connection_made(self)
 
     def data_received(self, data: bytes) -> None:
-        now = time.time()
         broker = self.broker
         broker.counters.bytes_received += len(data)
+        if self._backlog is not None:
+            # Over the read budget: this connection waits for its next turn. (An event
+            # loop may hand over several reads at once, uvloop up to 32, before the
+            # pause takes effect.)
+            self._backlog.append(data)
+            return
+        now = time.time()
         session = self.session
         session.receive_data(data, now)
         self._process(now)
@@ -201,20 +209,25 @@ class MqttConnection(asyncio.Protocol):
         """Over the read budget: the rest of what arrived waits for the next loop turn,
         after every other connection's turn, and reading pauses meanwhile."""
         self.broker.counters.hit("read_budget")
-        if not self._paused & _BUDGET:
+        if self._backlog is None:
+            self._backlog = deque()
             self._pause(_BUDGET)
         self._loop.call_soon(self._read_more)
 
     def _read_more(self) -> None:
+        """One more read budget's worth of what arrived; reading resumes once it is all
+        handled."""
         session = self.session
-        if session.closed:
+        backlog = self._backlog
+        if session.closed or backlog is None:
             return
         now = time.time()
-        session.receive_data(b"", now)
+        session.receive_data(b"" if session.input_pending or not backlog else backlog.popleft(), now)
         self._process(now)
-        if session.input_pending:
+        if session.input_pending or backlog:
             self._defer_input()
         else:
+            self._backlog = None
             self._resume(_BUDGET)
 
     def _release_held(self) -> None:

@@ -106,7 +106,7 @@ class Decoder:
         "_pending",
         "input_pending",
         "max_packet_size",
-        "max_packets",
+        "read_budget",
         "property_limits",
         "protocol_level",
     )
@@ -116,14 +116,14 @@ class Decoder:
         max_packet_size: int = MAX_PACKET_SIZE,
         protocol_level: int | None = None,
         property_limits: PropertyLimits = NO_LIMITS,
-        max_packets: int = 0,
+        read_budget: int = 0,
     ) -> None:
         self.max_packet_size = max_packet_size
         self.protocol_level = protocol_level
         self.property_limits = property_limits
-        # At most this many packets per feed (0: all); the rest waits for ``feed(b"")``
-        # and ``input_pending`` says so (the driver's read budget).
-        self.max_packets = max_packets
+        # Bytes of packets decoded per feed, at least one packet (0: all); the rest waits
+        # for ``feed(b"")`` and ``input_pending`` says so (the driver's read budget).
+        self.read_budget = read_budget
         self.input_pending = False
         self._pending = b""
         self._chunks: list[bytes] = []
@@ -162,12 +162,12 @@ class Decoder:
         pos = 0
         n = len(buf)
         waiting_for = 0  # size of an incomplete packet whose length is already known
-        budget = self.max_packets or n
+        budget = self.read_budget or n
         limits = self.property_limits
         self.input_pending = False
         try:
             while n - pos >= 2:
-                if len(packets) >= budget:
+                if pos >= budget:
                     self.input_pending = True
                     break
                 b0 = buf[pos]

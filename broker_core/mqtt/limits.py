@@ -38,7 +38,7 @@ class ServerLimits:
     max_packet_properties_bytes: int = 131_072  # bytes of one property block
     max_subscriptions: int = 1000  # per session
     max_subscriptions_total: int = 100_000  # in the router, local subscriptions included
-    read_budget: int = 256  # packets handled per connection per event-loop turn
+    read_budget: int = 65_536  # bytes of packets handled per connection per loop turn
     max_qos: int = 2
     retain_available: bool = True
     wildcard_subscriptions: bool = True

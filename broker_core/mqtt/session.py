@@ -126,7 +126,7 @@ class Session(OutgoingFlow):
             property_limits=PropertyLimits(
                 limits.max_packet_properties, limits.max_packet_properties_bytes
             ),
-            max_packets=limits.read_budget,
+            read_budget=limits.read_budget,
         )
         self.conn_state = ConnState.AWAIT_CONNECT
         self.protocol_level = 4

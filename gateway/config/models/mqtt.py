@@ -108,11 +108,11 @@ class MqttConfig(ConfigModel):
         description="Subscriptions in the broker, local ones (adapters, bridges) included; a"
         " client's filter beyond gets 0x97 in SUBACK (3.1.1: 0x80).",
     )
-    read_budget: int = Field(
-        default=256,
-        ge=1,
-        description="Packets handled from one connection per event-loop turn; the rest waits"
-        " for the next turn, after the other connections, so one client cannot stall them.",
+    read_budget: Annotated[int, SizeSpec(ge=1)] = Field(
+        default=65536,
+        description="Bytes of packets handled from one connection per event-loop turn (at"
+        " least one packet); the rest waits for the next turn, after the other connections,"
+        " so one client cannot stall them.",
     )
     max_qos: Literal[0, 1, 2] = Field(
         default=2,

@@ -67,7 +67,7 @@ def test_mqtt_defaults() -> None:
         "max_packet_properties_bytes": 131_072,
         "max_subscriptions": 1000,
         "max_subscriptions_total": 100_000,
-        "read_budget": 256,
+        "read_budget": 65536,
         "max_qos": 2,
         "retain_available": True,
         "max_retained_messages": 100000,
