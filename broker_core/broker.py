@@ -27,8 +27,8 @@ from broker_core.delayed import DELAYED_PREFIX, DelayedPublisher, parse_delayed_
 from broker_core.listeners.pending import PendingSockets
 from broker_core.listeners.settings import ListenerSettings
 from broker_core.local import LocalSubscription
-from broker_core.lograte import RateLimitedLog
 from broker_core.login_throttle import LoginThrottle
+from broker_core.lograte import RateLimitedLog
 from broker_core.memory import TRIM_INTERVAL_S, release_free_memory
 from broker_core.mqtt.events import PublishReceived
 from broker_core.mqtt.limits import DROP_OLDEST, ServerLimits
@@ -502,7 +502,9 @@ class Broker:
             limit = self.retained.over_limit(context)
             if limit is not None:
                 self.retained.refuse(limit)
-                self._acknowledge(session, event.packet_id or 0, context.qos, ReasonCode.QUOTA_EXCEEDED)
+                self._acknowledge(
+                    session, event.packet_id or 0, context.qos, ReasonCode.QUOTA_EXCEEDED
+                )
                 return
         if delay is not None:
             accepted = self.delayed.schedule(context, delay[0], now)

@@ -1,10 +1,11 @@
 """SUBSCRIBE and UNSUBSCRIBE (mosquitto's handle_subscribe.c / handle_unsubscribe.c).
 
-For each requested filter: shared-subscription rules, the ACL, the server's
-capabilities (wildcards, shared subscriptions, subscription identifiers), the bounds
-on subscriptions per session and in all (0x97 Quota exceeded), the granted QoS; then the router and the session's own record (persisted for persistent
-sessions). Retained messages follow the SUBACK, with RETAIN set, as the retain
-handling option says; shared subscriptions get none.
+For each requested filter: shared-subscription rules, the ACL (a refusal is logged at
+INFO, rate-limited), the server's capabilities (wildcards, shared subscriptions,
+subscription identifiers), the bounds on subscriptions per session and in all (0x97
+Quota exceeded), the granted QoS; then the router and the session's own record
+(persisted for persistent sessions). Retained messages follow the SUBACK, with RETAIN
+set, as the retain handling option says; shared subscriptions get none.
 """
 
 from __future__ import annotations

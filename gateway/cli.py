@@ -94,8 +94,8 @@ def run(config_path: Path | None) -> None:
             click.echo(f"edgebus: {exc}", err=True)
         raise SystemExit(2) from None
     except* StoreError as store_errors:  # a lost or corrupt store: one line, no traceback
-        for exc in store_errors.exceptions:
-            click.echo(f"edgebus: {exc}", err=True)
+        for store_error in store_errors.exceptions:
+            click.echo(f"edgebus: {store_error}", err=True)
         raise SystemExit(1) from None
     except* OSError as os_errors:
         for error in os_errors.exceptions:

@@ -5,8 +5,9 @@ MQTT 5 enhanced authentication when ``auth.scram`` and a password file are set, 
 certificate identity, the password file, the HTTP service, and each listener's
 ``allow_anonymous``; see ``broker_core.auth``), the ``RuleAcl`` (None when there is
 nothing to check: no rules and default allow) and the deny action. ``install(broker)``
-puts them in the broker, with a ``LoginThrottle`` (``auth.login_throttle``); ``reload()`` re-reads the password file, forgets cached HTTP
-answers and ACL decisions, and with a new ``acl:`` section installs its rules;
+puts them in the broker, with a ``LoginThrottle`` (``auth.login_throttle``);
+``reload()`` re-reads the password file, forgets cached HTTP answers and ACL
+decisions, and with a new ``acl:`` section installs its rules;
 ``aclose()`` ends re-authentications in progress and closes the HTTP client.
 """
 

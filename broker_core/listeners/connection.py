@@ -70,9 +70,9 @@ def reason_for_exception(exc: BaseException) -> int:
 
 class MqttConnection(asyncio.Protocol):
     __slots__ = (
+        "_backlog",
         "_connect_task",
         "_flush_pending",
-        "_backlog",
         "_held",
         "_loop",
         "_paused",
@@ -222,7 +222,9 @@ class MqttConnection(asyncio.Protocol):
         if session.closed or backlog is None:
             return
         now = time.time()
-        session.receive_data(b"" if session.input_pending or not backlog else backlog.popleft(), now)
+        session.receive_data(
+            b"" if session.input_pending or not backlog else backlog.popleft(), now
+        )
         self._process(now)
         if session.input_pending or backlog:
             self._defer_input()

@@ -3,10 +3,10 @@
 They are bounded apart from ``max_connections``, which counts only clients that sent
 CONNECT: sockets that say nothing cannot keep clients that speak MQTT out. When a
 listener holds ``max_pending_connections`` such sockets, the oldest one with nothing
-to read is closed to make room for the new one (and counted), so a flood of empty sockets only shortens the
-time each of them may stay silent; a client that sends its CONNECT right after
-connecting, as every client does, gets in. Sockets are also closed when no CONNECT came
-within the connect timeout.
+to read is closed to make room for the new one (and counted), so a flood of empty
+sockets only shortens the time each of them may stay silent; a client that sends its
+CONNECT right after connecting, as every client does, gets in. Sockets are also
+closed when no CONNECT came within the connect timeout.
 """
 
 from __future__ import annotations
@@ -31,9 +31,7 @@ class PendingSockets(Generic[T]):
     def __len__(self) -> int:
         return self._count
 
-    def add(
-        self, listener: str, socket: T, bound: int, has_input: Callable[[T], bool]
-    ) -> T | None:
+    def add(self, listener: str, socket: T, bound: int, has_input: Callable[[T], bool]) -> T | None:
         """Registers ``socket``; returns the one to close when over ``bound``.
 
         That is the oldest socket with no bytes waiting to be read (``has_input``): a

@@ -106,9 +106,9 @@ class Decoder:
         "_pending",
         "input_pending",
         "max_packet_size",
-        "read_budget",
         "property_limits",
         "protocol_level",
+        "read_budget",
     )
 
     def __init__(
@@ -322,9 +322,7 @@ def _connect(dec: Decoder, buf: bytes, pos: int, end: int) -> Connect:
     if has_will:
         will_props = EMPTY
         if level == 5:
-            will_props, pos = decode_properties(
-                buf, pos, end, PacketKind.WILL, dec.property_limits
-            )
+            will_props, pos = decode_properties(buf, pos, end, PacketKind.WILL, dec.property_limits)
         will_topic, pos = wire.read_utf8(buf, pos, end)
         if not will_topic:
             raise ProtocolViolation("empty will topic")  # [MQTT-4.7.3-1]
@@ -433,9 +431,7 @@ def _suback(level: int, buf: bytes, pos: int, end: int, limits: PropertyLimits) 
     return Suback(packet_id, codes, props)
 
 
-def _unsubscribe(
-    level: int, buf: bytes, pos: int, end: int, limits: PropertyLimits
-) -> Unsubscribe:
+def _unsubscribe(level: int, buf: bytes, pos: int, end: int, limits: PropertyLimits) -> Unsubscribe:
     packet_id, pos = _packet_id(buf, pos, end)
     props = EMPTY
     if level == 5:
@@ -510,9 +506,7 @@ def _disconnect(level: int, buf: bytes, pos: int, end: int, limits: PropertyLimi
 
 
 def _auth(level: int, buf: bytes, pos: int, end: int, limits: PropertyLimits) -> Auth:
-    code, props = _reason_and_properties(
-        level, buf, pos, end, PacketKind.AUTH, _AUTH_CODES, limits
-    )
+    code, props = _reason_and_properties(level, buf, pos, end, PacketKind.AUTH, _AUTH_CODES, limits)
     return Auth(code, props)
 
 

@@ -309,8 +309,8 @@ class BrokerCollector(Collector):
         limit_hits = CounterMetricFamily(
             "edgebus_limit_hits", "Times a bound was reached, by limit", labels=["limit"]
         )
-        for limit, count in sorted(m.limits.hits.items()):
-            limit_hits.add_metric([limit], count)
+        for limit, hit_count in sorted(m.limits.hits.items()):
+            limit_hits.add_metric([limit], hit_count)
         yield limit_hits
         yield CounterMetricFamily(
             "edgebus_login_failures", "Failed logins", value=m.limits.login_failures

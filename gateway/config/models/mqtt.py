@@ -93,8 +93,7 @@ class MqttConfig(ConfigModel):
     )
     max_packet_properties_bytes: Annotated[int, SizeSpec(ge=1)] = Field(
         default=131_072,
-        description="Bytes of one property block of a packet; more close the connection with"
-        " 0x97.",
+        description="Bytes of one property block of a packet; more close the connection with 0x97.",
     )
     max_subscriptions: int = Field(
         default=1000,

@@ -36,9 +36,10 @@ def publish_with_properties(block: bytes) -> bytes:
 def flood(broker: BrokerHandle, packet: bytes, stop: threading.Event, sent: list[int]) -> None:
     """Sends ``packet`` over and over; reconnects whenever the broker closes."""
     while not stop.is_set():
-        with contextlib.suppress(OSError), socket.create_connection(
-            broker.address, timeout=unit(5)
-        ) as sock:
+        with (
+            contextlib.suppress(OSError),
+            socket.create_connection(broker.address, timeout=unit(5)) as sock,
+        ):
             sock.sendall(mb.gen_connect(f"flood{len(sent)}", proto_ver=5))
             if sock.recv(64)[:1] != b"\x20":
                 continue

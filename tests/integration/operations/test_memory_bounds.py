@@ -113,7 +113,9 @@ def test_retained_bytes_are_bounded(tmp_path: Path) -> None:
         listener.subscribe([("big/#", 0)])
         old = client(broker, "old-publisher", proto=4)
         old.publish("big/v311", payload, qos=1, retain=True)
-        assert listener.wait_for(lambda p: p.type == mb.PacketType.PUBLISH and p.topic == "big/v311")
+        assert listener.wait_for(
+            lambda p: p.type == mb.PacketType.PUBLISH and p.topic == "big/v311"
+        )
         late = client(broker, "late", proto=4)
         retained = late.subscribe([("big/v311", 0)])
         assert retained.reason_codes == [0]
@@ -135,7 +137,9 @@ def test_memory_goes_back_after_heavy_connections_close(tmp_path: Path) -> None:
                 heavy.subscribe(filters, timeout=unit(10))
             for alias in range(1, 11):
                 topic = f"h/{n}/{alias}/" + "t" * 60_000
-                heavy.send(mb.gen_publish(topic, b"", proto_ver=5, properties={"topic_alias": alias}))
+                heavy.send(
+                    mb.gen_publish(topic, b"", proto_ver=5, properties={"topic_alias": alias})
+                )
             clients.append(heavy)
         peak = rss_mib(broker)
         assert peak - baseline > 40  # the attack did take memory

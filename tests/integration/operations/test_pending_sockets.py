@@ -32,7 +32,9 @@ def idle_sockets(gw: RunningGateway, count: int) -> Iterator[list[socket.socket]
     wanted = 4 * count + 256  # both ends live in this process
     if soft < wanted and (hard == resource.RLIM_INFINITY or hard >= wanted):
         resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
-    sockets = [socket.create_connection(("127.0.0.1", gw.port), timeout=unit(5)) for _ in range(count)]
+    sockets = [
+        socket.create_connection(("127.0.0.1", gw.port), timeout=unit(5)) for _ in range(count)
+    ]
     try:
         yield sockets
     finally:

@@ -24,7 +24,6 @@ import pytest
 from broker_core.passwords import DEFAULT_ITERATIONS, hash_password, write_password_file
 from tests.helpers import mqtt_builder as mb
 from tests.helpers.gateway import RunningGateway
-from tests.helpers.raw_client import RawClient
 from tests.helpers.timeouts import unit
 from tests.integration.security.support import security_gateway
 

@@ -97,9 +97,10 @@ def test_a_denied_user_resuming_admins_session_gets_no_secret(
         # Her own attempt is refused too, retained messages included.
         source.publish("secret/kept", b"kept", qos=1, retain=True)
         refused = 0x87 if proto == 5 else 0x80
-        assert mallory.subscribe([("secret/#", 1), ("#", 1), ("+/kept", 1)]).reason_codes == [
-            refused
-        ] * 3
+        assert (
+            mallory.subscribe([("secret/#", 1), ("#", 1), ("+/kept", 1)]).reason_codes
+            == [refused] * 3
+        )
         mallory.expect_no_packet()
         source.publish("secret/kept", b"", qos=1, retain=True)
         mallory.disconnect()
