@@ -10,6 +10,7 @@ messages on subscribe follow the same rule.
 from __future__ import annotations
 
 import contextlib
+import logging
 import itertools
 from collections.abc import Iterator
 from pathlib import Path
@@ -135,3 +136,17 @@ def test_a_denied_user_gets_no_messages_in_flight(gw: RunningGateway, tmp_path: 
         assert connack.session_present
         mallory.expect_no_packet()
         mallory.disconnect()
+
+
+def test_refused_subscriptions_are_logged_at_a_bounded_rate(
+    gw: RunningGateway, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="broker_core.broker")
+    mallory, _ = login(gw, 5, "mallory-logged", "mallory")
+    for _ in range(60):
+        assert mallory.subscribe([("secret/#", 0)]).reason_codes == [0x87]
+    mallory.disconnect()
+    lines = [r.getMessage() for r in caplog.records if "may not subscribe" in r.getMessage()]
+    assert 1 <= len(lines) <= 25
+    assert "mallory-logged (user mallory" in lines[0]
+    assert "'secret/#'" in lines[0]

@@ -41,3 +41,30 @@ def test_limit_refuses_new_topics_but_allows_replacing() -> None:
     assert store.set(Context("a", b"2")) is True
     assert store.set(Context("a", b"")) is True
     assert store.set(Context("c", b"1")) is True
+
+
+def test_byte_bound_refuses_growth_and_counts_by_limit() -> None:
+    hits: list[str] = []
+    store = RetainedStore(max_bytes=100, on_refused=hits.append)
+    assert store.set(Context("a", b"x" * 49))  # 1 + 49 bytes
+    assert store.set(Context("b", b"x" * 49))
+    assert store.bytes == 100
+    assert store.set(Context("c", b"x")) is False  # a new topic past the bound
+    assert store.set(Context("a", b"x" * 60)) is False  # growing past it
+    assert store.set(Context("a", b"x" * 10))  # shrinking always works
+    assert store.bytes == 61
+    assert store.set(Context("c", b"x" * 30))
+    store.set(Context("b", b""))  # clearing frees its bytes
+    assert store.bytes == 11 + 31
+    assert hits == ["retained_bytes", "retained_bytes"]
+    assert store.refused == 2
+
+
+def test_over_limit_names_the_bound_without_counting() -> None:
+    store = RetainedStore(max_messages=1, max_bytes=10)
+    assert store.over_limit(Context("a", b"12345")) is None
+    store.set(Context("a", b"12345"))
+    assert store.over_limit(Context("b", b"1")) == "retained_messages"
+    assert store.over_limit(Context("a", b"x" * 20)) == "retained_bytes"
+    assert store.over_limit(Context("a", b"")) is None
+    assert store.refused == 0
