@@ -10,8 +10,8 @@ messages on subscribe follow the same rule.
 from __future__ import annotations
 
 import contextlib
-import logging
 import itertools
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 

@@ -67,9 +67,7 @@ def test_topic_alias_memory_is_bounded_and_given_back() -> None:
             mb.gen_publish(topic, b"", proto_ver=5, properties={"topic_alias": alias}), T0
         )
     assert counters.topic_alias_bytes == 30
-    session.receive_data(
-        mb.gen_publish("d", b"", proto_ver=5, properties={"topic_alias": 3}), T0
-    )
+    session.receive_data(mb.gen_publish("d", b"", proto_ver=5, properties={"topic_alias": 3}), T0)
     [disconnect] = parse_all(session.data_to_send(), 5)
     assert (disconnect.type, disconnect.reason_code) == (mb.PacketType.DISCONNECT, 0x97)
     assert counters.limit_hits["topic_alias_bytes"] == 1
