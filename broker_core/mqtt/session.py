@@ -84,6 +84,12 @@ __all__ = ["ConnState", "Session"]
 
 _MAX_PACKET = 268_435_460
 _HELD_LIMIT = 1000  # packets held while CONNECT awaits the broker's answer
+# Protocol errors that are a bound reached, by reason code: counted in Counters.limit_hits.
+_LIMITS = {
+    ReasonCode.PACKET_TOO_LARGE: "packet_size",
+    ReasonCode.RECEIVE_MAXIMUM_EXCEEDED: "receive_maximum",
+    ReasonCode.TOPIC_ALIAS_INVALID: "topic_alias",
+}
 
 
 class Session(OutgoingFlow):
@@ -397,6 +403,8 @@ class Session(OutgoingFlow):
         elif type(packet) is Auth and self._v5:
             self._on_auth(packet, now)
         elif len(self._held) >= _HELD_LIMIT:
+            if self.counters is not None:
+                self.counters.hit("packets_before_connack")
             raise ProtocolError("too many packets before CONNACK", ReasonCode.QUOTA_EXCEEDED)
         else:
             self._held.append(packet)
@@ -532,8 +540,9 @@ class Session(OutgoingFlow):
     def _fail(self, exc: ProtocolError) -> None:
         """Reports a protocol error to the peer where the spec allows, then closes."""
         code = exc.reason_code
-        if isinstance(exc, PropertyLimitExceeded) and self.counters is not None:
-            self.counters.hit("packet_properties")
+        limit = "packet_properties" if isinstance(exc, PropertyLimitExceeded) else _LIMITS.get(code)
+        if limit is not None and self.counters is not None:
+            self.counters.hit(limit)
         if self.conn_state is ConnState.CONNECTED:
             if self._v5:
                 self._send(encode(Disconnect(code), 5))

@@ -29,6 +29,10 @@ LIMITS = (
     "pending_connections",  # a socket without CONNECT closed to make room (max_pending_connections)
     "max_connections",  # CONNECT refused, 0x97 (listeners[].max_connections)
     "connection_rate",  # CONNECT refused, 0x9F (listeners[].connection_rate)
+    "packets_before_connack",  # more than 1000 packets while CONNECT is decided, 0x97
+    "packet_size",  # packet larger than max_packet_size, 0x95
+    "receive_maximum",  # QoS 2 PUBLISH beyond receive_maximum unreleased, 0x93
+    "topic_alias",  # topic alias 0 or beyond max_topic_alias, 0x94
     "packet_properties",  # packet refused, 0x97 (max_packet_properties / _bytes)
     "topic_alias_bytes",  # client disconnected, 0x97 (max_topic_alias_bytes)
     "subscriptions",  # filter refused in SUBACK, 0x97 (max_subscriptions)
