@@ -83,7 +83,9 @@ from broker_core.mqtt.states import ConnState
 __all__ = ["ConnState", "Session"]
 
 _MAX_PACKET = 268_435_460
-_HELD_LIMIT = 1000  # packets held while CONNECT awaits the broker's answer
+# Packets held while CONNECT awaits the broker's answer: at most this many, and PUBLISH
+# packets of at most twice the maximum packet size together.
+_HELD_LIMIT = 1000
 # Protocol errors that are a bound reached, by reason code: counted in Counters.limit_hits.
 _LIMITS = {
     ReasonCode.PACKET_TOO_LARGE: "packet_size",
@@ -100,6 +102,7 @@ class Session(OutgoingFlow):
         "_connect_deadline",
         "_events",
         "_held",
+        "_held_bytes",
         "_last_rx",
         "_out",
         "_resend",
@@ -154,6 +157,7 @@ class Session(OutgoingFlow):
         self._aliases: dict[int, str] = {}
         self._events: list[Event] = []
         self._held: list[Packet] = []
+        self._held_bytes = 0  # PUBLISH payload and topic bytes in _held
         self._out: list[bytes] = []
         self._resend: deque[Delivery] = deque()  # in flight, to resend as the window allows
         self._last_rx = now
@@ -296,6 +300,7 @@ class Session(OutgoingFlow):
         self._drain(now)
         held = self._held
         self._held = []
+        self._held_bytes = 0
         self._handle_all(held, now)
 
     def reject(self, reason_code: int, reason_string: str | None = None) -> None:
@@ -402,12 +407,15 @@ class Session(OutgoingFlow):
             raise ProtocolViolation("second CONNECT")  # [MQTT-3.1.0-2]
         elif type(packet) is Auth and self._v5:
             self._on_auth(packet, now)
-        elif len(self._held) >= _HELD_LIMIT:
-            if self.counters is not None:
-                self.counters.hit("packets_before_connack")
-            raise ProtocolError("too many packets before CONNACK", ReasonCode.QUOTA_EXCEEDED)
         else:
-            self._held.append(packet)
+            held = self._held
+            if type(packet) is Publish:
+                self._held_bytes += len(packet.payload) + len(packet.topic)
+            if len(held) >= _HELD_LIMIT or self._held_bytes > 2 * self.limits.max_packet_size:
+                if self.counters is not None:
+                    self.counters.hit("packets_before_connack")
+                raise ProtocolError("too much sent before CONNACK", ReasonCode.QUOTA_EXCEEDED)
+            held.append(packet)
 
     def _on_connect(self, connect: Connect) -> None:
         self.connect = connect
