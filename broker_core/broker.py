@@ -69,15 +69,6 @@ class MessageHook(Protocol):
     def __call__(self, context: Context) -> None: ...
 
 
-# Refusals that count as failed logins for the login throttle.
-_LOGIN_FAILURES = frozenset((ReasonCode.BAD_USER_NAME_OR_PASSWORD, ReasonCode.NOT_AUTHORIZED))
-
-
-def _host(peer: str | None) -> str | None:
-    """The address part of a ``host:port`` peer."""
-    return None if peer is None else peer.rpartition(":")[0] or None
-
-
 def _has_unread_input(conn: MqttConnection) -> bool:
     return conn.has_unread_input()
 
@@ -114,7 +105,7 @@ class Broker:
         self.authenticator: Authenticator = ListenerPolicy()
         self.auth_exchanges = AuthExchanges(self.limits.connect_timeout_s)
         self.acl: Acl | None = None
-        self.login_throttle: LoginThrottle | None = LoginThrottle()
+        self.login_throttle: LoginThrottle | None = LoginThrottle(on_throttled=self.counters.hit)
         self.refusal_log = RateLimitedLog(log)  # ACL refusals a client can repeat at will
         self.acl_deny_action = DENY_IGNORE
         self.started_at = time.time()
@@ -300,47 +291,31 @@ class Broker:
             session.reject(ReasonCode.CLIENT_IDENTIFIER_NOT_VALID)
             return
         method = connect.properties.authentication_method if v5 else None
+        request = AuthRequest(
+            client_id,
+            connect.username,
+            connect.password,
+            session.peer,
+            listener or ListenerSettings(),
+            connect.protocol_level,
+            certificate_identity,
+            auth_method=method,
+            auth_data=None if method is None else connect.properties.authentication_data,
+            exchange=None if method is None else self.auth_exchanges.exchange(session, method),
+        )
         throttle = self.login_throttle
-        credentials = bool(method is not None or connect.username is not None or connect.password)
-        address = _host(session.peer)
-        if throttle is not None and credentials:
+        if throttle is None:
+            result = await self.authenticator.authenticate(request)
+        else:
             deadline = session.next_deadline()
             budget = limits.connect_timeout_s if deadline is None else deadline - now
-            wait = throttle.admit(connect.username, address, now, budget)
-            if wait is None:
-                self.counters.hit("login_throttle")
-                log.info("client %s from %s refused: too many failed logins", client_id, address)
-                session.reject(ReasonCode.CONNECTION_RATE_EXCEEDED)
-                return
-            if wait:
-                self.counters.hit("login_throttle")
-                await asyncio.sleep(wait)  # before the password is checked: costs nothing
-                if session.closed:
-                    return
-        result = await self.authenticator.authenticate(
-            AuthRequest(
-                client_id,
-                connect.username,
-                connect.password,
-                session.peer,
-                listener or ListenerSettings(),
-                connect.protocol_level,
-                certificate_identity,
-                auth_method=method,
-                auth_data=None if method is None else connect.properties.authentication_data,
-                exchange=None if method is None else self.auth_exchanges.exchange(session, method),
-            )
-        )
+            result = await throttle.authenticate(self.authenticator, request, now, budget)
         if not result.allowed:
             log.info(
                 "client %s from %s refused (0x%02X)", client_id, session.peer, result.reason_code
             )
-            if throttle is not None and credentials and result.reason_code in _LOGIN_FAILURES:
-                throttle.failed(connect.username, address, time.time())
             session.reject(result.reason_code)
             return
-        if throttle is not None and credentials:
-            throttle.succeeded(connect.username)
         will = connect.will
         if will is not None and (
             will.qos > limits.max_qos or (will.retain and not limits.retain_available)

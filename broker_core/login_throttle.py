@@ -25,10 +25,19 @@ user name, which is what stops a guesser spread over many addresses.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from broker_core.auth import Authenticator, AuthRequest, AuthResult
+from broker_core.mqtt.reason_codes import ReasonCode
+
 __all__ = ["LoginThrottle", "ThrottleSettings"]
+
+# Refusals that count as failed logins.
+_FAILURES = frozenset((ReasonCode.BAD_USER_NAME_OR_PASSWORD, ReasonCode.NOT_AUTHORIZED))
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,8 +59,13 @@ class _Key:
 
 
 class LoginThrottle:
-    def __init__(self, settings: ThrottleSettings | None = None) -> None:
+    def __init__(
+        self,
+        settings: ThrottleSettings | None = None,
+        on_throttled: Callable[[str], None] | None = None,
+    ) -> None:
         self.settings = settings or ThrottleSettings()
+        self.on_throttled = on_throttled  # called with "login_throttle" per attempt held
         self._keys: OrderedDict[tuple[str, str], _Key] = OrderedDict()
         self.failures = 0  # failed logins seen
         self.delayed = 0  # attempts that waited before their check
@@ -59,6 +73,26 @@ class LoginThrottle:
 
     def __len__(self) -> int:
         return len(self._keys)
+
+    async def authenticate(
+        self, authenticator: Authenticator, request: AuthRequest, now: float, budget_s: float
+    ) -> AuthResult:
+        """``authenticator``'s answer to ``request``, throttled. A client that presents no
+        credentials (anonymous) is not throttled: no password is checked."""
+        if request.auth_method is None and request.username is None and not request.password:
+            return await authenticator.authenticate(request)
+        address = request.peer_host
+        wait = self.admit(request.username, address, now, budget_s)
+        if wait is None:
+            return AuthResult.refuse(ReasonCode.CONNECTION_RATE_EXCEEDED)
+        if wait:
+            await asyncio.sleep(wait)  # before the password is checked: costs nothing
+        result = await authenticator.authenticate(request)
+        if result.allowed:
+            self.succeeded(request.username)
+        elif result.reason_code in _FAILURES:
+            self.failed(request.username, address, time.time())
+        return result
 
     def admit(
         self, username: str | None, address: str | None, now: float, budget_s: float
@@ -72,11 +106,13 @@ class LoginThrottle:
         wait = start - now
         if wait > budget_s:
             self.refused += 1
+            self._throttled()
             return None
         for key in throttled:
             key.next_at = start + self._delay(key.failures)
         if wait > 0:
             self.delayed += 1
+            self._throttled()
         return wait
 
     def failed(self, username: str | None, address: str | None, now: float) -> None:
@@ -96,6 +132,10 @@ class LoginThrottle:
             self._keys.pop(("user", username), None)
 
     # -- internals -------------------------------------------------------------------------
+
+    def _throttled(self) -> None:
+        if self.on_throttled is not None:
+            self.on_throttled("login_throttle")
 
     @staticmethod
     def _names(username: str | None, address: str | None) -> list[tuple[str, str]]:

@@ -53,7 +53,11 @@ class Security:
         broker.acl = self.acl
         broker.acl_deny_action = self.deny_action
         if broker not in self._brokers:
-            broker.login_throttle = None if self.throttle is None else LoginThrottle(self.throttle)
+            broker.login_throttle = (
+                None
+                if self.throttle is None
+                else LoginThrottle(self.throttle, on_throttled=broker.counters.hit)
+            )
             self._brokers.append(broker)
 
     def reload(self, acl: AclConfig | None = None) -> None:

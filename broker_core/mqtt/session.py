@@ -87,7 +87,7 @@ _MAX_PACKET = 268_435_460
 # packets of at most twice the maximum packet size together.
 _HELD_LIMIT = 1000
 # Protocol errors that are a bound reached, by reason code: counted in Counters.limit_hits.
-_LIMITS = {
+_LIMITS: dict[int, str] = {
     ReasonCode.PACKET_TOO_LARGE: "packet_size",
     ReasonCode.RECEIVE_MAXIMUM_EXCEEDED: "receive_maximum",
     ReasonCode.TOPIC_ALIAS_INVALID: "topic_alias",
