@@ -13,7 +13,6 @@ import contextlib
 import itertools
 import logging
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -124,7 +123,7 @@ def test_the_owner_resuming_keeps_everything(gw: RunningGateway) -> None:
         again.disconnect()
 
 
-def test_a_denied_user_gets_no_messages_in_flight(gw: RunningGateway, tmp_path: Path) -> None:
+def test_a_denied_user_gets_no_messages_in_flight(gw: RunningGateway) -> None:
     """QoS 1 messages sent to admin but not acknowledged are resent on resume: not to her."""
     admin, _ = login(gw, 5, "admin-inflight", "admin", clean=True)
     assert admin.subscribe([("secret/#", 1)]).reason_codes == [1]
