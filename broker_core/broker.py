@@ -674,5 +674,6 @@ class Broker:
             self.sweep(time.time())
             if self._closed_since_trim and time.monotonic() - trimmed_at >= TRIM_INTERVAL_S:
                 self._closed_since_trim = 0
-                release_free_memory()
+                # In a worker thread: walking a large heap takes a while.
+                await asyncio.to_thread(release_free_memory)
                 trimmed_at = time.monotonic()

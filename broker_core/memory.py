@@ -5,7 +5,8 @@ keeps freed heap memory for reuse: after thousands of connections with big alias
 tables, subscriptions or queued messages have closed, the process keeps its peak size.
 ``release_free_memory()`` asks glibc to give back what it holds unused
 (``malloc_trim(0)``); elsewhere it does nothing. The broker calls it from its
-housekeeping, at most every ``TRIM_INTERVAL_S``, when connections have closed since.
+housekeeping (in a worker thread), at most every ``TRIM_INTERVAL_S``, when
+connections have closed since.
 """
 
 from __future__ import annotations
