@@ -2,10 +2,12 @@
 
 A ``LocalSubscription`` is a router target with the same semantics as a client's
 session: QoS is downgraded to the granted QoS, the retain flag follows the
-subscription's retain-as-published option, retained messages arrive on subscribe, no
-local works by identity. Messages wait in a bounded queue read with ``async for``;
-on overflow the oldest (``drop_oldest``, default) or the arriving (``drop_new``)
-message is dropped and counted in ``dropped``.
+subscription's retain-as-published option, retained messages arrive on subscribe.
+With ``no_local``, a message whose origin is the subscriber's own (same protocol and
+name) is skipped before it is queued: it takes no place and is not counted. Messages
+wait in a bounded queue read with ``async for``; on overflow the oldest
+(``drop_oldest``, default) or the arriving (``drop_new``) message is dropped and counted
+in ``dropped``.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ class LocalSubscription:
         overflow: str = DROP_OLDEST,
         on_message: Callable[[Context], None] | None = None,
         unsubscribe_all: Callable[[LocalSubscription], None] | None = None,
+        no_local: bool = False,
     ) -> None:
         if maxsize < 1:
             raise ValueError("maxsize must be at least 1")
@@ -40,6 +43,7 @@ class LocalSubscription:
         self.origin = origin
         self.maxsize = maxsize
         self.overflow = overflow
+        self.no_local = no_local
         self.dropped = 0
         self.delivered = 0
         self.filters: list[str] = []
@@ -67,6 +71,11 @@ class LocalSubscription:
     ) -> None:
         if self._closed:
             return
+        if self.no_local:
+            origin = context.origin
+            own = self.origin
+            if origin is own or (origin.name == own.name and origin.protocol == own.protocol):
+                return
         if context.qos != qos or context.retain != retain:
             context = replace(context, qos=qos, retain=retain)
         self.delivered += 1
