@@ -92,7 +92,7 @@ class Supervisor:
         return [spec for spec in every if kind is None or spec.kind == kind]
 
     def statuses(self, kind: str | None = None) -> list[dict[str, Any]]:
-        """One dict per instance: ``kind``, ``type``, ``name``, ``state``, ``reason``,
+        """One dict per instance: ``kind``, ``type``, ``name``, ``protocol``, ``state``, ``reason``,
         ``last_error``, ``restarts``, ``since``, ``next_attempt_in_s``, ``stats`` (hub and
         inbox counters, the same for every kind) and ``component_stats`` (its own)."""
         return [
@@ -116,6 +116,7 @@ class Supervisor:
     @staticmethod
     def _status_of(instance: _Instance) -> dict[str, Any]:
         status = instance.status.as_dict()
+        status["protocol"] = instance.client.origin.protocol
         status["stats"] = {**instance.client.stats(), **instance.host.stats()}
         own: dict[str, Any] = {}
         stats = getattr(instance.component, "stats", None)
