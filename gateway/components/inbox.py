@@ -87,18 +87,17 @@ class Inbox(Generic[T]):
             if self._closed:
                 self.dropped += 1
                 return False
-            items = self._items
-            if len(items) >= self.maxsize:
+            if len(self._items) >= self.maxsize:
                 if self.overflow == DROP_NEW:
                     self.dropped += 1
                     return False
                 if self.overflow == DROP_OLDEST:
-                    items.popleft()
+                    self._items.popleft()
                     self.dropped += 1
                 elif not self._wait_for_room(timeout):
                     self.dropped += 1
                     return False
-            items.append(item)
+            self._items.append(item)  # not a local: a callback-mode drain swaps the deque
             self.accepted += 1
             wake = self._idle
             self._idle = False

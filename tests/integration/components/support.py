@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -10,7 +11,7 @@ from tests.helpers.gateway import RunningGateway
 from tests.helpers.timeouts import unit
 from tests.integration.api.support import KEY, Http, bearer
 
-__all__ = ["API", "http_of", "status_of", "wait_for"]
+__all__ = ["API", "http_of", "metric", "status_of", "wait_for"]
 
 T = TypeVar("T")
 
@@ -42,3 +43,15 @@ def status_of(gw: RunningGateway, kind: str, name: str) -> dict[str, Any]:
     status = gw.call(lambda: gw.gateway.components.status(kind, name))
     assert status is not None
     return status
+
+
+def metric(text: str, family: str, **labels: str) -> float:
+    """The value of one sample of the Prometheus text ``text``."""
+    for line in text.splitlines():
+        match = re.fullmatch(rf"{family}\{{(.*)\}} (\S+)", line)
+        if match is None:
+            continue
+        found = dict(re.findall(r'(\w+)="([^"]*)"', match.group(1)))
+        if all(found.get(key) == value for key, value in labels.items()):
+            return float(match.group(2))
+    raise AssertionError(f"no {family} {labels} in /metrics")

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from gateway.components import ADAPTER, BRIDGE, KINDS, SINK, ComponentType, Spec, registry
@@ -13,7 +12,7 @@ from tests.helpers.components import ATTEMPTS, FlakyConfig, registered  # noqa: 
 from tests.helpers.gateway import running_gateway
 from tests.helpers.raw_client import RawClient
 from tests.helpers.timeouts import unit
-from tests.integration.components.support import API, http_of, status_of, wait_for
+from tests.integration.components.support import API, http_of, metric, status_of, wait_for
 
 FLAKY = {
     "type": "test-flaky",
@@ -25,18 +24,6 @@ FLAKY = {
 
 def _flaky(name: str) -> FlakyConfig:
     return FlakyConfig.model_validate({**FLAKY, "name": name})
-
-
-def _metric(text: str, family: str, **labels: str) -> float:
-    """The value of one sample of the Prometheus text ``text``."""
-    for line in text.splitlines():
-        match = re.fullmatch(rf"{family}\{{(.*)\}} (\S+)", line)
-        if match is None:
-            continue
-        found = dict(re.findall(r'(\w+)="([^"]*)"', match.group(1)))
-        if all(found.get(key) == value for key, value in labels.items()):
-            return float(match.group(2))
-    raise AssertionError(f"no {family} {labels} in /metrics")
 
 
 def test_adapters_bridges_and_sinks_restart_alike_and_report_degraded(
@@ -107,15 +94,15 @@ def test_adapters_bridges_and_sinks_restart_alike_and_report_degraded(
         metrics = http.get("/metrics").text
         for kind in KINDS:
             ident = {"kind": kind, "type": "test-flaky", "name": "flaky"}
-            assert _metric(metrics, "edgebus_component_degraded", **ident) == 1
+            assert metric(metrics, "edgebus_component_degraded", **ident) == 1
             assert (
-                _metric(metrics, "edgebus_component_degraded", **ident, reason="remote unreachable")
+                metric(metrics, "edgebus_component_degraded", **ident, reason="remote unreachable")
                 == 1
             )
-            assert _metric(metrics, "edgebus_component_up", **ident) == 0
-            assert _metric(metrics, "edgebus_component_restarts_total", **ident) >= 3
-            assert _metric(metrics, "edgebus_component_stat", **ident, stat="answer") == 42
-        assert _metric(metrics, "edgebus_adapter_up", adapter="flaky", state="degraded") == 0
+            assert metric(metrics, "edgebus_component_up", **ident) == 0
+            assert metric(metrics, "edgebus_component_restarts_total", **ident) >= 3
+            assert metric(metrics, "edgebus_component_stat", **ident, stat="answer") == 42
+        assert metric(metrics, "edgebus_adapter_up", adapter="flaky", state="degraded") == 0
 
 
 def test_missing_native_library_is_reported_not_retried(tmp_path: Path) -> None:
