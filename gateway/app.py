@@ -123,9 +123,10 @@ class Gateway:
         """Re-reads the configuration file: adapter mappings, ACL, credentials.
 
         Clients stay connected. Components (adapters, bridges, sinks) whose configuration
-        changed restart; new ones start, removed ones stop. Sections that need a restart (listeners, mqtt,
-        persistence, data_dir, node_name, api) are reported, not applied. Returns what
-        was reloaded; raises ConfigError (and changes nothing) when the file is invalid.
+        changed restart; new ones start, removed ones stop. Sections that need a restart
+        (listeners, mqtt, persistence, data_dir, node_name, api) are reported, not
+        applied. Returns what was reloaded; raises ConfigError (and changes nothing)
+        when the file is invalid.
         """
         if self.config_path is None:
             self.security.reload()

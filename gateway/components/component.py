@@ -77,4 +77,3 @@ class Spec:
             getattr(config, "restart_backoff", 1.0),
             getattr(config, "restart_backoff_max", 60.0),
         )
-

@@ -123,7 +123,7 @@ class BatchWriter(Generic[T]):
             for ops in lists:
                 for op in ops:
                     if type(op) is _Barrier:
-                        barriers.append(op)  # type: ignore[arg-type]
+                        barriers.append(op)
                     else:
                         items.append(op)  # type: ignore[arg-type]
             ok = True

@@ -23,6 +23,7 @@ supervisor builds hands it out, and the gateway never imports the ``adapters`` p
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 from collections import deque
@@ -102,18 +103,14 @@ class Inbox(Generic[T]):
             wake = self._idle
             self._idle = False
         if wake:
-            try:
+            with contextlib.suppress(RuntimeError):  # a closed loop: nobody consumes any more
                 self._loop.call_soon_threadsafe(self._wake)
-            except RuntimeError:  # the loop is closed: nobody will consume any more
-                pass
         return True
 
     def _wait_for_room(self, timeout: float | None) -> bool:
         if threading.get_ident() == self._loop_thread:
             raise RuntimeError(f"{self.name}: a 'block' inbox cannot wait on the event loop")
-        ok = self._room.wait_for(
-            lambda: self._closed or len(self._items) < self.maxsize, timeout
-        )
+        ok = self._room.wait_for(lambda: self._closed or len(self._items) < self.maxsize, timeout)
         return ok and not self._closed
 
     # -- consumer side: the event loop -------------------------------------------------
@@ -172,7 +169,9 @@ class Inbox(Generic[T]):
             except Exception:
                 self.errors += 1
                 if self.errors == 1 or self.errors % 1000 == 0:
-                    log.exception("%s: callback failed (%d failures so far)", self.name, self.errors)
+                    log.exception(
+                        "%s: callback failed (%d failures so far)", self.name, self.errors
+                    )
         with self._lock:
             if not self._items:
                 self._idle = True

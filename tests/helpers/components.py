@@ -35,6 +35,7 @@ from gateway.components import (
     BatchWriter,
     ComponentType,
     Host,
+    Inbox,
     registry,
 )
 from gateway.config.models.adapter_base import AdapterConfigBase
@@ -103,7 +104,7 @@ class ThreadFedComponent:
         self.produced = threading.Event()
 
     async def run(self, hub: HubClient, host: Host) -> None:
-        inbox = host.inbox(self.config.inbox_size, self.config.overflow)
+        inbox: Inbox[int] = host.inbox(self.config.inbox_size, self.config.overflow)
         thread = threading.Thread(target=self._produce, args=(inbox.put,), daemon=True)
         thread.start()
         host.ready()
@@ -237,4 +238,3 @@ def registered() -> Iterator[None]:
         yield
     finally:
         unregister()
-

@@ -77,6 +77,7 @@ def test_the_direction_is_components_to_gateway_to_broker_core() -> None:
 
 
 def test_the_checker_sees_a_cycle() -> None:
-    assert _cycles({"broker_core": set(), "gateway": {"adapters"}, "adapters": {"gateway"}} | {
-        p: set() for p in PACKAGES[3:]
-    }) == [["gateway", "adapters", "gateway"], ["adapters", "gateway", "adapters"]]
+    assert _cycles(
+        {"broker_core": set(), "gateway": {"adapters"}, "adapters": {"gateway"}}
+        | {p: set() for p in PACKAGES[3:]}
+    ) == [["gateway", "adapters", "gateway"], ["adapters", "gateway", "adapters"]]

@@ -81,7 +81,7 @@ def test_no_local_by_origin_takes_no_queue_place(gw: RunningGateway) -> None:
     assert gw.call(lambda: (subscription.depth, subscription.dropped)) == (0, 0)
     other = _client(gw, "nng", "other")
     assert _publish(gw, other, "loop/from-other") is True
-    got = gw.call(lambda: subscription._local.get_nowait())  # noqa: SLF001
+    got = gw.call(lambda: subscription._local.get_nowait())
     assert got is not None
     assert (got.topic, got.origin.protocol) == ("loop/from-other", "nng")
     assert gw.call(lambda: hub.stats()["dropped"]) == 0
@@ -151,9 +151,9 @@ def test_publish_safe_resolves_after_the_durable_taps_wrote(gw: RunningGateway) 
         writer.close()
         return order, written_then, list(written)
 
-    order, written_then, stored = asyncio.run_coroutine_threadsafe(
-        scenario(), gw.loop
-    ).result(unit(10))
+    order, written_then, stored = asyncio.run_coroutine_threadsafe(scenario(), gw.loop).result(
+        unit(10)
+    )
     assert order == [0, 1, 2, 3, 4]
     assert all(count >= number + 1 for number, count in enumerate(written_then))
     assert stored == [f"safe/{number}" for number in range(5)]

@@ -24,9 +24,11 @@ def _config(name: str, **options: Any) -> str:
 def _finished(gw: RunningGateway, name: str, expected: int) -> dict[str, Any]:
     return wait_for(
         lambda: status_of(gw, ADAPTER, name),
-        lambda s: s["component_stats"].get("produced") == 1
-        and s["component_stats"]["received"] >= expected
-        and s["stats"]["inbox_depth"] == 0,
+        lambda s: (
+            s["component_stats"].get("produced") == 1
+            and s["component_stats"]["received"] >= expected
+            and s["stats"]["inbox_depth"] == 0
+        ),
         seconds=60,
     )
 
@@ -45,9 +47,7 @@ def test_a_blocking_inbox_loses_nothing_at_full_speed(tmp_path: Path) -> None:
 @pytest.mark.usefixtures("registered")
 def test_within_its_bound_a_dropping_inbox_loses_nothing(tmp_path: Path) -> None:
     """The whole stream fits: the consumer starts only once the producer is done."""
-    config = _config(
-        "roomy", inbox_size=COUNT, overflow="drop_new", consume_after_producer="true"
-    )
+    config = _config("roomy", inbox_size=COUNT, overflow="drop_new", consume_after_producer="true")
     with running_gateway(tmp_path, config) as gw:
         status = _finished(gw, "roomy", COUNT)
         assert status["component_stats"]["received"] == COUNT

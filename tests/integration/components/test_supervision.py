@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 from gateway.components import ADAPTER, BRIDGE, KINDS, SINK, ComponentType, Spec, registry
@@ -40,8 +41,8 @@ def test_adapters_bridges_and_sinks_restart_alike_and_report_degraded(
         watcher.recv_packet()
         watcher.send(mb.gen_subscribe(1, "flaky/#", 1, proto_ver=5))
         watcher.recv_packet()
-        for kind in (BRIDGE, SINK):
-            gw.call(lambda kind=kind: gw.gateway.components.add(Spec.of(kind, _flaky("flaky"))))
+        for spec in (Spec.of(BRIDGE, _flaky("flaky")), Spec.of(SINK, _flaky("flaky"))):
+            gw.call(partial(gw.gateway.components.add, spec))
 
         errors: dict[str, set[str]] = {kind: set() for kind in KINDS}
         states: dict[str, list[str]] = {kind: [] for kind in KINDS}
@@ -74,7 +75,7 @@ def test_adapters_bridges_and_sinks_restart_alike_and_report_degraded(
         http = http_of(gw)
         listed = {c["kind"]: c for c in http.get("/api/v1/components").json()}
         assert set(listed) == set(KINDS)
-        for kind, component in listed.items():
+        for component in listed.values():
             assert (component["name"], component["state"]) == ("flaky", "degraded")
             assert component["reason"] == "remote unreachable"
             assert component["restarts"] >= 3

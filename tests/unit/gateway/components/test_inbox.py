@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from typing import Any
 
 import pytest
 
 from gateway.components.inbox import BLOCK, DROP_NEW, DROP_OLDEST, Inbox
 
 
-def run(coroutine):  # type: ignore[no-untyped-def]
+def run(coroutine: Any) -> Any:
     return asyncio.run(asyncio.wait_for(coroutine, 30))
 
 
@@ -37,21 +38,21 @@ def test_a_fast_thread_wakes_the_loop_once_per_batch() -> None:
     async def scenario() -> list[int]:
         nonlocal wakes
         inbox: Inbox[int] = Inbox(1_000_000)
-        original = inbox._wake  # noqa: SLF001
+        original = inbox._wake
 
         def counted() -> None:
             nonlocal wakes
             wakes += 1
             original()
 
-        inbox._wake = counted  # type: ignore[method-assign]  # noqa: SLF001
+        inbox._wake = counted  # type: ignore[method-assign]
         go = threading.Event()
 
         def produce() -> None:
             go.wait()
             for number in range(100_000):
                 inbox.put(number)
-            inbox._loop.call_soon_threadsafe(inbox.close)  # noqa: SLF001
+            inbox._loop.call_soon_threadsafe(inbox.close)
 
         threading.Thread(target=produce, daemon=True).start()
         go.set()
