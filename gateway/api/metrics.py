@@ -162,9 +162,11 @@ def snapshot(gateway: GatewayView, stats: ApiStats) -> Metrics:
     # The broker's messages_received also counts what hub clients (components) publish:
     # their share is moved to their own protocol.
     received = {"mqtt": counters.messages_received, "api": stats.messages_published}
-    for component in components:
-        published = int(component.stats.get("published", 0))
-        received[component.protocol] = received.get(component.protocol, 0) + published
+    publishers = [(c.protocol, int(c.stats.get("published", 0))) for c in components] or [
+        (a.type or a.name, adapter_stat(a, "published")) for a in adapters
+    ]
+    for protocol, published in publishers:
+        received[protocol] = received.get(protocol, 0) + published
         received["mqtt"] = max(received["mqtt"] - published, 0)
 
     dropped = {
