@@ -17,31 +17,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from broker_core.acks import Durable
 from broker_core.context import Context, Origin
+from broker_core.local import LocalTarget
 
 __all__ = ["Tap"]
 
 log = logging.getLogger(__name__)
 
 
-class Tap:
+class Tap(LocalTarget):
     """A synchronous router target; see the module docstring."""
-
-    __slots__ = (
-        "_unsubscribe_all",
-        "callback",
-        "closed",
-        "delivered",
-        "durable",
-        "errors",
-        "filters",
-        "no_local",
-        "origin",
-    )
 
     def __init__(
         self,
@@ -51,19 +39,10 @@ class Tap:
         no_local: bool = True,
         unsubscribe_all: Callable[[Tap], None] | None = None,
     ) -> None:
-        self.origin = origin
+        super().__init__(origin, no_local, unsubscribe_all)
         self.callback = callback
         self.durable = durable
-        self.no_local = no_local
-        self.filters: list[str] = []
-        self.delivered = 0
         self.errors = 0
-        self.closed = False
-        self._unsubscribe_all = unsubscribe_all
-
-    @property
-    def online(self) -> bool:
-        return not self.closed
 
     def deliver(
         self,
@@ -74,18 +53,11 @@ class Tap:
         cache: dict[Any, Any],
         now: float,
     ) -> None:
-        if self.closed:
+        admitted = self.admit(context, qos, retain)
+        if admitted is None:
             return
-        if self.no_local:
-            origin = context.origin
-            own = self.origin
-            if origin is own or (origin.name == own.name and origin.protocol == own.protocol):
-                return
-        if context.qos != qos or context.retain != retain:
-            context = replace(context, qos=qos, retain=retain)
-        self.delivered += 1
         try:
-            self.callback(context)
+            self.callback(admitted)
         except Exception:
             self.errors += 1
             if self.errors == 1 or self.errors % 1000 == 0:
@@ -93,14 +65,6 @@ class Tap:
                     "tap of %s:%s failed on %r (%d failures so far)",
                     self.origin.protocol,
                     self.origin.name,
-                    context.topic,
+                    admitted.topic,
                     self.errors,
                 )
-
-    def close(self) -> None:
-        """Unsubscribes everything; the callback is not called any more."""
-        if self.closed:
-            return
-        self.closed = True
-        if self._unsubscribe_all is not None:
-            self._unsubscribe_all(self)
