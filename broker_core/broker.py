@@ -63,6 +63,13 @@ log = logging.getLogger(__name__)
 
 VERSION = "0.1.0"
 
+# Plain ints: an IntEnum member lookup costs more than the rest of the ack decision.
+_SUCCESS = int(ReasonCode.SUCCESS)
+_NO_MATCHING_SUBSCRIBERS = int(ReasonCode.NO_MATCHING_SUBSCRIBERS)
+_NOT_AUTHORIZED = int(ReasonCode.NOT_AUTHORIZED)
+_TOPIC_NAME_INVALID = int(ReasonCode.TOPIC_NAME_INVALID)
+_QUOTA_EXCEEDED = int(ReasonCode.QUOTA_EXCEEDED)
+
 
 class MessageHook(Protocol):
     """Called with every message the broker accepts, before routing."""
@@ -210,22 +217,22 @@ class Broker:
                 delay = parse_delayed_topic(topic)
                 if delay is None:
                     self.counters.publish_denied += 1
-                    return ReasonCode.TOPIC_NAME_INVALID
+                    return _TOPIC_NAME_INVALID
                 context = replace(context, topic=delay[1])
             elif topic.startswith("$SYS"):
                 self.counters.publish_denied += 1
-                return ReasonCode.NOT_AUTHORIZED
+                return _NOT_AUTHORIZED
         acl = self.acl
         if acl is not None and not acl.allows(publisher, PUBLISH, context.topic):
             self.counters.publish_denied += 1
-            return ReasonCode.NOT_AUTHORIZED
+            return _NOT_AUTHORIZED
         if delay is not None:
             if self.delayed.schedule(context, delay[0], now):
-                return ReasonCode.SUCCESS
-            return ReasonCode.QUOTA_EXCEEDED
+                return _SUCCESS
+            return _QUOTA_EXCEEDED
         if self.publish(context, sender, now, frame, frame_v5):
-            return ReasonCode.SUCCESS
-        return ReasonCode.NO_MATCHING_SUBSCRIBERS
+            return _SUCCESS
+        return _NO_MATCHING_SUBSCRIBERS
 
     def subscribe(
         self,
@@ -495,7 +502,7 @@ class Broker:
             context, session.origin, session.state, now, event.frame, event.frame_v5
         )
         if (
-            code == ReasonCode.NOT_AUTHORIZED
+            code == _NOT_AUTHORIZED
             and self.acl_deny_action == DENY_DISCONNECT
             and not context.topic.startswith("$SYS")
         ):
