@@ -7,6 +7,7 @@ They live here, not in the package: a test registers them (``registered`` fixtur
 - ``test-flaky`` (every kind): fails to start ``fail_starts`` times, then runs, publishes
   ``flaky/<kind>/<attempt>``, crashes once if ``crash_once``, then reports
   ``degraded(degrade)`` when set, and serves.
+- ``test-stubborn`` (sink): its ``stop()`` never returns; only cancellation ends it.
 - ``test-threadfed`` (adapter): a thread of its own puts ``count`` numbered items into a
   host inbox at full speed; the loop side checks their order and counts them.
 - ``test-tapstore`` (adapter): a durable tap appending every message on ``topics`` to
@@ -32,6 +33,7 @@ from gateway.api.deps import Components
 from gateway.components import (
     ADAPTER,
     KINDS,
+    SINK,
     BatchWriter,
     ComponentType,
     Host,
@@ -81,6 +83,27 @@ class FlakyComponent:
 
     def stats(self) -> dict[str, int]:
         return {"answer": 42}
+
+
+class StubbornComponent:
+    """Never stops by itself: ``stop()`` hangs too, so only cancellation ends it."""
+
+    def __init__(self, config: object) -> None:
+        self.config = config
+        self.cancelled = False
+        self.stop_called = False
+
+    async def run(self, hub: HubClient, host: Host) -> None:
+        host.ready()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+
+    async def stop(self) -> None:
+        self.stop_called = True
+        await asyncio.Event().wait()
 
 
 class ThreadFedConfig(AdapterConfigBase):
@@ -206,6 +229,7 @@ def _types() -> list[ComponentType]:
     ]
     return [
         *flaky,
+        ComponentType(SINK, "test-stubborn", f"{_HERE}:StubbornComponent", f"{_HERE}:FlakyConfig"),
         ComponentType(
             ADAPTER, "test-threadfed", f"{_HERE}:ThreadFedComponent", f"{_HERE}:ThreadFedConfig"
         ),
