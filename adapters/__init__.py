@@ -1,8 +1,6 @@
 """edgebus protocol adapters: DDS, ROS 2, ZeroMQ, NNG, SOME/IP, and the loopback.
 
-The gateway's configuration schema includes every adapter type's config model, so
-it is loaded first: importing an adapter's ``config.py`` on its own then finds the
-schema complete instead of half-built.
+Each adapter is a component (``gateway.components``), registered by import path in
+``gateway/components/registry.py``. Adapters import the gateway and ``broker_core``;
+the gateway never imports them at module level.
 """
-
-import gateway.config  # noqa: F401

@@ -5,9 +5,13 @@ parsed, validated and resolved the topic alias; here come ACL, message hooks (ru
 webhooks, stream log), the retained store, the router's match, and the fan-out that
 encodes each wire variant once; then the session acknowledges.
 
-In-process API for adapters, bridges and sinks: ``publish(context)`` and
-``subscribe(origin, filters)`` returning a ``LocalSubscription``, with the same
-semantics as an MQTT client.
+One publish policy (``publish_checked``) serves an MQTT client's PUBLISH and the
+gateway's hub alike: ``$delayed/``, the ``$SYS`` refusal, the ACL, then routing.
+
+In-process API for adapters, bridges and sinks: ``publish(context)``, ``subscribe(origin,
+filters)`` returning a ``LocalSubscription``, with the same semantics as an MQTT client,
+and ``tap(origin, filters, callback, durable)``, a synchronous subscriber whose store
+the acknowledgements wait for (``broker_core.acks``).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
+from broker_core.acks import Acknowledgements, Durable
 from broker_core.acl import DENY_DISCONNECT, DENY_IGNORE, PUBLISH, Acl
 from broker_core.auth import Authenticator, AuthRequest, ListenerPolicy
 from broker_core.auth_exchange import AuthExchanges
@@ -50,6 +55,7 @@ from broker_core.router import Router, Subscriber
 from broker_core.sessions import SessionRegistry
 from broker_core.store.base import MemoryStore, Snapshot, Store
 from broker_core.subscribe import handle_subscribe, handle_unsubscribe
+from broker_core.tap import Tap
 from broker_core.will import WillScheduler
 
 if TYPE_CHECKING:
@@ -61,6 +67,13 @@ __all__ = ["Broker", "MessageHook"]
 log = logging.getLogger(__name__)
 
 VERSION = "0.1.0"
+
+# Plain ints: an IntEnum member lookup costs more than the rest of the ack decision.
+_SUCCESS = int(ReasonCode.SUCCESS)
+_NO_MATCHING_SUBSCRIBERS = int(ReasonCode.NO_MATCHING_SUBSCRIBERS)
+_NOT_AUTHORIZED = int(ReasonCode.NOT_AUTHORIZED)
+_TOPIC_NAME_INVALID = int(ReasonCode.TOPIC_NAME_INVALID)
+_QUOTA_EXCEEDED = int(ReasonCode.QUOTA_EXCEEDED)
 
 
 class MessageHook(Protocol):
@@ -96,6 +109,7 @@ class Broker:
         self._closed_since_trim = 0
         self.hooks: list[MessageHook] = []
         self.store: Store = store if store is not None else MemoryStore()
+        self.acks = Acknowledgements(self.store)
         self.delayed = DelayedPublisher(
             self._publish_delayed, self.store, self.limits.max_delayed_messages
         )
@@ -191,6 +205,58 @@ class Broker:
             count += 1
         return count
 
+    def publish_checked(
+        self,
+        context: Context,
+        publisher: Origin,
+        sender: Subscriber | None = None,
+        now: float | None = None,
+        frame: bytes | None = None,
+        frame_v5: bool = False,
+        can_refuse: bool = True,
+    ) -> int:
+        """The publish policy of every publisher, an MQTT client or a hub client.
+
+        ``$delayed/<s>/<topic>`` is scheduled (Quota exceeded, 0x97, past the limit; an
+        invalid one is Topic Name invalid, 0x90); ``$SYS`` belongs to the broker (Not
+        authorized, 0x87, MQTT 4.7.2); the ACL checks ``publisher`` (0x87); then the
+        message is routed. A QoS 1/2 retained message over the retained store's bounds is
+        refused (Quota exceeded, 0x97) when the publisher ``can_refuse`` (not MQTT 3.1.1,
+        which has no reason codes: delivered, not retained, counted). Returns the reason
+        code of the publisher's acknowledgement: Success or No matching subscribers (0x10)
+        when accepted. Refusals are counted once, here, in ``publish_denied``.
+        """
+        if now is None:
+            now = time.time()
+        topic = context.topic
+        delay = None
+        if topic[0] == "$":
+            if topic.startswith(DELAYED_PREFIX):
+                delay = parse_delayed_topic(topic)
+                if delay is None:
+                    self.counters.publish_denied += 1
+                    return _TOPIC_NAME_INVALID
+                context = replace(context, topic=delay[1])
+            elif topic.startswith("$SYS"):
+                self.counters.publish_denied += 1
+                return _NOT_AUTHORIZED
+        acl = self.acl
+        if acl is not None and not acl.allows(publisher, PUBLISH, context.topic):
+            self.counters.publish_denied += 1
+            return _NOT_AUTHORIZED
+        if context.retain and context.qos and can_refuse:
+            limit = self.retained.over_limit(context)
+            if limit is not None:
+                self.retained.refuse(limit)
+                return _QUOTA_EXCEEDED
+        if delay is not None:
+            if self.delayed.schedule(context, delay[0], now):
+                return _SUCCESS
+            return _QUOTA_EXCEEDED
+        if self.publish(context, sender, now, frame, frame_v5):
+            return _SUCCESS
+        return _NO_MATCHING_SUBSCRIBERS
+
     def subscribe(
         self,
         origin: Origin,
@@ -204,8 +270,49 @@ class Broker:
         overflow: str = DROP_OLDEST,
         on_message: Callable[[Context], None] | None = None,
     ) -> LocalSubscription:
-        """A local consumer of ``filters`` (``$share/...`` allowed)."""
-        sub = LocalSubscription(origin, maxsize, overflow, on_message, self._unsubscribe_local)
+        """A local consumer of ``filters`` (``$share/...`` allowed).
+
+        ``no_local``: messages whose origin has ``origin``'s protocol and name are skipped
+        before they take a place in the queue.
+        """
+        sub = LocalSubscription(
+            origin, maxsize, overflow, on_message, self._unsubscribe_local, no_local
+        )
+        self._add_local(sub, filters, qos, no_local, retain_as_published, send_retained)
+        return sub
+
+    def tap(
+        self,
+        origin: Origin,
+        filters: Iterable[str],
+        callback: Callable[[Context], None],
+        qos: int = 2,
+        *,
+        durable: Durable | None = None,
+        no_local: bool = True,
+        retain_as_published: bool = True,
+        send_retained: bool = False,
+    ) -> Tap:
+        """A synchronous subscriber of ``filters`` (see ``broker_core.tap``).
+
+        With ``durable``, that store takes part in every acknowledgement from now until
+        the tap is closed: a publisher is acknowledged once its message is in it.
+        """
+        tap = Tap(origin, callback, durable, no_local, self._unsubscribe_local)
+        self._add_local(tap, filters, qos, no_local, retain_as_published, send_retained)
+        if durable is not None:
+            self.acks.add(durable)
+        return tap
+
+    def _add_local(
+        self,
+        sub: LocalSubscription | Tap,
+        filters: Iterable[str],
+        qos: int,
+        no_local: bool,
+        retain_as_published: bool,
+        send_retained: bool,
+    ) -> None:
         options = SubscriptionOptions(qos, no_local, retain_as_published)
         now = time.time()
         for topic_filter in filters:
@@ -216,12 +323,13 @@ class Broker:
             if send_retained and shared is None:
                 for retained in self.retained.match(topic_filter):
                     sub.deliver(retained, min(retained.qos, qos), True, (), {}, now)
-        return sub
 
-    def _unsubscribe_local(self, sub: LocalSubscription) -> None:
+    def _unsubscribe_local(self, sub: LocalSubscription | Tap) -> None:
         for topic_filter in sub.filters:
             self.router.unsubscribe(sub, topic_filter)
         sub.filters.clear()
+        if isinstance(sub, Tap) and sub.durable is not None:
+            self.acks.remove(sub.durable)
 
     # -- MQTT connections (called by listeners.connection) ----------------------------------
 
@@ -448,59 +556,35 @@ class Broker:
             )
 
     def on_publish(self, session: Session, event: PublishReceived, now: float) -> None:
-        """A client's PUBLISH: ACL, then routing, then the acknowledgement."""
+        """A client's PUBLISH: the publish policy, then the acknowledgement."""
         context = event.context
-        topic = context.topic
-        delay = None
-        if topic[0] == "$":
-            if topic.startswith(DELAYED_PREFIX):
-                delay = parse_delayed_topic(topic)
-                if delay is None:
-                    self._refuse_publish(session, event, ReasonCode.TOPIC_NAME_INVALID)
-                    return
-                context = replace(context, topic=delay[1])
-            elif topic.startswith("$SYS"):
-                # $SYS belongs to the broker; clients cannot publish there (4.7.2).
-                self._refuse_publish(session, event, ReasonCode.NOT_AUTHORIZED)
-                return
-        acl = self.acl
-        if acl is not None and not acl.allows(session.origin, PUBLISH, context.topic):
-            self.counters.publish_denied += 1
-            if self.acl_deny_action == DENY_DISCONNECT:
-                session.disconnect(ReasonCode.NOT_AUTHORIZED)
-            elif context.qos:
-                session.acknowledge(event.packet_id or 0, context.qos, ReasonCode.NOT_AUTHORIZED)
+        code = self.publish_checked(
+            context,
+            session.origin,
+            session.state,
+            now,
+            event.frame,
+            event.frame_v5,
+            can_refuse=session.protocol_level == 5,
+        )
+        if (
+            code == _NOT_AUTHORIZED
+            and self.acl_deny_action == DENY_DISCONNECT
+            and not context.topic.startswith("$SYS")
+        ):
+            session.disconnect(ReasonCode.NOT_AUTHORIZED)
             return
-        if context.retain and context.qos and session.protocol_level == 5:
-            # A retained message the store cannot take: refused, so the publisher knows.
-            # (QoS 0 and MQTT 3.1.1 cannot be told: delivered, not retained, counted.)
-            limit = self.retained.over_limit(context)
-            if limit is not None:
-                self.retained.refuse(limit)
-                self._acknowledge(
-                    session, event.packet_id or 0, context.qos, ReasonCode.QUOTA_EXCEEDED
-                )
-                return
-        if delay is not None:
-            accepted = self.delayed.schedule(context, delay[0], now)
-            if context.qos:
-                code = ReasonCode.SUCCESS if accepted else ReasonCode.QUOTA_EXCEEDED
-                self._acknowledge(session, event.packet_id or 0, context.qos, code)
-            return
-        reached = self.publish(context, session.state, now, event.frame, event.frame_v5)
         if context.qos:
-            code = ReasonCode.SUCCESS if reached else ReasonCode.NO_MATCHING_SUBSCRIBERS
             self._acknowledge(session, event.packet_id or 0, context.qos, code)
-
-    def _refuse_publish(self, session: Session, event: PublishReceived, code: int) -> None:
-        self.counters.publish_denied += 1
-        if event.context.qos:
-            self._acknowledge(session, event.packet_id or 0, event.context.qos, code)
 
     def _acknowledge(self, session: Session, packet_id: int, qos: int, code: int) -> None:
         """PUBACK/PUBREC once what the message changed is durable, in arrival order."""
-        store = self.store
-        if not store.pending and not session.acks_held:
+        acks = self.acks
+        if (
+            not session.acks_held
+            and not self.store.pending
+            and (not acks.participants or acks.idle())
+        ):
             session.acknowledge(packet_id, qos, code)
             return
         session.acks_held += 1
@@ -512,7 +596,7 @@ class Broker:
             else:
                 session.disconnect(ReasonCode.UNSPECIFIED_ERROR, "store write failed")
 
-        store.barrier(committed)
+        self.acks.after(session, committed)
 
     def on_subscribe(self, session: Session, packet: Subscribe, now: float) -> None:
         handle_subscribe(self, session, packet, now)

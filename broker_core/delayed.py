@@ -33,8 +33,8 @@ def parse_delayed_topic(topic: str) -> tuple[int, str] | None:
         validate_topic_name(target)
     except ProtocolError:
         return None
-    if target.startswith(DELAYED_PREFIX):
-        return None
+    if target.startswith("$"):
+        return None  # not $delayed again, and never $SYS: those belong to the broker
     return int(seconds), target
 
 

@@ -2,10 +2,12 @@
 
 A ``LocalSubscription`` is a router target with the same semantics as a client's
 session: QoS is downgraded to the granted QoS, the retain flag follows the
-subscription's retain-as-published option, retained messages arrive on subscribe, no
-local works by identity. Messages wait in a bounded queue read with ``async for``;
-on overflow the oldest (``drop_oldest``, default) or the arriving (``drop_new``)
-message is dropped and counted in ``dropped``.
+subscription's retain-as-published option, retained messages arrive on subscribe.
+With ``no_local``, a message whose origin is the subscriber's own (same protocol and
+name) is skipped before it is queued: it takes no place and is not counted. Messages
+wait in a bounded queue read with ``async for``; on overflow the oldest
+(``drop_oldest``, default) or the arriving (``drop_new``) message is dropped and counted
+in ``dropped``.
 """
 
 from __future__ import annotations
@@ -19,10 +21,56 @@ from typing import Any
 from broker_core.context import Context, Origin
 from broker_core.mqtt.limits import DROP_NEW, DROP_OLDEST
 
-__all__ = ["LocalSubscription"]
+__all__ = ["LocalSubscription", "LocalTarget"]
 
 
-class LocalSubscription:
+class LocalTarget:
+    """What every in-process router target shares (``LocalSubscription``, ``Tap``): an
+    identity, its filters, no local by origin, the downgrade to the granted QoS, and
+    ``close()`` unsubscribing everything."""
+
+    def __init__(
+        self,
+        origin: Origin,
+        no_local: bool,
+        unsubscribe_all: Callable[[Any], None] | None,
+    ) -> None:
+        self.origin = origin
+        self.no_local = no_local
+        self.filters: list[str] = []
+        self.delivered = 0
+        self.closed = False
+        self._unsubscribe_all = unsubscribe_all
+
+    @property
+    def online(self) -> bool:
+        return not self.closed
+
+    def admit(self, context: Context, qos: int, retain: bool) -> Context | None:
+        """The Context to hand over (QoS and retain as granted), or None: closed, or
+        the subscriber's own message under no local."""
+        if self.closed:
+            return None
+        if self.no_local:
+            origin = context.origin
+            own = self.origin
+            if origin is own or (origin.name == own.name and origin.protocol == own.protocol):
+                return None
+        if context.qos != qos or context.retain != retain:
+            context = replace(context, qos=qos, retain=retain)
+        self.delivered += 1
+        return context
+
+    def close(self) -> None:
+        """Unsubscribes everything; nothing is delivered any more."""
+        if self.closed:
+            return
+        self.closed = True
+        if self._unsubscribe_all is not None:
+            self._unsubscribe_all(self)
+
+
+class LocalSubscription(LocalTarget):
     """A local consumer; iterate it for Contexts, or pass ``on_message`` to be called."""
 
     def __init__(
@@ -32,26 +80,19 @@ class LocalSubscription:
         overflow: str = DROP_OLDEST,
         on_message: Callable[[Context], None] | None = None,
         unsubscribe_all: Callable[[LocalSubscription], None] | None = None,
+        no_local: bool = False,
     ) -> None:
         if maxsize < 1:
             raise ValueError("maxsize must be at least 1")
         if overflow not in (DROP_OLDEST, DROP_NEW):
             raise ValueError(f"unknown overflow policy {overflow!r}")
-        self.origin = origin
+        super().__init__(origin, no_local, unsubscribe_all)
         self.maxsize = maxsize
         self.overflow = overflow
         self.dropped = 0
-        self.delivered = 0
-        self.filters: list[str] = []
         self._on_message = on_message
         self._queue: deque[Context] = deque()
         self._waiter: asyncio.Future[None] | None = None
-        self._closed = False
-        self._unsubscribe_all = unsubscribe_all
-
-    @property
-    def online(self) -> bool:
-        return not self._closed
 
     def __len__(self) -> int:
         return len(self._queue)
@@ -65,13 +106,11 @@ class LocalSubscription:
         cache: dict[Any, Any],
         now: float,
     ) -> None:
-        if self._closed:
+        admitted = self.admit(context, qos, retain)
+        if admitted is None:
             return
-        if context.qos != qos or context.retain != retain:
-            context = replace(context, qos=qos, retain=retain)
-        self.delivered += 1
         if self._on_message is not None:
-            self._on_message(context)
+            self._on_message(admitted)
             return
         queue = self._queue
         if len(queue) >= self.maxsize:
@@ -79,14 +118,14 @@ class LocalSubscription:
             if self.overflow == DROP_NEW:
                 return
             queue.popleft()
-        queue.append(context)
+        queue.append(admitted)
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
     async def get(self) -> Context:
         while not self._queue:
-            if self._closed:
+            if self.closed:
                 raise StopAsyncIteration
             self._waiter = asyncio.get_running_loop().create_future()
             try:
@@ -106,11 +145,7 @@ class LocalSubscription:
 
     def close(self) -> None:
         """Unsubscribes everything; a waiting reader ends its iteration."""
-        if self._closed:
-            return
-        self._closed = True
-        if self._unsubscribe_all is not None:
-            self._unsubscribe_all(self)
+        super().close()
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)

@@ -21,10 +21,10 @@ from broker_core.mqtt.reason_codes import ReasonCode
 from broker_core.store.base import MemoryStore, Store
 from broker_core.store.sqlite import SqliteStore
 from broker_core.sys_topics import SysTopics
+from gateway.components import ADAPTER, BRIDGE, KindView, Supervisor, registry
 from gateway.config import GatewayConfig, ListenerConfig, MqttConfig, load_config
 from gateway.hub import Hub
 from gateway.security import build_security
-from gateway.supervisor import AdapterSupervisor
 
 if TYPE_CHECKING:
     from gateway.api import ApiServer
@@ -101,7 +101,13 @@ class Gateway:
         self.broker.sys_topics = self.sys_topics
         self.security.install(self.broker)  # authenticator, acl, acl_deny_action
         self.hub = Hub(self.broker)
-        self.adapters = AdapterSupervisor(self.hub, config.adapters)
+        specs, self._not_run = registry.specs_from_config(config)
+        self.components = Supervisor(self.hub, Path(config.data_dir), specs)
+        self.adapters: KindView = self.components.view(ADAPTER)
+        # Until a bridge type is registered, the API lists the configured bridges.
+        self.bridges: KindView | None = (
+            self.components.view(BRIDGE) if registry.types_of(BRIDGE) else None
+        )
         self.addresses: dict[str, tuple[str, int]] = {}
         self.ready = asyncio.Event()
         self._stop = asyncio.Event()
@@ -124,10 +130,11 @@ class Gateway:
     def reload(self) -> list[str]:
         """Re-reads the configuration file: adapter mappings, ACL, credentials.
 
-        Clients stay connected. Adapters whose configuration changed restart; new ones
-        start, removed ones stop. Sections that need a restart (listeners, mqtt,
-        persistence, data_dir, node_name, api) are reported, not applied. Returns what
-        was reloaded; raises ConfigError (and changes nothing) when the file is invalid.
+        Clients stay connected. Components (adapters, bridges, sinks) whose configuration
+        changed restart; new ones start, removed ones stop. Sections that need a restart
+        (listeners, mqtt, persistence, data_dir, node_name, api) are reported, not
+        applied. Returns what was reloaded; raises ConfigError (and changes nothing)
+        when the file is invalid.
         """
         if self.config_path is None:
             self.security.reload()
@@ -135,7 +142,8 @@ class Gateway:
         new = load_config(self.config_path)
         self.security.reload(new.acl)
         done = ["acl", "password_file"]
-        done += [f"adapter: {c}" for c in self.adapters.reconcile(new.adapters, self._tg)]
+        specs, self._not_run = registry.specs_from_config(new)
+        done += self.components.reconcile(specs)
         fixed = [
             name
             for name in ("listeners", "mqtt", "persistence", "data_dir", "node_name", "auth", "sys")
@@ -162,7 +170,7 @@ class Gateway:
                     tg.create_task(self.api.serve(), name="http-api")
                 housekeeping = tg.create_task(self.broker.run(), name="broker-housekeeping")
                 sys_task = tg.create_task(self.sys_topics.run(), name="sys-topics")
-                self.adapters.start(tg)
+                self.components.start(tg)
                 self._warn_inactive_sections()
                 log.info(
                     "edgebus node %s ready in %.2fs",
@@ -173,7 +181,7 @@ class Gateway:
                 await self._stop.wait()
                 housekeeping.cancel()
                 sys_task.cancel()
-                self.adapters.stop()
+                await self.components.shutdown()
                 if self.api is not None:
                     self.api.stop()
         finally:
@@ -182,12 +190,11 @@ class Gateway:
     def _warn_inactive_sections(self) -> None:
         """Sections this release validates and lists but does not run (yet)."""
         config = self.config
-        inactive = {
-            "bridges": [b.name for b in config.bridges if b.enabled],
-            "rules": [r.name for r in config.rules if r.enabled],
-            "webhooks": [w.name for w in config.webhooks],
-            "stream": ["stream"] if config.stream.enabled else [],
-        }
+        inactive: dict[str, list[str]] = {}
+        for section, name in self._not_run:  # component types not registered yet
+            inactive.setdefault(section, []).append(name)
+        inactive["rules"] = [r.name for r in config.rules if r.enabled]
+        inactive["webhooks"] = [w.name for w in config.webhooks]
         for section, names in inactive.items():
             if names:
                 log.warning(

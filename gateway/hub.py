@@ -1,31 +1,47 @@
 """The Hub: what adapters, bridges and sinks see of the broker.
 
-Each adapter (bridge, sink) instance gets a ``HubClient`` with its own identity, an
-``Origin`` such as ``Origin("zmq", "factory-floor")``. Through it, it publishes
-Contexts (``publish``) and consumes them (``subscribe``, an async iterator), under the
-same ACL as MQTT clients: an ACL rule's ``clientid: <type>:<name>`` (``zmq:factory-floor``)
-or ``username: <type>:<name>`` matches the instance, never an MQTT client.
+Each component instance gets a ``HubClient`` with its own identity, an ``Origin`` such
+as ``Origin("zmq", "factory-floor")``. Through it, it
+
+- publishes Contexts (``publish``), through the broker's one publish policy, the one an
+  MQTT client's PUBLISH goes through (``Broker.publish_checked``): ``$delayed/``, the
+  ``$SYS`` refusal, the ACL, counters. With ``on_safe`` (or ``await publish_safe``) it
+  learns when the message is durable, after the same barriers a PUBACK waits for: a
+  bridge acknowledges its remote broker only then;
+- consumes Contexts (``subscribe``, an async iterator over a bounded queue);
+- taps Contexts (``tap``): a synchronous callback during routing, before the
+  publisher's PUBACK; with ``durable=`` the component's own store takes part in the
+  acknowledgement, so "acknowledged" means "in that store" (``broker_core.tap``).
+
+The ACL applies as to MQTT clients: an ACL rule's ``clientid: <protocol>:<name>``
+(``zmq:factory-floor``) or ``username: <protocol>:<name>`` matches the instance, never
+an MQTT client.
 
 Every subscription has a bounded queue (``maxsize``, default 10 000) with an overflow
 policy: ``drop_oldest`` (default) or ``drop_new``; drops are counted per client
 (``HubClient.dropped``) and shown in the metrics. A client never receives its own
-messages back (no local, by origin), so an adapter that maps topics both ways cannot
-loop a message through itself.
+messages back (no local, by origin, checked before a message is queued), so an adapter
+that maps topics both ways cannot loop a message through itself.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from typing import Any
 
-from broker_core.acl import PUBLISH, SUBSCRIBE
+from broker_core.acks import Durable
+from broker_core.acl import SUBSCRIBE
 from broker_core.broker import Broker
 from broker_core.context import Context, Origin
 from broker_core.errors import AdapterError
 from broker_core.local import LocalSubscription
 from broker_core.mqtt.limits import DROP_OLDEST
+from broker_core.mqtt.reason_codes import ReasonCode
+from broker_core.tap import Tap
 
 __all__ = ["Hub", "HubClient", "HubSubscription"]
 
@@ -56,17 +72,11 @@ class HubSubscription:
 
     async def _iterate(self) -> AsyncIterator[Context]:
         local = self._local
-        name = self._origin.name
-        protocol = self._origin.protocol
         while True:
             try:
-                context = await local.get()
+                yield await local.get()
             except StopAsyncIteration:
                 return
-            origin = context.origin
-            if origin.name == name and origin.protocol == protocol:
-                continue  # no local: never hand a client its own message back
-            yield context
 
     async def get(self) -> Context:
         async for context in self:
@@ -84,18 +94,22 @@ class HubSubscription:
 
 
 class HubClient:
-    """One adapter / bridge / sink instance's view of the hub."""
+    """One component instance's view of the hub; it outlives the instance's restarts."""
 
     def __init__(self, hub: Hub, origin: Origin) -> None:
         self.hub = hub
         self.origin = origin
         self.published = 0
         self.denied = 0
+        self._dropped_before = 0  # by subscriptions already closed
+        self._tapped_before = 0
+        self._tap_errors_before = 0
         self._subscriptions: list[HubSubscription] = []
+        self._taps: list[Tap] = []
 
     @property
     def dropped(self) -> int:
-        return sum(s.dropped for s in self._subscriptions)
+        return self._dropped_before + sum(s.dropped for s in self._subscriptions)
 
     @property
     def queue_depth(self) -> int:
@@ -107,22 +121,46 @@ class HubClient:
         """A new Context from this client (origin set)."""
         return Context(topic, payload, qos, retain, origin=self.origin, **kw)
 
-    def publish(self, context: Context) -> bool:
-        """Routes ``context`` like an MQTT PUBLISH; False when the ACL denied it."""
+    def publish(self, context: Context, on_safe: Callable[[int], None] | None = None) -> bool:
+        """Publishes ``context`` like an MQTT PUBLISH; False when it was refused (the
+        ACL, ``$SYS``, an invalid or over-quota ``$delayed/``).
+
+        ``on_safe(reason_code)`` is called on the loop once the message is durable (the
+        broker's store and every durable tap's store committed it), in publish order:
+        ``0`` Success or ``0x10`` No matching subscribers; a refusal's code (``0x87``,
+        ``0x90``, ``0x97``) at once; ``0x80`` when a store failed to write it.
+        """
         origin = context.origin
         if origin is not self.origin and (
             origin.protocol != self.origin.protocol or origin.name != self.origin.name
         ):
             context = replace(context, origin=self.origin)  # an adapter may set its peer
-        acl = self.hub.broker.acl
-        if acl is not None and not acl.allows(self.origin, PUBLISH, context.topic):
-            self.denied += 1
-            self.hub.broker.counters.publish_denied += 1
-            return False
+        broker = self.hub.broker
         self.published += 1
-        self.hub.broker.counters.messages_received += 1
-        self.hub.broker.publish(context)
+        broker.counters.messages_received += 1
+        code = broker.publish_checked(context, self.origin, None, time.time())
+        if code >= 0x80:
+            self.denied += 1
+            if on_safe is not None:
+                on_safe(code)
+            return False
+        if on_safe is not None:
+            broker.acks.after(
+                self, lambda ok: on_safe(code if ok else ReasonCode.UNSPECIFIED_ERROR)
+            )
         return True
+
+    async def publish_safe(self, context: Context) -> int:
+        """Publishes ``context`` and returns once it is durable: the reason code of
+        ``publish``'s ``on_safe``."""
+        done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        def safe(code: int) -> None:
+            if not done.done():
+                done.set_result(code)
+
+        self.publish(context, safe)
+        return await done
 
     def subscribe(
         self,
@@ -136,19 +174,12 @@ class HubClient:
 
         Raises ``AdapterError`` when the ACL denies one of the filters.
         """
-        acl = self.hub.broker.acl
-        if acl is not None:
-            for topic_filter in filters:
-                if not acl.allows(self.origin, SUBSCRIBE, topic_filter):
-                    raise AdapterError(
-                        f"{self.origin.protocol} {self.origin.name!r}: the ACL denies "
-                        f"subscribing to {topic_filter!r}"
-                    )
+        self._check_subscribe(filters)
         local = self.hub.broker.subscribe(
             self.origin,
             filters,
             qos,
-            no_local=False,
+            no_local=True,
             retain_as_published=True,
             send_retained=retained,
             maxsize=maxsize,
@@ -158,11 +189,53 @@ class HubClient:
         self._subscriptions.append(subscription)
         return subscription
 
+    def tap(
+        self,
+        *filters: str,
+        callback: Callable[[Context], None],
+        qos: int = 2,
+        durable: Durable | None = None,
+        retained: bool = False,
+    ) -> Tap:
+        """Calls ``callback(context)`` for every message matching ``filters``, on the
+        loop, while the message is routed: before its publisher is acknowledged.
+
+        ``durable``: the store the callback appends to (``pending`` and
+        ``barrier(callback)``, as ``broker_core.store.base.Store``); acknowledgements wait
+        for it, so an acknowledged message is in it. ``retained``: retained messages
+        are tapped on subscribe too. The callback must not block; one that raises is
+        counted and logged. Raises ``AdapterError`` when the ACL denies a filter.
+        """
+        self._check_subscribe(filters)
+        tap = self.hub.broker.tap(
+            self.origin, filters, callback, qos, durable=durable, send_retained=retained
+        )
+        self._taps.append(tap)
+        return tap
+
+    def _check_subscribe(self, filters: tuple[str, ...]) -> None:
+        acl = self.hub.broker.acl
+        if acl is None:
+            return
+        for topic_filter in filters:
+            if not acl.allows(self.origin, SUBSCRIBE, topic_filter):
+                raise AdapterError(
+                    f"{self.origin.protocol} {self.origin.name!r}: the ACL denies "
+                    f"subscribing to {topic_filter!r}"
+                )
+
     def close(self) -> None:
-        """Ends every subscription of this client (its iterators stop)."""
+        """Ends every subscription and tap of this client (its iterators stop); the
+        client itself stays usable and keeps its counts."""
         for subscription in self._subscriptions:
+            self._dropped_before += subscription.dropped
             subscription.close()
         self._subscriptions.clear()
+        for tap in self._taps:
+            self._tapped_before += tap.delivered
+            self._tap_errors_before += tap.errors
+            tap.close()
+        self._taps.clear()
 
     def stats(self) -> dict[str, int]:
         return {
@@ -170,6 +243,8 @@ class HubClient:
             "denied": self.denied,
             "dropped": self.dropped,
             "queue_depth": self.queue_depth,
+            "tapped": self._tapped_before + sum(t.delivered for t in self._taps),
+            "tap_errors": self._tap_errors_before + sum(t.errors for t in self._taps),
         }
 
 

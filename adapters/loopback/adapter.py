@@ -1,13 +1,18 @@
-"""The loopback adapter: subscribes through the hub and republishes."""
+"""The loopback adapter: subscribes through the hub and republishes.
+
+The worked example of docs/adapters.md, "Writing a component": a component class built
+from its config, ``run(hub, host)`` subscribing, calling ``host.ready()``, and serving
+until it is cancelled; ``stats()`` adds its own counters to the API and ``/metrics``.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 
 from adapters.loopback.codec import CompiledMapping, republish
 from adapters.loopback.config import LoopbackAdapterConfig
+from gateway.components import Host
 from gateway.hub import HubClient, HubSubscription
 from gateway.mapping import MappingError
 
@@ -23,19 +28,18 @@ class LoopbackAdapter:
         self.republished = 0
         self.failed = 0
 
-    async def run(self, hub: HubClient, ready: Callable[[], None]) -> None:
+    async def run(self, hub: HubClient, host: Host) -> None:
         subscriptions = [
             hub.subscribe(m.source.topic_filter, qos=m.config.qos, maxsize=self.config.queue_size)
             for m in self.mappings
         ]
-        ready()
-        try:
-            async with asyncio.TaskGroup() as tg:
-                for mapping, subscription in zip(self.mappings, subscriptions, strict=True):
-                    tg.create_task(self._pump(hub, mapping, subscription))
-        finally:
-            for subscription in subscriptions:
-                subscription.close()
+        host.ready()
+        async with asyncio.TaskGroup() as tg:
+            for mapping, subscription in zip(self.mappings, subscriptions, strict=True):
+                tg.create_task(self._pump(hub, mapping, subscription))
+
+    def stats(self) -> dict[str, int]:
+        return {"republished": self.republished, "failed": self.failed}
 
     async def _pump(
         self, hub: HubClient, mapping: CompiledMapping, subscription: HubSubscription

@@ -3,14 +3,19 @@
 Every route needs credentials (``auth``), the OpenAPI description at
 ``/api/v1/openapi.json`` included; ``/metrics`` too unless ``api.metrics_auth`` is
 false. Request bodies are limited (``body_limit``): nothing larger is read into memory.
+
+Component types may bring routes of their own (the registry's ``api``: a bridge's CRUD,
+the stream log's offset ranges); they are mounted under ``/api/v1`` like the others,
+behind the same authentication.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
@@ -25,14 +30,18 @@ from gateway.api.routes import (
     broker,
     clients,
     components,
+    instances,
     metrics,
     publish,
     retained,
     subscriptions,
     topics,
 )
+from gateway.components import registry
 
-__all__ = ["PREFIX", "BodyLimit", "body_limit", "create_app"]
+__all__ = ["PREFIX", "BodyLimit", "body_limit", "component_routers", "create_app"]
+
+log = logging.getLogger(__name__)
 
 PREFIX = "/api/v1"
 
@@ -111,6 +120,20 @@ async def _invalid_request(request: Request, exc: Exception) -> Response:
     return Response(body, status_code=422, media_type="application/json")
 
 
+def component_routers() -> list[APIRouter]:
+    """The routers of every registered component type that has some (``api``)."""
+    routers = []
+    for entry in registry.TYPES.values():
+        try:
+            router = registry.load_api(entry)
+        except ImportError as exc:
+            log.warning("the API of the %s %s is not served: %s", entry.name, entry.kind, exc)
+            continue
+        if router is not None:
+            routers.append(router)
+    return routers
+
+
 def create_app(gateway: GatewayView, credentials: Credentials | None = None) -> FastAPI:
     """The API of ``gateway``; ``credentials`` default to those of ``gateway.config.api``
     (which may read or create the key file)."""
@@ -141,12 +164,15 @@ def create_app(gateway: GatewayView, credentials: Credentials | None = None) -> 
         retained,
         publish,
         components,
+        instances,
         metrics,
         admin,
     ):
         app.include_router(
             module.router, prefix=PREFIX, dependencies=guarded, responses=unauthorized
         )
+    for router in component_routers():
+        app.include_router(router, prefix=PREFIX, dependencies=guarded, responses=unauthorized)
     app.include_router(
         metrics.prometheus_router,
         dependencies=guarded if config.api.metrics_auth else [],

@@ -4,7 +4,7 @@ The gateway offers ``config``, ``broker`` and ``addresses`` (``GatewayView``). A
 bridges and rules are reached through small protocols, looked up with ``getattr`` so
 the API works before they exist:
 
-- ``gateway.adapters``: a ``Supervisor`` (``gateway.supervisor.AdapterSupervisor``)
+- ``gateway.adapters``: a ``Supervisor`` (``gateway.components.KindView``)
   with ``statuses()`` (one dict per adapter: ``name``, ``state`` and optionally
   ``type``, ``last_error``, ``restarts``, ``stats`` with ``published``, ``dropped``
   and ``queue_depth``, anything else) and ``async restart(name)``;

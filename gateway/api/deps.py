@@ -8,13 +8,24 @@ from __future__ import annotations
 
 from typing import Annotated, Any, TypeVar
 
-from fastapi import Depends, Query, Request
+from fastapi import Depends, HTTPException, Query, Request, status
 
 from gateway.api.auth import Principal, authenticate
 from gateway.api.components import GatewayView
 from gateway.api.metrics import ApiStats
+from gateway.components import Supervisor
 
-__all__ = ["MAX_QUERY", "Caller", "Gw", "Limit", "Offset", "Responses", "Stats", "page"]
+__all__ = [
+    "MAX_QUERY",
+    "Caller",
+    "Components",
+    "Gw",
+    "Limit",
+    "Offset",
+    "Responses",
+    "Stats",
+    "page",
+]
 
 
 T = TypeVar("T")
@@ -36,7 +47,17 @@ async def _stats(request: Request) -> ApiStats:
     return stats
 
 
+async def _components(request: Request) -> Supervisor:
+    supervisor = getattr(request.app.state.gateway, "components", None)
+    if not isinstance(supervisor, Supervisor):
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "this gateway runs no components")
+    return supervisor
+
+
 Gw = Annotated[GatewayView, Depends(_gateway)]
+#: The gateway's component supervisor: how a component's own routes reach its instances
+#: (``supervisor.instance(kind, name)``).
+Components = Annotated[Supervisor, Depends(_components)]
 Stats = Annotated[ApiStats, Depends(_stats)]
 Caller = Annotated[Principal, Depends(authenticate)]
 Offset = Annotated[int, Query(ge=0, le=1_000_000_000, description="Items to skip.")]

@@ -35,6 +35,16 @@ edgebus_retained_bytes                   gauge    bytes of retained messages hel
 edgebus_topic_alias_bytes                gauge    topic characters in client alias tables
 edgebus_login_failures_total             counter  failed logins
 edgebus_login_throttle_tracked           gauge    user names and addresses being throttled
+edgebus_component_up                     gauge    kind, type, name, state; 1 running, else 0
+edgebus_component_degraded               gauge    kind, type, name, reason; 1 degraded, else 0
+edgebus_component_restarts_total         counter  kind, type, name; restarts
+edgebus_component_messages_published_total counter kind, type, name; messages it published
+edgebus_component_messages_denied_total  counter  kind, type, name; its publishes refused
+edgebus_component_messages_dropped_total counter  kind, type, name, queue (subscription, inbox)
+edgebus_component_queue_depth            gauge    kind, type, name, queue (subscription, inbox)
+edgebus_component_messages_tapped_total  counter  kind, type, name; messages its taps took
+edgebus_component_tap_errors_total       counter  kind, type, name; its tap callbacks that raised
+edgebus_component_stat                   gauge    kind, type, name, stat; its own ``stats()``
 edgebus_adapter_up                       gauge    adapter, type, state; 1 running, 0 otherwise
 edgebus_adapter_restarts_total           counter  adapter; restarts after failures
 edgebus_adapter_messages_published_total counter  adapter; messages the adapter published
@@ -43,6 +53,10 @@ edgebus_adapter_queue_depth              gauge    adapter; messages waiting for 
 edgebus_bridge_up                        gauge    bridge; 1 running, 0 otherwise
 edgebus_rule_hits_total                  counter  rule; messages a rule matched
 =======================================  =======  ===============================================
+
+The ``edgebus_component_*`` families cover every component of every kind (adapters,
+bridges, sinks) the same way; the ``edgebus_adapter_*`` ones are the adapters' share of
+them, kept for existing dashboards.
 """
 
 from __future__ import annotations
@@ -69,6 +83,7 @@ from gateway.api.components import (
 from gateway.api.schemas import (
     BytesMetrics,
     ConnectionCount,
+    InstanceStatus,
     LimitMetrics,
     MessageMetrics,
     Metrics,
@@ -80,6 +95,7 @@ __all__ = [
     "DROP_REASONS",
     "ApiStats",
     "BrokerCollector",
+    "component_statuses",
     "mqtt_version",
     "new_registry",
     "snapshot",
@@ -150,12 +166,14 @@ def snapshot(gateway: GatewayView, stats: ApiStats) -> Metrics:
         local_dropped += int(getattr(subscriber, "dropped", 0))
 
     adapters = adapter_statuses(gateway)
-    # The broker's messages_received also counts what hub clients (adapters) publish:
+    components = component_statuses(gateway)
+    # The broker's messages_received also counts what hub clients (components) publish:
     # their share is moved to their own protocol.
     received = {"mqtt": counters.messages_received, "api": stats.messages_published}
-    for adapter in adapters:
-        protocol = adapter.type or adapter.name
-        published = adapter_stat(adapter, "published")
+    publishers = [(c.protocol, int(c.stats.get("published", 0))) for c in components] or [
+        (a.type or a.name, adapter_stat(a, "published")) for a in adapters
+    ]
+    for protocol, published in publishers:
         received[protocol] = received.get(protocol, 0) + published
         received["mqtt"] = max(received["mqtt"] - published, 0)
 
@@ -211,7 +229,17 @@ def snapshot(gateway: GatewayView, stats: ApiStats) -> Metrics:
         adapters=adapters,
         bridges=bridge_infos(gateway),
         rules=rule_infos(gateway),
+        components=components,
     )
+
+
+def component_statuses(gateway: object) -> list[InstanceStatus]:
+    """Every component instance the gateway's supervisor runs (none without one)."""
+    supervisor = getattr(gateway, "components", None)
+    statuses = getattr(supervisor, "statuses", None)
+    if not callable(statuses):
+        return []
+    return [InstanceStatus(**status) for status in statuses()]
 
 
 def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
@@ -344,6 +372,7 @@ class BrokerCollector(Collector):
             dropped_by.add_metric([name], adapter_stat(adapter, "dropped"))
             depth.add_metric([name], adapter_stat(adapter, "queue_depth"))
         yield from (up, restarts, published, dropped_by, depth)
+        yield from _component_families(m.components)
         bridges = GaugeMetricFamily(
             "edgebus_bridge_up", "1 when the bridge runs", labels=["bridge"]
         )
@@ -355,6 +384,56 @@ class BrokerCollector(Collector):
             if rule.hits is not None:
                 hits.add_metric([rule.name], rule.hits)
         yield hits
+
+
+def _component_families(components: list[InstanceStatus]) -> Iterator[Metric]:
+    """The ``edgebus_component_*`` families: every kind, the same way."""
+    labels = ["kind", "type", "name"]
+    up = GaugeMetricFamily(
+        "edgebus_component_up", "1 when the component runs", labels=[*labels, "state"]
+    )
+    degraded = GaugeMetricFamily(
+        "edgebus_component_degraded",
+        "1 when the component runs degraded, with the reason",
+        labels=[*labels, "reason"],
+    )
+    counters = {
+        key: CounterMetricFamily(f"edgebus_component_{name}", doc, labels=labels)
+        for key, name, doc in (
+            ("restarts", "restarts", "Restarts of the component"),
+            ("published", "messages_published", "Messages the component published"),
+            ("denied", "messages_denied", "Publishes of the component refused"),
+            ("tapped", "messages_tapped", "Messages the component's taps took"),
+            ("tap_errors", "tap_errors", "Tap callbacks of the component that raised"),
+        )
+    }
+    dropped = CounterMetricFamily(
+        "edgebus_component_messages_dropped",
+        "Messages dropped from the component's queues",
+        labels=[*labels, "queue"],
+    )
+    depth = GaugeMetricFamily(
+        "edgebus_component_queue_depth",
+        "Messages waiting in the component's queues",
+        labels=[*labels, "queue"],
+    )
+    own = GaugeMetricFamily(
+        "edgebus_component_stat", "The component's own counters", labels=[*labels, "stat"]
+    )
+    for c in components:
+        ident = [c.kind, c.type, c.name]
+        up.add_metric([*ident, c.state], 1 if is_up(c.state) else 0)
+        degraded.add_metric([*ident, c.reason or ""], 1 if c.state == "degraded" else 0)
+        values = {**c.stats, "restarts": c.restarts}
+        for key, family in counters.items():
+            family.add_metric(ident, values.get(key, 0))
+        dropped.add_metric([*ident, "subscription"], c.stats.get("dropped", 0))
+        dropped.add_metric([*ident, "inbox"], c.stats.get("inbox_dropped", 0))
+        depth.add_metric([*ident, "subscription"], c.stats.get("queue_depth", 0))
+        depth.add_metric([*ident, "inbox"], c.stats.get("inbox_depth", 0))
+        for stat, value in sorted(c.component_stats.items()):
+            own.add_metric([*ident, stat], value)
+    yield from (up, degraded, *counters.values(), dropped, depth, own)
 
 
 def new_registry(gateway: GatewayView, stats: ApiStats) -> CollectorRegistry:

@@ -21,6 +21,7 @@ __all__ = [
     "ComponentInfo",
     "ConnectionCount",
     "HealthStatus",
+    "InstanceStatus",
     "ListenerInfo",
     "Message",
     "MessageMetrics",
@@ -237,6 +238,36 @@ class ComponentInfo(BaseModel):
     details: dict[str, Any] = Field(default_factory=dict)
 
 
+class InstanceStatus(BaseModel):
+    """One component instance (adapter, bridge, sink) as its supervisor reports it."""
+
+    kind: str = Field(description="`adapter`, `bridge` or `sink`.")
+    type: str
+    name: str
+    protocol: str = Field(
+        description="Origin protocol of what it publishes; the ACL knows the instance as"
+        " `<protocol>:<name>`."
+    )
+    state: str = Field(
+        description="`starting`, `running`, `degraded`, `backing_off`, `stopping`, `paused`,"
+        " `stopped` or `unavailable`."
+    )
+    reason: str | None = Field(default=None, description="Why it is `degraded`.")
+    last_error: str | None = Field(default=None, description="Why it last failed.")
+    restarts: int = 0
+    since: float = Field(description="When it entered its state (Unix time).")
+    next_attempt_in_s: float | None = None
+    stats: dict[str, int | float] = Field(
+        default_factory=dict,
+        description="Counters every kind has: `published`, `denied`, `dropped`,"
+        " `queue_depth`, `tapped`, `tap_errors`, `inbox_depth`, `inbox_accepted`,"
+        " `inbox_dropped`.",
+    )
+    component_stats: dict[str, int | float] = Field(
+        default_factory=dict, description="The component's own counters (`stats()`)."
+    )
+
+
 class RuleInfo(BaseModel):
     name: str
     state: str
@@ -313,3 +344,4 @@ class Metrics(BaseModel):
     adapters: list[AdapterStatus]
     bridges: list[ComponentInfo]
     rules: list[RuleInfo]
+    components: list[InstanceStatus] = Field(default_factory=list)

@@ -28,6 +28,7 @@ from gateway.config.introspect import (
     is_model,
     literal_values,
     nullable_members,
+    resolve_lazy,
     strip_annotated,
 )
 from gateway.config.models import GatewayConfig
@@ -151,7 +152,7 @@ class _Reference:
     def type_text(
         self, annotation: object, path: str, nested: list[tuple[str, type[BaseModel], str]]
     ) -> str:
-        bare, metadata = strip_annotated(annotation)
+        bare, metadata = strip_annotated(resolve_lazy(annotation))
         members, nullable = nullable_members(bare)
         models = [strip_annotated(member)[0] for member in members]
         if len(models) > 1 and all(is_model(model) for model in models):

@@ -25,6 +25,7 @@ __all__ = [
     "model_at",
     "nullable_members",
     "pick_union_member",
+    "resolve_lazy",
     "strip_annotated",
     "walk_loc",
 ]
@@ -48,6 +49,18 @@ def strip_annotated(annotation: object) -> tuple[object, list[object]]:
         metadata.extend(annotation.__metadata__)  # type: ignore[attr-defined]
         annotation = get_args(annotation)[0]
     return annotation, metadata
+
+
+def resolve_lazy(annotation: object) -> object:
+    """The annotation a lazily resolved one stands for: metadata with a
+    ``resolve_annotation()`` method (``gateway.config.models.adapters.RegisteredTypes``)
+    replaces the annotation by what that returns; other annotations are returned as is."""
+    _, metadata = strip_annotated(annotation)
+    for item in metadata:
+        resolve = getattr(item, "resolve_annotation", None)
+        if callable(resolve):
+            return resolve()
+    return annotation
 
 
 def nullable_members(annotation: object) -> tuple[list[object], bool]:
@@ -121,6 +134,7 @@ def walk_loc(root: type[BaseModel], loc: Sequence[str | int]) -> tuple[Loc, obje
         if annotation is None:
             path.append(element)
             continue
+        annotation = resolve_lazy(annotation)
         bare, metadata = strip_annotated(annotation)
         discriminator = discriminator_of(metadata) or discriminator
         members, _ = nullable_members(bare)
@@ -164,7 +178,7 @@ def model_at(annotation: object) -> type[BaseModel] | None:
     """The model class an annotation (possibly optional or a union) describes."""
     if annotation is None:
         return None
-    bare, _ = strip_annotated(annotation)
+    bare, _ = strip_annotated(resolve_lazy(annotation))
     members, _ = nullable_members(bare)
     models = [strip_annotated(member)[0] for member in members]
     models = [member for member in models if is_model(member)]

@@ -239,11 +239,16 @@ def start_mosquitto(
 
 
 def start_edgebus(
-    tmp_path: Path, config_yaml_extra: str = "", *, ready_timeout: float | None = None
+    tmp_path: Path,
+    config_yaml_extra: str = "",
+    *,
+    ready_timeout: float | None = None,
+    main: str = "gateway.cli",
 ) -> BrokerHandle:
     """Run ``python -m gateway.cli run -c cfg.yaml`` with one TCP listener on a free port.
 
-    ``config_yaml_extra`` is appended to the YAML (top-level keys).
+    ``config_yaml_extra`` is appended to the YAML (top-level keys). ``main``: another
+    module with the CLI's arguments (``tests.helpers.component_gateway``).
     """
     workdir = Path(tmp_path)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -262,7 +267,7 @@ def start_edgebus(
     env.setdefault("PYTHONUNBUFFERED", "1")
     return _launch(
         "edgebus",
-        [sys.executable, "-m", "gateway.cli", "run", "-c", str(config)],
+        [sys.executable, "-m", main, "run", "-c", str(config)],
         workdir,
         port,
         unit(15) if ready_timeout is None else ready_timeout,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,11 @@ ENDPOINTS: list[tuple[str, str, Any, int]] = [
     ("GET", "/api/v1/adapters", None, 200),
     ("GET", "/api/v1/adapters/nothing", None, 404),
     ("POST", "/api/v1/adapters/nothing/restart", None, 404),
+    ("GET", "/api/v1/components", None, 200),
+    ("GET", "/api/v1/components/adapter/nothing", None, 404),
+    ("POST", "/api/v1/components/adapter/nothing/restart", None, 404),
+    ("POST", "/api/v1/components/adapter/nothing/pause", None, 404),
+    ("POST", "/api/v1/components/adapter/nothing/resume", None, 404),
     ("GET", "/api/v1/bridges", None, 200),
     ("GET", "/api/v1/rules", None, 200),
     ("GET", "/api/v1/metrics", None, 200),
@@ -112,14 +117,20 @@ def test_the_table_covers_every_operation_of_the_description(shared: RunningGate
 
 
 def _template(path: str) -> str:
-    for pattern, name in (
+    templates: tuple[tuple[str, str | Callable[[str], str]], ...] = (
         (r"^/api/v1/clients/.+$", "/api/v1/clients/{clientid}"),
         (r"^/api/v1/retained/.+$", "/api/v1/retained/{topic}"),
         (r"^/api/v1/adapters/[^/]+/restart$", "/api/v1/adapters/{name}/restart"),
         (r"^/api/v1/adapters/[^/]+$", "/api/v1/adapters/{name}"),
-    ):
+        (r"^/api/v1/components/[^/]+/[^/]+$", "/api/v1/components/{kind}/{name}"),
+        (
+            r"^/api/v1/components/[^/]+/[^/]+/(restart|pause|resume)$",
+            lambda path: "/api/v1/components/{kind}/{name}/" + path.rsplit("/", 1)[1],
+        ),
+    )
+    for pattern, name in templates:
         if re.match(pattern, path):
-            return name
+            return name if isinstance(name, str) else name(path)
     return path
 
 

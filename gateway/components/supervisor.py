@@ -1,0 +1,411 @@
+"""``Supervisor``: runs every component instance, of every kind, the same way.
+
+Each instance runs in its own task in the gateway's TaskGroup, with one ``HubClient``
+(identity ``<protocol>:<name>``) and one ``Host`` that outlive its restarts. When it
+fails (raises, or returns while it should run) the supervisor records the error, waits
+(``restart_backoff``, doubling up to ``restart_backoff_max``, with ±10 % jitter; the
+wait starts over once an instance has run for a minute) and starts a new one. A failing
+instance never stops the broker or the others.
+
+Operations, for configuration reloads and the API: ``add``, ``update`` (restart with a
+new config), ``remove``, ``pause``, ``resume``, ``restart``; ``shutdown`` at the end.
+Stopping an instance sets ``host.stopping``, awaits its optional ``stop()`` for at most
+``stop_timeout_s`` (drain and flush), then cancels it.
+
+States: ``starting``, ``running`` (it called ``ready()``), ``degraded`` (``degraded(
+reason)``), ``backing_off``, ``stopping``, ``paused``, ``stopped`` (disabled, or the
+gateway is stopping), ``unavailable`` (its native library is not installed, or its
+type is not registered; only a restart retries).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from broker_core.errors import AdapterUnavailable
+from gateway.components import registry
+from gateway.components.component import ADAPTER, Spec
+from gateway.components.host import (
+    BACKING_OFF,
+    PAUSED,
+    STARTING,
+    STOPPED,
+    STOPPING,
+    UNAVAILABLE,
+    ComponentStatus,
+    Host,
+)
+from gateway.hub import Hub, HubClient
+
+__all__ = ["STABLE_AFTER_S", "KindView", "Supervisor"]
+
+log = logging.getLogger(__name__)
+
+STABLE_AFTER_S = 60.0
+
+
+class _Instance:
+    def __init__(self, spec: Spec, client: HubClient, host: Host) -> None:
+        self.spec = spec
+        self.status = host.status
+        self.client = client
+        self.host = host
+        self.component: Any = None
+        self.task: asyncio.Task[None] | None = None
+        self.wake = asyncio.Event()  # any request: restart, pause, resume, retire
+        self.paused = False
+        self.restart_requested = False
+        self.retired = False  # removed, replaced, or the gateway stops
+
+
+class Supervisor:
+    def __init__(
+        self,
+        hub: Hub,
+        data_dir: Path,
+        specs: Iterable[Spec] = (),
+        stop_timeout_s: float = 5.0,
+    ) -> None:
+        self.hub = hub
+        self.data_dir = Path(data_dir)
+        self.stop_timeout_s = stop_timeout_s
+        self._pending = list(specs)  # until start()
+        self._instances: dict[tuple[str, str], _Instance] = {}
+        self._retiring: dict[tuple[str, str], asyncio.Task[None]] = {}  # removed, stopping
+        self._tg: asyncio.TaskGroup | None = None
+        self._shutting_down = False
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._instances) + len(self._pending)
+
+    def specs(self, kind: str | None = None) -> list[Spec]:
+        every = [i.spec for i in self._instances.values()] + self._pending
+        return [spec for spec in every if kind is None or spec.kind == kind]
+
+    def statuses(self, kind: str | None = None) -> list[dict[str, Any]]:
+        """One dict per instance: ``kind``, ``type``, ``name``, ``protocol``, ``state``, ``reason``,
+        ``last_error``, ``restarts``, ``since``, ``next_attempt_in_s``, ``stats`` (hub and
+        inbox counters, the same for every kind) and ``component_stats`` (its own)."""
+        return [
+            self._status_of(instance)
+            for (k, _), instance in self._instances.items()
+            if kind is None or k == kind
+        ]
+
+    def status(self, kind: str, name: str) -> dict[str, Any] | None:
+        instance = self._instances.get((kind, name))
+        return None if instance is None else self._status_of(instance)
+
+    def instance(self, kind: str, name: str) -> Any:
+        """The running component object, or None."""
+        instance = self._instances.get((kind, name))
+        return None if instance is None else instance.component
+
+    def view(self, kind: str) -> KindView:
+        return KindView(self, kind)
+
+    @staticmethod
+    def _status_of(instance: _Instance) -> dict[str, Any]:
+        status = instance.status.as_dict()
+        status["protocol"] = instance.client.origin.protocol
+        status["stats"] = {**instance.client.stats(), **instance.host.stats()}
+        own: dict[str, Any] = {}
+        stats = getattr(instance.component, "stats", None)
+        if callable(stats):
+            try:
+                own = {str(k): v for k, v in stats().items()}
+            except Exception:
+                log.exception("%s %s: stats() failed", instance.spec.kind, instance.spec.name)
+        status["component_stats"] = own
+        return status
+
+    # -- operations --------------------------------------------------------------------------
+
+    def start(self, tg: asyncio.TaskGroup) -> None:
+        """Starts every enabled instance given so far; later ones start when added."""
+        self._tg = tg
+        pending, self._pending = self._pending, []
+        for spec in pending:
+            self.add(spec)
+
+    def add(self, spec: Spec) -> None:
+        """Adds an instance (started when enabled); ValueError if the name is taken."""
+        key = (spec.kind, spec.name)
+        if key in self._instances or any((s.kind, s.name) == key for s in self._pending):
+            raise ValueError(f"there is already a {spec.kind} named {spec.name!r}")
+        if self._shutting_down:
+            raise RuntimeError("the gateway is stopping")
+        if self._tg is None:
+            self._pending.append(spec)
+            return
+        self._launch(spec, previous=None)
+
+    def update(self, spec: Spec) -> bool:
+        """Restarts an instance with a new config (stopping the old one first); False if
+        there is no such instance."""
+        old = self._instances.get((spec.kind, spec.name))
+        if old is None or self._tg is None:
+            return False
+        self._retire(old)
+        self._launch(spec, previous=old.task)
+        return True
+
+    def remove(self, kind: str, name: str) -> bool:
+        """Stops an instance (gracefully, in the background) and forgets it."""
+        instance = self._instances.pop((kind, name), None)
+        if instance is None:
+            return False
+        self._retire(instance)
+        if instance.task is not None and not instance.task.done():
+            self._retiring[(kind, name)] = instance.task
+        return True
+
+    def restart(self, kind: str, name: str) -> bool:
+        """Restarts an instance now: also one backing off, paused or unavailable."""
+        instance = self._instances.get((kind, name))
+        if instance is None or instance.task is None:
+            return False
+        instance.paused = False
+        instance.restart_requested = True
+        instance.wake.set()
+        return True
+
+    def pause(self, kind: str, name: str) -> bool:
+        """Stops an instance (gracefully) until ``resume``."""
+        instance = self._instances.get((kind, name))
+        if instance is None or instance.task is None:
+            return False
+        instance.paused = True
+        instance.wake.set()
+        return True
+
+    def resume(self, kind: str, name: str) -> bool:
+        instance = self._instances.get((kind, name))
+        if instance is None or instance.task is None:
+            return False
+        instance.paused = False
+        instance.wake.set()
+        return True
+
+    def reconcile(self, specs: Iterable[Spec]) -> list[str]:
+        """Applies a new set of instances (a configuration reload): removed ones stop,
+        new ones start, changed ones restart, unchanged ones keep running. Returns what
+        changed, e.g. ``["adapter: started units", "adapter: restarted echo"]``."""
+        changes: list[str] = []
+        wanted = {(spec.kind, spec.name): spec for spec in specs}
+        for key in list(self._instances):
+            if key not in wanted:
+                self.remove(*key)
+                changes.append(f"{key[0]}: removed {key[1]}")
+        for key, spec in wanted.items():
+            instance = self._instances.get(key)
+            if instance is not None and instance.spec == spec:
+                continue
+            if instance is not None:
+                self.update(spec)
+                changes.append(f"{key[0]}: restarted {key[1]}")
+            else:
+                self.add(spec)
+                changes.append(f"{key[0]}: started {key[1]}")
+        return changes
+
+    async def shutdown(self) -> None:
+        """Stops every instance: each gets ``stop_timeout_s`` to drain, then is cancelled."""
+        self._shutting_down = True
+        tasks = [task for task in self._retiring.values() if not task.done()]
+        for instance in self._instances.values():
+            self._retire(instance)
+            if instance.task is not None:
+                tasks.append(instance.task)
+        if tasks:
+            _, late = await asyncio.wait(tasks, timeout=self.stop_timeout_s + 1.0)
+            for task in late:
+                task.cancel()
+            if late:
+                await asyncio.wait(late)
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _launch(self, spec: Spec, previous: asyncio.Task[None] | None) -> None:
+        assert self._tg is not None
+        key = (spec.kind, spec.name)
+        retiring = self._retiring.pop(key, None)
+        if previous is None and retiring is not None and not retiring.done():
+            previous = retiring  # a removed instance of that name is still stopping
+        old = self._instances.get(key)
+        if old is not None:
+            client, host = old.client, old.host
+            host.status.kind, host.status.type = spec.kind, spec.type
+            host.type = spec.type
+        else:
+            protocol = self._protocol(spec)
+            client = self.hub.client(protocol, spec.name)
+            host = Host(ComponentStatus(spec.kind, spec.type, spec.name), self.data_dir)
+        instance = self._instances[key] = _Instance(spec, client, host)
+        if spec.enabled:
+            instance.task = self._tg.create_task(
+                self._supervise(instance, previous), name=f"{spec.kind}-{spec.name}"
+            )
+        else:
+            instance.status.set(STOPPED)
+
+    @staticmethod
+    def _protocol(spec: Spec) -> str:
+        try:
+            return registry.lookup(spec.kind, spec.type).origin_protocol
+        except KeyError:
+            return spec.type if spec.kind == ADAPTER else spec.kind
+
+    @staticmethod
+    def _retire(instance: _Instance) -> None:
+        instance.retired = True
+        instance.wake.set()
+
+    async def _supervise(self, instance: _Instance, previous: asyncio.Task[None] | None) -> None:
+        spec = instance.spec
+        status = instance.status
+        if previous is not None:
+            await asyncio.wait({previous})  # the replaced instance finishes stopping first
+        backoff = spec.restart_backoff_s
+        try:
+            while not instance.retired:
+                if instance.paused:
+                    status.set(PAUSED)
+                    status.next_attempt_in_s = None
+                    await self._next_request(instance)
+                    continue
+                instance.restart_requested = False
+                status.set(STARTING)
+                status.next_attempt_in_s = None
+                started = time.monotonic()
+                try:
+                    requested = await self._run_once(instance)
+                    error: BaseException = RuntimeError(f"the {spec.kind} stopped by itself")
+                except AdapterUnavailable as exc:
+                    status.set(UNAVAILABLE, str(exc))
+                    log.error("%s %s unavailable: %s", spec.kind, spec.name, exc)
+                    await self._next_request(instance)
+                    continue
+                except Exception as exc:
+                    requested = False
+                    error = exc
+                if requested:
+                    if instance.restart_requested:
+                        log.info("%s %s restarting on request", spec.kind, spec.name)
+                        status.restarts += 1
+                        backoff = spec.restart_backoff_s
+                    continue
+                if time.monotonic() - started > STABLE_AFTER_S:
+                    backoff = spec.restart_backoff_s
+                wait_s = backoff * random.uniform(0.9, 1.1)
+                status.set(BACKING_OFF, f"{type(error).__name__}: {error}")
+                status.next_attempt_in_s = round(wait_s, 3)
+                log.warning(
+                    "%s %s failed (%s: %s); restarting in %.1fs",
+                    spec.kind,
+                    spec.name,
+                    type(error).__name__,
+                    error,
+                    wait_s,
+                    exc_info=error if not isinstance(error, RuntimeError | OSError) else None,
+                )
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(wait_s):
+                        await self._next_request(instance)
+                status.restarts += 1
+                backoff = min(backoff * 2, spec.restart_backoff_max_s)
+        finally:
+            status.set(STOPPED)
+            status.next_attempt_in_s = None
+
+    @staticmethod
+    async def _next_request(instance: _Instance) -> None:
+        await instance.wake.wait()
+        instance.wake.clear()
+
+    async def _run_once(self, instance: _Instance) -> bool:
+        """One run; True when it ended on request (it was stopped), False when the
+        component returned by itself. Raises what the component raised."""
+        spec = instance.spec
+        try:
+            entry = registry.lookup(spec.kind, spec.type)
+        except KeyError:
+            raise AdapterUnavailable(f"no {spec.kind} type {spec.type!r} is registered") from None
+        cls = registry.load_component(entry)
+        host = instance.host
+        host.begin_run()
+        component = instance.component = cls(spec.config)
+        run = asyncio.ensure_future(component.run(instance.client, host))
+        wake = asyncio.ensure_future(instance.wake.wait())
+        try:
+            done, _ = await asyncio.wait({run, wake}, return_when=asyncio.FIRST_COMPLETED)
+            if run in done:
+                run.result()
+                return False
+            instance.wake.clear()
+            await self._stop(instance, run)
+            return True
+        finally:
+            wake.cancel()
+            if not run.done():
+                run.cancel()
+                await asyncio.gather(run, return_exceptions=True)
+            instance.client.close()
+            host.end_run()
+
+    async def _stop(self, instance: _Instance, run: asyncio.Future[None]) -> None:
+        """Asks a running instance to stop: ``host.stopping``, then its ``stop()`` for at
+        most ``stop_timeout_s``; the caller cancels what is still running."""
+        spec = instance.spec
+        instance.status.set(STOPPING)
+        instance.host.stopping.set()
+        stop = getattr(instance.component, "stop", None)
+        if stop is None:
+            return
+        try:
+            async with asyncio.timeout(self.stop_timeout_s):
+                await stop()
+        except TimeoutError:
+            log.warning(
+                "%s %s did not stop within %.1fs; cancelling it",
+                spec.kind,
+                spec.name,
+                self.stop_timeout_s,
+            )
+        except Exception:
+            log.exception("%s %s: stop() failed", spec.kind, spec.name)
+        if run.done() and not run.cancelled() and run.exception() is not None:
+            log.info("%s %s ended with %r while stopping", spec.kind, spec.name, run.exception())
+
+
+class KindView:
+    """The instances of one kind, as the API's ``gateway.adapters`` / ``gateway.bridges``
+    see them (``statuses()``, ``status(name)``, ``instance(name)``, ``restart(name)``)."""
+
+    def __init__(self, supervisor: Supervisor, kind: str) -> None:
+        self.supervisor = supervisor
+        self.kind = kind
+
+    def __len__(self) -> int:
+        return len(self.supervisor.specs(self.kind))
+
+    def statuses(self) -> list[dict[str, Any]]:
+        return self.supervisor.statuses(self.kind)
+
+    def status(self, name: str) -> dict[str, Any] | None:
+        return self.supervisor.status(self.kind, name)
+
+    def instance(self, name: str) -> Any:
+        return self.supervisor.instance(self.kind, name)
+
+    async def restart(self, name: str) -> bool:
+        return self.supervisor.restart(self.kind, name)
