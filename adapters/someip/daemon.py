@@ -50,10 +50,10 @@ def apply_workarounds() -> list[str]:
         def method_hash(self: Any) -> int:
             return hash((self.id, self.protocol))
 
-        Method.__hash__ = method_hash  # type: ignore[assignment,method-assign]
+        Method.__hash__ = method_hash
         applied.append("Method.__hash__")
     if not hasattr(Subscription, "eventgroup_id"):
-        Subscription.eventgroup_id = property(lambda self: self.eventgroup.id)  # type: ignore[attr-defined]
+        Subscription.eventgroup_id = property(lambda self: self.eventgroup.id)
         applied.append("Subscription.eventgroup_id")
     daemon_class: Any = someipyd.SomeipDaemon
     original = daemon_class._someip_message_callback
