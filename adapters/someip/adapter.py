@@ -180,8 +180,14 @@ class _Link:
             await queue.join()
 
     async def close(self) -> None:
+        """Sends what is queued (for up to 0.5 s), stops the reader (so that the close
+        is not reported as an error), closes."""
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.client._wait_until_tx_queue_empty(), 0.5)
+        reader = self.client._rx_task
+        if reader is not None and not reader.done():
+            reader.cancel()
+            await asyncio.gather(reader, return_exceptions=True)
         await self.client._disconnected_from_daemon()
 
 
@@ -252,30 +258,11 @@ class SomeipAdapter:
                 await daemon.start()
                 socket_path = daemon.socket_path
             sd_transport = await self._listen_sd()
-            async with asyncio.TaskGroup() as tg:
-                for service, events, calls in self.consumed:
-                    link = await _Link.open(str(socket_path))
-                    links.append(link)
-                    self._consume(link, service, events)
-                    if calls:
-                        tg.create_task(self._serve_calls(tg, link, service, calls))
-                    tg.create_task(self._watch_link(link))
-                for offered, feeds, answers in self.offered:
-                    link = await _Link.open(str(socket_path))
-                    links.append(link)
-                    server = await self._offer(link, offered, answers)
-                    self._servers.append((offered, server))
-                    if feeds:
-                        tg.create_task(self._feed(link, offered, server, feeds))
-                    tg.create_task(self._watch_link(link))
-                if any(answers for _, _, answers in self.offered):
-                    tg.create_task(
-                        self._collect_answers(hub.subscribe(self.config.responses, qos=1))
-                    )
-                if daemon is not None:
-                    tg.create_task(self._watch_daemon(daemon))
-                tg.create_task(self._expire())
-                self._report_health()
+            try:
+                async with asyncio.TaskGroup() as tg:
+                    await self._start(tg, str(socket_path), links, daemon)
+            except BaseExceptionGroup as group:
+                raise await _failure(group, daemon) from None
         finally:
             if sd_transport is not None:
                 sd_transport.close()
@@ -288,6 +275,38 @@ class SomeipAdapter:
                 future.cancel()
             self._answers.clear()
             self._servers.clear()
+
+    async def _start(
+        self,
+        tg: asyncio.TaskGroup,
+        socket_path: str,
+        links: list[_Link],
+        daemon: DaemonProcess | None,
+    ) -> None:
+        """Connects, subscribes and offers; the tasks serving them run in ``tg``."""
+        assert self._hub is not None
+        for service, events, calls in self.consumed:
+            link = await _Link.open(socket_path)
+            links.append(link)
+            self._consume(link, service, events)
+            if calls:
+                tg.create_task(self._serve_calls(tg, link, service, calls))
+            tg.create_task(self._watch_link(link))
+        for offered, feeds, answers in self.offered:
+            link = await _Link.open(socket_path)
+            links.append(link)
+            server = await self._offer(link, offered, answers)
+            self._servers.append((offered, server))
+            if feeds:
+                tg.create_task(self._feed(link, offered, server, feeds))
+            tg.create_task(self._watch_link(link))
+        if any(answers for _, _, answers in self.offered):
+            responses = self._hub.subscribe(self.config.responses, qos=1)
+            tg.create_task(self._collect_answers(responses))
+        if daemon is not None:
+            tg.create_task(self._watch_daemon(daemon))
+        tg.create_task(self._expire())
+        self._report_health()
 
     async def stop(self) -> None:
         """Stops the offers (stop-offer entries go out, seen on the wire for up to 1 s)
@@ -754,6 +773,22 @@ class SomeipAdapter:
                 self.counts["answers_unmatched"] += 1
                 continue
             future.set_result(response)
+
+
+async def _failure(group: BaseExceptionGroup, daemon: DaemonProcess | None) -> BaseException:
+    """The error a failed run reports: the first of ``group``; when the connection to
+    the own daemon broke because the daemon died, that."""
+    error: BaseException = group
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    if daemon is not None and isinstance(error, AdapterConnectionError):
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(0.5):
+                code = await daemon.wait()
+                return AdapterConnectionError(
+                    f"someipyd exited with code {code}: {daemon.log_tail()}"
+                )
+    return error
 
 
 class _Datagrams(asyncio.DatagramProtocol):

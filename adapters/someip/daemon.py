@@ -20,20 +20,24 @@ when the minimum someipy version has the fixes:
    caller times out. Fix: hand an ERROR response to the daemon's RESPONSE path (the
    return code is kept; the client library reports it).
 
-The daemon also exits when its parent dies (Linux ``PR_SET_PDEATHSIG``), so a gateway
-killed with ``kill -9`` leaves no daemon behind.
+Started with ``EDGEBUS_SOMEIPYD_PARENT=<pid>`` (as the adapter does), the daemon exits
+when that parent dies (Linux ``PR_SET_PDEATHSIG``), so a gateway killed with
+``kill -9`` leaves no daemon behind.
 """
 
 from __future__ import annotations
 
 import ctypes
+import os
 import signal
 import sys
 from typing import Any
 
-__all__ = ["apply_workarounds", "main"]
+__all__ = ["PARENT_ENV", "apply_workarounds", "main"]
 
 _PR_SET_PDEATHSIG = 1
+#: The pid of the process that started the daemon, when it wants the daemon to end with it.
+PARENT_ENV = "EDGEBUS_SOMEIPYD_PARENT"
 
 
 def apply_workarounds() -> list[str]:
@@ -73,13 +77,18 @@ def apply_workarounds() -> list[str]:
 
 
 def _die_with_parent() -> None:
-    if not sys.platform.startswith("linux"):
+    """SIGTERM when the parent (``$EDGEBUS_SOMEIPYD_PARENT``) dies; exits at once when
+    it died before this ran."""
+    parent = os.environ.get(PARENT_ENV)
+    if not parent or not sys.platform.startswith("linux"):
         return
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
     except (OSError, AttributeError):
-        pass
+        return
+    if os.getppid() != int(parent):
+        sys.exit(0)
 
 
 def main() -> None:

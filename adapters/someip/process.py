@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from adapters.someip.config import DaemonConfig
+from adapters.someip.daemon import PARENT_ENV
 from broker_core.errors import AdapterConnectionError
 
 __all__ = ["DaemonProcess", "socket_path_for"]
@@ -72,6 +73,7 @@ class DaemonProcess:
         env["PYTHONPATH"] = os.pathsep.join(
             [str(_PACKAGE_ROOT), *filter(None, [env.get("PYTHONPATH")])]
         )
+        env[PARENT_ENV] = str(os.getpid())
         with self.log_path.open("wb") as output:
             self.process = await asyncio.create_subprocess_exec(
                 sys.executable,
@@ -134,7 +136,8 @@ class DaemonProcess:
         if process is None:
             return
         if process.returncode is None:
-            process.terminate()
+            with contextlib.suppress(ProcessLookupError):
+                process.terminate()
             try:
                 async with asyncio.timeout(timeout_s):
                     await process.wait()

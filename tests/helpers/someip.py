@@ -100,7 +100,13 @@ class SomeipDaemon:
         (directory / "d.json").write_text(json.dumps(config))
         with (directory / "stdout.log").open("wb") as out:
             process = subprocess.Popen(
-                [sys.executable, "-m", "adapters.someip.daemon", "--config", str(directory / "d.json")],
+                [
+                    sys.executable,
+                    "-m",
+                    "adapters.someip.daemon",
+                    "--config",
+                    str(directory / "d.json"),
+                ],
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,

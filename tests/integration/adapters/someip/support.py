@@ -7,24 +7,53 @@ import contextlib
 import json
 import textwrap
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+from paho.mqtt.client import MQTTMessage
 
 from tests.helpers.gateway import RunningGateway, running_gateway
 from tests.helpers.someip import SdNet
 from tests.helpers.timeouts import unit
 from tests.integration.broker.support import PahoClient, wait_until
 
-__all__ = ["adapter_status", "gateway", "mqtt", "status_of", "wait_state"]
+__all__ = [
+    "adapter_status",
+    "adapter_yaml",
+    "first_message",
+    "gateway",
+    "mqtt",
+    "status_of",
+    "wait_state",
+]
 
 
 @contextlib.contextmanager
 def gateway(
-    tmp_path: Path, net: SdNet, body: str, *, interface: str = "127.0.0.1", name: str = "car"
+    tmp_path: Path,
+    net: SdNet,
+    body: str,
+    *,
+    interface: str = "127.0.0.1",
+    name: str = "car",
+    socket_path: str | None = None,
 ) -> Iterator[RunningGateway]:
-    """A gateway running one ``someip`` adapter ``name`` (``body``: its YAML keys)."""
-    config = f"""
+    """A gateway running one ``someip`` adapter ``name`` (``body``: its YAML keys), with
+    its own daemon, or connected to the daemon at ``socket_path``."""
+    with running_gateway(tmp_path, adapter_yaml(net, body, interface, name, socket_path)) as gw:
+        yield gw
+
+
+def adapter_yaml(
+    net: SdNet,
+    body: str,
+    interface: str = "127.0.0.1",
+    name: str = "car",
+    socket_path: str | None = None,
+) -> str:
+    daemon = f"\n      socket_path: {socket_path}" if socket_path else ""
+    return f"""
 adapters:
   - type: someip
     name: {name}
@@ -32,11 +61,9 @@ adapters:
     daemon:
       interface: {interface}
       sd_address: {net.sd_address}
-      sd_port: {net.sd_port}
+      sd_port: {net.sd_port}{daemon}
 {textwrap.indent(textwrap.dedent(body).strip(), "    ")}
 """
-    with running_gateway(tmp_path, config) as gw:
-        yield gw
 
 
 def adapter_status(gw: RunningGateway, name: str = "car") -> dict[str, Any]:
@@ -45,7 +72,9 @@ def adapter_status(gw: RunningGateway, name: str = "car") -> dict[str, Any]:
     return status
 
 
-def wait_state(gw: RunningGateway, state: str, name: str = "car", timeout: float | None = None) -> dict[str, Any]:
+def wait_state(
+    gw: RunningGateway, state: str, name: str = "car", timeout: float | None = None
+) -> dict[str, Any]:
     return wait_until(
         lambda: (s := adapter_status(gw, name))["state"] == state and s,
         unit(15) if timeout is None else timeout,
@@ -67,7 +96,9 @@ def mqtt(gw: RunningGateway, client_id: str, *topics: str) -> Iterator[PahoClien
         client.close()
 
 
-def status_of(client: PahoClient, topic: str, state: str, timeout: float | None = None) -> dict[str, Any]:
+def status_of(
+    client: PahoClient, topic: str, state: str, timeout: float | None = None
+) -> dict[str, Any]:
     """Waits for the status message on ``topic`` saying ``state``."""
     deadline = time.monotonic() + (unit(15) if timeout is None else timeout)
     while True:
@@ -76,3 +107,18 @@ def status_of(client: PahoClient, topic: str, state: str, timeout: float | None 
             body: dict[str, Any] = json.loads(message.payload)
             if body["state"] == state:
                 return body
+
+
+def first_message(
+    client: PahoClient, send: Callable[[], None], topic: str, timeout: float | None = None
+) -> MQTTMessage:
+    """Calls ``send`` every 0.2 s until a message on ``topic`` arrives (an eventgroup
+    subscription is acknowledged some time after the offer is seen); the first one."""
+    deadline = time.monotonic() + (unit(15) if timeout is None else timeout)
+    while time.monotonic() < deadline:
+        send()
+        for message in client.drain(0.2):
+            if message.topic == topic:
+                client.drain(0.3)  # the other sends that got through
+                return message
+    raise AssertionError(f"nothing on {topic}")
