@@ -228,8 +228,10 @@ class _Service(ConfigModel):
     layout: LayoutDecl | None = Field(
         default=None, description="Default layout of the events; unset: raw bytes."
     )
-    timeout: Annotated[float, DurationSpec(gt=0, le=10)] = Field(
-        default=2.0, description="How long a method call may take (at most 10 s)."
+    timeout: Annotated[float, DurationSpec(ge=0.001, le=10)] = Field(
+        default=2.0,
+        description="How long a method call may take: the service's answer to an MQTT request"
+        " (consume), the MQTT responder's answer to a SOME/IP request (offer).",
     )
 
     def _ids(self, items: tuple[Any, ...]) -> list[int]:
@@ -387,8 +389,14 @@ def _compile(spec: Any, named: Mapping[str, Any], where: str) -> None:
 
 
 def _render(template: str, values: Mapping[str, int], where: str) -> None:
+    """Checks a template rendered from ids alone (a topic subscribed to or a status)."""
+    parsed = TopicTemplate(template)
+    unknown = [field for field in parsed.fields if field not in values]
+    if unknown:
+        known = ", ".join(values)
+        raise ValueError(f"{where}: unknown field {{{unknown[0]}}} here; known: {known}")
     try:
-        TopicTemplate(template).render(values)
+        parsed.render(values)
     except MappingError as exc:
         raise ValueError(f"{where}: {exc}") from None
 

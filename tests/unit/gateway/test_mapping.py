@@ -43,7 +43,9 @@ def test_missing_fields(values: dict[str, str], payload: object, message: str) -
         TopicTemplate(f"t/{{{field}}}").render(values, payload)
 
 
-@pytest.mark.parametrize("text", ["", "a/+", "a/#", "a/{", "a/{x!r}", "a/{1x}", "a/{x:04q}", "a/{x:{y}}"])
+@pytest.mark.parametrize(
+    "text", ["", "a/+", "a/#", "a/{", "a/{x!r}", "a/{1x}", "a/{x:04q}", "a/{x:{y}}"]
+)
 def test_bad_topic_templates(text: str) -> None:
     with pytest.raises(ValueError):
         TopicTemplate(text)
