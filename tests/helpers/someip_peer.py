@@ -15,7 +15,7 @@ Commands: ``{"op": "send", "eventgroup": g, "event": e, "payload": hex}``,
 ``{"op": "burst", "eventgroup": g, "event": e, "count": n, "size": b, "rate": r}`` (n
 events of b bytes, numbered, at most r per second; r 0: as fast as possible),
 ``{"op": "stop_offer"}``, ``{"op": "call", "method": m, "payload": hex, "id": x}``,
-``{"op": "exit"}``.
+``{"op": "count"}``, ``{"op": "reset"}`` (client: zero the event count), ``{"op": "exit"}``.
 
 Reports: ``{"ev": "ready"}``, ``{"ev": "available"}`` (client: the service was found),
 ``{"ev": "event", "event": e, "payload": hex}`` (client; with ``"quiet": true`` in the
@@ -142,6 +142,8 @@ async def main(config: dict[str, Any]) -> None:
             say(ev="stopped")
         elif op == "count":
             say(ev="count", **stats)
+        elif op == "reset":
+            stats.update(events=0, first=0.0, last=0.0)
         elif op == "call":
             task = asyncio.create_task(call(instance, command))
             tasks.add(task)
