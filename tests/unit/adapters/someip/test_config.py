@@ -125,3 +125,27 @@ def test_field_errors(body: str, where: str, message: str) -> None:
     (problem,) = problems(body)
     assert where in problem
     assert message in problem
+
+
+def test_a_dumped_config_loads_back_equal() -> None:
+    from gateway.config import dump_config
+
+    text = """
+adapters:
+  - type: someip
+    name: car
+    daemon: {socket_path: /run/someipyd.sock, sd_port: 30491}
+    layouts:
+      Speed: {type: struct, fields: [{name: kmh, type: float32}]}
+    consume:
+      - service_id: 0x1234
+        instance_id: 1
+        timeout: 500ms
+        eventgroups: [1]
+        events: [0x8001, {id: 0x8002, layout: Speed}]
+        methods: [{id: 1, request_layout: uint8}]
+    offer:
+      - {service_id: 0x2000, instance_id: 1, eventgroups: [2], events: [0x8001], methods: [3]}
+"""
+    config = parse_config(text, "edgebus.yaml")
+    assert parse_config(dump_config(config), "dump.yaml") == config
