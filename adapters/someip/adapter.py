@@ -155,7 +155,6 @@ class _Link:
 
     def __init__(self, client: Any) -> None:
         self.client = client
-        self.instance: Any = None  # the service instance (client or server) it serves
 
     @classmethod
     async def open(cls, socket_path: str) -> _Link:
@@ -283,23 +282,35 @@ class SomeipAdapter:
         links: list[_Link],
         daemon: DaemonProcess | None,
     ) -> None:
-        """Connects, subscribes and offers; the tasks serving them run in ``tg``."""
+        """Connects, subscribes and offers; the tasks serving them run in ``tg``.
+
+        Connections to the daemon: someipy's client library hands an event to every
+        client instance of its service id on the connection, whatever the instance, so
+        two instances of one service need two connections: the n-th consumed instance
+        of each service id uses connection n. Offered services share one."""
         assert self._hub is not None
+        opened: dict[object, _Link] = {}
+
+        async def link_for(slot: object) -> _Link:
+            if slot not in opened:
+                link = opened[slot] = await _Link.open(socket_path)
+                links.append(link)
+                tg.create_task(self._watch_link(link))
+            return opened[slot]
+
+        instances: dict[int, int] = defaultdict(int)
         for service, events, calls in self.consumed:
-            link = await _Link.open(socket_path)
-            links.append(link)
-            self._consume(link, service, events)
+            link = await link_for(instances[service.service_id])
+            instances[service.service_id] += 1
+            client = self._consume(link, service, events)
             if calls:
-                tg.create_task(self._serve_calls(tg, link, service, calls))
-            tg.create_task(self._watch_link(link))
+                tg.create_task(self._serve_calls(tg, client, service, calls))
         for offered, feeds, answers in self.offered:
-            link = await _Link.open(socket_path)
-            links.append(link)
+            link = await link_for("offer")
             server = await self._offer(link, offered, answers)
             self._servers.append((offered, server))
             if feeds:
                 tg.create_task(self._feed(link, offered, server, feeds))
-            tg.create_task(self._watch_link(link))
         if any(answers for _, _, answers in self.offered):
             responses = self._hub.subscribe(self.config.responses, qos=1)
             tg.create_task(self._collect_answers(responses))
@@ -465,9 +476,8 @@ class SomeipAdapter:
 
     # -- consume -----------------------------------------------------------------------
 
-    def _consume(
-        self, link: _Link, service: ConsumedService, events: dict[int, EventRoute]
-    ) -> None:
+    def _consume(self, link: _Link, service: ConsumedService, events: dict[int, EventRoute]) -> Any:
+        """A someipy client of ``service`` on ``link``, subscribed to its eventgroups."""
         builder = (
             ServiceBuilder()
             .with_service_id(service.service_id)
@@ -489,7 +499,6 @@ class SomeipAdapter:
         client.register_callback(self._event_handler(service, events))
         for group in groups:
             client.subscribe_eventgroup(group, int(service.subscription_ttl))
-        link.instance = client
         log.info(
             "someip %s: consuming service 0x%04x instance 0x%04x (endpoint %s:%d)",
             self.config.name,
@@ -498,6 +507,7 @@ class SomeipAdapter:
             interface,
             port,
         )
+        return client
 
     def _event_handler(
         self, service: ConsumedService, events: dict[int, EventRoute]
@@ -533,7 +543,7 @@ class SomeipAdapter:
     async def _serve_calls(
         self,
         tg: asyncio.TaskGroup,
-        link: _Link,
+        client: Any,
         service: ConsumedService,
         calls: dict[str, CallRoute],
     ) -> None:
@@ -541,7 +551,6 @@ class SomeipAdapter:
         subscription = self._hub.subscribe(
             *calls, qos=1, maxsize=self.config.queue_size, retained=False
         )
-        client = link.instance
         async for request in subscription:
             route = calls.get(request.topic)
             if route is None:

@@ -163,3 +163,59 @@ def _first_event(ecu: SomeipPeer, send: object, event_id: int) -> dict[str, obje
         except TimeoutError:
             continue
     raise AssertionError(f"event 0x{event_id:04x} never arrived")
+
+
+TWO_INSTANCES = """
+consume:
+  - {service_id: 0x1234, instance_id: 1, eventgroups: [1], events: [0x8001]}
+  - {service_id: 0x1234, instance_id: 2, eventgroups: [1], events: [0x8001]}
+  - {service_id: 0x1235, instance_id: 1, eventgroups: [1], events: [0x8001]}
+"""
+
+
+def test_many_services_and_two_instances_of_one_service_stay_apart(tmp_path: Path) -> None:
+    def server(remote: object, service: int, instance: int) -> SomeipPeer:
+        return SomeipPeer.start(
+            remote,  # type: ignore[arg-type]
+            role="server",
+            service=service,
+            instance=instance,
+            eventgroups={1: [0x8001]},
+        )
+
+    with (
+        daemons("127.0.0.2") as (remote,),
+        server(remote, 0x1234, 1) as first,
+        server(remote, 0x1234, 2) as second,
+        server(remote, 0x1235, 1) as other,
+        gateway(tmp_path, remote.net, TWO_INSTANCES) as gw,
+    ):
+        wait_state(gw, "running")
+        with mqtt(gw, "dash", "someip/+/+/event/#") as dash:
+            senders = {
+                "someip/1234/0001/event/8001": (first, "01"),
+                "someip/1234/0002/event/8001": (second, "02"),
+                "someip/1235/0001/event/8001": (other, "03"),
+            }
+            for topic, (peer, payload) in senders.items():
+                first_message(
+                    dash,
+                    lambda peer=peer, payload=payload: peer.send(  # type: ignore[misc]
+                        "send", eventgroup=1, event=0x8001, payload=payload
+                    ),
+                    topic,
+                )
+            dash.drain(unit(0.5))
+            for peer, payload in senders.values():
+                peer.send("send", eventgroup=1, event=0x8001, payload=payload)
+            got = sorted(
+                (m.topic, m.payload)
+                for m in dash.expect_messages(3, unit(5))
+                if m.topic.endswith("/8001")
+            )
+            dash.expect_no_message(unit(0.5))
+        assert got == [
+            ("someip/1234/0001/event/8001", b"\x01"),
+            ("someip/1234/0002/event/8001", b"\x02"),
+            ("someip/1235/0001/event/8001", b"\x03"),
+        ]
