@@ -15,6 +15,7 @@ from tests.integration.broker.support import PahoClient, publish_props
 PAIR = "{type: struct, fields: [{name: a, type: uint8}, {name: b, type: uint8}]}"
 
 CONSUME = f"""
+max_pending_calls: 1
 consume:
   - service_id: 0x1234
     instance_id: 1
@@ -42,7 +43,7 @@ def reply(client: PahoClient, correlation: bytes) -> tuple[int, bytes]:
 
 
 def test_mqtt_requests_call_the_methods_of_a_remote_service(tmp_path: Path) -> None:
-    methods = {1: "reverse", 2: "error:0x03", 3: "sleep:3", 4: "reverse"}
+    methods = {1: "reverse", 2: "error:0x03", 3: "sleep:5", 4: "reverse"}
     with (
         daemons("127.0.0.2") as (remote,),
         SomeipPeer.start(remote, role="server", service=0x1234, instance=1, methods=methods),
@@ -75,10 +76,16 @@ def test_mqtt_requests_call_the_methods_of_a_remote_service(tmp_path: Path) -> N
             code, payload = reply(dash, b"c3")
             assert code == 6
             assert json.loads(payload)["detail"] == "no response within 1s"
+            # That call holds its place until the service answers (or someipy gives up):
+            # with max_pending_calls 1, the next request is refused at once.
+            request(dash, 1, b"x", b"c6")
+            code, payload = reply(dash, b"c6")
+            assert (code, json.loads(payload)["detail"]) == (4, "too many calls in progress")
         stats = adapter_status(gw)["component_stats"]
     assert stats["calls"] == 4
     assert stats["call_timeouts"] == 1
     assert stats["requests_malformed"] == 1
+    assert stats["calls_refused"] == 1
 
 
 OFFER = f"""
