@@ -139,9 +139,7 @@ class DaemonConfig(ConfigModel):
     )
 
 
-class ConsumedEvent(ConfigModel):
-    """An event of a consumed service, published to MQTT."""
-
+class _Event(ConfigModel):
     id: Id16 = Field(description="Event id (usually 0x8000 and up).")
     eventgroup: Id16 | None = Field(
         default=None,
@@ -150,8 +148,13 @@ class ConsumedEvent(ConfigModel):
     protocol: Protocol = Field(default="udp", description="Transport of the event.")
     layout: LayoutDecl | None = Field(
         default=None,
-        description="Payload layout: published as JSON. Unset: the service's `layout`.",
+        description="Payload layout (the MQTT side is JSON); unset: the service's `layout`.",
     )
+
+
+class ConsumedEvent(_Event):
+    """An event of a consumed service, published to MQTT."""
+
     to_mqtt: Template | None = Field(
         default=None, description="Topic template; unset: the service's `to_mqtt`."
     )
@@ -163,27 +166,15 @@ class ConsumedEvent(ConfigModel):
     )
 
 
-class OfferedEvent(ConfigModel):
+class OfferedEvent(_Event):
     """An event of an offered service, fed from MQTT."""
 
-    id: Id16 = Field(description="Event id (usually 0x8000 and up).")
-    eventgroup: Id16 | None = Field(
-        default=None,
-        description="Eventgroup it is sent in; may be left out when the service lists one.",
-    )
-    protocol: Protocol = Field(default="udp", description="Transport of the event.")
-    layout: LayoutDecl | None = Field(
-        default=None,
-        description="Payload layout: MQTT messages are JSON. Unset: the service's `layout`.",
-    )
     from_mqtt: Template | None = Field(
         default=None, description="Topic whose messages are sent; unset: the service's."
     )
 
 
-class ConsumedMethod(ConfigModel):
-    """A method of a consumed service, called by MQTT 5 requests."""
-
+class _Method(ConfigModel):
     id: Id16 = Field(description="Method id.")
     protocol: Protocol = Field(default="udp", description="Transport of the call.")
     request_layout: LayoutDecl | None = Field(
@@ -192,22 +183,19 @@ class ConsumedMethod(ConfigModel):
     response_layout: LayoutDecl | None = Field(
         default=None, description="Layout of the response payload (JSON on MQTT); unset: raw."
     )
+
+
+class ConsumedMethod(_Method):
+    """A method of a consumed service, called by MQTT 5 requests."""
+
     from_mqtt: Template | None = Field(
         default=None, description="Request topic; unset: the service's `from_mqtt`."
     )
 
 
-class OfferedMethod(ConfigModel):
+class OfferedMethod(_Method):
     """A method of an offered service, answered by an MQTT 5 responder."""
 
-    id: Id16 = Field(description="Method id.")
-    protocol: Protocol = Field(default="udp", description="Transport of the call.")
-    request_layout: LayoutDecl | None = Field(
-        default=None, description="Layout of the request payload (JSON on MQTT); unset: raw."
-    )
-    response_layout: LayoutDecl | None = Field(
-        default=None, description="Layout of the response payload (JSON on MQTT); unset: raw."
-    )
     to_mqtt: Template | None = Field(
         default=None, description="Topic requests are published to; unset: the service's."
     )

@@ -190,13 +190,17 @@ class FeedRoute:
         return self.payload.from_mqtt(context.payload)
 
 
-class CallRoute:
-    """A consumed method: MQTT 5 request -> SOME/IP call; its result -> MQTT response."""
+class _MethodRoute:
+    """What both directions of a method have: ids, payloads, timeout, topic, meta."""
 
     __slots__ = ("meta", "method_id", "protocol", "request", "response", "timeout_s", "topic")
 
     def __init__(
-        self, service: ConsumedService, method: ConsumedMethod, named: Mapping[str, Any]
+        self,
+        service: ConsumedService | OfferedService,
+        method: ConsumedMethod | OfferedMethod,
+        topic: str,
+        named: Mapping[str, Any],
     ) -> None:
         self.method_id = method.id
         self.protocol = method.protocol
@@ -205,10 +209,21 @@ class CallRoute:
         self.timeout_s = service.timeout
         values = {"service": service.service_id, "instance": service.instance_id,
                   "method": method.id}  # fmt: skip
-        self.topic = TopicTemplate(method.from_mqtt or service.from_mqtt).render(values)
+        self.topic = TopicTemplate(topic).render(values)
         self.meta = _meta(
             service_id=service.service_id, instance_id=service.instance_id, method_id=method.id
         )
+
+
+class CallRoute(_MethodRoute):
+    """A consumed method: MQTT 5 request -> SOME/IP call; its result -> MQTT response."""
+
+    __slots__ = ()
+
+    def __init__(
+        self, service: ConsumedService, method: ConsumedMethod, named: Mapping[str, Any]
+    ) -> None:
+        super().__init__(service, method, method.from_mqtt or service.from_mqtt, named)
 
     def request_payload(self, context: Context) -> bytes:
         """The SOME/IP request payload; ``LayoutError`` with the field path."""
@@ -245,27 +260,16 @@ class CallRoute:
         return Context(topic, payload, request.qos, False, properties, origin, self.meta)
 
 
-class AnswerRoute:
+class AnswerRoute(_MethodRoute):
     """An offered method: SOME/IP request -> MQTT 5 request; MQTT response -> result."""
 
-    __slots__ = ("meta", "method_id", "protocol", "qos", "request", "response", "timeout_s",
-                 "topic")  # fmt: skip
+    __slots__ = ("qos",)
 
     def __init__(
         self, service: OfferedService, method: OfferedMethod, named: Mapping[str, Any]
     ) -> None:
-        self.method_id = method.id
-        self.protocol = method.protocol
-        self.request = Payload(method.request_layout, named)
-        self.response = Payload(method.response_layout, named)
-        self.timeout_s = service.timeout
+        super().__init__(service, method, method.to_mqtt or service.to_mqtt, named)
         self.qos = service.qos
-        values = {"service": service.service_id, "instance": service.instance_id,
-                  "method": method.id}  # fmt: skip
-        self.topic = TopicTemplate(method.to_mqtt or service.to_mqtt).render(values)
-        self.meta = _meta(
-            service_id=service.service_id, instance_id=service.instance_id, method_id=method.id
-        )
 
     def request_context(
         self, data: bytes, correlation: bytes, response_topic: str, origin: Origin

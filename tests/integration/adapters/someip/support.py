@@ -14,13 +14,14 @@ from typing import Any
 from paho.mqtt.client import MQTTMessage
 
 from tests.helpers.gateway import RunningGateway, running_gateway
-from tests.helpers.someip import SdNet
+from tests.helpers.someip import SdNet, SomeipPeer
 from tests.helpers.timeouts import unit
 from tests.integration.broker.support import PahoClient, wait_until
 
 __all__ = [
     "adapter_status",
     "adapter_yaml",
+    "first_event",
     "first_message",
     "gateway",
     "mqtt",
@@ -122,3 +123,19 @@ def first_message(
                 client.drain(0.3)  # the other sends that got through
                 return message
     raise AssertionError(f"nothing on {topic}")
+
+
+def first_event(
+    ecu: SomeipPeer, send: Callable[[], object], event_id: int, timeout: float | None = None
+) -> dict[str, Any]:
+    """Calls ``send`` every 0.3 s until the someipy client app ``ecu`` reports event
+    ``event_id`` (its subscription is acknowledged some time after the offer); that
+    report."""
+    deadline = time.monotonic() + (unit(15) if timeout is None else timeout)
+    while time.monotonic() < deadline:
+        send()
+        try:
+            return ecu.wait("event", lambda e: e["event"] == event_id, timeout=0.3)
+        except TimeoutError:
+            continue
+    raise AssertionError(f"event 0x{event_id:04x} never arrived")

@@ -15,6 +15,7 @@ from tests.helpers.timeouts import unit
 from tests.integration.adapters.someip.support import (
     adapter_status,
     adapter_yaml,
+    first_event,
     first_message,
     gateway,
     mqtt,
@@ -70,15 +71,9 @@ def test_one_daemon_serves_server_and_client_apps_and_the_gateway(tmp_path: Path
             request(dash, 1, b"ab", b"k")
             assert reply(dash, b"k") == (0, b"ba")
             ecu.wait("available")
-            for _ in range(int(unit(15) / 0.3)):
-                dash.publish("someip/2000/0003/event/8001", b"\x05", qos=1)
-                try:
-                    got = ecu.wait("event", timeout=0.3)
-                    break
-                except TimeoutError:
-                    continue
-            else:
-                raise AssertionError("the client app got no event")
+            got = first_event(
+                ecu, lambda: dash.publish("someip/2000/0003/event/8001", b"\x05", qos=1), 0x8001
+            )
             assert got == {"ev": "event", "event": 0x8001, "payload": "05"}
 
 

@@ -14,6 +14,7 @@ from tests.helpers.someip import SomeipPeer, daemons
 from tests.helpers.timeouts import unit
 from tests.integration.adapters.someip.support import (
     adapter_status,
+    first_event,
     first_message,
     gateway,
     mqtt,
@@ -139,7 +140,7 @@ def test_mqtt_feeds_the_events_of_an_offered_service_to_a_remote_client(tmp_path
                 def send() -> None:
                     feeder.publish("raw/speed", b"\x07", qos=1)
 
-                first = _first_event(ecu, send, 0x8002)
+                first = first_event(ecu, send, 0x8002)
                 assert first["payload"] == "07"
                 feeder.publish(
                     "someip/2000/0003/event/8001", b'{"speed_kmh": 27.7, "valid": true}', qos=1
@@ -153,16 +154,6 @@ def test_mqtt_feeds_the_events_of_an_offered_service_to_a_remote_client(tmp_path
                 assert ecu.wait("event")["payload"] == "08"
                 stats = adapter_status(gw)["component_stats"]
         assert stats["feeds_malformed"] == 2
-
-
-def _first_event(ecu: SomeipPeer, send: object, event_id: int) -> dict[str, object]:
-    for _ in range(int(unit(15) / 0.3)):
-        send()  # type: ignore[operator]
-        try:
-            return ecu.wait("event", lambda e: e["event"] == event_id, timeout=0.3)
-        except TimeoutError:
-            continue
-    raise AssertionError(f"event 0x{event_id:04x} never arrived")
 
 
 TWO_INSTANCES = """

@@ -14,7 +14,7 @@ import yaml
 from tests.helpers.gateway import running_gateway
 from tests.helpers.someip import SomeipPeer, daemons
 from tests.helpers.timeouts import unit
-from tests.integration.adapters.someip.support import wait_state
+from tests.integration.adapters.someip.support import first_event, wait_state
 
 DOC = Path(__file__).resolve().parents[4] / "docs" / "adapters" / "someip.md"
 
@@ -78,18 +78,15 @@ def test_the_vehicle_speed_example(tmp_path: Path) -> None:
                 ecus, role="client", service=0x2000, instance=1, eventgroups={1: [0x8001]}
             ) as display:
                 advice = '{"limit_kmh": 80, "source": "cloud"}'
-                for _ in range(int(unit(15) / 0.3)):
-                    subprocess.run(
+                event = first_event(
+                    display,
+                    lambda: subprocess.run(
                         clients(port, "mosquitto_pub", "-t", "cloud/speed-advice", "-m", advice),
-                        check=True, timeout=unit(5),
-                    )  # fmt: skip
-                    try:
-                        event = display.wait("event", timeout=0.3)
-                        break
-                    except TimeoutError:
-                        continue
-                else:
-                    raise AssertionError("the display got no speed advice")
+                        check=True,
+                        timeout=unit(5),
+                    ),
+                    0x8001,
+                )
                 assert event["payload"] == "005000000009efbbbf636c6f756400"
             # The retained status of both services.
             status = subprocess.run(
