@@ -5,12 +5,14 @@ The only module that imports someipy (its daemon, in its own process, is run by
 daemon, ``someipyd``, over a Unix socket. The adapter connects to one
 (``daemon.socket_path``) or starts and watches its own (``process.py``), then:
 
-- **consume**: one daemon connection per consumed service (the daemon's client library
-  tells events of two instances of one service apart by nothing else). It subscribes the
-  eventgroups and publishes each event (``messages.EventRoute``); MQTT 5 requests on a
-  method's topic become calls, answered on the response topic (``CallRoute``).
-- **offer**: one connection per offered service; events are fed from MQTT topics
-  (``FeedRoute``), method calls become MQTT 5 requests to a responder (``AnswerRoute``).
+- **consume**: it subscribes the eventgroups of each consumed service and publishes
+  each event (``messages.EventRoute``); MQTT 5 requests on a method's topic become
+  calls, answered on the response topic (``CallRoute``). The n-th consumed instance of
+  each service id uses daemon connection n: someipy's client library tells the events
+  of two instances of one service apart by nothing else.
+- **offer**: offered services share one connection; their events are fed from MQTT
+  topics (``FeedRoute``), method calls become MQTT 5 requests to a responder
+  (``AnswerRoute``).
 - **availability**: a socket joined to the service discovery multicast group hears
   offers and stop-offers (the daemon keeps them to itself); ``availability.py`` turns
   them into ``offered`` / ``stopped`` / ``expired``, published retained. The adapter is
@@ -26,12 +28,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import socket
 import struct
 import time
-import uuid
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from someipy import (
@@ -62,19 +63,16 @@ from adapters.someip.config import (
     eventgroup_of,
 )
 from adapters.someip.messages import (
-    E_MALFORMED_MESSAGE,
     E_NOT_OK,
-    E_NOT_REACHABLE,
-    E_NOT_READY,
-    E_TIMEOUT,
     AnswerRoute,
     CallRoute,
     EventRoute,
     FeedRoute,
     status_context,
 )
+from adapters.someip.methods import MethodCalls
+from adapters.someip.network import discovery_socket, free_port
 from adapters.someip.process import DaemonProcess
-from broker_core.context import Context
 from broker_core.errors import AdapterConnectionError
 from broker_core.lograte import RateLimitedLog
 from gateway.components import Host
@@ -131,23 +129,6 @@ def _quiet_someipy() -> None:
         logger = logging.getLogger(f"someipy.{name}")
         if not any(isinstance(h, logging.StreamHandler) for h in logger.handlers):
             logger.addHandler(_Muted())
-
-
-def _free_port(host: str, tcp: bool) -> int:
-    """A UDP port (and the same TCP port when ``tcp``) free on ``host`` a moment ago."""
-    for _ in range(20):
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
-            udp.bind((host, 0))
-            port = int(udp.getsockname()[1])
-            if not tcp:
-                return port
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as stream:
-                try:
-                    stream.bind((host, port))
-                except OSError:
-                    continue
-                return port
-    raise AdapterConnectionError(f"no free port on {host}")
 
 
 class _Link:
@@ -235,8 +216,7 @@ class SomeipAdapter:
         self._hub: HubClient | None = None
         self._host: Host | None = None
         self._servers: list[tuple[OfferedService, Any]] = []
-        self._answers: dict[bytes, asyncio.Future[Context | None]] = {}
-        self._calls = 0
+        self._methods: MethodCalls | None = None
         self._changed = asyncio.Event()
         self._warn = RateLimitedLog(log)
 
@@ -244,6 +224,7 @@ class SomeipAdapter:
 
     async def run(self, hub: HubClient, host: Host) -> None:
         self._hub, self._host = hub, host
+        self._methods = MethodCalls(self.config, hub, self.counts, self._warn)
         _quiet_someipy()
         for status in self.availability.statuses():
             self._publish_status(status)
@@ -270,9 +251,7 @@ class SomeipAdapter:
                     await link.close()
             if daemon is not None:
                 await daemon.close()
-            for future in self._answers.values():
-                future.cancel()
-            self._answers.clear()
+            self._methods.close()
             self._servers.clear()
 
     async def _start(
@@ -288,7 +267,7 @@ class SomeipAdapter:
         client instance of its service id on the connection, whatever the instance, so
         two instances of one service need two connections: the n-th consumed instance
         of each service id uses connection n. Offered services share one."""
-        assert self._hub is not None
+        assert self._hub is not None and self._methods is not None
         opened: dict[object, _Link] = {}
 
         async def link_for(slot: object) -> _Link:
@@ -304,7 +283,7 @@ class SomeipAdapter:
             instances[service.service_id] += 1
             client = self._consume(link, service, events)
             if calls:
-                tg.create_task(self._serve_calls(tg, client, service, calls))
+                tg.create_task(self._methods.serve(tg, client, calls))
         for offered, feeds, answers in self.offered:
             link = await link_for("offer")
             server = await self._offer(link, offered, answers)
@@ -313,7 +292,7 @@ class SomeipAdapter:
                 tg.create_task(self._feed(link, offered, server, feeds))
         if any(answers for _, _, answers in self.offered):
             responses = self._hub.subscribe(self.config.responses, qos=1)
-            tg.create_task(self._collect_answers(responses))
+            tg.create_task(self._methods.collect(responses))
         if daemon is not None:
             tg.create_task(self._watch_daemon(daemon))
         tg.create_task(self._expire())
@@ -340,18 +319,12 @@ class SomeipAdapter:
         for status in self.availability.statuses():
             state = STOPPED if status.key in offered_keys else UNKNOWN
             if status.state != state:
-                self._publish_status(
-                    Status(
-                        status.service_id,
-                        status.instance_id,
-                        state,
-                        status.major_version,
-                        status.minor_version,
-                    )
-                )
+                self._publish_status(replace(status, state=state, endpoint=None, ttl_s=None))
 
     def stats(self) -> dict[str, int]:
-        return {**self.counts, "calls_pending": self._calls, "answers_pending": len(self._answers)}
+        methods = self._methods
+        pending = (methods.calls_pending, len(methods.answers)) if methods else (0, 0)
+        return {**self.counts, "calls_pending": pending[0], "answers_pending": pending[1]}
 
     async def _watch_link(self, link: _Link) -> None:
         await link.closed()
@@ -364,21 +337,7 @@ class SomeipAdapter:
     # -- availability ------------------------------------------------------------------
 
     async def _listen_sd(self) -> asyncio.DatagramTransport:
-        """A socket in the discovery multicast group, beside the daemon's (both reuse
-        the address, so both get every datagram)."""
-        config = self.config.daemon
-        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_UDP)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((config.sd_address, config.sd_port))
-            membership = socket.inet_aton(config.sd_address) + socket.inet_aton(config.interface)
-            sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, membership)
-        except OSError as exc:
-            sock.close()
-            raise AdapterConnectionError(
-                f"cannot join service discovery {config.sd_address}:{config.sd_port} on"
-                f" {config.interface}: {exc}"
-            ) from exc
+        sock = discovery_socket(self.config.daemon)
         loop = asyncio.get_running_loop()
         transport, _ = await loop.create_datagram_endpoint(
             lambda: _Datagrams(self._on_sd), sock=sock
@@ -492,7 +451,7 @@ class SomeipAdapter:
         for group in groups:
             builder.with_eventgroup(group)
         interface = self.config.daemon.interface
-        port = service.endpoint_port or _free_port(interface, tcp=False)
+        port = service.endpoint_port or free_port(interface, tcp=False)
         client = ClientServiceInstance(
             link.client, builder.build(), service.instance_id, interface, port
         )
@@ -540,92 +499,6 @@ class SomeipAdapter:
 
         return on_event
 
-    async def _serve_calls(
-        self,
-        tg: asyncio.TaskGroup,
-        client: Any,
-        service: ConsumedService,
-        calls: dict[str, CallRoute],
-    ) -> None:
-        assert self._hub is not None
-        subscription = self._hub.subscribe(
-            *calls, qos=1, maxsize=self.config.queue_size, retained=False
-        )
-        async for request in subscription:
-            route = calls.get(request.topic)
-            if route is None:
-                continue
-            if self._calls >= self.config.max_pending_calls:
-                self.counts["calls_refused"] += 1
-                self._respond(
-                    route.error(
-                        request, E_NOT_READY, "too many calls in progress", self._hub.origin
-                    )
-                )
-                continue
-            try:
-                payload = route.request_payload(request)
-            except MappingError as exc:
-                self.counts["requests_malformed"] += 1
-                self._respond(
-                    route.error(request, E_MALFORMED_MESSAGE, f"request {exc}", self._hub.origin)
-                )
-                continue
-            self._calls += 1
-            call = tg.create_task(self._invoke(client, route.method_id, payload))
-            tg.create_task(self._answer_call(route, request, call))
-
-    async def _invoke(self, client: Any, method_id: int, payload: bytes) -> tuple[int, bytes, str]:
-        """One call through someipy; (return code, payload, detail), never raises.
-
-        Runs to the library's own end (it waits up to 10 s for a response and cleans up
-        after itself), even when the MQTT requester was answered with a timeout before:
-        cancelling it mid-way would leave someipy's bookkeeping inconsistent."""
-        try:
-            result = await client.call_method(method_id, payload)
-        except TimeoutError:
-            return E_TIMEOUT, b"", "no response"
-        except RuntimeError as exc:  # someipy: the service is not found
-            return E_NOT_REACHABLE, b"", str(exc)
-        except Exception as exc:  # someipy raises bare Exceptions on daemon trouble
-            log.warning(
-                "someip %s: calling method 0x%04x failed: %r", self.config.name, method_id, exc
-            )
-            return E_NOT_OK, b"", f"the call failed: {exc}"
-        finally:
-            self._calls -= 1
-        code = result.return_code.value
-        return code, result.payload, ""
-
-    async def _answer_call(
-        self, route: CallRoute, request: Context, call: asyncio.Task[tuple[int, bytes, str]]
-    ) -> None:
-        assert self._hub is not None
-        origin = self._hub.origin
-        self.counts["calls"] += 1
-        try:
-            async with asyncio.timeout(route.timeout_s):
-                code, payload, detail = await asyncio.shield(call)
-        except TimeoutError:
-            code, payload, detail = E_TIMEOUT, b"", ""
-        if code == E_TIMEOUT:
-            self.counts["call_timeouts"] += 1
-            response = route.error(
-                request, E_TIMEOUT, f"no response within {route.timeout_s:g}s", origin
-            )
-        elif detail:
-            self.counts["call_errors"] += 1
-            response = route.error(request, code, detail, origin)
-        else:
-            if code:
-                self.counts["call_errors"] += 1
-            response = route.answer(request, code, payload, origin)
-        self._respond(response)
-
-    def _respond(self, response: Context | None) -> None:
-        if response is not None and self._hub is not None:
-            self._hub.publish(response)
-
     # -- offer -------------------------------------------------------------------------
 
     async def _offer(self, link: _Link, service: OfferedService, answers: list[AnswerRoute]) -> Any:
@@ -645,7 +518,7 @@ class SomeipAdapter:
         tcp = any(m.protocol == "tcp" for m in service.method_list()) or any(
             e.protocol == "tcp" for e in service.event_list()
         )
-        port = service.endpoint_port or _free_port(interface, tcp)
+        port = service.endpoint_port or free_port(interface, tcp)
         server = ServerServiceInstance(
             link.client,
             builder.build(),
@@ -700,7 +573,8 @@ class SomeipAdapter:
     def _method_handler(self, route: AnswerRoute) -> Callable[[bytes, tuple[str, int]], Any]:
         async def handle(payload: bytes, addr: tuple[str, int]) -> MethodResult:
             try:
-                code, data = await self._answer(route, payload, addr)
+                assert self._methods is not None
+                code, data = await self._methods.answer(route, payload, addr)
             except Exception:
                 log.exception(
                     "someip %s: answering method 0x%04x failed", self.config.name, route.method_id
@@ -713,75 +587,6 @@ class SomeipAdapter:
             return result
 
         return handle
-
-    async def _answer(
-        self, route: AnswerRoute, payload: bytes, addr: tuple[str, int]
-    ) -> tuple[int, bytes]:
-        """A SOME/IP request from ``addr``, answered by an MQTT responder: (code, payload)."""
-        hub = self._hub
-        assert hub is not None
-        self.counts["requests"] += 1
-        if len(self._answers) >= self.config.max_pending_calls:
-            self.counts["calls_refused"] += 1
-            return E_NOT_READY, b""
-        correlation = uuid.uuid4().bytes
-        try:
-            request = route.request_context(payload, correlation, self.config.responses, hub.origin)
-        except MappingError as exc:
-            self.counts["requests_malformed"] += 1
-            self._warn.warning(
-                time.monotonic(),
-                "someip %s: a request to method 0x%04x from %s:%d does not fit: %s",
-                self.config.name,
-                route.method_id,
-                addr[0],
-                addr[1],
-                exc,
-            )
-            return E_MALFORMED_MESSAGE, b""
-        future: asyncio.Future[Context | None] = asyncio.get_running_loop().create_future()
-        self._answers[correlation] = future
-
-        def published(code: int) -> None:
-            if (code >= 0x80 or code == _NO_SUBSCRIBERS) and not future.done():
-                future.set_result(None)
-
-        try:
-            hub.publish(request, published)
-            async with asyncio.timeout(route.timeout_s):
-                response = await future
-        except TimeoutError:
-            self.counts["answer_timeouts"] += 1
-            return E_NOT_OK, b""
-        finally:
-            self._answers.pop(correlation, None)
-        if response is None:
-            self.counts["answers_missing"] += 1
-            return E_NOT_READY, b""
-        try:
-            code, data = route.result(response)
-        except MappingError as exc:
-            self.counts["answers_malformed"] += 1
-            self._warn.warning(
-                time.monotonic(),
-                "someip %s: the response on %s for method 0x%04x does not fit: %s",
-                self.config.name,
-                response.topic,
-                route.method_id,
-                exc,
-            )
-            return E_NOT_OK, b""
-        self.counts["answers"] += 1
-        return code, data
-
-    async def _collect_answers(self, subscription: HubSubscription) -> None:
-        async for response in subscription:
-            correlation = response.properties.correlation_data
-            future = self._answers.get(correlation) if correlation is not None else None
-            if future is None or future.done():
-                self.counts["answers_unmatched"] += 1
-                continue
-            future.set_result(response)
 
 
 async def _failure(group: BaseExceptionGroup, daemon: DaemonProcess | None) -> BaseException:
