@@ -138,3 +138,16 @@ def test_the_own_daemon_ends_with_a_killed_gateway(tmp_path: Path) -> None:
         assert time.monotonic() - started < unit(10)
     finally:
         broker.stop()
+
+
+def test_an_unreachable_daemon_is_retried_with_backoff_and_the_broker_serves_on(
+    tmp_path: Path,
+) -> None:
+    net = sd_net()
+    missing = str(tmp_path / "nobody.sock")
+    with gateway(tmp_path, net, CONSUME, socket_path=missing) as gw:
+        status = wait_state(gw, "backing_off")
+        assert f"cannot connect to someipyd at {missing}" in status["last_error"]
+        with mqtt(gw, "still-here", "ping") as client:
+            client.publish("ping", b"1", qos=1)
+            assert client.expect_message(unit(5)).payload == b"1"
