@@ -98,7 +98,7 @@ def _mosquitto_command(port: int, workdir: Path) -> list[str]:
     return [MOSQUITTO, "-c", str(config)]
 
 
-def _edgebus_command(port: int, workdir: Path) -> list[str]:
+def _edgebus_command(port: int, workdir: Path, extra_yaml: str = "") -> list[str]:
     data_dir = workdir / "data"
     data_dir.mkdir()
     config = workdir / "edgebus.yaml"
@@ -114,7 +114,7 @@ def _edgebus_command(port: int, workdir: Path) -> list[str]:
         "  max_queued_bytes: 2GB\n"
         # The HTTP API on an ephemeral port, out of the way of anything on 8081.
         "api:\n"
-        "  bind: 127.0.0.1:0\n"
+        "  bind: 127.0.0.1:0\n" + extra_yaml
     )
     script = Path(sys.executable).parent / "edgebus"
     if script.exists():
@@ -154,9 +154,16 @@ def _stop(process: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
 
 
 @contextlib.contextmanager
-def launch(kind: str, ready_timeout_s: float = 30.0) -> Iterator[RunningBroker]:
-    """Start a fresh broker of ``kind`` ("mosquitto" or "edgebus"); stop it on exit."""
-    builders = {"mosquitto": _mosquitto_command, "edgebus": _edgebus_command}
+def launch(
+    kind: str, ready_timeout_s: float = 30.0, edgebus_yaml: str = ""
+) -> Iterator[RunningBroker]:
+    """Start a fresh broker of ``kind`` ("mosquitto" or "edgebus"); stop it on exit.
+
+    ``edgebus_yaml``: top-level keys added to edgebus's configuration (an adapter)."""
+    builders = {
+        "mosquitto": _mosquitto_command,
+        "edgebus": lambda port, workdir: _edgebus_command(port, workdir, edgebus_yaml),
+    }
     if kind not in builders:
         raise ValueError(f"unknown broker {kind!r}; expected one of {BROKER_KINDS}")
     workdir = Path(tempfile.mkdtemp(prefix=f"bench-{kind}-"))
