@@ -138,7 +138,7 @@ def passwd(
     """
     from broker_core.passwords import (
         DEFAULT_ITERATIONS,
-        PasswordHash,
+        StoredPassword,
         hash_password,
         read_password_file,
         username_problem,
@@ -154,7 +154,7 @@ def passwd(
     problem = username_problem(username)
     if problem is not None:
         raise click.BadParameter(problem, param_hint="USERNAME")
-    users: dict[str, PasswordHash] = {}
+    users: dict[str, StoredPassword] = {}
     if not create:
         if not file.exists():
             raise click.ClickException(f"{file} does not exist (-c creates it)")

@@ -48,7 +48,8 @@ class AuthConfig(ConfigModel):
 
     password_file: Annotated[Path, PathSpec()] | None = Field(
         default=None,
-        description="File of `user:$pbkdf2-sha256$...` lines, written by `edgebus passwd`.",
+        description="File of `user:$pbkdf2-sha256$...` lines, written by `edgebus passwd`;"
+        " a file written by `mosquitto_passwd` (`$6$`, `$7$` hashes) works too.",
     )
     http: HttpAuthConfig | None = Field(
         default=None,
