@@ -52,6 +52,11 @@ class ScramAuthenticator:
             client_final = await exchange.challenge(server_first)
             server_final = server.client_final(client_final or b"")
         except ScramError as exc:
-            log.info("SCRAM authentication of %s failed: %s", request.client_id, exc)
+            log.info(
+                "SCRAM authentication of %s failed: %s",
+                request.client_id,
+                exc,
+                extra={"client_id": request.client_id},
+            )
             return AuthResult.refuse(ReasonCode.BAD_USER_NAME_OR_PASSWORD)
         return AuthResult(True, username=server.username, auth_data=server_final)

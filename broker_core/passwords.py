@@ -279,7 +279,8 @@ def read_password_file(path: Path) -> dict[str, StoredPassword]:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read the password file: {exc}") from exc
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(f"{path}: cannot read the password file: {reason}") from exc
     users: dict[str, StoredPassword] = {}
     problems: list[str] = []
     for number, line in enumerate(text.splitlines(), 1):

@@ -21,7 +21,14 @@ from broker_core.mqtt.reason_codes import ReasonCode
 from broker_core.store.base import MemoryStore, Store
 from broker_core.store.sqlite import SqliteStore
 from broker_core.sys_topics import SysTopics
-from gateway.config import GatewayConfig, ListenerConfig, MqttConfig, load_config
+from gateway.binding import bind_error
+from gateway.config import (
+    GatewayConfig,
+    ListenerConfig,
+    MqttConfig,
+    inactive_sections,
+    load_config,
+)
 from gateway.hub import Hub
 from gateway.security import build_security
 from gateway.supervisor import AdapterSupervisor
@@ -147,10 +154,17 @@ class Gateway:
         try:
             async with asyncio.TaskGroup() as tg:
                 self._tg = tg
-                for listener in self.config.listeners:
-                    self._servers.append(await self._start_listener(listener))
+                for index, listener in enumerate(self.config.listeners):
+                    try:
+                        self._servers.append(await self._start_listener(listener))
+                    except OSError as exc:
+                        where = ("listeners", index, "bind")
+                        raise bind_error(where, listener.name, listener.bind, exc) from exc
                 if self.api is not None:
-                    await self.api.start()
+                    try:
+                        await self.api.start()
+                    except OSError as exc:
+                        raise bind_error(("api", "bind"), None, self.config.api.bind, exc) from exc
                     tg.create_task(self.api.serve(), name="http-api")
                 housekeeping = tg.create_task(self.broker.run(), name="broker-housekeeping")
                 sys_task = tg.create_task(self.sys_topics.run(), name="sys-topics")
@@ -173,21 +187,8 @@ class Gateway:
 
     def _warn_inactive_sections(self) -> None:
         """Sections this release validates and lists but does not run (yet)."""
-        config = self.config
-        inactive = {
-            "bridges": [b.name for b in config.bridges if b.enabled],
-            "rules": [r.name for r in config.rules if r.enabled],
-            "webhooks": [w.name for w in config.webhooks],
-            "stream": ["stream"] if config.stream.enabled else [],
-        }
-        for section, names in inactive.items():
-            if names:
-                log.warning(
-                    "%s configured (%s) but not run by this release; see docs/%s.md",
-                    section,
-                    ", ".join(names),
-                    {"bridges": "bridges", "stream": "spark"}.get(section, "rules"),
-                )
+        for path, message in inactive_sections(self.config):
+            log.warning("%s %s", path[0], message)
 
     async def _start_listener(self, listener: ListenerConfig) -> asyncio.Server:
         host, port = listener.bind.host, listener.bind.port

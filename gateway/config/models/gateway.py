@@ -12,8 +12,9 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from gateway.config.errors import FieldProblems, format_path
+from gateway.config.files import checks_files, data_dir_problem, key_file_problem
 from gateway.config.models.adapters import AdapterConfig
-from gateway.config.models.api import ApiConfig
+from gateway.config.models.api import ApiConfig, default_key_file
 from gateway.config.models.base import ConfigModel
 from gateway.config.models.bridges import BridgeConfig
 from gateway.config.models.listeners import ListenerConfig
@@ -115,6 +116,27 @@ class GatewayConfig(ConfigModel):
     @model_validator(mode="after")
     def _webhooks_named_by_rules_exist(self) -> Self:
         problems = check_webhook_references(self.rules, self.webhooks)
+        if problems:
+            raise FieldProblems(problems)
+        return self
+
+    @model_validator(mode="after")
+    def _state_can_be_kept(self, info: ValidationInfo) -> Self:
+        """With the file checks: the data directory and the generated API key file."""
+        if not checks_files(info.context):
+            return self
+        problems: list[tuple[tuple[str | int, ...], str]] = []
+        if self.persistence == "sqlite":
+            problem = data_dir_problem(self.data_dir)
+            if problem is not None:
+                problems.append((("data_dir",), problem))
+        api = self.api
+        if api.enabled and not api.keys and not api.users:
+            path = api.key_file or default_key_file(self.data_dir)
+            problem = key_file_problem(path)
+            if problem is not None:
+                at: tuple[str | int, ...] = ("api", "key_file") if api.key_file else ("api",)
+                problems.append((at, f"the API key file: {problem}"))
         if problems:
             raise FieldProblems(problems)
         return self

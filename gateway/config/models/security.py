@@ -6,8 +6,10 @@ from ipaddress import IPv4Network, IPv6Network
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
+from gateway.config.errors import FieldProblems
+from gateway.config.files import checks_files, password_file_problems
 from gateway.config.models.base import ConfigModel
 from gateway.config.values import DurationSpec, HttpUrlSpec, NetworkSpec, PathSpec, TopicFilterSpec
 
@@ -60,6 +62,15 @@ class AuthConfig(ConfigModel):
         description="Offer MQTT 5 enhanced authentication (SCRAM-SHA-256) against the"
         " users of `password_file`.",
     )
+
+    @field_validator("password_file")
+    @classmethod
+    def _readable_users(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        if value is not None and checks_files(info.context):
+            problems = password_file_problems(value)
+            if problems:
+                raise FieldProblems(((), problem) for problem in problems)
+        return value
 
 
 class AclRule(ConfigModel):
