@@ -48,9 +48,16 @@ def _validate(
         problems += [problem for problem in found if not _restates(problem, document.unresolved)]
     if problems:
         problems.sort(key=lambda problem: problem.line)
-        lines = [problem.render(filename) for problem in problems]
+        lines = [_render(problem, filename, document) for problem in problems]
         raise ConfigError("\n".join(lines), lines)
     return config, document
+
+
+def _render(problem: Problem, filename: str, document: YamlDocument) -> str:
+    """``problem.render``, or ``file: path (default): ...`` for a key the file lacks."""
+    if problem.path and problem.path[:1] not in document.lines:
+        return f"{filename}: {format_path(problem.path)} (default): {problem.message}"
+    return problem.render(filename)
 
 
 def parse_model(
