@@ -71,6 +71,13 @@ SALT_BYTES = 16
 HASH_BYTES = 32  # one SHA-256 block: PBKDF2 equals SCRAM's Hi()
 
 
+def _b64(text: str, what: str) -> bytes:
+    try:
+        return base64.b64decode(text, validate=True)
+    except binascii.Error as exc:
+        raise ValueError(f"{what} must be base64: {exc}") from None
+
+
 @dataclass(frozen=True, slots=True)
 class PasswordHash:
     """One stored password: SaltedPassword = PBKDF2-HMAC-SHA256(password, salt, iterations)."""
@@ -100,23 +107,12 @@ class PasswordHash:
         iterations = int(parts[2])
         if not MIN_ITERATIONS <= iterations <= MAX_ITERATIONS:
             raise ValueError(f"iterations must be {MIN_ITERATIONS} to {MAX_ITERATIONS}")
-        try:
-            salt = base64.b64decode(parts[3], validate=True)
-            digest = base64.b64decode(parts[4], validate=True)
-        except binascii.Error as exc:
-            raise ValueError(f"salt and hash must be base64: {exc}") from None
+        salt, digest = _b64(parts[3], "salt"), _b64(parts[4], "hash")
         if not salt:
             raise ValueError("empty salt")
         if len(digest) != HASH_BYTES:
             raise ValueError(f"the hash must be {HASH_BYTES} bytes, got {len(digest)}")
         return cls(iterations, salt, digest)
-
-
-def _b64(text: str, what: str) -> bytes:
-    try:
-        return base64.b64decode(text, validate=True)
-    except binascii.Error as exc:
-        raise ValueError(f"{what} must be base64: {exc}") from None
 
 
 @dataclass(frozen=True, slots=True)
