@@ -62,7 +62,9 @@ def log_handler(config: LoggingConfig) -> logging.Handler:
 
 
 def configure_logging(config: LoggingConfig) -> None:
-    """Replaces the root logger's handlers with the one ``config`` asks for."""
+    """Replaces the root logger's handlers with the one ``config`` asks for; Python's
+    warnings go there too (logger ``py.warnings``), so a JSON log stays JSON."""
     logging.basicConfig(
         level=getattr(logging, config.level.upper()), handlers=[log_handler(config)], force=True
     )
+    logging.captureWarnings(True)
