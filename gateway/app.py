@@ -125,7 +125,7 @@ class Gateway:
 
         Clients stay connected. Adapters whose configuration changed restart; new ones
         start, removed ones stop. Sections that need a restart (listeners, mqtt,
-        persistence, data_dir, node_name, api) are reported, not applied. Returns what
+        persistence, data_dir, node_name, api, logging) are reported, not applied. Returns what
         was reloaded; raises ConfigError (and changes nothing) when the file is invalid.
         """
         if self.config_path is None:
@@ -142,6 +142,8 @@ class Gateway:
         ]
         if getattr(new, "api", None) != getattr(self.config, "api", None):
             fixed.append("api")
+        if new.logging != self.config.logging:
+            fixed.append("logging")  # the CLI installed its handler at the start
         for name in fixed:
             log.warning("reload: the change to %r takes effect at the next restart", name)
         self.config = new.model_copy(update={name: getattr(self.config, name) for name in fixed})

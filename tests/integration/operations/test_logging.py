@@ -80,3 +80,16 @@ def test_a_log_file_rotated_at_max_size(tmp_path: Path) -> None:
         assert path.stat().st_size <= 2000
     assert json_lines(log.with_suffix(".log.2"), log.with_suffix(".log.1"), log)
     assert gw.stderr_path.read_text() == ""  # everything went to the file
+
+
+def test_a_logging_change_on_sighup_waits_for_the_restart(tmp_path: Path) -> None:
+    """The CLI installs the handler at the start: SIGHUP says so instead of pretending."""
+    with EdgebusProcess(tmp_path, "api:\n  enabled: false\n") as gw:
+        gw.config.write_text(gw.config.read_text() + "logging:\n  format: json\n")
+        assert gw.process is not None
+        gw.process.send_signal(signal.SIGHUP)
+        wait_for_line(gw.stderr_path, "configuration reloaded")
+        log = gw.stderr_path.read_text()
+        assert "reload: the change to 'logging' takes effect at the next restart" in log
+        assert not any(line.startswith("{") for line in log.splitlines())
+        assert gw.signal_and_wait(signal.SIGTERM) == 0
