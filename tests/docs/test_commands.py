@@ -99,7 +99,12 @@ class Session:
         ]
         if command == "make run":
             planned = subprocess.run(
-                ["make", "-n", "run"], cwd=self.root, capture_output=True, text=True, check=True
+                ["make", "--dry-run", "--no-print-directory", "run"],
+                cwd=self.root,
+                env=self.env,  # not this test's: under `make test` MAKEFLAGS are set
+                capture_output=True,
+                text=True,
+                check=True,
             )
             assert planned.stdout.splitlines()[-1].strip() == ".venv/bin/edgebus run"
             defaults = self.scratch / "defaults.yaml"
