@@ -75,6 +75,14 @@ TYPES: dict[tuple[str, str], ComponentType] = {
         component="adapters.loopback.adapter:LoopbackAdapter",
         config="adapters.loopback.config:LoopbackAdapterConfig",
     ),
+    (ADAPTER, "zmq"): ComponentType(
+        ADAPTER,
+        "zmq",
+        component="adapters.zmq.adapter:ZmqAdapter",
+        config="adapters.zmq.config:ZmqAdapterConfig",
+        extra="zmq",
+        library="zmq",
+    ),
 }
 
 #: Config sections holding a list of instances: section -> kind.

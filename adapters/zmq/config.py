@@ -1,0 +1,112 @@
+"""Configuration of the ``zmq`` adapter (ZeroMQ through pyzmq).
+
+```yaml
+adapters:
+  - type: zmq
+    name: floor
+    zmq_to_mqtt:
+      - socket: sub
+        connect: tcp://127.0.0.1:5556
+        subscribe: [sensors/]
+        to_mqtt: floor/{zmq.topic}
+    mqtt_to_zmq:
+      - from_mqtt: cmd/{robot}/{rest#}
+        socket: pub
+        bind: tcp://127.0.0.1:5557
+        topic: "{robot}/{rest}"
+```
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, ClassVar, Literal, Self
+
+from pydantic import Field, model_validator
+
+from adapters.sockets.config import InboundMapping, OutboundMapping
+from gateway.config.errors import FieldProblems
+from gateway.config.models.adapter_base import AdapterConfigBase
+from gateway.config.models.base import doc_default
+from gateway.config.values import DurationSpec
+
+__all__ = ["ZmqAdapterConfig", "ZmqInbound", "ZmqOutbound"]
+
+_SCHEMES = frozenset({"tcp", "ipc"})
+_FRAMES = "Frame layout: `multipart` (`[topic, payload]`), `prefix` (one frame `topic +" \
+    " delimiter + payload`, NanoMQ's `sub_pre`/`pub_pre`) or `raw` (one frame, the payload)."
+
+
+class ZmqInbound(InboundMapping):
+    """ZeroMQ messages to MQTT (`zmq_to_mqtt[]`): a `sub` or `pull` socket whose messages
+    are published, or a `rep` / `router` front whose requests go to an MQTT responder."""
+
+    REQUEST_SOCKETS: ClassVar[frozenset[str]] = frozenset({"rep", "router"})
+    SCHEMES: ClassVar[frozenset[str]] = _SCHEMES
+    TOPIC_KEY: ClassVar[str] = "zmq.topic"
+
+    socket: Literal["sub", "pull", "rep", "router"] = Field(
+        description="`sub`, `pull`; `rep` (one request at a time) or `router` (up to"
+        " `max_inflight`) to serve ZeroMQ requests with an MQTT 5 responder."
+    )
+    frames: Literal["multipart", "prefix", "raw"] = Field(
+        default="multipart",
+        description=_FRAMES,
+        json_schema_extra=doc_default("`multipart`; `raw` for `rep` and `router`"),
+    )
+
+
+class ZmqOutbound(OutboundMapping):
+    """MQTT messages to ZeroMQ (`mqtt_to_zmq[]`): sent on a `pub`, `xpub` or `push`
+    socket, or as requests to a ZeroMQ service (`req`, `dealer`) whose replies go back to
+    the MQTT 5 requester."""
+
+    REQUEST_SOCKETS: ClassVar[frozenset[str]] = frozenset({"req", "dealer"})
+    SCHEMES: ClassVar[frozenset[str]] = _SCHEMES
+    TOPIC_KEY: ClassVar[str] = "zmq.topic"
+
+    socket: Literal["pub", "xpub", "push", "req", "dealer"] = Field(
+        description="`pub`, `push`; `xpub` (subscribes on MQTT to what its ZeroMQ"
+        " subscribers subscribe to); `req` (one request at a time) or `dealer` (up to"
+        " `max_inflight`) to a ZeroMQ `rep`/`router` service."
+    )
+    frames: Literal["multipart", "prefix", "raw"] = Field(
+        default="multipart",
+        description=_FRAMES,
+        json_schema_extra=doc_default("`multipart`; `raw` for `req` and `dealer`"),
+    )
+
+    @model_validator(mode="after")
+    def _xpub_topic(self) -> Self:
+        if self.socket == "xpub":
+            head, found, tail = self.topic.partition("{mqtt.topic}")
+            if not found or tail or "{" in head:
+                raise FieldProblems(
+                    [(("topic",), "an xpub socket needs a topic of the form `[prefix]{mqtt.topic}`")]
+                )
+        return self
+
+
+class ZmqAdapterConfig(AdapterConfigBase):
+    """The `zmq` adapter: ZeroMQ sockets mapped to MQTT topics, both ways."""
+
+    type: Literal["zmq"] = Field(description="Adapter type.")
+    zmq_to_mqtt: tuple[ZmqInbound, ...] = Field(
+        default=(), description="ZeroMQ sockets whose messages (or requests) go to MQTT."
+    )
+    mqtt_to_zmq: tuple[ZmqOutbound, ...] = Field(
+        default=(), description="MQTT messages (or requests) sent on ZeroMQ sockets."
+    )
+    linger: Annotated[float, DurationSpec()] = Field(
+        default=1.0,
+        description="At shutdown, how long unsent messages may wait for their peers.",
+    )
+
+    @model_validator(mode="after")
+    def _some_mapping(self) -> Self:
+        if not self.zmq_to_mqtt and not self.mqtt_to_zmq:
+            raise ValueError("expected at least one entry in zmq_to_mqtt or mqtt_to_zmq")
+        names = [m.name for m in (*self.zmq_to_mqtt, *self.mqtt_to_zmq) if m.name is not None]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"mapping names must be unique: {', '.join(duplicates)}")
+        return self
