@@ -32,6 +32,7 @@ __all__ = [
     "InboundMapping",
     "OutboundMapping",
     "check_endpoints",
+    "check_mappings",
 ]
 
 MULTIPART = "multipart"
@@ -70,6 +71,18 @@ def check_endpoints(
     return problems
 
 
+def check_mappings(
+    inbound: tuple[InboundMapping, ...], outbound: tuple[OutboundMapping, ...], keys: str
+) -> None:
+    """An adapter has at least one mapping, and its mapping names are unique."""
+    if not inbound and not outbound:
+        raise ValueError(f"expected at least one entry in {keys}")
+    names = [m.name for m in (*inbound, *outbound) if m.name is not None]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ValueError(f"mapping names must be unique: {', '.join(duplicates)}")
+
+
 class _Mapping(ConfigModel):
     """What both directions have."""
 
@@ -80,11 +93,7 @@ class _Mapping(ConfigModel):
     #: The metadata key holding the native topic (``zmq.topic``, ``nng.topic``).
     TOPIC_KEY: ClassVar[str] = ""
 
-    name: str | None = Field(
-        default=None,
-        description="Name of this mapping in the adapter's counters (`<name>.received`, ...);"
-        " null: `<list>[<index>]`, e.g. `zmq_to_mqtt[0]`.",
-    )
+    socket: str = Field(description="Socket type.")
     connect: Endpoints | None = Field(
         default=None,
         description="URL (or list of URLs) to connect to (NNG: dial), e.g."
@@ -103,6 +112,7 @@ class _Mapping(ConfigModel):
     )
     delimiter: str = Field(
         default="",
+        json_schema_extra=doc_default('`""`'),
         description="`prefix` layout: the bytes between topic and payload (NanoMQ's NNG"
         " bridge: `/`). Empty: the topic is the `subscribe` prefix the message starts with.",
     )
@@ -132,10 +142,19 @@ class _Mapping(ConfigModel):
     @classmethod
     def _raw_for_requests(cls, data: Any) -> Any:
         """Request/response sockets carry bare payloads unless told otherwise."""
-        if isinstance(data, dict) and "frames" not in data:
-            if data.get("socket") in cls.REQUEST_SOCKETS:
-                return {**data, "frames": RAW}
+        if (
+            isinstance(data, dict)
+            and "frames" not in data
+            and data.get("socket") in cls.REQUEST_SOCKETS
+        ):
+            return {**data, "frames": RAW}
         return data
+
+    name: str | None = Field(
+        default=None,
+        description="Name of this mapping in the adapter's counters (`<name>.received`, ...);"
+        " null: `<list>[<index>]`, e.g. `zmq_to_mqtt[0]`.",
+    )
 
     def urls(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """(connect URLs, bind URLs)."""
@@ -151,10 +170,9 @@ class _Mapping(ConfigModel):
 class InboundMapping(_Mapping):
     """Native messages to MQTT: one socket, its messages published to `to_mqtt`."""
 
-    socket: str = Field(description="Socket type.")
     subscribe: tuple[str, ...] = Field(
         default=("",),
-        description="Subscriber sockets: topic prefixes to subscribe to (`\"\"`: everything).",
+        description='Subscriber sockets: topic prefixes to subscribe to (`""`: everything).',
         json_schema_extra=doc_default('`[""]`'),
     )
     to_mqtt: Annotated[str, AfterValidator(check_topic_template)] = Field(
@@ -175,15 +193,18 @@ class InboundMapping(_Mapping):
         subscriber = self.socket in ("sub", "sub0")
         if self.subscribe != ("",) and not subscriber:
             problems.append((("subscribe",), f"a {self.socket} socket does not subscribe"))
-        if self.frames == PREFIX and not self.delimiter:
-            if not subscriber or not all(self.subscribe):
-                problems.append(
-                    (
-                        ("delimiter",),
-                        "the prefix layout needs a delimiter, or a subscriber socket whose"
-                        " subscribe prefixes (non-empty) are the topics",
-                    )
+        if (
+            self.frames == PREFIX
+            and not self.delimiter
+            and not (subscriber and all(self.subscribe))
+        ):
+            problems.append(
+                (
+                    ("delimiter",),
+                    "the prefix layout needs a delimiter, or a subscriber socket whose"
+                    " subscribe prefixes (non-empty) are the topics",
                 )
+            )
         fields = TopicTemplate(self.to_mqtt).fields
         if self.frames == RAW and self.TOPIC_KEY in fields:
             problems.append(
@@ -214,19 +235,12 @@ class OutboundMapping(_Mapping):
         description="Filter template of the MQTT messages to send, e.g."
         " `cmd/{robot}/{rest#}`; `{name}` captures one level, `{name#}` the rest."
     )
-    socket: str = Field(description="Socket type.")
     topic: Annotated[str, AfterValidator(check_topic_template)] = Field(
         default="{mqtt.topic}",
         description="Topic template of the native messages: the captures of `from_mqtt`,"
         " `{mqtt.topic}`, or `payload.` fields of a JSON payload.",
     )
     qos: Literal[0, 1, 2] = Field(default=1, description="QoS of the MQTT subscription.")
-    send_timeout: Annotated[float, DurationSpec()] = Field(
-        default=1.0,
-        description="Publisher sockets: how long a send waits while a subscriber's queue is"
-        " full before the message is dropped (counted).",
-    )
-
     @model_validator(mode="after")
     def _consistent(self) -> Self:
         problems = self._problems()

@@ -146,10 +146,10 @@ class Outbound:
         "identity",
         "name",
         "payload_fields",
+        "properties",
         "source",
         "template",
         "to_mqtt",
-        "properties",
         "topic_key",
     )
 

@@ -14,9 +14,17 @@ __all__ = ["PeerWatch"]
 
 
 class PeerWatch:
+    """Collects which mappings lack their peer; reports to the host once ``start`` ran
+    (the adapter calls it, instead of ``host.ready()``, when its sockets are open)."""
+
     def __init__(self, host: Host) -> None:
         self.host = host
         self._down: dict[str, str] = {}
+        self._started = False
+
+    def start(self) -> None:
+        self._started = True
+        self._report()
 
     def up(self, mapping: str) -> None:
         if self._down.pop(mapping, None) is not None:
@@ -28,6 +36,8 @@ class PeerWatch:
             self._report()
 
     def _report(self) -> None:
+        if not self._started:
+            return
         if self._down:
             self.host.degraded("; ".join(f"{m}: {w}" for m, w in sorted(self._down.items())))
         else:

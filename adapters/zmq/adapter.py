@@ -61,10 +61,7 @@ _TYPES = {
 }
 _BATCH = 512  # messages drained per wake-up before other tasks get the loop
 _MONITORED = (
-    zmq.EVENT_CONNECTED
-    | zmq.EVENT_ACCEPTED
-    | zmq.EVENT_DISCONNECTED
-    | zmq.EVENT_CONNECT_RETRIED
+    zmq.EVENT_CONNECTED | zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED | zmq.EVENT_CONNECT_RETRIED
 )
 
 
@@ -95,7 +92,7 @@ class ZmqAdapter:
                     sock, monitor = self._open(context, outbound.config, outbound.name)
                     tg.create_task(self._monitor(monitor, outbound, peers))
                     tg.create_task(self._serve_outbound(hub, outbound, sock))
-                host.ready()
+                peers.start()  # ready(), or degraded when a peer is missing already
         finally:
             await self._close(context)
 
@@ -215,7 +212,7 @@ class ZmqAdapter:
 
     async def _receive(self, hub: HubClient, mapping: Inbound, sock: zmq.asyncio.Socket) -> None:
         """``sub`` / ``pull``: every message published to MQTT."""
-        sync = zmq.Socket.shadow(sock.underlying)
+        sync: zmq.Socket[bytes] = zmq.Socket.shadow(sock.underlying)
         counters = mapping.counters
         config = mapping.config
         layout, delimiter, prefixes = config.frames, mapping.delimiter, mapping.prefixes
@@ -241,7 +238,7 @@ class ZmqAdapter:
                 else:
                     counters.denied += 1
             if drained < _BATCH:
-                await sock.poll(None, zmq.POLLIN)
+                await sock.poll(None, zmq.POLLIN)  # type: ignore[call-arg]
             else:
                 await asyncio.sleep(0)
 
@@ -332,9 +329,9 @@ class ZmqAdapter:
         self, mapping: Outbound, sock: zmq.asyncio.Socket, subscription: HubSubscription
     ) -> None:
         """``pub`` / ``xpub`` / ``push``: every MQTT message sent."""
-        sync = zmq.Socket.shadow(sock.underlying)
+        sync: zmq.Socket[bytes] = zmq.Socket.shadow(sock.underlying)
         counters = mapping.counters
-        config = mapping.config
+        config: Any = mapping.config  # a ZmqOutbound
         layout, delimiter = config.frames, mapping.delimiter
         publisher = config.socket in ("pub", "xpub")
         giving_up = False  # a publisher's subscriber stayed full: drop at once until it drains
@@ -380,7 +377,7 @@ class ZmqAdapter:
         """``xpub``: ZeroMQ subscriptions become MQTT subscriptions, and end with them."""
         head = mapping.config.topic.partition("{mqtt.topic}")[0]
         demand = codec.OnDemand(head, mapping.source.topic_filter, mapping.config.frames != RAW)
-        sync = zmq.Socket.shadow(sock.underlying)
+        sync: zmq.Socket[bytes] = zmq.Socket.shadow(sock.underlying)
         name = f"zmq {self.config.name}: {mapping.name}"
         while True:
             # The sender's sends on this socket may take the readiness edge of its file
@@ -409,7 +406,7 @@ class ZmqAdapter:
                     if removed is not None:
                         subscription.remove(removed)
                         log.info("%s: unsubscribed from %s", name, removed)
-            await sock.poll(100, zmq.POLLIN)
+            await sock.poll(100, zmq.POLLIN)  # type: ignore[call-arg]
 
     def _request_frames(self, mapping: Outbound, context: Context) -> list[bytes] | None:
         """The frames of an MQTT request, or None when it cannot be one (counted)."""

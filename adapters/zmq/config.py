@@ -23,7 +23,7 @@ from typing import Annotated, ClassVar, Literal, Self
 
 from pydantic import Field, model_validator
 
-from adapters.sockets.config import InboundMapping, OutboundMapping
+from adapters.sockets.config import InboundMapping, OutboundMapping, check_mappings
 from gateway.config.errors import FieldProblems
 from gateway.config.models.adapter_base import AdapterConfigBase
 from gateway.config.models.base import doc_default
@@ -32,8 +32,10 @@ from gateway.config.values import DurationSpec
 __all__ = ["ZmqAdapterConfig", "ZmqInbound", "ZmqOutbound"]
 
 _SCHEMES = frozenset({"tcp", "ipc"})
-_FRAMES = "Frame layout: `multipart` (`[topic, payload]`), `prefix` (one frame `topic +" \
+_FRAMES = (
+    "Frame layout: `multipart` (`[topic, payload]`), `prefix` (one frame `topic +"
     " delimiter + payload`, NanoMQ's `sub_pre`/`pub_pre`) or `raw` (one frame, the payload)."
+)
 
 
 class ZmqInbound(InboundMapping):
@@ -52,6 +54,13 @@ class ZmqInbound(InboundMapping):
         default="multipart",
         description=_FRAMES,
         json_schema_extra=doc_default("`multipart`; `raw` for `rep` and `router`"),
+    )
+    high_water_mark: int = Field(
+        default=100_000,
+        ge=1,
+        description="Messages queued per peer and direction (SNDHWM and RCVHWM; ZeroMQ's"
+        " own default is 1000). When full, a `push`, `req` or `dealer` send waits for room,"
+        " a `pub` / `xpub` send waits up to `send_timeout` and then drops (counted).",
     )
 
 
@@ -74,15 +83,28 @@ class ZmqOutbound(OutboundMapping):
         description=_FRAMES,
         json_schema_extra=doc_default("`multipart`; `raw` for `req` and `dealer`"),
     )
+    high_water_mark: int = Field(
+        default=100_000,
+        ge=1,
+        description="Messages queued per peer and direction (SNDHWM and RCVHWM; ZeroMQ's"
+        " own default is 1000). When full, a `push`, `req` or `dealer` send waits for room,"
+        " a `pub` / `xpub` send waits up to `send_timeout` and then drops (counted).",
+    )
+
+    send_timeout: Annotated[float, DurationSpec()] = Field(
+        default=1.0,
+        description="`pub` / `xpub`: how long a send waits while a subscriber's queue is"
+        " full (`high_water_mark`) before the message is dropped (counted); after one such"
+        " drop, sends drop at once until one goes through.",
+    )
 
     @model_validator(mode="after")
     def _xpub_topic(self) -> Self:
         if self.socket == "xpub":
             head, found, tail = self.topic.partition("{mqtt.topic}")
             if not found or tail or "{" in head:
-                raise FieldProblems(
-                    [(("topic",), "an xpub socket needs a topic of the form `[prefix]{mqtt.topic}`")]
-                )
+                problem = "an xpub socket needs a topic of the form `[prefix]{mqtt.topic}`"
+                raise FieldProblems([(("topic",), problem)])
         return self
 
 
@@ -103,10 +125,5 @@ class ZmqAdapterConfig(AdapterConfigBase):
 
     @model_validator(mode="after")
     def _some_mapping(self) -> Self:
-        if not self.zmq_to_mqtt and not self.mqtt_to_zmq:
-            raise ValueError("expected at least one entry in zmq_to_mqtt or mqtt_to_zmq")
-        names = [m.name for m in (*self.zmq_to_mqtt, *self.mqtt_to_zmq) if m.name is not None]
-        duplicates = sorted({n for n in names if names.count(n) > 1})
-        if duplicates:
-            raise ValueError(f"mapping names must be unique: {', '.join(duplicates)}")
+        check_mappings(self.zmq_to_mqtt, self.mqtt_to_zmq, "zmq_to_mqtt or mqtt_to_zmq")
         return self

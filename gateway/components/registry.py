@@ -83,6 +83,14 @@ TYPES: dict[tuple[str, str], ComponentType] = {
         extra="zmq",
         library="zmq",
     ),
+    (ADAPTER, "nng"): ComponentType(
+        ADAPTER,
+        "nng",
+        component="adapters.nanomsg.adapter:NngAdapter",
+        config="adapters.nanomsg.config:NngAdapterConfig",
+        extra="nng",
+        library="pynng",
+    ),
 }
 
 #: Config sections holding a list of instances: section -> kind.

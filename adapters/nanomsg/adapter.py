@@ -1,0 +1,373 @@
+"""The ``nng`` adapter: NNG sockets mapped to MQTT topics, both ways (pynng).
+
+One socket per mapping. Messages are moved on the event loop without pynng's per-message
+futures: NNG's receive file descriptor (``recv_fd``) becomes readable when a message
+waits, and the loop's reader callback drains the socket with non-blocking receives; a
+send goes out non-blocking and, when the socket's buffer is full, waits on the send file
+descriptor (``send_fd``) before trying again, which backs the mapping's subscription
+queue up (``queue_size``, drops counted there). Request/response (``req0``, ``rep0``)
+uses one NNG context per request in flight, with pynng's ``asend`` / ``arecv``.
+
+Pipe notifications (NNG's threads, handed to the loop) count connected peers and tell
+the host when a dialing socket has none (``PeerWatch``). NNG redials by itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pynng
+
+from adapters.nanomsg import codec
+from adapters.nanomsg.config import NngAdapterConfig
+from adapters.sockets.mapping import Inbound, Outbound, mapping_names, note_failure
+from adapters.sockets.peers import PeerWatch
+from adapters.sockets.requests import (
+    PendingReplies,
+    ask_responder,
+    collect_replies,
+    default_response_topic,
+    reply_context,
+)
+from broker_core.context import Context
+from broker_core.errors import AdapterConnectionError
+from gateway.components import Host
+from gateway.hub import HubClient, HubSubscription
+from gateway.mapping import MappingError
+
+__all__ = ["NngAdapter"]
+
+log = logging.getLogger(__name__)
+
+_TYPES: dict[str, Callable[..., pynng.Socket]] = {
+    "sub0": pynng.Sub0,
+    "pull0": pynng.Pull0,
+    "pair0": pynng.Pair0,
+    "pair1": pynng.Pair1,
+    "rep0": pynng.Rep0,
+    "pub0": pynng.Pub0,
+    "push0": pynng.Push0,
+    "req0": pynng.Req0,
+}
+_BATCH = 512  # messages drained per wake-up before other callbacks get the loop
+
+
+class NngAdapter:
+    def __init__(self, config: NngAdapterConfig) -> None:
+        self.config = config
+        names = mapping_names("nng_to_mqtt", config.nng_to_mqtt)
+        self.inbound = [Inbound(c, n) for c, n in zip(config.nng_to_mqtt, names, strict=True)]
+        names = mapping_names("mqtt_to_nng", config.mqtt_to_nng)
+        self.outbound = [Outbound(c, n) for c, n in zip(config.mqtt_to_nng, names, strict=True)]
+        self._subscriptions: dict[str, HubSubscription] = {}
+        self._sockets: list[pynng.Socket] = []
+        self._ipc_files: list[Path] = []
+        self._timers: list[asyncio.TimerHandle] = []
+
+    # -- the component -----------------------------------------------------------------
+
+    async def run(self, hub: HubClient, host: Host) -> None:
+        peers = PeerWatch(host)
+        try:
+            async with asyncio.TaskGroup() as tg:
+                for inbound in self.inbound:
+                    sock = self._open(inbound, peers)
+                    tg.create_task(self._serve_inbound(hub, inbound, sock))
+                for outbound in self.outbound:
+                    sock = self._open(outbound, peers)
+                    tg.create_task(self._serve_outbound(hub, outbound, sock))
+                peers.start()  # ready(), or degraded while a dialer has no peer yet
+        finally:
+            self._close()
+
+    async def stop(self) -> None:
+        """Drains the outbound queues into the sockets (the supervisor bounds the wait)."""
+        while any(s.depth for s in self._subscriptions.values()):
+            await asyncio.sleep(0.01)
+
+    def stats(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for inbound in self.inbound:
+            out.update(inbound.counters.stats(inbound.name))
+        for outbound in self.outbound:
+            subscription = self._subscriptions.get(outbound.name)
+            dropped = subscription.dropped if subscription is not None else 0
+            out.update(outbound.counters.stats(outbound.name, dropped))
+        return out
+
+    # -- sockets -------------------------------------------------------------------------
+
+    def _open(self, mapping: Inbound | Outbound, peers: PeerWatch) -> pynng.Socket:
+        config: Any = mapping.config
+        name = mapping.name
+        sock = _TYPES[config.socket]()
+        self._sockets.append(sock)
+        for option in ("recv_buffer_size", "send_buffer_size"):
+            with contextlib.suppress(pynng.NotSupported):  # sub0 cannot send, ...
+                setattr(sock, option, config.high_water_mark)
+        sock.reconnect_time_min = 100
+        sock.reconnect_time_max = 5000
+        if config.socket == "sub0":
+            for prefix in config.subscribe:
+                sock.subscribe(prefix.encode())
+        connect, bind = config.urls()
+        self._watch_pipes(sock, mapping, peers, connect)
+        for url in bind:
+            try:
+                sock.listen(url)
+            except pynng.NNGException as exc:
+                raise AdapterConnectionError(f"{name}: cannot listen on {url}: {exc}") from exc
+            if url.startswith("ipc://"):
+                self._ipc_files.append(Path(url[len("ipc://") :]))
+            log.info("nng %s: %s %s listening on %s", self.config.name, name, config.socket, url)
+        for url in connect:
+            try:
+                sock.dial(url, block=False)  # NNG keeps redialing in the background
+            except pynng.NNGException as exc:
+                raise AdapterConnectionError(f"{name}: cannot dial {url}: {exc}") from exc
+        return sock
+
+    def _watch_pipes(
+        self,
+        sock: pynng.Socket,
+        mapping: Inbound | Outbound,
+        peers: PeerWatch,
+        dials: tuple[str, ...],
+    ) -> None:
+        """Counts the socket's pipes; a dialing socket without one (after a second's
+        grace at start) degrades the host. NNG calls back on its own threads: the
+        counting happens on the loop."""
+        loop = asyncio.get_running_loop()
+        counters = mapping.counters
+        dialed = [0]
+
+        def check_start() -> None:
+            if dials and dialed[0] == 0:
+                peers.down(mapping.name, f"cannot reach {', '.join(dials)}; redialing")
+
+        def changed(delta: int, dialer: bool) -> None:
+            counters.connected = max(0, counters.connected + delta)
+            if dialer:
+                dialed[0] = max(0, dialed[0] + delta)
+                if dialed[0]:
+                    peers.up(mapping.name)
+                else:
+                    peers.down(mapping.name, "its peer went away; redialing")
+
+        def notify(delta: int) -> Callable[[pynng.Pipe], None]:
+            def callback(pipe: pynng.Pipe) -> None:
+                try:
+                    dialer = pipe.dialer is not None
+                except TypeError:  # pynng: "This pipe has no associated dialers."
+                    dialer = False
+                with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                    loop.call_soon_threadsafe(changed, delta, dialer)
+
+            return callback
+
+        sock.add_post_pipe_connect_cb(notify(+1))
+        sock.add_post_pipe_remove_cb(notify(-1))
+        self._timers.append(loop.call_later(1.0, check_start))
+
+    def _close(self) -> None:
+        for timer in self._timers:
+            timer.cancel()
+        for sock in self._sockets:  # the tasks removed their descriptors' readers
+            sock.close()
+        for path in self._ipc_files:
+            with contextlib.suppress(OSError):
+                if path.is_socket():
+                    path.unlink()
+
+    # -- NNG -> MQTT ---------------------------------------------------------------------
+
+    async def _serve_inbound(self, hub: HubClient, mapping: Inbound, sock: pynng.Socket) -> None:
+        if mapping.config.socket != "rep0":
+            await self._receive(hub, mapping, sock)
+            return
+        response_topic = mapping.config.response_topic or default_response_topic(
+            "nng", self.config.name, mapping.name
+        )
+        pending = PendingReplies(mapping.config.max_inflight)
+        replies = hub.subscribe(response_topic, qos=1, retained=False)
+        try:
+            async with asyncio.TaskGroup() as tg:
+                tg.create_task(collect_replies(replies, pending))
+                for _ in range(mapping.config.max_inflight):
+                    tg.create_task(self._front(hub, mapping, sock, pending, response_topic))
+        finally:
+            pending.close()
+
+    async def _receive(self, hub: HubClient, mapping: Inbound, sock: pynng.Socket) -> None:
+        """``sub0`` / ``pull0`` / ``pair``: every message published to MQTT, drained by
+        the loop's reader callback on NNG's receive descriptor."""
+        counters = mapping.counters
+        config = mapping.config
+        layout, delimiter, prefixes = config.frames, mapping.delimiter, mapping.prefixes
+        origin = hub.origin
+        publish = hub.publish
+        recv = sock.recv
+
+        def readable() -> None:
+            for _ in range(_BATCH):
+                try:
+                    body = recv(block=False)
+                except pynng.TryAgain:
+                    return
+                except pynng.Closed:
+                    return
+                counters.received += 1
+                try:
+                    topic, payload = codec.decode(body, layout, delimiter, prefixes)
+                    context = mapping.context(topic, payload, origin)
+                except MappingError as exc:
+                    note_failure(mapping, exc)
+                    continue
+                if publish(context):
+                    counters.published += 1
+                else:
+                    counters.denied += 1
+
+        loop = asyncio.get_running_loop()
+        fd = sock.recv_fd
+        loop.add_reader(fd, readable)
+        try:
+            await loop.create_future()  # until cancelled
+        finally:
+            loop.remove_reader(fd)
+
+    async def _front(
+        self,
+        hub: HubClient,
+        mapping: Inbound,
+        sock: pynng.Socket,
+        pending: PendingReplies,
+        response_topic: str,
+    ) -> None:
+        """``rep0``: one of ``max_inflight`` contexts, each serving a request at a time."""
+        context = sock.new_context()
+        config = mapping.config
+        try:
+            while True:
+                body = await context.arecv()
+                mapping.counters.received += 1
+                try:
+                    request = codec.decode(body, config.frames, mapping.delimiter, mapping.prefixes)
+                except MappingError as exc:
+                    note_failure(mapping, exc)
+                    reply = b""
+                else:
+                    reply = await ask_responder(hub, mapping, pending, request, response_topic)
+                await context.asend(reply)
+                mapping.counters.sent += 1
+        finally:
+            with contextlib.suppress(pynng.NNGException):
+                context.close()
+
+    # -- MQTT -> NNG ---------------------------------------------------------------------
+
+    async def _serve_outbound(self, hub: HubClient, mapping: Outbound, sock: pynng.Socket) -> None:
+        config = mapping.config
+        subscription = hub.subscribe(
+            mapping.source.topic_filter, qos=config.qos, maxsize=self.config.queue_size
+        )
+        self._subscriptions[mapping.name] = subscription
+        if config.socket == "req0":
+            await self._request(hub, mapping, sock, subscription)
+        else:
+            await self._send(mapping, sock, subscription)
+
+    async def _send(
+        self, mapping: Outbound, sock: pynng.Socket, subscription: HubSubscription
+    ) -> None:
+        """``pub0`` / ``push0`` / ``pair``: every MQTT message sent."""
+        counters = mapping.counters
+        layout, delimiter = mapping.config.frames, mapping.delimiter
+        send = sock.send
+        async for context in subscription:
+            counters.received += 1
+            try:
+                topic, payload = mapping.native(context)
+            except MappingError as exc:
+                note_failure(mapping, exc)
+                continue
+            body = codec.encode(topic, payload, layout, delimiter)
+            while True:
+                try:
+                    send(body, block=False)
+                    break
+                except pynng.TryAgain:
+                    await _readable(sock.send_fd)  # room in the send buffer again
+            counters.sent += 1
+
+    async def _request(
+        self,
+        hub: HubClient,
+        mapping: Outbound,
+        sock: pynng.Socket,
+        subscription: HubSubscription,
+    ) -> None:
+        """``req0``: MQTT 5 requests to an NNG service, up to ``max_inflight`` at once."""
+        counters = mapping.counters
+        config = mapping.config
+        slots = asyncio.Semaphore(config.max_inflight)
+
+        async def ask(request: Context, body: bytes) -> None:
+            context = sock.new_context()
+            try:
+                await context.asend(body)
+                counters.sent += 1
+                async with asyncio.timeout(config.timeout):
+                    answer = await context.arecv()
+            except TimeoutError:
+                counters.timeouts += 1
+                return
+            finally:
+                with contextlib.suppress(pynng.NNGException):
+                    context.close()
+                slots.release()
+            try:
+                reply = reply_context(mapping, request, answer, hub.origin)
+            except MappingError as exc:
+                note_failure(mapping, exc)
+                return
+            if hub.publish(reply):
+                counters.published += 1
+            else:
+                counters.denied += 1
+
+        async with asyncio.TaskGroup() as tg:
+            async for request in subscription:
+                counters.received += 1
+                if not request.properties.response_topic:
+                    note_failure(mapping, MappingError(f"{request.topic!r}: no response topic"))
+                    continue
+                try:
+                    topic, payload = mapping.native(request)
+                except MappingError as exc:
+                    note_failure(mapping, exc)
+                    continue
+                await slots.acquire()
+                body = codec.encode(topic, payload, config.frames, mapping.delimiter)
+                tg.create_task(ask(request, body))
+
+
+async def _readable(fd: int) -> None:
+    """Waits until ``fd`` is readable (NNG's way of saying the socket can send)."""
+    loop = asyncio.get_running_loop()
+    ready: asyncio.Future[None] = loop.create_future()
+
+    def wake() -> None:
+        if not ready.done():
+            ready.set_result(None)
+
+    loop.add_reader(fd, wake)
+    try:
+        await ready
+    finally:
+        loop.remove_reader(fd)
