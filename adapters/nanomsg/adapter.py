@@ -26,7 +26,7 @@ import pynng
 from adapters.nanomsg import codec
 from adapters.nanomsg.config import NngAdapterConfig
 from adapters.sockets.mapping import Inbound, Outbound, mapping_names, note_failure
-from adapters.sockets.peers import PeerWatch
+from adapters.sockets.peers import PeerWatch, first_error
 from adapters.sockets.requests import (
     PendingReplies,
     ask_responder,
@@ -74,14 +74,15 @@ class NngAdapter:
     async def run(self, hub: HubClient, host: Host) -> None:
         peers = PeerWatch(host)
         try:
-            async with asyncio.TaskGroup() as tg:
-                for inbound in self.inbound:
-                    sock = self._open(inbound, peers)
-                    tg.create_task(self._serve_inbound(hub, inbound, sock))
-                for outbound in self.outbound:
-                    sock = self._open(outbound, peers)
-                    tg.create_task(self._serve_outbound(hub, outbound, sock))
-                peers.start()  # ready(), or degraded while a dialer has no peer yet
+            inbound = [(m, self._open(m, peers)) for m in self.inbound]
+            outbound = [(m, self._open(m, peers)) for m in self.outbound]
+            with first_error():
+                async with asyncio.TaskGroup() as tg:
+                    for mapping, sock in inbound:
+                        tg.create_task(self._serve_inbound(hub, mapping, sock))
+                    for mapping, sock in outbound:
+                        tg.create_task(self._serve_outbound(hub, mapping, sock))
+                    peers.start()  # ready(), or degraded while a dialer has no peer yet
         finally:
             self._close()
 

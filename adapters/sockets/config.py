@@ -241,6 +241,7 @@ class OutboundMapping(_Mapping):
         " `{mqtt.topic}`, or `payload.` fields of a JSON payload.",
     )
     qos: Literal[0, 1, 2] = Field(default=1, description="QoS of the MQTT subscription.")
+
     @model_validator(mode="after")
     def _consistent(self) -> Self:
         problems = self._problems()

@@ -1,4 +1,5 @@
-"""Which connect-side sockets have no peer: the adapter's ``degraded`` reason.
+"""Which connect-side sockets have no peer: the adapter's ``degraded`` reason; and
+``first_error``, which unwraps a failed task group for the supervisor.
 
 ZeroMQ and NNG reconnect by themselves; the adapter only reports. A mapping whose
 socket connects (dials) and has lost its peer, or never reached it, makes the adapter
@@ -8,9 +9,25 @@ again the adapter is ``running``. Bind-side sockets waiting for peers are normal
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 from gateway.components import Host
 
-__all__ = ["PeerWatch"]
+__all__ = ["PeerWatch", "first_error"]
+
+
+@contextlib.contextmanager
+def first_error() -> Iterator[None]:
+    """Raises the first error of a task group's ``ExceptionGroup`` itself (chained to
+    the group), so that the supervisor's ``last_error`` names what went wrong."""
+    try:
+        yield
+    except ExceptionGroup as group:
+        error: BaseException = group
+        while isinstance(error, BaseExceptionGroup):
+            error = error.exceptions[0]
+        raise error from group
 
 
 class PeerWatch:

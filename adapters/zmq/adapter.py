@@ -28,7 +28,7 @@ from zmq.utils.monitor import parse_monitor_message
 
 from adapters.sockets.config import RAW
 from adapters.sockets.mapping import Inbound, Outbound, mapping_names, note_failure
-from adapters.sockets.peers import PeerWatch
+from adapters.sockets.peers import PeerWatch, first_error
 from adapters.sockets.requests import (
     PendingReplies,
     ask_responder,
@@ -83,16 +83,17 @@ class ZmqAdapter:
         context = zmq.asyncio.Context()
         peers = PeerWatch(host)
         try:
-            async with asyncio.TaskGroup() as tg:
-                for inbound in self.inbound:
-                    sock, monitor = self._open(context, inbound.config, inbound.name)
-                    tg.create_task(self._monitor(monitor, inbound, peers))
-                    tg.create_task(self._serve_inbound(hub, inbound, sock))
-                for outbound in self.outbound:
-                    sock, monitor = self._open(context, outbound.config, outbound.name)
-                    tg.create_task(self._monitor(monitor, outbound, peers))
-                    tg.create_task(self._serve_outbound(hub, outbound, sock))
-                peers.start()  # ready(), or degraded when a peer is missing already
+            inbound = [(m, *self._open(context, m.config, m.name)) for m in self.inbound]
+            outbound = [(m, *self._open(context, m.config, m.name)) for m in self.outbound]
+            with first_error():
+                async with asyncio.TaskGroup() as tg:
+                    for mapping, sock, monitor in inbound:
+                        tg.create_task(self._monitor(monitor, mapping, peers))
+                        tg.create_task(self._serve_inbound(hub, mapping, sock))
+                    for mapping, sock, monitor in outbound:
+                        tg.create_task(self._monitor(monitor, mapping, peers))
+                        tg.create_task(self._serve_outbound(hub, mapping, sock))
+                    peers.start()  # ready(), or degraded when a peer is missing already
         finally:
             await self._close(context)
 
