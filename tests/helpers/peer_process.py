@@ -1,4 +1,4 @@
-"""A peer program in its own process, speaking JSON lines on stdout.
+"""A peer program in its own process, speaking lines (JSON objects, for ours) on stdout.
 
     with PeerProcess([sys.executable, "zmq_peer.py", "pull", "--bind", url]) as peer:
         peer.expect("ready")                 # the first line with that key
@@ -28,7 +28,7 @@ __all__ = ["PeerProcess"]
 class PeerProcess:
     def __init__(self, argv: Sequence[str], cwd: Path | None = None) -> None:
         self.argv = list(argv)
-        self._stderr: IO[bytes] = tempfile.TemporaryFile()
+        self._stderr: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close())
         self.process = subprocess.Popen(
             self.argv,
             stdin=subprocess.DEVNULL,
@@ -50,20 +50,25 @@ class PeerProcess:
         self._stderr.seek(0)
         return self._stderr.read().decode(errors="replace")[-size:]
 
-    def next(self, timeout: float | None = None) -> dict[str, Any]:
-        """The next JSON line; fails after ``timeout`` (default 10 units) or at EOF."""
+    def line(self, timeout: float | None = None) -> str:
+        """The next line of output; fails after ``timeout`` (default 10 units) or at EOF."""
         wait = unit(10) if timeout is None else timeout
         try:
             line = self._lines.get(timeout=wait)
         except queue.Empty:
             raise AssertionError(
-                f"peer {self.argv[1:3]}: nothing within {wait:.1f}s\n{self.stderr_tail()}"
+                f"peer {self.argv[:3]}: nothing within {wait:.1f}s\n{self.stderr_tail()}"
             ) from None
         if line is None:
+            self._lines.put(None)  # EOF stays EOF
             raise AssertionError(
-                f"peer {self.argv[1:3]} ended ({self.process.wait()})\n{self.stderr_tail()}"
+                f"peer {self.argv[:3]} ended ({self.process.wait()})\n{self.stderr_tail()}"
             )
-        found: dict[str, Any] = json.loads(line)
+        return line
+
+    def next(self, timeout: float | None = None) -> dict[str, Any]:
+        """The next line, a JSON object."""
+        found: dict[str, Any] = json.loads(self.line(timeout))
         return found
 
     def expect(self, key: str, timeout: float | None = None) -> Any:
