@@ -78,10 +78,10 @@ class NngAdapter:
             outbound = [(m, self._open(m, peers)) for m in self.outbound]
             with first_error():
                 async with asyncio.TaskGroup() as tg:
-                    for mapping, sock in inbound:
-                        tg.create_task(self._serve_inbound(hub, mapping, sock))
-                    for mapping, sock in outbound:
-                        tg.create_task(self._serve_outbound(hub, mapping, sock))
+                    for m_in, sock in inbound:
+                        tg.create_task(self._serve_inbound(hub, m_in, sock))
+                    for m_out, sock in outbound:
+                        tg.create_task(self._serve_outbound(hub, m_out, sock))
                     peers.start()  # ready(), or degraded while a dialer has no peer yet
         finally:
             self._close()

@@ -89,10 +89,10 @@ class ZmqAdapter:
                 async with asyncio.TaskGroup() as tg:
                     for mapping, sock, monitor in inbound:
                         tg.create_task(self._monitor(monitor, mapping, peers))
-                        tg.create_task(self._serve_inbound(hub, mapping, sock))
+                        tg.create_task(self._serve_inbound(hub, m_in, sock))
                     for mapping, sock, monitor in outbound:
                         tg.create_task(self._monitor(monitor, mapping, peers))
-                        tg.create_task(self._serve_outbound(hub, mapping, sock))
+                        tg.create_task(self._serve_outbound(hub, m_out, sock))
                     peers.start()  # ready(), or degraded when a peer is missing already
         finally:
             await self._close(context)

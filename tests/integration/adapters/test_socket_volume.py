@@ -39,7 +39,7 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(
         shutil.which("mosquitto_sub") is None,
-        reason="mosquitto_sub / mosquitto_pub are not installed (apt-get install mosquitto-clients)",
+        reason="mosquitto_sub / mosquitto_pub are missing (apt-get install mosquitto-clients)",
     ),
 ]
 

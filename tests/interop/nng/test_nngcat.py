@@ -64,7 +64,8 @@ def test_nanomq_bridge_format_from_nngcat_to_mqtt(tmp_path: Path) -> None:
     entry = section(
         "nng_to_mqtt",
         [
-            f"{{socket: sub0, connect: '{url}', subscribe: [remote/nng], to_mqtt: 'nc/{{nng.topic}}'}}"
+            f"{{socket: sub0, connect: '{url}', subscribe: [remote/nng],"
+            " to_mqtt: 'nc/{nng.topic}'}"
         ],
     )
     with (
