@@ -87,11 +87,11 @@ class ZmqAdapter:
             outbound = [(m, *self._open(context, m.config, m.name)) for m in self.outbound]
             with first_error():
                 async with asyncio.TaskGroup() as tg:
-                    for mapping, sock, monitor in inbound:
-                        tg.create_task(self._monitor(monitor, mapping, peers))
+                    for m_in, sock, monitor in inbound:
+                        tg.create_task(self._monitor(monitor, m_in, peers))
                         tg.create_task(self._serve_inbound(hub, m_in, sock))
-                    for mapping, sock, monitor in outbound:
-                        tg.create_task(self._monitor(monitor, mapping, peers))
+                    for m_out, sock, monitor in outbound:
+                        tg.create_task(self._monitor(monitor, m_out, peers))
                         tg.create_task(self._serve_outbound(hub, m_out, sock))
                     peers.start()  # ready(), or degraded when a peer is missing already
         finally:
