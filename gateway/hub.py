@@ -112,6 +112,11 @@ class HubSubscription:
             return context
         raise StopAsyncIteration
 
+    def get_nowait(self) -> Context | None:
+        """The next queued Context without waiting, or None when none is queued (a
+        consumer that woke up for one message takes the others queued behind it)."""
+        return self._local.get_nowait()
+
     def close(self) -> None:
         self._local.close()
 

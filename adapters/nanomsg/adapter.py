@@ -1,12 +1,19 @@
 """The ``nng`` adapter: NNG sockets mapped to MQTT topics, both ways (pynng).
 
-One socket per mapping. Messages are moved on the event loop without pynng's per-message
-futures: NNG's receive file descriptor (``recv_fd``) becomes readable when a message
-waits, and the loop's reader callback drains the socket with non-blocking receives; a
-send goes out non-blocking and, when the socket's buffer is full, waits on the send file
-descriptor (``send_fd``) before trying again, which backs the mapping's subscription
-queue up (``queue_size``, drops counted there). Request/response (``req0``, ``rep0``)
-uses one NNG context per request in flight, with pynng's ``asend`` / ``arecv``.
+One socket per mapping.
+
+- **NNG -> MQTT** (``sub0``, ``pull0``, ``pair``): a thread per mapping blocks in NNG's
+  receive and hands each message to the loop through the host's inbox (``block``
+  overflow: when the loop falls behind, the thread waits, NNG's buffer fills and the
+  peers wait; nothing is dropped). pynng's per-message futures (``arecv``) cost about
+  twice as much, and a reader on NNG's receive descriptor woke the loop once per
+  message, at a higher cost than the thread's hand-off in batches.
+- **MQTT -> NNG** (``pub0``, ``push0``, ``pair``): sends go out non-blocking; when the
+  socket's buffer is full, the mapping waits on NNG's send descriptor (``send_fd``)
+  and tries again, which backs its subscription queue up (``queue_size``, drops
+  counted there).
+- **Request/response** (``req0``, ``rep0``): one NNG context per request in flight,
+  with pynng's ``asend`` / ``arecv``.
 
 Pipe notifications (NNG's threads, handed to the loop) count connected peers and tell
 the host when a dialing socket has none (``PeerWatch``). NNG redials by itself.
@@ -17,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,7 +33,7 @@ import pynng
 
 from adapters.nanomsg import codec
 from adapters.nanomsg.config import NngAdapterConfig
-from adapters.sockets.mapping import Inbound, Outbound, mapping_names, note_failure
+from adapters.sockets.mapping import Inbound, Outbound, batches, mapping_names, note_failure
 from adapters.sockets.peers import PeerWatch, first_error
 from adapters.sockets.requests import (
     PendingReplies,
@@ -36,7 +44,7 @@ from adapters.sockets.requests import (
 )
 from broker_core.context import Context
 from broker_core.errors import AdapterConnectionError
-from gateway.components import Host
+from gateway.components import BLOCK, Host, Inbox
 from gateway.hub import HubClient, HubSubscription
 from gateway.mapping import MappingError
 
@@ -54,7 +62,6 @@ _TYPES: dict[str, Callable[..., pynng.Socket]] = {
     "push0": pynng.Push0,
     "req0": pynng.Req0,
 }
-_BATCH = 512  # messages drained per wake-up before other callbacks get the loop
 
 
 class NngAdapter:
@@ -79,7 +86,7 @@ class NngAdapter:
             with first_error():
                 async with asyncio.TaskGroup() as tg:
                     for m_in, sock in inbound:
-                        tg.create_task(self._serve_inbound(hub, m_in, sock))
+                        tg.create_task(self._serve_inbound(hub, host, m_in, sock))
                     for m_out, sock in outbound:
                         tg.create_task(self._serve_outbound(hub, m_out, sock))
                     peers.start()  # ready(), or degraded while a dialer has no peer yet
@@ -187,9 +194,11 @@ class NngAdapter:
 
     # -- NNG -> MQTT ---------------------------------------------------------------------
 
-    async def _serve_inbound(self, hub: HubClient, mapping: Inbound, sock: pynng.Socket) -> None:
+    async def _serve_inbound(
+        self, hub: HubClient, host: Host, mapping: Inbound, sock: pynng.Socket
+    ) -> None:
         if mapping.config.socket != "rep0":
-            await self._receive(hub, mapping, sock)
+            await self._receive(hub, host, mapping, sock)
             return
         response_topic = mapping.config.response_topic or default_response_topic(
             "nng", self.config.name, mapping.name
@@ -204,43 +213,52 @@ class NngAdapter:
         finally:
             pending.close()
 
-    async def _receive(self, hub: HubClient, mapping: Inbound, sock: pynng.Socket) -> None:
-        """``sub0`` / ``pull0`` / ``pair``: every message published to MQTT, drained by
-        the loop's reader callback on NNG's receive descriptor."""
+    async def _receive(
+        self, hub: HubClient, host: Host, mapping: Inbound, sock: pynng.Socket
+    ) -> None:
+        """``sub0`` / ``pull0`` / ``pair``: every message published to MQTT.
+
+        A thread of the mapping's own blocks in NNG's receive and hands the messages to
+        the loop through the host's inbox (``block``: a full inbox makes the thread
+        wait, and NNG's buffers, then the peers, wait with it: nothing is dropped)."""
         counters = mapping.counters
         config = mapping.config
         layout, delimiter, prefixes = config.frames, mapping.delimiter, mapping.prefixes
         origin = hub.origin
         publish = hub.publish
-        recv = sock.recv
 
-        def readable() -> None:
-            for _ in range(_BATCH):
-                try:
-                    body = recv(block=False)
-                except pynng.TryAgain:
-                    return
-                except pynng.Closed:
-                    return
-                counters.received += 1
-                try:
-                    topic, payload = codec.decode(body, layout, delimiter, prefixes)
-                    context = mapping.context(topic, payload, origin)
-                except MappingError as exc:
-                    note_failure(mapping, exc)
-                    continue
-                if publish(context):
-                    counters.published += 1
-                else:
-                    counters.denied += 1
+        def handle(body: bytes) -> None:
+            counters.received += 1
+            try:
+                topic, payload = codec.decode(body, layout, delimiter, prefixes)
+                context = mapping.context(topic, payload, origin)
+            except MappingError as exc:
+                note_failure(mapping, exc)
+                return
+            if publish(context):
+                counters.published += 1
+            else:
+                counters.denied += 1
 
-        loop = asyncio.get_running_loop()
-        fd = sock.recv_fd
-        loop.add_reader(fd, readable)
+        inbox: Inbox[bytes] = host.inbox(config.high_water_mark, BLOCK, callback=handle)
+
+        def read() -> None:
+            recv = sock.recv
+            put = inbox.put
+            while True:
+                try:
+                    body = recv()
+                except pynng.NNGException:  # closed: the run ends
+                    return
+                if not put(body):
+                    return
+
+        thread = threading.Thread(target=read, name=f"nng-{mapping.name}", daemon=True)
+        thread.start()
         try:
-            await loop.create_future()  # until cancelled
+            await asyncio.get_running_loop().create_future()  # until cancelled
         finally:
-            loop.remove_reader(fd)
+            inbox.close()
 
     async def _front(
         self,
@@ -290,21 +308,22 @@ class NngAdapter:
         counters = mapping.counters
         layout, delimiter = mapping.config.frames, mapping.delimiter
         send = sock.send
-        async for context in subscription:
-            counters.received += 1
-            try:
-                topic, payload = mapping.native(context)
-            except MappingError as exc:
-                note_failure(mapping, exc)
-                continue
-            body = codec.encode(topic, payload, layout, delimiter)
-            while True:
+        async for batch in batches(subscription):
+            counters.received += len(batch)
+            for context in batch:
                 try:
-                    send(body, block=False)
-                    break
-                except pynng.TryAgain:
-                    await _readable(sock.send_fd)  # room in the send buffer again
-            counters.sent += 1
+                    topic, payload = mapping.native(context)
+                except MappingError as exc:
+                    note_failure(mapping, exc)
+                    continue
+                body = codec.encode(topic, payload, layout, delimiter)
+                while True:
+                    try:
+                        send(body, block=False)
+                        break
+                    except pynng.TryAgain:
+                        await _readable(sock.send_fd)  # room in the send buffer again
+                counters.sent += 1
 
     async def _request(
         self,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -20,9 +20,10 @@ from adapters.sockets.config import InboundMapping, OutboundMapping
 from adapters.sockets.frames import prefix_order
 from broker_core.context import EMPTY_META, Context, Origin, new_context, next_message_id
 from broker_core.mqtt.properties import Properties
+from gateway.hub import HubSubscription
 from gateway.mapping import FilterTemplate, MappingError, TopicTemplate, codec
 
-__all__ = ["Counters", "Inbound", "Outbound", "mapping_names", "note_failure"]
+__all__ = ["Counters", "Inbound", "Outbound", "batches", "mapping_names", "note_failure"]
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,20 @@ def note_failure(mapping: Inbound | Outbound, exc: Exception) -> None:
     failed = counters.failed
     if failed & (failed - 1) == 0:
         log.warning("%s: %s (%d such messages so far)", mapping.name, exc, failed)
+
+
+async def batches(subscription: HubSubscription, limit: int = 512) -> AsyncIterator[list[Context]]:
+    """The subscription's Contexts in lists of up to ``limit``: one wait for a message,
+    then what is queued behind it, taken without waiting (a busy mapping pays one
+    wake-up per batch instead of one per message)."""
+    async for context in subscription:
+        batch = [context]
+        while len(batch) < limit:
+            queued = subscription.get_nowait()
+            if queued is None:
+                break
+            batch.append(queued)
+        yield batch
 
 
 def _json(payload: bytes, what: str) -> Any:
