@@ -111,6 +111,46 @@ adapters:
         assert value == 1
 
 
+def test_pair_sockets_both_ways(tmp_path: Path, ipc_dir: Path) -> None:
+    config = f"""
+adapters:
+  - type: nng
+    name: pairs
+    nng_to_mqtt:
+      - socket: pair1
+        bind: ipc://{ipc_dir}/in
+        frames: raw
+        to_mqtt: pair/in
+    mqtt_to_nng:
+      - from_mqtt: pair/out/#
+        socket: pair0
+        bind: ipc://{ipc_dir}/out
+"""
+    with running_gateway(tmp_path, config) as gw, mqtt_client(gw, "op") as op:
+        op.subscribe("pair/in", 1)
+        with nng_peer(
+            "pull",
+            "--socket",
+            "pair0",
+            "--connect",
+            f"ipc://{ipc_dir}/out",
+            "--count",
+            "2",
+            "--print",
+        ) as pull:
+            pull.expect("ready")
+            wait_counter(gw, "pairs", "mqtt_to_nng[0].connected", 1)
+            op.publish("pair/out/a", b"1", qos=1)
+            op.publish("pair/out/b", b"2", qos=1)
+            assert pull.expect("message") == "pair/out/a/1"
+            assert pull.expect("message") == "pair/out/b/2"
+        with nng_peer(
+            "push", "--socket", "pair1", "--connect", f"ipc://{ipc_dir}/in", "--raw", "--count", "3"
+        ):
+            got = [op.expect_message(unit(10)).payload for _ in range(3)]
+        assert got == [b"0", b"1", b"2"]
+
+
 def test_mqtt_requests_reach_an_nng_service(tmp_path: Path, ipc_dir: Path) -> None:
     config = f"""
 adapters:

@@ -13,6 +13,8 @@ reports. Messages are ``topic + delimiter + payload`` (``--topic``, ``--delimite
 - ``sub``: subscribes to ``--subscribe`` prefixes, prints ``--count`` messages.
 - ``rep``: answers ``echo:`` + request, until killed.
 - ``req``: sends each ``--data`` as a request, ``--parallel`` at once (contexts).
+
+``--socket pair0|pair1`` makes ``push`` / ``pull`` use a pair socket instead.
 """
 
 from __future__ import annotations
@@ -87,6 +89,7 @@ def main() -> None:
     p.add_argument("--data", action="append", default=[])
     p.add_argument("--parallel", type=int, default=1)
     p.add_argument("--print", action="store_true")
+    p.add_argument("--socket", choices=["pair0", "pair1"], help="push / pull over a pair")
     args = p.parse_args()
     role = args.role
     if role == "req":
@@ -94,6 +97,8 @@ def main() -> None:
         return
     kind = {"push": pynng.Push0, "pull": pynng.Pull0, "pub": pynng.Pub0, "sub": pynng.Sub0}
     kind["rep"] = pynng.Rep0
+    if args.socket:
+        kind["push"] = kind["pull"] = pynng.Pair0 if args.socket == "pair0" else pynng.Pair1
     sock = setup(kind[role], args)
     out(ready=True)
     if role == "push":
