@@ -26,22 +26,16 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pynng
 
 from adapters.nanomsg import codec
 from adapters.nanomsg.config import NngAdapterConfig
-from adapters.sockets.mapping import Inbound, Outbound, batches, mapping_names, note_failure
+from adapters.sockets.component import SocketAdapter
+from adapters.sockets.mapping import Inbound, Outbound, batches, note_failure
 from adapters.sockets.peers import PeerWatch, first_error
-from adapters.sockets.requests import (
-    PendingReplies,
-    ask_responder,
-    collect_replies,
-    default_response_topic,
-    reply_context,
-)
+from adapters.sockets.requests import PendingReplies, ask_responder, publish_reply
 from broker_core.context import Context
 from broker_core.errors import AdapterConnectionError
 from gateway.components import BLOCK, Host, Inbox
@@ -64,16 +58,13 @@ _TYPES: dict[str, Callable[..., pynng.Socket]] = {
 }
 
 
-class NngAdapter:
+class NngAdapter(SocketAdapter):
+    TYPE = "nng"
+
     def __init__(self, config: NngAdapterConfig) -> None:
+        super().__init__(config.name, config.queue_size, config.nng_to_mqtt, config.mqtt_to_nng)
         self.config = config
-        names = mapping_names("nng_to_mqtt", config.nng_to_mqtt)
-        self.inbound = [Inbound(c, n) for c, n in zip(config.nng_to_mqtt, names, strict=True)]
-        names = mapping_names("mqtt_to_nng", config.mqtt_to_nng)
-        self.outbound = [Outbound(c, n) for c, n in zip(config.mqtt_to_nng, names, strict=True)]
-        self._subscriptions: dict[str, HubSubscription] = {}
         self._sockets: list[pynng.Socket] = []
-        self._ipc_files: list[Path] = []
         self._timers: list[asyncio.TimerHandle] = []
 
     # -- the component -----------------------------------------------------------------
@@ -92,21 +83,6 @@ class NngAdapter:
                     peers.start()  # ready(), or degraded while a dialer has no peer yet
         finally:
             self._close()
-
-    async def stop(self) -> None:
-        """Drains the outbound queues into the sockets (the supervisor bounds the wait)."""
-        while any(s.depth for s in self._subscriptions.values()):
-            await asyncio.sleep(0.01)
-
-    def stats(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for inbound in self.inbound:
-            out.update(inbound.counters.stats(inbound.name))
-        for outbound in self.outbound:
-            subscription = self._subscriptions.get(outbound.name)
-            dropped = subscription.dropped if subscription is not None else 0
-            out.update(outbound.counters.stats(outbound.name, dropped))
-        return out
 
     # -- sockets -------------------------------------------------------------------------
 
@@ -130,8 +106,7 @@ class NngAdapter:
                 sock.listen(url)
             except pynng.NNGException as exc:
                 raise AdapterConnectionError(f"{name}: cannot listen on {url}: {exc}") from exc
-            if url.startswith("ipc://"):
-                self._ipc_files.append(Path(url[len("ipc://") :]))
+            self.bound(url)
             log.info("nng %s: %s %s listening on %s", self.config.name, name, config.socket, url)
         for url in connect:
             try:
@@ -187,10 +162,7 @@ class NngAdapter:
             timer.cancel()
         for sock in self._sockets:  # the tasks removed their descriptors' readers
             sock.close()
-        for path in self._ipc_files:
-            with contextlib.suppress(OSError):
-                if path.is_socket():
-                    path.unlink()
+        self.remove_ipc_files()
 
     # -- NNG -> MQTT ---------------------------------------------------------------------
 
@@ -200,18 +172,13 @@ class NngAdapter:
         if mapping.config.socket != "rep0":
             await self._receive(hub, host, mapping, sock)
             return
-        response_topic = mapping.config.response_topic or default_response_topic(
-            "nng", self.config.name, mapping.name
-        )
-        pending = PendingReplies(mapping.config.max_inflight)
-        replies = hub.subscribe(response_topic, qos=1, retained=False)
-        try:
+
+        async def serve(pending: PendingReplies, response_topic: str) -> None:
             async with asyncio.TaskGroup() as tg:
-                tg.create_task(collect_replies(replies, pending))
                 for _ in range(mapping.config.max_inflight):
                     tg.create_task(self._front(hub, mapping, sock, pending, response_topic))
-        finally:
-            pending.close()
+
+        await self.serve_front(hub, mapping, serve)
 
     async def _receive(
         self, hub: HubClient, host: Host, mapping: Inbound, sock: pynng.Socket
@@ -221,26 +188,12 @@ class NngAdapter:
         A thread of the mapping's own blocks in NNG's receive and hands the messages to
         the loop through the host's inbox (``block``: a full inbox makes the thread
         wait, and NNG's buffers, then the peers, wait with it: nothing is dropped)."""
-        counters = mapping.counters
-        config = mapping.config
-        layout, delimiter, prefixes = config.frames, mapping.delimiter, mapping.prefixes
-        origin = hub.origin
-        publish = hub.publish
+        take, decode, publish, origin = mapping.take, codec.decode, hub.publish, hub.origin
 
         def handle(body: bytes) -> None:
-            counters.received += 1
-            try:
-                topic, payload = codec.decode(body, layout, delimiter, prefixes)
-                context = mapping.context(topic, payload, origin)
-            except MappingError as exc:
-                note_failure(mapping, exc)
-                return
-            if publish(context):
-                counters.published += 1
-            else:
-                counters.denied += 1
+            take(body, decode, publish, origin)
 
-        inbox: Inbox[bytes] = host.inbox(config.high_water_mark, BLOCK, callback=handle)
+        inbox: Inbox[bytes] = host.inbox(mapping.config.high_water_mark, BLOCK, callback=handle)
 
         def read() -> None:
             recv = sock.recv
@@ -270,18 +223,12 @@ class NngAdapter:
     ) -> None:
         """``rep0``: one of ``max_inflight`` contexts, each serving a request at a time."""
         context = sock.new_context()
-        config = mapping.config
         try:
             while True:
                 body = await context.arecv()
-                mapping.counters.received += 1
-                try:
-                    request = codec.decode(body, config.frames, mapping.delimiter, mapping.prefixes)
-                except MappingError as exc:
-                    note_failure(mapping, exc)
-                    reply = b""
-                else:
-                    reply = await ask_responder(hub, mapping, pending, request, response_topic)
+                reply = await ask_responder(
+                    hub, mapping, pending, body, codec.decode, response_topic
+                )
                 await context.asend(reply)
                 mapping.counters.sent += 1
         finally:
@@ -291,12 +238,8 @@ class NngAdapter:
     # -- MQTT -> NNG ---------------------------------------------------------------------
 
     async def _serve_outbound(self, hub: HubClient, mapping: Outbound, sock: pynng.Socket) -> None:
-        config = mapping.config
-        subscription = hub.subscribe(
-            mapping.source.topic_filter, qos=config.qos, maxsize=self.config.queue_size
-        )
-        self._subscriptions[mapping.name] = subscription
-        if config.socket == "req0":
+        subscription = self.subscribe(hub, mapping)
+        if mapping.config.socket == "req0":
             await self._request(hub, mapping, sock, subscription)
         else:
             await self._send(mapping, sock, subscription)
@@ -351,29 +294,16 @@ class NngAdapter:
                 with contextlib.suppress(pynng.NNGException):
                     context.close()
                 slots.release()
-            try:
-                reply = reply_context(mapping, request, answer, hub.origin)
-            except MappingError as exc:
-                note_failure(mapping, exc)
-                return
-            if hub.publish(reply):
-                counters.published += 1
-            else:
-                counters.denied += 1
+            publish_reply(hub, mapping, request, answer)
 
         async with asyncio.TaskGroup() as tg:
             async for request in subscription:
                 counters.received += 1
-                if not request.properties.response_topic:
-                    note_failure(mapping, MappingError(f"{request.topic!r}: no response topic"))
-                    continue
-                try:
-                    topic, payload = mapping.native(request)
-                except MappingError as exc:
-                    note_failure(mapping, exc)
+                native = mapping.request(request)
+                if native is None:
                     continue
                 await slots.acquire()
-                body = codec.encode(topic, payload, config.frames, mapping.delimiter)
+                body = codec.encode(native[0], native[1], config.frames, mapping.delimiter)
                 tg.create_task(ask(request, body))
 
 

@@ -22,13 +22,12 @@ from typing import ClassVar, Literal, Self
 
 from pydantic import Field, model_validator
 
-from adapters.sockets.config import InboundMapping, OutboundMapping, check_mappings
+from adapters.sockets.config import InboundMapping, OutboundMapping, SocketMapping, check_mappings
 from gateway.config.models.adapter_base import AdapterConfigBase
 from gateway.config.models.base import doc_default
 
 __all__ = ["NngAdapterConfig", "NngInbound", "NngOutbound"]
 
-_SCHEMES = frozenset({"tcp", "ipc", "ws"})
 _FRAMES = (
     "Frame layout: `prefix` (`topic + delimiter + payload`, NanoMQ's NNG bridge format) or"
     " `raw` (the message is the payload)."
@@ -44,47 +43,44 @@ _BUFFER = (
 )
 
 
-class NngInbound(InboundMapping):
+class _Nng(SocketMapping):
+    """What NNG mappings have, both ways: schemes, topic key, layouts, buffers."""
+
+    SCHEMES: ClassVar[frozenset[str]] = frozenset({"tcp", "ipc", "ws"})
+    TOPIC_KEY: ClassVar[str] = "nng.topic"
+
+    frames: Literal["prefix", "raw"] = Field(
+        default="prefix",
+        description=_FRAMES,
+        json_schema_extra=doc_default("`prefix`; `raw` for `rep0` and `req0`"),
+    )
+    delimiter: str = Field(default="/", description=_DELIMITER)
+    high_water_mark: int = Field(default=8192, ge=1, le=8192, description=_BUFFER)
+
+
+class NngInbound(_Nng, InboundMapping):
     """NNG messages to MQTT (`nng_to_mqtt[]`): a `sub0`, `pull0` or `pair` socket whose
     messages are published, or a `rep0` front whose requests go to an MQTT responder."""
 
     REQUEST_SOCKETS: ClassVar[frozenset[str]] = frozenset({"rep0"})
-    SCHEMES: ClassVar[frozenset[str]] = _SCHEMES
-    TOPIC_KEY: ClassVar[str] = "nng.topic"
 
     socket: Literal["sub0", "pull0", "pair0", "pair1", "rep0"] = Field(
         description="`sub0`, `pull0`, `pair0`, `pair1`; `rep0` (up to `max_inflight`"
         " requests at once) to serve NNG requests with an MQTT 5 responder."
     )
-    frames: Literal["prefix", "raw"] = Field(
-        default="prefix",
-        description=_FRAMES,
-        json_schema_extra=doc_default("`prefix`; `raw` for `rep0`"),
-    )
-    delimiter: str = Field(default="/", description=_DELIMITER)
-    high_water_mark: int = Field(default=8192, ge=1, le=8192, description=_BUFFER)
 
 
-class NngOutbound(OutboundMapping):
+class NngOutbound(_Nng, OutboundMapping):
     """MQTT messages to NNG (`mqtt_to_nng[]`): sent on a `pub0`, `push0` or `pair`
     socket, or as requests to an NNG `rep0` service (`req0`) whose replies go back to
     the MQTT 5 requester."""
 
     REQUEST_SOCKETS: ClassVar[frozenset[str]] = frozenset({"req0"})
-    SCHEMES: ClassVar[frozenset[str]] = _SCHEMES
-    TOPIC_KEY: ClassVar[str] = "nng.topic"
 
     socket: Literal["pub0", "push0", "pair0", "pair1", "req0"] = Field(
         description="`pub0`, `push0`, `pair0`, `pair1`; `req0` (up to `max_inflight`"
         " requests at once) to an NNG `rep0` service."
     )
-    frames: Literal["prefix", "raw"] = Field(
-        default="prefix",
-        description=_FRAMES,
-        json_schema_extra=doc_default("`prefix`; `raw` for `req0`"),
-    )
-    delimiter: str = Field(default="/", description=_DELIMITER)
-    high_water_mark: int = Field(default=8192, ge=1, le=8192, description=_BUFFER)
 
 
 class NngAdapterConfig(AdapterConfigBase):

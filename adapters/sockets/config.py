@@ -31,6 +31,7 @@ __all__ = [
     "Endpoints",
     "InboundMapping",
     "OutboundMapping",
+    "SocketMapping",
     "check_endpoints",
     "check_mappings",
 ]
@@ -83,8 +84,9 @@ def check_mappings(
         raise ValueError(f"mapping names must be unique: {', '.join(duplicates)}")
 
 
-class _Mapping(ConfigModel):
-    """What both directions have."""
+class SocketMapping(ConfigModel):
+    """What both directions have; an adapter's mixin of its own narrows ``frames`` and
+    sets the class constants below for both of its directions."""
 
     #: Socket types that answer or ask (request/response), per adapter.
     REQUEST_SOCKETS: ClassVar[frozenset[str]] = frozenset()
@@ -167,7 +169,7 @@ class _Mapping(ConfigModel):
         return problems
 
 
-class InboundMapping(_Mapping):
+class InboundMapping(SocketMapping):
     """Native messages to MQTT: one socket, its messages published to `to_mqtt`."""
 
     subscribe: tuple[str, ...] = Field(
@@ -228,7 +230,7 @@ class InboundMapping(_Mapping):
         return any(f.startswith(_PAYLOAD_FIELDS) for f in TopicTemplate(self.to_mqtt).fields)
 
 
-class OutboundMapping(_Mapping):
+class OutboundMapping(SocketMapping):
     """MQTT messages to native: those matching `from_mqtt`, sent on one socket."""
 
     from_mqtt: Annotated[str, AfterValidator(check_filter_template)] = Field(

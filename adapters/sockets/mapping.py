@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -89,6 +89,10 @@ def _json(payload: bytes, what: str) -> Any:
         raise MappingError(f"{what} needs a JSON payload: {exc}") from exc
 
 
+#: A codec's ``decode(message, layout, delimiter, prefixes) -> (topic, payload)``.
+Decode = Callable[[Any, str, bytes, tuple[bytes, ...]], tuple[bytes | None, bytes]]
+
+
 class Inbound:
     """A native -> MQTT mapping, compiled."""
 
@@ -149,6 +153,23 @@ class Inbound:
             time.time_ns(),
         )
 
+    def take(
+        self, message: Any, decode: Decode, publish: Callable[[Context], bool], origin: Origin
+    ) -> None:
+        """Publishes one native message (``decode`` splits it), counted."""
+        counters = self.counters
+        counters.received += 1
+        try:
+            topic, payload = decode(message, self.config.frames, self.delimiter, self.prefixes)
+            context = self.context(topic, payload, origin)
+        except MappingError as exc:
+            note_failure(self, exc)
+            return
+        if publish(context):
+            counters.published += 1
+        else:
+            counters.denied += 1
+
 
 class Outbound:
     """An MQTT -> native mapping, compiled."""
@@ -193,3 +214,14 @@ class Outbound:
         values: dict[str, Any] = {MQTT_TOPIC: context.topic, **captures}
         document = _json(payload, self.template.text) if self.payload_fields else None
         return self.template.render(values, document).encode(), payload
+
+    def request(self, context: Context) -> tuple[bytes, bytes] | None:
+        """``native(context)`` of an MQTT 5 request; None, counted, when it is not one
+        (no Response Topic) or does not fit."""
+        try:
+            if not context.properties.response_topic:
+                raise MappingError(f"{context.topic!r}: a request needs a response topic")
+            return self.native(context)
+        except MappingError as exc:
+            note_failure(self, exc)
+            return None

@@ -19,8 +19,9 @@ import itertools
 import os
 import time
 from dataclasses import replace
+from typing import Any
 
-from adapters.sockets.mapping import Inbound, Outbound, note_failure
+from adapters.sockets.mapping import Decode, Inbound, Outbound, note_failure
 from broker_core.context import Context, Origin, new_context, next_message_id
 from broker_core.mqtt.properties import Properties
 from gateway.hub import HubClient, HubSubscription
@@ -31,6 +32,7 @@ __all__ = [
     "ask_responder",
     "collect_replies",
     "default_response_topic",
+    "publish_reply",
     "reply_context",
     "request_properties",
 ]
@@ -117,6 +119,19 @@ def reply_context(mapping: Outbound, request: Context, payload: bytes, origin: O
     )
 
 
+def publish_reply(hub: HubClient, mapping: Outbound, request: Context, payload: bytes) -> None:
+    """Publishes a native service's reply to ``request`` (``reply_context``), counted."""
+    try:
+        reply = reply_context(mapping, request, payload, hub.origin)
+    except MappingError as exc:
+        note_failure(mapping, exc)
+        return
+    if hub.publish(reply):
+        mapping.counters.published += 1
+    else:
+        mapping.counters.denied += 1
+
+
 async def collect_replies(subscription: HubSubscription, pending: PendingReplies) -> None:
     """Hands every reply arriving on ``subscription`` to the request it answers."""
     async for reply in subscription:
@@ -127,21 +142,29 @@ async def ask_responder(
     hub: HubClient,
     mapping: Inbound,
     pending: PendingReplies,
-    request: tuple[bytes | None, bytes],
+    message: Any,
+    decode: Decode,
     response_topic: str,
 ) -> bytes:
-    """Publishes a native request ``(topic, payload)`` to the MQTT responder and returns
-    its reply's payload, native; ``b""`` when there is none (refused, full, timed out),
-    counted in the mapping's counters."""
+    """Publishes a native request (``decode`` splits ``message``) to the MQTT responder
+    and returns its reply's payload, native; ``b""`` when there is none (the request
+    does not fit, is refused, finds the table full, or times out), counted in the
+    mapping's counters."""
     counters = mapping.counters
+    counters.received += 1
+    try:
+        topic, payload = decode(message, mapping.config.frames, mapping.delimiter, mapping.prefixes)
+    except MappingError as exc:
+        note_failure(mapping, exc)
+        return b""
     try:
         correlation, future = pending.open()
-    except MappingError:
+    except MappingError:  # max_inflight requests wait already
         counters.dropped += 1
         return b""
     try:
         properties = request_properties(mapping.properties, response_topic, correlation)
-        context = mapping.context(request[0], request[1], hub.origin, properties)
+        context = mapping.context(topic, payload, hub.origin, properties)
         if not hub.publish(context):
             counters.denied += 1
             return b""

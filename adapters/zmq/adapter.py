@@ -19,23 +19,17 @@ import asyncio
 import contextlib
 import itertools
 import logging
-from pathlib import Path
 from typing import Any
 
 import zmq
 import zmq.asyncio
 from zmq.utils.monitor import parse_monitor_message
 
+from adapters.sockets.component import SocketAdapter
 from adapters.sockets.config import RAW
-from adapters.sockets.mapping import Inbound, Outbound, batches, mapping_names, note_failure
+from adapters.sockets.mapping import Inbound, Outbound, batches, note_failure
 from adapters.sockets.peers import PeerWatch, first_error
-from adapters.sockets.requests import (
-    PendingReplies,
-    ask_responder,
-    collect_replies,
-    default_response_topic,
-    reply_context,
-)
+from adapters.sockets.requests import PendingReplies, ask_responder, publish_reply
 from adapters.zmq import codec
 from adapters.zmq.config import ZmqAdapterConfig
 from broker_core.context import Context
@@ -65,17 +59,14 @@ _MONITORED = (
 )
 
 
-class ZmqAdapter:
+class ZmqAdapter(SocketAdapter):
+    TYPE = "zmq"
+
     def __init__(self, config: ZmqAdapterConfig) -> None:
+        super().__init__(config.name, config.queue_size, config.zmq_to_mqtt, config.mqtt_to_zmq)
         self.config = config
-        names = mapping_names("zmq_to_mqtt", config.zmq_to_mqtt)
-        self.inbound = [Inbound(c, n) for c, n in zip(config.zmq_to_mqtt, names, strict=True)]
-        names = mapping_names("mqtt_to_zmq", config.mqtt_to_zmq)
-        self.outbound = [Outbound(c, n) for c, n in zip(config.mqtt_to_zmq, names, strict=True)]
-        self._subscriptions: dict[str, HubSubscription] = {}
         self._sockets: list[zmq.asyncio.Socket] = []
         self._monitors: list[zmq.asyncio.Socket] = []
-        self._ipc_files: list[Path] = []
 
     # -- the component -----------------------------------------------------------------
 
@@ -98,20 +89,9 @@ class ZmqAdapter:
             await self._close(context)
 
     async def stop(self) -> None:
-        """Drains the outbound queues into the sockets (the supervisor bounds the wait);
-        what the sockets hold then gets ``linger`` to reach its peers."""
-        while any(s.depth for s in self._subscriptions.values()):
-            await asyncio.sleep(0.01)
-
-    def stats(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for inbound in self.inbound:
-            out.update(inbound.counters.stats(inbound.name))
-        for outbound in self.outbound:
-            subscription = self._subscriptions.get(outbound.name)
-            dropped = subscription.dropped if subscription is not None else 0
-            out.update(outbound.counters.stats(outbound.name, dropped))
-        return out
+        """Drains the outbound queues into the sockets; what the sockets hold then gets
+        ``linger`` to reach its peers."""
+        await super().stop()
 
     # -- sockets -------------------------------------------------------------------------
 
@@ -142,8 +122,7 @@ class ZmqAdapter:
                 sock.bind(url)
             except zmq.ZMQError as exc:
                 raise AdapterConnectionError(f"{name}: cannot bind {url}: {exc}") from exc
-            if url.startswith("ipc://"):
-                self._ipc_files.append(Path(url[len("ipc://") :]))
+            self.bound(url)
             log.info("zmq %s: %s %s bound to %s", self.config.name, name, config.socket, url)
         for url in connect:
             try:
@@ -161,10 +140,7 @@ class ZmqAdapter:
         for sock in self._sockets:
             sock.close()  # with LINGER: unsent messages get that long
         await asyncio.to_thread(context.term)
-        for path in self._ipc_files:  # ZeroMQ leaves them behind
-            with contextlib.suppress(OSError):
-                if path.is_socket():
-                    path.unlink()
+        self.remove_ipc_files()  # ZeroMQ leaves them behind
 
     @staticmethod
     async def _monitor(
@@ -195,30 +171,23 @@ class ZmqAdapter:
         kind = mapping.config.socket
         if kind in ("sub", "pull"):
             await self._receive(hub, mapping, sock)
-            return
-        response_topic = mapping.config.response_topic or default_response_topic(
-            "zmq", self.config.name, mapping.name
-        )
-        pending = PendingReplies(mapping.config.max_inflight)
-        replies = hub.subscribe(response_topic, qos=1, retained=False)
-        try:
-            async with asyncio.TaskGroup() as tg:
-                tg.create_task(collect_replies(replies, pending))
-                if kind == "rep":
-                    await self._front_rep(hub, mapping, sock, pending, response_topic)
-                else:
-                    await self._front_router(hub, mapping, sock, pending, response_topic, tg)
-        finally:
-            pending.close()
+        elif kind == "rep":
+            await self.serve_front(
+                hub,
+                mapping,
+                lambda pending, topic: self._front_rep(hub, mapping, sock, pending, topic),
+            )
+        else:
+            await self.serve_front(
+                hub,
+                mapping,
+                lambda pending, topic: self._front_router(hub, mapping, sock, pending, topic),
+            )
 
     async def _receive(self, hub: HubClient, mapping: Inbound, sock: zmq.asyncio.Socket) -> None:
         """``sub`` / ``pull``: every message published to MQTT."""
         sync: zmq.Socket[bytes] = zmq.Socket.shadow(sock.underlying)
-        counters = mapping.counters
-        config = mapping.config
-        layout, delimiter, prefixes = config.frames, mapping.delimiter, mapping.prefixes
-        origin = hub.origin
-        publish = hub.publish
+        take, decode, publish, origin = mapping.take, codec.decode, hub.publish, hub.origin
         while True:
             drained = 0
             while drained < _BATCH:
@@ -227,25 +196,11 @@ class ZmqAdapter:
                 except zmq.Again:
                     break
                 drained += 1
-                counters.received += 1
-                try:
-                    topic, payload = codec.decode(frames, layout, delimiter, prefixes)
-                    context = mapping.context(topic, payload, origin)
-                except MappingError as exc:
-                    note_failure(mapping, exc)
-                    continue
-                if publish(context):
-                    counters.published += 1
-                else:
-                    counters.denied += 1
+                take(frames, decode, publish, origin)
             if drained < _BATCH:
                 await sock.poll(None, zmq.POLLIN)  # type: ignore[call-arg]
             else:
                 await asyncio.sleep(0)
-
-    def _request_of(self, mapping: Inbound, body: list[bytes]) -> tuple[bytes | None, bytes]:
-        config = mapping.config
-        return codec.decode(body, config.frames, mapping.delimiter, mapping.prefixes)
 
     async def _front_rep(
         self,
@@ -258,14 +213,7 @@ class ZmqAdapter:
         """``rep``: one ZeroMQ request at a time, answered by an MQTT responder."""
         while True:
             body = await sock.recv_multipart()
-            mapping.counters.received += 1
-            try:
-                request = self._request_of(mapping, body)
-            except MappingError as exc:
-                note_failure(mapping, exc)
-                reply = b""
-            else:
-                reply = await ask_responder(hub, mapping, pending, request, response_topic)
+            reply = await ask_responder(hub, mapping, pending, body, codec.decode, response_topic)
             await sock.send(reply)
             mapping.counters.sent += 1
 
@@ -276,30 +224,31 @@ class ZmqAdapter:
         sock: zmq.asyncio.Socket,
         pending: PendingReplies,
         response_topic: str,
-        tg: asyncio.TaskGroup,
     ) -> None:
         """``router``: up to ``max_inflight`` ZeroMQ requests at once."""
         slots = asyncio.Semaphore(mapping.config.max_inflight)
 
-        async def answer(envelope: list[bytes], request: tuple[bytes | None, bytes]) -> None:
+        async def answer(envelope: list[bytes], body: list[bytes]) -> None:
             try:
-                reply = await ask_responder(hub, mapping, pending, request, response_topic)
+                reply = await ask_responder(
+                    hub, mapping, pending, body, codec.decode, response_topic
+                )
                 await sock.send_multipart([*envelope, reply])
                 mapping.counters.sent += 1
             finally:
                 slots.release()
 
-        while True:
-            frames = await sock.recv_multipart()
-            mapping.counters.received += 1
-            try:
-                envelope, body = codec.split_envelope(frames)
-                request = self._request_of(mapping, body)
-            except MappingError as exc:
-                note_failure(mapping, exc)
-                continue
-            await slots.acquire()
-            tg.create_task(answer(envelope, request))
+        async with asyncio.TaskGroup() as tg:
+            while True:
+                frames = await sock.recv_multipart()
+                try:
+                    envelope, body = codec.split_envelope(frames)
+                except MappingError as exc:  # no envelope: nowhere to answer
+                    mapping.counters.received += 1
+                    note_failure(mapping, exc)
+                    continue
+                await slots.acquire()
+                tg.create_task(answer(envelope, body))
 
     # -- MQTT -> ZeroMQ ------------------------------------------------------------------
 
@@ -307,14 +256,10 @@ class ZmqAdapter:
         self, hub: HubClient, mapping: Outbound, sock: zmq.asyncio.Socket
     ) -> None:
         config = mapping.config
-        queue_size = self.config.queue_size
         if config.socket == "xpub":
-            subscription = hub.subscribe(qos=config.qos, maxsize=queue_size)
+            subscription = self.subscribe_on_demand(hub, mapping)
         else:
-            subscription = hub.subscribe(
-                mapping.source.topic_filter, qos=config.qos, maxsize=queue_size
-            )
-        self._subscriptions[mapping.name] = subscription
+            subscription = self.subscribe(hub, mapping)
         if config.socket == "req":
             await self._request_rep(hub, mapping, sock, subscription)
         elif config.socket == "dealer":
@@ -412,32 +357,22 @@ class ZmqAdapter:
                         log.info("%s: unsubscribed from %s", name, removed)
             await sock.poll(100, zmq.POLLIN)  # type: ignore[call-arg]
 
-    def _request_frames(self, mapping: Outbound, context: Context) -> list[bytes] | None:
+    @staticmethod
+    def _request_frames(mapping: Outbound, context: Context) -> list[bytes] | None:
         """The frames of an MQTT request, or None when it cannot be one (counted)."""
-        if not context.properties.response_topic:
-            note_failure(mapping, MappingError(f"{context.topic!r}: no response topic"))
+        native = mapping.request(context)
+        if native is None:
             return None
-        try:
-            topic, payload = mapping.native(context)
-        except MappingError as exc:
-            note_failure(mapping, exc)
-            return None
-        return codec.encode(topic, payload, mapping.config.frames, mapping.delimiter)
+        return codec.encode(native[0], native[1], mapping.config.frames, mapping.delimiter)
 
+    @staticmethod
     def _publish_reply(
-        self, hub: HubClient, mapping: Outbound, request: Context, frames: list[bytes]
+        hub: HubClient, mapping: Outbound, request: Context, frames: list[bytes]
     ) -> None:
-        try:
-            if len(frames) != 1:
-                raise MappingError(f"expected a reply of 1 frame, got {len(frames)}")
-            reply = reply_context(mapping, request, frames[0], hub.origin)
-        except MappingError as exc:
-            note_failure(mapping, exc)
+        if len(frames) != 1:
+            note_failure(mapping, MappingError(f"expected a reply of 1 frame, got {len(frames)}"))
             return
-        if hub.publish(reply):
-            mapping.counters.published += 1
-        else:
-            mapping.counters.denied += 1
+        publish_reply(hub, mapping, request, frames[0])
 
     async def _request_rep(
         self,

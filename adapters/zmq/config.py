@@ -23,7 +23,7 @@ from typing import Annotated, ClassVar, Literal, Self
 
 from pydantic import Field, model_validator
 
-from adapters.sockets.config import InboundMapping, OutboundMapping, check_mappings
+from adapters.sockets.config import InboundMapping, OutboundMapping, SocketMapping, check_mappings
 from gateway.config.errors import FieldProblems
 from gateway.config.models.adapter_base import AdapterConfigBase
 from gateway.config.models.base import doc_default
@@ -31,29 +31,25 @@ from gateway.config.values import DurationSpec
 
 __all__ = ["ZmqAdapterConfig", "ZmqInbound", "ZmqOutbound"]
 
-_SCHEMES = frozenset({"tcp", "ipc"})
 _FRAMES = (
     "Frame layout: `multipart` (`[topic, payload]`), `prefix` (one frame `topic +"
     " delimiter + payload`, NanoMQ's `sub_pre`/`pub_pre`) or `raw` (one frame, the payload)."
 )
 
 
-class ZmqInbound(InboundMapping):
-    """ZeroMQ messages to MQTT (`zmq_to_mqtt[]`): a `sub` or `pull` socket whose messages
-    are published, or a `rep` / `router` front whose requests go to an MQTT responder."""
+class _Zmq(SocketMapping):
+    """What ZeroMQ mappings have, both ways: schemes, topic key, layouts, high-water
+    marks."""
 
-    REQUEST_SOCKETS: ClassVar[frozenset[str]] = frozenset({"rep", "router"})
-    SCHEMES: ClassVar[frozenset[str]] = _SCHEMES
+    SCHEMES: ClassVar[frozenset[str]] = frozenset({"tcp", "ipc"})
     TOPIC_KEY: ClassVar[str] = "zmq.topic"
 
-    socket: Literal["sub", "pull", "rep", "router"] = Field(
-        description="`sub`, `pull`; `rep` (one request at a time) or `router` (up to"
-        " `max_inflight`) to serve ZeroMQ requests with an MQTT 5 responder."
-    )
     frames: Literal["multipart", "prefix", "raw"] = Field(
         default="multipart",
         description=_FRAMES,
-        json_schema_extra=doc_default("`multipart`; `raw` for `rep` and `router`"),
+        json_schema_extra=doc_default(
+            "`multipart`; `raw` for request/response sockets (`rep`, `router`, `req`, `dealer`)"
+        ),
     )
     high_water_mark: int = Field(
         default=100_000,
@@ -64,33 +60,30 @@ class ZmqInbound(InboundMapping):
     )
 
 
-class ZmqOutbound(OutboundMapping):
+class ZmqInbound(_Zmq, InboundMapping):
+    """ZeroMQ messages to MQTT (`zmq_to_mqtt[]`): a `sub` or `pull` socket whose messages
+    are published, or a `rep` / `router` front whose requests go to an MQTT responder."""
+
+    REQUEST_SOCKETS: ClassVar[frozenset[str]] = frozenset({"rep", "router"})
+
+    socket: Literal["sub", "pull", "rep", "router"] = Field(
+        description="`sub`, `pull`; `rep` (one request at a time) or `router` (up to"
+        " `max_inflight`) to serve ZeroMQ requests with an MQTT 5 responder."
+    )
+
+
+class ZmqOutbound(_Zmq, OutboundMapping):
     """MQTT messages to ZeroMQ (`mqtt_to_zmq[]`): sent on a `pub`, `xpub` or `push`
     socket, or as requests to a ZeroMQ service (`req`, `dealer`) whose replies go back to
     the MQTT 5 requester."""
 
     REQUEST_SOCKETS: ClassVar[frozenset[str]] = frozenset({"req", "dealer"})
-    SCHEMES: ClassVar[frozenset[str]] = _SCHEMES
-    TOPIC_KEY: ClassVar[str] = "zmq.topic"
 
     socket: Literal["pub", "xpub", "push", "req", "dealer"] = Field(
         description="`pub`, `push`; `xpub` (subscribes on MQTT to what its ZeroMQ"
         " subscribers subscribe to); `req` (one request at a time) or `dealer` (up to"
         " `max_inflight`) to a ZeroMQ `rep`/`router` service."
     )
-    frames: Literal["multipart", "prefix", "raw"] = Field(
-        default="multipart",
-        description=_FRAMES,
-        json_schema_extra=doc_default("`multipart`; `raw` for `req` and `dealer`"),
-    )
-    high_water_mark: int = Field(
-        default=100_000,
-        ge=1,
-        description="Messages queued per peer and direction (SNDHWM and RCVHWM; ZeroMQ's"
-        " own default is 1000). When full, a `push`, `req` or `dealer` send waits for room,"
-        " a `pub` / `xpub` send waits up to `send_timeout` and then drops (counted).",
-    )
-
     send_timeout: Annotated[float, DurationSpec()] = Field(
         default=1.0,
         description="`pub` / `xpub`: how long a send waits while a subscriber's queue is"

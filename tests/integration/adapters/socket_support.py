@@ -14,12 +14,15 @@ from typing import Any
 import pytest
 
 from tests.helpers.brokers import free_port
-from tests.helpers.gateway import RunningGateway
+from tests.helpers.gateway import RunningGateway, running_gateway
 from tests.helpers.peer_process import PeerProcess
-from tests.integration.broker.support import PahoClient
+from tests.helpers.timeouts import unit
+from tests.integration.broker.support import PahoClient, publish_props
 from tests.integration.components.support import wait_for
 
 __all__ = [
+    "answer_upper_case",
+    "check_peers_come_back",
     "counters",
     "ipc_dir",
     "mqtt_client",
@@ -91,3 +94,62 @@ def wait_counter(
     gw: RunningGateway, name: str, counter: str, at_least: int, seconds: float = 10
 ) -> dict[str, int]:
     return wait_for(lambda: counters(gw, name), lambda c: c[counter] >= at_least, seconds)
+
+
+def answer_upper_case(responder: PahoClient, topic: str) -> None:
+    """Makes ``responder`` an MQTT 5 responder for requests on ``topic``: it publishes
+    the payload in upper case to the Response Topic with the Correlation Data."""
+
+    def answer(client: object, userdata: object, message: Any) -> None:
+        if message.topic != topic:
+            return
+        props = publish_props(CorrelationData=message.properties.CorrelationData)
+        responder.client.publish(
+            message.properties.ResponseTopic, message.payload.upper(), 1, properties=props
+        )
+
+    responder.client.on_message = answer
+
+
+def check_peers_come_back(tmp_path: Path, ipc_dir: Path, kind: str) -> None:
+    """A ``kind`` (``zmq``, ``nng``) adapter whose two mappings connect to their peers:
+    both peers go away (the adapter says so, naming both mappings) and come back
+    twice; each time the adapter reconnects by itself and messages flow both ways."""
+    out_url, in_url = f"ipc://{ipc_dir}/out", f"ipc://{ipc_dir}/in"
+    sub, push, peer = ("sub", "push", zmq_peer) if kind == "zmq" else ("sub0", "push0", nng_peer)
+    config = f"""
+adapters:
+  - type: {kind}
+    name: again
+    {kind}_to_mqtt:
+      - {{socket: {sub}, connect: "{in_url}", to_mqtt: "back/{{{kind}.topic}}", qos: 0}}
+    mqtt_to_{kind}:
+      - {{from_mqtt: "cmd/#", socket: {push}, connect: "{out_url}"}}
+"""
+    with running_gateway(tmp_path, config) as gw, mqtt_client(gw, "op") as op:
+        op.subscribe("back/#", 0)
+        for round_ in range(2):
+            with (
+                peer("pull", "--bind", out_url, "--count", "1", "--print") as pull,
+                peer("pub", "--bind", in_url, "--topic", f"round{round_}") as pub,
+            ):
+                pull.expect("ready")
+                pub.expect("ready")
+                wait_state(gw, "again", "running")
+                op.publish(f"cmd/{round_}", b"x", qos=1)
+                got = pull.expect("message", timeout=unit(10))
+                # ZeroMQ: [topic, payload]; NNG: NanoMQ's "topic/payload"
+                assert got == ([f"cmd/{round_}", "x"] if kind == "zmq" else f"cmd/{round_}/x")
+                message = op.expect_message(unit(10))
+                while message.topic != f"back/round{round_}":  # the last round's stragglers
+                    message = op.expect_message(unit(10))
+                pub.kill()
+            wait_for(
+                lambda: state_of(gw, "again"),
+                lambda s: (
+                    s["state"] == "degraded"
+                    and f"mqtt_to_{kind}[0]" in s["reason"]
+                    and f"{kind}_to_mqtt[0]" in s["reason"]
+                ),
+            )
+        assert counters(gw, "again")[f"mqtt_to_{kind}[0].sent"] == 2

@@ -15,17 +15,18 @@ from tests.helpers.brokers import free_port
 from tests.helpers.gateway import running_gateway
 from tests.helpers.timeouts import unit
 from tests.integration.adapters.socket_support import (
+    answer_upper_case,
+    check_peers_come_back,
     counters,
     ipc_dir,
     mqtt_client,
     nng_peer,
-    state_of,
     tcp_url,
     wait_counter,
     wait_state,
 )
 from tests.integration.broker.support import publish_props
-from tests.integration.components.support import API, http_of, metric, wait_for
+from tests.integration.components.support import API, http_of, metric
 
 __all__ = ["ipc_dir"]  # the fixture, used by name
 
@@ -194,16 +195,7 @@ adapters:
     with running_gateway(tmp_path, config) as gw, mqtt_client(gw, "responder") as responder:
         responder.subscribe("svc/upper", 1)
 
-        def answer(client: object, userdata: object, message: object) -> None:
-            props = publish_props(CorrelationData=message.properties.CorrelationData)  # type: ignore[attr-defined]
-            responder.client.publish(
-                message.properties.ResponseTopic,  # type: ignore[attr-defined]
-                message.payload.upper(),  # type: ignore[attr-defined]
-                1,
-                properties=props,
-            )
-
-        responder.client.on_message = answer
+        answer_upper_case(responder, "svc/upper")
         words = [f"word{i}" for i in range(8)]
         data = [arg for word in words for arg in ("--data", word)]
         with nng_peer(
@@ -220,46 +212,7 @@ adapters:
 
 
 def test_a_peer_that_goes_away_is_picked_up_again(tmp_path: Path, ipc_dir: Path) -> None:
-    out_url, in_url = f"ipc://{ipc_dir}/out", f"ipc://{ipc_dir}/in"
-    config = f"""
-adapters:
-  - type: nng
-    name: again
-    nng_to_mqtt:
-      - socket: sub0
-        connect: {in_url}
-        to_mqtt: back/{{nng.topic}}
-        qos: 0
-    mqtt_to_nng:
-      - from_mqtt: cmd/#
-        socket: push0
-        connect: {out_url}
-"""
-    with running_gateway(tmp_path, config) as gw, mqtt_client(gw, "op") as op:
-        op.subscribe("back/#", 0)
-        for round_ in range(2):
-            with (
-                nng_peer("pull", "--bind", out_url, "--count", "1", "--print") as pull,
-                nng_peer("pub", "--bind", in_url, "--topic", f"round{round_}") as pub,
-            ):
-                pull.expect("ready")
-                pub.expect("ready")
-                wait_state(gw, "again", "running")
-                op.publish(f"cmd/{round_}", b"x", qos=1)
-                assert pull.expect("message", timeout=unit(10)) == f"cmd/{round_}/x"
-                message = op.expect_message(unit(10))
-                while message.topic != f"back/round{round_}":  # the last round's stragglers
-                    message = op.expect_message(unit(10))
-                pub.kill()
-            wait_for(
-                lambda: state_of(gw, "again"),
-                lambda s: (
-                    s["state"] == "degraded"
-                    and "mqtt_to_nng[0]" in s["reason"]
-                    and "nng_to_mqtt[0]" in s["reason"]
-                ),
-            )
-        assert counters(gw, "again")["mqtt_to_nng[0].sent"] == 2
+    check_peers_come_back(tmp_path, ipc_dir, "nng")
 
 
 def test_a_socket_that_cannot_listen_backs_off_with_the_reason(tmp_path: Path) -> None:

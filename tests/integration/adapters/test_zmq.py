@@ -17,6 +17,8 @@ from gateway.components import ADAPTER
 from tests.helpers.gateway import running_gateway
 from tests.helpers.timeouts import unit
 from tests.integration.adapters.socket_support import (
+    answer_upper_case,
+    check_peers_come_back,
     counters,
     ipc_dir,
     mqtt_client,
@@ -180,16 +182,7 @@ adapters:
     with running_gateway(tmp_path, config) as gw, mqtt_client(gw, "responder") as responder:
         responder.subscribe("svc/upper", 1)
 
-        def answer(client: object, userdata: object, message: object) -> None:
-            props = publish_props(CorrelationData=message.properties.CorrelationData)  # type: ignore[attr-defined]
-            responder.client.publish(
-                message.properties.ResponseTopic,  # type: ignore[attr-defined]
-                message.payload.upper(),  # type: ignore[attr-defined]
-                1,
-                properties=props,
-            )
-
-        responder.client.on_message = answer
+        answer_upper_case(responder, "svc/upper")
         data = [arg for word in ("alpha", "beta", "gamma", "delta") for arg in ("--data", word)]
         with zmq_peer(
             "req", "--connect", f"ipc://{ipc_dir}/front", "--parallel", "4", *data
@@ -263,47 +256,7 @@ adapters:
 
 
 def test_a_peer_that_goes_away_is_picked_up_again(tmp_path: Path, ipc_dir: Path) -> None:
-    out_url, in_url = f"ipc://{ipc_dir}/out", f"ipc://{ipc_dir}/in"
-    config = f"""
-adapters:
-  - type: zmq
-    name: again
-    zmq_to_mqtt:
-      - socket: sub
-        connect: {in_url}
-        to_mqtt: back/{{zmq.topic}}
-        qos: 0
-    mqtt_to_zmq:
-      - from_mqtt: cmd/#
-        socket: push
-        connect: {out_url}
-"""
-    with running_gateway(tmp_path, config) as gw, mqtt_client(gw, "op") as op:
-        op.subscribe("back/#", 0)
-        for round_ in range(2):
-            with (
-                zmq_peer("pull", "--bind", out_url, "--count", "1", "--print") as pull,
-                zmq_peer("pub", "--bind", in_url, "--topic", f"round{round_}") as pub,
-            ):
-                pull.expect("ready")
-                pub.expect("ready")
-                wait_state(gw, "again", "running")
-                op.publish(f"cmd/{round_}", b"x", qos=1)
-                assert pull.expect("message", timeout=unit(10)) == [f"cmd/{round_}", "x"]
-                message = op.expect_message(unit(10))
-                while message.topic != f"back/round{round_}":  # the last round's stragglers
-                    message = op.expect_message(unit(10))
-                pub.kill()
-            # Both peers gone: the adapter says which mappings miss theirs.
-            wait_for(
-                lambda: state_of(gw, "again"),
-                lambda s: (
-                    s["state"] == "degraded"
-                    and "mqtt_to_zmq[0]" in s["reason"]
-                    and "zmq_to_mqtt[0]" in s["reason"]
-                ),
-            )
-        assert counters(gw, "again")["mqtt_to_zmq[0].sent"] == 2
+    check_peers_come_back(tmp_path, ipc_dir, "zmq")
 
 
 def test_a_full_subscriber_makes_a_pub_drop_and_count(tmp_path: Path, ipc_dir: Path) -> None:

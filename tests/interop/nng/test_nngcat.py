@@ -18,6 +18,7 @@ from tests.helpers.gateway import running_gateway
 from tests.helpers.peer_process import PeerProcess
 from tests.helpers.timeouts import unit
 from tests.integration.adapters.socket_support import (
+    answer_upper_case,
     counters,
     ipc_dir,
     mqtt_client,
@@ -143,17 +144,9 @@ def test_requests_both_ways_with_nngcat(tmp_path: Path, ipc_dir: Path) -> None:
         # nngcat --req0 asks through the rep0 front; the MQTT responder answers.
         user.subscribe("svc/shout", 1)
 
-        def answer(client: object, userdata: object, message: object) -> None:
-            if message.topic != "svc/shout":  # type: ignore[attr-defined]
-                return
-            props = publish_props(CorrelationData=message.properties.CorrelationData)  # type: ignore[attr-defined]
-            user.client.publish(
-                message.properties.ResponseTopic,  # type: ignore[attr-defined]
-                message.payload.upper(),  # type: ignore[attr-defined]
-                1,
-                properties=props,
-            )
-
-        user.client.on_message = answer
-        with nngcat("--req0", "--dial", front, "--data", "hello", "--count", "1") as req:
+        answer_upper_case(user, "svc/shout")
+        # --interval: without it nngcat 1.5.2 fails now and then with "Cannot set recv
+        # timeout: Invalid argument" (it derives the receive timeout from the interval).
+        ask = ("--req0", "--dial", front, "--data", "hello", "--count", "1", "--interval", "1")
+        with nngcat(*ask) as req:
             assert quoted(req) == "HELLO"
