@@ -36,7 +36,7 @@ from bench.lifetime import die_with_parent
 
 __all__ = ["run"]
 
-ROUNDS = 3
+ROUNDS = 5
 COUNTS = {"zmq": 200_000, "nng": 60_000}
 TOPIC = b"bench/x"
 PAYLOAD = b"0123456789abcdef"  # 16 bytes

@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import zmq
@@ -26,7 +27,8 @@ import zmq.asyncio
 from zmq.utils.monitor import parse_monitor_message
 
 from adapters.sockets.component import SocketAdapter
-from adapters.sockets.config import RAW
+from adapters.sockets.config import MULTIPART, PREFIX, RAW
+from adapters.sockets.frames import join_prefixed
 from adapters.sockets.mapping import Inbound, Outbound, batches, note_failure
 from adapters.sockets.peers import PeerWatch, first_error
 from adapters.sockets.requests import PendingReplies, ask_responder, publish_reply
@@ -280,19 +282,21 @@ class ZmqAdapter(SocketAdapter):
         config: Any = mapping.config  # a ZmqOutbound
         layout, delimiter = config.frames, mapping.delimiter
         publisher = config.socket in ("pub", "xpub")
+        emit = _emitter(sync, layout, delimiter)
+        native = mapping.native
         giving_up = False  # a publisher's subscriber stayed full: drop at once until it drains
         async for batch in batches(subscription):
             counters.received += len(batch)
             for context in batch:
                 try:
-                    topic, payload = mapping.native(context)
+                    topic, payload = native(context)
                 except MappingError as exc:
                     note_failure(mapping, exc)
                     continue
-                frames = codec.encode(topic, payload, layout, delimiter)
                 try:
-                    _send_frames(sync, frames)
+                    emit(topic, payload)
                 except zmq.Again:
+                    frames = codec.encode(topic, payload, layout, delimiter)
                     if not publisher:
                         await sock.send_multipart(frames)  # waits for room: backpressure
                     elif giving_up or not await self._publish_later(
@@ -448,30 +452,56 @@ class ZmqAdapter(SocketAdapter):
                 counters.sent += 1
 
 
-def _recv_frames(sock: zmq.Socket[bytes]) -> list[bytes]:
-    """One whole message, without waiting (``zmq.Again`` when there is none).
-
-    ``recv_multipart`` asks the socket for ``RCVMORE`` after each frame, an option
-    lookup that costs more than the receive; a frame knows it by itself (``more``). A
-    message arrives whole, so once its first frame is in, so are the others.
-    """
-    frame = sock.recv(zmq.NOBLOCK, copy=False)
-    parts = [frame.bytes]
-    while frame.more:
-        frame = sock.recv(zmq.NOBLOCK, copy=False)
-        parts.append(frame.bytes)
-    return parts
-
-
+# The hot paths call libzmq through pyzmq's backend socket methods: the friendlier
+# ``zmq.Socket`` methods check their arguments in Python and, for ``recv_multipart``,
+# ask for ``RCVMORE`` through an option lookup, which costs more than the I/O itself
+# for small messages.
+_send = zmq.backend.Socket.send
+_recv = zmq.backend.Socket.recv
 _MORE = int(zmq.NOBLOCK | zmq.SNDMORE)  # ints: pyzmq's flag enums cost per operation
 _LAST = int(zmq.NOBLOCK)
+
+
+def _recv_frames(sock: zmq.Socket[bytes]) -> list[bytes]:
+    """One whole message, without waiting (``zmq.Again`` when there is none). A frame
+    knows whether more follow (``more``); a message arrives whole, so once its first
+    frame is in, so are the others."""
+    frame = _recv(sock, _LAST, copy=False)
+    parts = [frame.bytes]
+    while frame.more:
+        frame = _recv(sock, _LAST, copy=False)
+        parts.append(frame.bytes)
+    return parts
 
 
 def _send_frames(sock: zmq.Socket[bytes], frames: list[bytes]) -> None:
     """Sends a message without waiting; ``zmq.Again`` when it cannot go now (then
     nothing went: the high-water mark is checked at the first frame, and a message is
-    sent whole or not at all). Cheaper than ``send_multipart`` for small messages."""
-    send = sock.send
+    sent whole or not at all)."""
     last = len(frames) - 1
     for i, frame in enumerate(frames):
-        send(frame, _MORE if i < last else _LAST)
+        _send(sock, frame, _MORE if i < last else _LAST)
+
+
+def _emitter(
+    sock: zmq.Socket[bytes], layout: str, delimiter: bytes
+) -> Callable[[bytes, bytes], None]:
+    """``emit(topic, payload)``: ``codec.encode`` and ``_send_frames`` in one, per
+    layout, for the outbound hot path; ``zmq.Again`` as ``_send_frames``."""
+    if layout == MULTIPART:
+
+        def emit(topic: bytes, payload: bytes) -> None:
+            _send(sock, topic, _MORE)
+            _send(sock, payload, _LAST)
+
+    elif layout == PREFIX:
+
+        def emit(topic: bytes, payload: bytes) -> None:
+            _send(sock, join_prefixed(topic, delimiter, payload), _LAST)
+
+    else:
+
+        def emit(topic: bytes, payload: bytes) -> None:
+            _send(sock, payload, _LAST)
+
+    return emit
