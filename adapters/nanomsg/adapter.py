@@ -82,6 +82,7 @@ class NngAdapter(SocketAdapter):
                         tg.create_task(self._serve_outbound(hub, m_out, sock))
                     peers.start()  # ready(), or degraded while a dialer has no peer yet
         finally:
+            peers.stop()
             self._close()
 
     # -- sockets -------------------------------------------------------------------------

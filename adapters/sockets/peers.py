@@ -43,6 +43,11 @@ class PeerWatch:
         self._started = True
         self._report()
 
+    def stop(self) -> None:
+        """No more reports: the run ends (its sockets closing would look like peers
+        going away, after the host may have started the next run)."""
+        self._started = False
+
     def up(self, mapping: str) -> None:
         if self._down.pop(mapping, None) is not None:
             self._report()

@@ -88,6 +88,7 @@ class ZmqAdapter(SocketAdapter):
                         tg.create_task(self._serve_outbound(hub, m_out, sock))
                     peers.start()  # ready(), or degraded when a peer is missing already
         finally:
+            peers.stop()
             await self._close(context)
 
     async def stop(self) -> None:

@@ -305,3 +305,29 @@ adapters:
         status = wait_state(gw, "nowhere", "backing_off")
         assert "zmq_to_mqtt[0]: cannot bind" in status["last_error"]
         assert state_of(gw, "nowhere")["restarts"] == 0
+
+
+def test_a_restart_binds_again_and_the_ipc_file_goes_at_the_end(
+    tmp_path: Path, ipc_dir: Path
+) -> None:
+    config = f"""
+adapters:
+  - type: zmq
+    name: again
+    zmq_to_mqtt:
+      - socket: pull
+        bind: ipc://{ipc_dir}/in
+        to_mqtt: in/{{zmq.topic}}
+"""
+    with running_gateway(tmp_path, config) as gw, mqtt_client(gw, "op") as op:
+        op.subscribe("in/#", 1)
+        for round_ in range(2):
+            wait_state(gw, "again", "running")
+            with zmq_peer("push", "--connect", f"ipc://{ipc_dir}/in", "--topic", f"r{round_}"):
+                assert op.expect_message(unit(10)).topic == f"in/r{round_}"
+            assert gw.call(lambda: gw.gateway.components.restart(ADAPTER, "again"))
+            restarts = round_ + 1
+            wait_for(lambda: state_of(gw, "again")["restarts"], lambda n, r=restarts: n == r)
+        wait_state(gw, "again", "running")
+        assert (ipc_dir / "in").exists()
+    assert not (ipc_dir / "in").exists()  # ZeroMQ leaves it; the adapter removes it
