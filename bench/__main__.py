@@ -104,12 +104,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON")
     p.add_argument("--no-idl", action="store_true", help="skip bench/bench_idl.py")
     p.add_argument("--no-someip", action="store_true", help="skip bench/bench_someip.py")
+    p.add_argument(
+        "--no-sockets", action="store_true", help="skip bench/bench_sockets.py (ZeroMQ, NNG)"
+    )
     p.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     return p
 
 
 def _module_lines(name: str) -> list[str]:
-    """Lines from ``bench.<name>``'s ``run()``, if that module exists."""
+    """Lines from ``bench/<name>.py``'s ``run()``, if that module exists."""
     try:
         module = importlib.import_module(f"bench.{name}")
     except ModuleNotFoundError as exc:
@@ -162,7 +165,11 @@ def main(argv: list[str] | None = None) -> int:
     emit(["", *format_table(summary)])
     if args.json:
         write_json(summary, args.json)
-    for name, skip in (("bench_idl", args.no_idl), ("bench_someip", args.no_someip)):
+    for name, skip in (
+        ("bench_idl", args.no_idl),
+        ("bench_someip", args.no_someip),
+        ("bench_sockets", args.no_sockets),
+    ):
         lines = [] if skip else _module_lines(name)
         if lines:
             emit(["", *lines])
