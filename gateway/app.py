@@ -98,7 +98,6 @@ class Gateway:
             store=self.store,
         )
         self.sys_topics = SysTopics(self.broker, VERSION, config.sys.interval, config.sys.events)
-        self.broker.sys_topics = self.sys_topics
         self.security.install(self.broker)  # authenticator, acl, acl_deny_action
         self.hub = Hub(self.broker)
         specs, self._not_run = registry.specs_from_config(config)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from broker_core.context import Context
 from broker_core.mqtt.fastinit import frozen_factory
 from broker_core.mqtt.packets import Auth, Connect, Subscribe, Unsubscribe
+from broker_core.mqtt.properties import Properties
 
 __all__ = [
     "AuthReceived",
@@ -38,12 +38,18 @@ class AuthReceived:
 class PublishReceived:
     """An application message to route; QoS 1/2 wait for ``Session.acknowledge``.
 
+    What the PUBLISH said, its topic alias resolved (``properties`` then carry no Topic
+    Alias): the broker wraps it in its message envelope (``broker_core.context``).
     ``frame`` is the PUBLISH exactly as a subscriber of the same protocol family would
     receive it at QoS 0 without retain (``frame_v5`` tells which family), when the
     received bytes can be forwarded unchanged; else None.
     """
 
-    context: Context
+    topic: str
+    payload: bytes
+    qos: int
+    retain: bool
+    properties: Properties
     packet_id: int | None
     frame: bytes | None = None
     frame_v5: bool = False

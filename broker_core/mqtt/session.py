@@ -14,8 +14,9 @@ state           input                            action                         
 AWAIT_CONNECT   CONNECT                          ConnectRequested                       CONNECTING
 AWAIT_CONNECT   any other packet                 close, no CONNACK [MQTT-3.1.0-1]       CLOSED
 AWAIT_CONNECT   no CONNECT within the timeout    close                                  CLOSED
-CONNECTING      accept()                         CONNACK 0x00, resend in-flight,        CONNECTED
-                                                 drain queue [MQTT-4.4.0-1]
+CONNECTING      accept()                         CONNACK 0x00; the Outgoing flow        CONNECTED
+                                                 starts: resend in-flight, drain queue
+                                                 [MQTT-4.4.0-1] (mqtt.outgoing)
 CONNECTING      reject(code)                     CONNACK code, close [MQTT-3.2.2-7]     CLOSED
 CONNECTING      auth_continue() / AUTH           AUTH 0x18 / AuthReceived (4.12)        CONNECTING
 CONNECTING      other packets                    held, handled once accepted            CONNECTING
@@ -27,16 +28,18 @@ CONNECTED       1.5 x keep alive of silence      v5 DISCONNECT 0x8D; close      
 any             malformed packet, violation      v5: CONNACK/DISCONNECT with the        CLOSED
                                                  reason code (4.13); close
 ==============  ===============================  =====================================  ============
+
+Entering CLOSED, the session state stops sending through this connection
+(``SessionState.sending``): from then on it holds what is routed to the client.
 """
 
 from __future__ import annotations
 
-from collections import deque
+import enum
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from broker_core.context import EMPTY_META, Origin, new_context, next_message_id
 from broker_core.errors import ProtocolError, ProtocolViolation
 from broker_core.mqtt.codec import Decoder, UnsupportedProtocolVersion
 from broker_core.mqtt.encoder import encode
@@ -51,7 +54,8 @@ from broker_core.mqtt.events import (
     new_publish_received,
 )
 from broker_core.mqtt.limits import ServerLimits
-from broker_core.mqtt.outgoing import OutgoingFlow
+from broker_core.mqtt.observer import UNOBSERVED, MessageObserver
+from broker_core.mqtt.outgoing import Outgoing
 from broker_core.mqtt.packets import (
     Auth,
     Connack,
@@ -77,8 +81,11 @@ from broker_core.mqtt.properties import (
     PropertyLimits,
 )
 from broker_core.mqtt.reason_codes import ReasonCode
-from broker_core.mqtt.session_state import Delivery, SessionState
-from broker_core.mqtt.states import ConnState
+from broker_core.mqtt.session_state import SessionState
+from broker_core.origin import Origin
+
+if TYPE_CHECKING:
+    from broker_core.context import Context
 
 __all__ = ["ConnState", "Session"]
 
@@ -94,8 +101,21 @@ _LIMITS: dict[int, str] = {
 }
 
 
-class Session(OutgoingFlow):
-    """One MQTT connection's protocol state; attach a ``SessionState`` with ``accept``."""
+class ConnState(enum.Enum):
+    """The states of one MQTT network connection (the table above)."""
+
+    AWAIT_CONNECT = "await_connect"
+    CONNECTING = "connecting"
+    CONNECTED = "connected"
+    CLOSED = "closed"
+
+
+class Session:
+    """One MQTT connection's protocol state; attach a ``SessionState`` with ``accept``.
+
+    The server-to-client flow of application messages is an ``Outgoing`` (its own
+    state machine, ``mqtt.outgoing``), built on ``accept`` and handed to the state.
+    """
 
     __slots__ = (
         "_aliases",
@@ -105,9 +125,7 @@ class Session(OutgoingFlow):
         "_held_bytes",
         "_last_rx",
         "_out",
-        "_resend",
         "_v5",
-        "_window",
         "acks_held",
         "client_max_packet_size",
         "client_receive_maximum",
@@ -118,16 +136,24 @@ class Session(OutgoingFlow):
         "decoder",
         "keep_alive",
         "limits",
+        "observer",
         "origin",
+        "outgoing",
         "peer",
         "protocol_level",
         "state",
         "wakeup",
         "will",
+        "writable",
     )
 
     def __init__(
-        self, limits: ServerLimits, now: float, peer: str | None = None, counters: Any = None
+        self,
+        limits: ServerLimits,
+        now: float,
+        peer: str | None = None,
+        counters: Any = None,
+        observer: MessageObserver = UNOBSERVED,
     ) -> None:
         self.limits = limits
         self.decoder = Decoder(
@@ -143,6 +169,7 @@ class Session(OutgoingFlow):
         self.peer = peer
         self.state: SessionState | None = None
         self.counters: Any = counters  # the broker's Counters (the state's, once accepted)
+        self.observer = observer
         self.connect: Connect | None = None
         self.origin = Origin("mqtt", "", peer)
         self.keep_alive = 0
@@ -150,16 +177,16 @@ class Session(OutgoingFlow):
         self.close_reason: int | None = None
         self.client_receive_maximum = 65535
         self.client_max_packet_size = _MAX_PACKET
-        self.writable = True
+        self.writable = True  # False while the transport is at its write high-water mark
+        # Called when data_to_send() stops being empty; set it before accept().
         self.wakeup: Callable[[], None] | None = None
-        self._window = limits.max_inflight
+        self.outgoing: Outgoing | None = None  # built by accept()
         self.acks_held = 0  # acknowledgements waiting for the store to commit
         self._aliases: dict[int, str] = {}
         self._events: list[Event] = []
         self._held: list[Packet] = []
         self._held_bytes = 0  # PUBLISH payload and topic bytes in _held
-        self._out: list[bytes] = []
-        self._resend: deque[Delivery] = deque()  # in flight, to resend as the window allows
+        self._out: list[bytes] = []  # shared with the Outgoing; emptied in place
         self._last_rx = now
         self._connect_deadline = now + limits.connect_timeout_s
 
@@ -197,8 +224,9 @@ class Session(OutgoingFlow):
         out = self._out
         if not out:
             return b""
-        self._out = []
-        return out[0] if len(out) == 1 else b"".join(out)
+        data = out[0] if len(out) == 1 else b"".join(out)
+        out.clear()
+        return data
 
     def next_deadline(self) -> float | None:
         """Wall-clock time at which ``handle_timeout`` must run, or None."""
@@ -227,11 +255,17 @@ class Session(OutgoingFlow):
     def connection_lost(self) -> None:
         """The transport closed under us; nothing more will be sent."""
         if self.conn_state is not ConnState.CLOSED:
-            self.conn_state = ConnState.CLOSED
+            self._enter_closed()
             if self.close_reason is None:
                 self.close_reason = ReasonCode.UNSPECIFIED_ERROR
-        self._out = []
+        self._out.clear()
         self._release_aliases()
+
+    def set_writable(self, writable: bool, now: float) -> None:
+        """The driver's transport crossed its write high-water mark (False) or drained."""
+        self.writable = writable
+        if self.outgoing is not None:
+            self.outgoing.set_writable(writable, now)
 
     # -- commands ---------------------------------------------------------------------
 
@@ -264,11 +298,12 @@ class Session(OutgoingFlow):
             server_keep_alive = keep_alive
         self.keep_alive = connect.keep_alive if keep_alive is None else keep_alive
         props = EMPTY
+        window = limits.max_inflight
         if self._v5:
             cp = connect.properties
             self.client_receive_maximum = cp.receive_maximum or 65535
             self.client_max_packet_size = cp.maximum_packet_size or _MAX_PACKET
-            self._window = min(limits.max_inflight, self.client_receive_maximum)
+            window = min(limits.max_inflight, self.client_receive_maximum)
             requested_expiry = cp.session_expiry_interval or 0
             props = Properties(
                 session_expiry_interval=(
@@ -295,9 +330,18 @@ class Session(OutgoingFlow):
         self._send(encode(Connack(session_present, 0, props), self.protocol_level))
         self.conn_state = ConnState.CONNECTED
         self._last_rx = now
-        if session_present:
-            self._resend_inflight(now)
-        self._drain(now)
+        outgoing = self.outgoing = Outgoing(
+            self,
+            state,
+            self._out,
+            self.wakeup,
+            self.protocol_level,
+            window,
+            self.client_max_packet_size,
+            self.writable,
+        )
+        state.sending = outgoing
+        outgoing.start(session_present, now)
         held = self._held
         self._held = []
         self._held_bytes = 0
@@ -347,6 +391,20 @@ class Session(OutgoingFlow):
 
     def unsuback(self, packet_id: int, reason_codes: list[int]) -> None:
         self._send(encode(Unsuback(packet_id, tuple(reason_codes)), self.protocol_level))
+
+    def deliver(
+        self,
+        context: Context,
+        qos: int,
+        retain: bool,
+        subscription_ids: tuple[int, ...],
+        cache: dict[Any, Any],
+        now: float,
+    ) -> None:
+        """An application message for this client, as the router gives one to its
+        ``SessionState``: through the outgoing flow while connected, else held."""
+        if self.state is not None:
+            self.state.deliver(context, qos, retain, subscription_ids, cache, now)
 
     def disconnect(
         self,
@@ -466,22 +524,16 @@ class Session(OutgoingFlow):
                 raise ProtocolError("receive maximum exceeded", ReasonCode.RECEIVE_MAXIMUM_EXCEEDED)
             state.add_incoming(pid)
         self.counters.messages_received += 1
-        context = new_context(
-            topic,
-            packet.payload,
-            qos,
-            packet.retain,
-            props,
-            self.origin,
-            EMPTY_META,
-            next_message_id(),
-            int(now * 1e9),
-        )
         raw = packet.raw
         if raw is not None and not packet.retain and props is EMPTY:
-            self._events.append(new_publish_received(context, None, raw, self._v5))
+            event = new_publish_received(
+                topic, packet.payload, qos, False, props, None, raw, self._v5
+            )
         else:
-            self._events.append(new_publish_received(context, packet.packet_id, None, False))
+            event = new_publish_received(
+                topic, packet.payload, qos, packet.retain, props, packet.packet_id, None, False
+            )
+        self._events.append(event)
 
     def _set_alias(self, alias: int, topic: str) -> None:
         """Maps ``alias`` to ``topic`` within the broker-wide alias memory bound."""
@@ -537,7 +589,7 @@ class Session(OutgoingFlow):
             self.will = None  # [MQTT-3.14.4-3]
         self._events.append(DisconnectReceived(packet.reason_code, publish_will))
         self.close_reason = packet.reason_code
-        self.conn_state = ConnState.CLOSED
+        self._enter_closed()
 
     def _on_auth(self, packet: Auth, now: float) -> None:
         connect = self.connect
@@ -563,13 +615,32 @@ class Session(OutgoingFlow):
     def _close(self, code: int, message: str, notify: bool, send: bool = True) -> None:
         if send and self._v5 and self.conn_state is ConnState.CONNECTED:
             self._send(encode(Disconnect(code), 5))
-        self.conn_state = ConnState.CLOSED
+        self._enter_closed()
         self.close_reason = code
         self._release_aliases()
         if notify:
             self._events.append(ConnectionClosing(code, message))
         if self.wakeup is not None:
             self.wakeup()  # the driver flushes what is left, then closes the transport
+
+    def _enter_closed(self) -> None:
+        """CLOSED: the state stops sending through this connection's flow."""
+        self.conn_state = ConnState.CLOSED
+        state = self.state
+        if state is not None and state.sending is self.outgoing:
+            state.sending = None
+
+    def _on_puback(self, packet: Puback, now: float) -> None:
+        assert self.outgoing is not None
+        self.outgoing.on_puback(packet, now)
+
+    def _on_pubrec(self, packet: Pubrec, now: float) -> None:
+        assert self.outgoing is not None
+        self.outgoing.on_pubrec(packet, now)
+
+    def _on_pubcomp(self, packet: Pubcomp, now: float) -> None:
+        assert self.outgoing is not None
+        self.outgoing.on_pubcomp(packet, now)
 
 
 _HANDLERS: dict[type, Callable[[Session, Any, float], None]] = {
