@@ -71,7 +71,6 @@ def closure(start: list[str]) -> dict[str, list[str]]:
     return chains
 
 
-
 def module_graph() -> dict[str, set[str]]:
     """Every ``broker_core`` module -> the ``broker_core`` modules its running imports name."""
     graph: dict[str, set[str]] = {}

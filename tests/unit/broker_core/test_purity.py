@@ -27,6 +27,7 @@ FORBIDDEN = {
 }
 LAYERS_ABOVE = {"gateway", "adapters", "bridge", "spark_sink", "idl_codegen"}
 
+
 def mqtt_modules() -> list[str]:
     return sorted(f"broker_core.mqtt.{path.stem}" for path in (ROOT / "mqtt").glob("*.py"))
 
