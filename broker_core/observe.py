@@ -89,10 +89,9 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
-class ClientConnect:
-    """A CONNECT arrived; the broker has not decided yet."""
+class _ConnectFields:
+    """What a CONNECT asked for (``client.connect``, ``client.connack``)."""
 
-    NAME: ClassVar[str] = "client.connect"
     client_id: str  # as sent: "" when the client asks for one to be assigned
     username: str | None
     peer: str | None  # "host:port"
@@ -101,22 +100,21 @@ class ClientConnect:
     clean_start: bool
     expiry_interval: int  # Session Expiry Interval asked for (MQTT 5; else 0)
     listener: str
+
+
+@dataclass(frozen=True, slots=True)
+class ClientConnect(_ConnectFields):
+    """A CONNECT arrived; the broker has not decided yet."""
+
+    NAME: ClassVar[str] = "client.connect"
     at: float
 
 
 @dataclass(frozen=True, slots=True)
-class ClientConnack:
+class ClientConnack(_ConnectFields):
     """The broker answered a CONNECT: ``reason_code`` 0 accepted, else refused."""
 
     NAME: ClassVar[str] = "client.connack"
-    client_id: str  # as sent
-    username: str | None
-    peer: str | None
-    protocol_level: int
-    keep_alive: int
-    clean_start: bool
-    expiry_interval: int
-    listener: str
     reason_code: int  # MQTT 5 reason code (3.1.1 clients get the matching return code)
     at: float
 
@@ -160,15 +158,12 @@ class ClientDisconnected:
 
 
 @dataclass(frozen=True, slots=True)
-class ClientSubscribe:
-    """A SUBSCRIBE asked for ``topic_filter``; the ACL and the bounds come after."""
-
-    NAME: ClassVar[str] = "client.subscribe"
+class _SubscriptionFields:
     client_id: str
     username: str | None
     peer: str | None
     topic_filter: str
-    qos: int  # as asked for
+    qos: int
     no_local: bool
     retain_as_published: bool
     retain_handling: int
@@ -177,44 +172,40 @@ class ClientSubscribe:
 
 
 @dataclass(frozen=True, slots=True)
-class ClientUnsubscribe:
-    """An UNSUBSCRIBE named ``topic_filter``."""
+class ClientSubscribe(_SubscriptionFields):
+    """A SUBSCRIBE asked for ``topic_filter`` at ``qos``; the ACL and the bounds come after."""
 
-    NAME: ClassVar[str] = "client.unsubscribe"
-    client_id: str
-    username: str | None
-    peer: str | None
-    topic_filter: str
-    at: float
+    NAME: ClassVar[str] = "client.subscribe"
 
 
 @dataclass(frozen=True, slots=True)
-class SessionSubscribed:
+class SessionSubscribed(_SubscriptionFields):
     """A session subscribed to ``topic_filter``, with the QoS granted."""
 
     NAME: ClassVar[str] = "session.subscribed"
+
+
+@dataclass(frozen=True, slots=True)
+class _UnsubscriptionFields:
     client_id: str
     username: str | None
     peer: str | None
     topic_filter: str
-    qos: int  # as granted
-    no_local: bool
-    retain_as_published: bool
-    retain_handling: int
-    subscription_id: int | None
     at: float
 
 
 @dataclass(frozen=True, slots=True)
-class SessionUnsubscribed:
+class ClientUnsubscribe(_UnsubscriptionFields):
+    """An UNSUBSCRIBE named ``topic_filter``."""
+
+    NAME: ClassVar[str] = "client.unsubscribe"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionUnsubscribed(_UnsubscriptionFields):
     """A session's subscription to ``topic_filter`` was removed by UNSUBSCRIBE."""
 
     NAME: ClassVar[str] = "session.unsubscribed"
-    client_id: str
-    username: str | None
-    peer: str | None
-    topic_filter: str
-    at: float
 
 
 @dataclass(frozen=True, slots=True)
