@@ -336,26 +336,21 @@ class Broker:
     def on_publish(self, session: Session, event: PublishReceived, now: float) -> None:
         """A client's PUBLISH: the publish policy, then the acknowledgement."""
         origin = session.origin
+        packet = event.packet
+        qos = packet.qos
         context = new_context(
             event.topic,
-            event.payload,
-            event.qos,
-            event.retain,
+            packet.payload,
+            qos,
+            packet.retain,
             event.properties,
             origin,
             EMPTY_META,
             next_message_id(),
             int(now * 1e9),
         )
-        code = self.publish_checked(
-            context,
-            origin,
-            session.state,
-            now,
-            event.frame,
-            event.frame_v5,
-            can_refuse=session.protocol_level == 5,
-        )
+        v5 = session.protocol_level == 5
+        code = self.publish_checked(context, origin, session.state, now, event.frame, v5, v5)
         if (
             code == _NOT_AUTHORIZED
             and self.acl_deny_action == DENY_DISCONNECT
@@ -363,8 +358,8 @@ class Broker:
         ):
             session.disconnect(ReasonCode.NOT_AUTHORIZED)
             return
-        if context.qos:
-            self._acknowledge(session, event.packet_id or 0, context.qos, code)
+        if qos:
+            self._acknowledge(session, packet.packet_id or 0, qos, code)
 
     def _acknowledge(self, session: Session, packet_id: int, qos: int, code: int) -> None:
         """PUBACK/PUBREC once what the message changed is durable, in arrival order."""

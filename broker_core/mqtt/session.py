@@ -453,7 +453,14 @@ class Session:
     def _handle(self, packet: Packet, now: float) -> None:
         state = self.conn_state
         if state is ConnState.CONNECTED:
-            handler = _HANDLERS.get(type(packet))
+            kind = type(packet)
+            acknowledged = _ACKNOWLEDGEMENTS.get(kind)
+            if acknowledged is not None:  # of the outgoing flow, straight to it
+                outgoing = self.outgoing
+                assert outgoing is not None
+                acknowledged(outgoing, packet, now)
+                return
+            handler = _HANDLERS.get(kind)
             if handler is None:
                 raise ProtocolViolation(f"{type(packet).__name__} is not sent by clients")
             handler(self, packet, now)
@@ -525,15 +532,9 @@ class Session:
             state.add_incoming(pid)
         self.counters.messages_received += 1
         raw = packet.raw
-        if raw is not None and not packet.retain and props is EMPTY:
-            event = new_publish_received(
-                topic, packet.payload, qos, False, props, None, raw, self._v5
-            )
-        else:
-            event = new_publish_received(
-                topic, packet.payload, qos, packet.retain, props, packet.packet_id, None, False
-            )
-        self._events.append(event)
+        if raw is not None and (packet.retain or props is not EMPTY):
+            raw = None  # forwarded byte for byte only without retain and properties
+        self._events.append(new_publish_received(packet, topic, props, raw))
 
     def _set_alias(self, alias: int, topic: str) -> None:
         """Maps ``alias`` to ``topic`` within the broker-wide alias memory bound."""
@@ -630,25 +631,17 @@ class Session:
         if state is not None and state.sending is self.outgoing:
             state.sending = None
 
-    def _on_puback(self, packet: Puback, now: float) -> None:
-        assert self.outgoing is not None
-        self.outgoing.on_puback(packet, now)
 
-    def _on_pubrec(self, packet: Pubrec, now: float) -> None:
-        assert self.outgoing is not None
-        self.outgoing.on_pubrec(packet, now)
-
-    def _on_pubcomp(self, packet: Pubcomp, now: float) -> None:
-        assert self.outgoing is not None
-        self.outgoing.on_pubcomp(packet, now)
-
+# Acknowledgements of the outgoing flow (mqtt.outgoing): PUBACK, PUBREC, PUBCOMP.
+_ACKNOWLEDGEMENTS: dict[type, Callable[[Outgoing, Any, float], None]] = {
+    Puback: Outgoing.on_puback,
+    Pubrec: Outgoing.on_pubrec,
+    Pubcomp: Outgoing.on_pubcomp,
+}
 
 _HANDLERS: dict[type, Callable[[Session, Any, float], None]] = {
     Publish: Session._on_publish,
-    Puback: Session._on_puback,
-    Pubrec: Session._on_pubrec,
     Pubrel: Session._on_pubrel,
-    Pubcomp: Session._on_pubcomp,
     Subscribe: Session._on_subscribe,
     Unsubscribe: Session._on_unsubscribe,
     Pingreq: Session._on_pingreq,
