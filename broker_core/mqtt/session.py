@@ -2,9 +2,11 @@
 
 Feed it bytes with ``receive_data(data, now)``, read what it decided with ``events()``
 and what to write with ``data_to_send()``; answer events with the commands
-(``accept``, ``reject``, ``acknowledge``, ``suback``, ``unsuback``, ``deliver``,
-``disconnect``). It never reads a clock: ``now`` (wall-clock seconds) is passed in and
-``next_deadline()`` says when ``handle_timeout`` is next due.
+(``accept``, ``reject``, ``acknowledge``, ``suback``, ``unsuback``, ``disconnect``).
+Application messages for the client go to its ``SessionState`` (``deliver``), which
+passes them to this connection's ``Outgoing`` flow while it is connected. It never
+reads a clock: ``now`` (wall-clock seconds) is passed in and ``next_deadline()`` says
+when ``handle_timeout`` is next due.
 
 Connection states (MQTT 5.0 sections 3.1, 3.14, 4.1, 4.13; 3.1.1 sections 3.1, 3.14):
 
@@ -38,9 +40,10 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from broker_core.errors import ProtocolError, ProtocolViolation
+from broker_core.mqtt.aliases import TopicAliases
 from broker_core.mqtt.codec import Decoder, UnsupportedProtocolVersion
 from broker_core.mqtt.encoder import encode
 from broker_core.mqtt.events import (
@@ -53,7 +56,7 @@ from broker_core.mqtt.events import (
     UnsubscribeRequested,
     new_publish_received,
 )
-from broker_core.mqtt.limits import ServerLimits
+from broker_core.mqtt.limits import MAX_PACKET, ServerLimits
 from broker_core.mqtt.observer import UNOBSERVED, MessageObserver
 from broker_core.mqtt.outgoing import Outgoing
 from broker_core.mqtt.packets import (
@@ -84,12 +87,8 @@ from broker_core.mqtt.reason_codes import ReasonCode
 from broker_core.mqtt.session_state import SessionState
 from broker_core.origin import Origin
 
-if TYPE_CHECKING:
-    from broker_core.context import Context
-
 __all__ = ["ConnState", "Session"]
 
-_MAX_PACKET = 268_435_460
 # Packets held while CONNECT awaits the broker's answer: at most this many, and PUBLISH
 # packets of at most twice the maximum packet size together.
 _HELD_LIMIT = 1000
@@ -127,8 +126,6 @@ class Session:
         "_out",
         "_v5",
         "acks_held",
-        "client_max_packet_size",
-        "client_receive_maximum",
         "close_reason",
         "conn_state",
         "connect",
@@ -175,14 +172,12 @@ class Session:
         self.keep_alive = 0
         self.will: Will | None = None
         self.close_reason: int | None = None
-        self.client_receive_maximum = 65535
-        self.client_max_packet_size = _MAX_PACKET
         self.writable = True  # False while the transport is at its write high-water mark
         # Called when data_to_send() stops being empty; set it before accept().
         self.wakeup: Callable[[], None] | None = None
         self.outgoing: Outgoing | None = None  # built by accept()
         self.acks_held = 0  # acknowledgements waiting for the store to commit
-        self._aliases: dict[int, str] = {}
+        self._aliases: TopicAliases | None = None  # built on the first alias
         self._events: list[Event] = []
         self._held: list[Packet] = []
         self._held_bytes = 0  # PUBLISH payload and topic bytes in _held
@@ -299,33 +294,20 @@ class Session:
         self.keep_alive = connect.keep_alive if keep_alive is None else keep_alive
         props = EMPTY
         window = limits.max_inflight
+        max_packet_size = MAX_PACKET
         if self._v5:
             cp = connect.properties
-            self.client_receive_maximum = cp.receive_maximum or 65535
-            self.client_max_packet_size = cp.maximum_packet_size or _MAX_PACKET
-            window = min(limits.max_inflight, self.client_receive_maximum)
-            requested_expiry = cp.session_expiry_interval or 0
-            props = Properties(
-                session_expiry_interval=(
-                    session_expiry_interval
-                    if session_expiry_interval is not None
-                    and session_expiry_interval != requested_expiry
-                    else None
-                ),
+            window = min(limits.max_inflight, cp.receive_maximum or 65535)
+            max_packet_size = cp.maximum_packet_size or MAX_PACKET
+            if session_expiry_interval == (cp.session_expiry_interval or 0):
+                session_expiry_interval = None  # as asked for: not repeated
+            props = replace(
+                limits.advertised(),
+                session_expiry_interval=session_expiry_interval,
                 assigned_client_identifier=assigned_client_id,
                 server_keep_alive=server_keep_alive,
                 authentication_method=auth_method,
                 authentication_data=auth_data,
-                receive_maximum=limits.receive_maximum if limits.receive_maximum < 65535 else None,
-                topic_alias_maximum=limits.max_topic_alias or None,
-                maximum_qos=limits.max_qos if limits.max_qos < 2 else None,
-                retain_available=None if limits.retain_available else 0,
-                maximum_packet_size=limits.max_packet_size
-                if limits.max_packet_size < _MAX_PACKET
-                else None,
-                wildcard_subscription_available=None if limits.wildcard_subscriptions else 0,
-                subscription_identifier_available=None if limits.subscription_identifiers else 0,
-                shared_subscription_available=None if limits.shared_subscriptions else 0,
             )
         self._send(encode(Connack(session_present, 0, props), self.protocol_level))
         self.conn_state = ConnState.CONNECTED
@@ -337,7 +319,7 @@ class Session:
             self.wakeup,
             self.protocol_level,
             window,
-            self.client_max_packet_size,
+            max_packet_size,
             self.writable,
         )
         state.sending = outgoing
@@ -391,20 +373,6 @@ class Session:
 
     def unsuback(self, packet_id: int, reason_codes: list[int]) -> None:
         self._send(encode(Unsuback(packet_id, tuple(reason_codes)), self.protocol_level))
-
-    def deliver(
-        self,
-        context: Context,
-        qos: int,
-        retain: bool,
-        subscription_ids: tuple[int, ...],
-        cache: dict[Any, Any],
-        now: float,
-    ) -> None:
-        """An application message for this client, as the router gives one to its
-        ``SessionState``: through the outgoing flow while connected, else held."""
-        if self.state is not None:
-            self.state.deliver(context, qos, retain, subscription_ids, cache, now)
 
     def disconnect(
         self,
@@ -495,17 +463,13 @@ class Session:
         if props is not EMPTY:
             alias = props.topic_alias
             if alias is not None:
-                if not 0 < alias <= self.limits.max_topic_alias:  # [MQTT-3.3.2-8, -9]
-                    raise ProtocolError(
-                        f"topic alias {alias} out of range", ReasonCode.TOPIC_ALIAS_INVALID
+                aliases = self._aliases
+                if aliases is None:
+                    limits = self.limits
+                    aliases = self._aliases = TopicAliases(
+                        limits.max_topic_alias, limits.max_topic_alias_bytes
                     )
-                if topic:
-                    self._set_alias(alias, topic)
-                else:
-                    found = self._aliases.get(alias)
-                    if found is None:
-                        raise ProtocolViolation(f"unknown topic alias {alias}")
-                    topic = found
+                topic = aliases.resolve(alias, topic, self.counters)
                 props = replace(props, topic_alias=None)
             if props.subscription_identifiers:
                 raise ProtocolViolation("PUBLISH from a client with a subscription identifier")
@@ -536,23 +500,10 @@ class Session:
             raw = None  # forwarded byte for byte only without retain and properties
         self._events.append(new_publish_received(packet, topic, props, raw))
 
-    def _set_alias(self, alias: int, topic: str) -> None:
-        """Maps ``alias`` to ``topic`` within the broker-wide alias memory bound."""
-        aliases = self._aliases
-        old = aliases.get(alias)
-        grow = len(topic) - (0 if old is None else len(old))
-        counters = self.counters
-        if grow > 0 and counters.topic_alias_bytes + grow > self.limits.max_topic_alias_bytes:
-            counters.hit("topic_alias_bytes")
-            raise ProtocolError("topic alias memory is full", ReasonCode.QUOTA_EXCEEDED)
-        counters.topic_alias_bytes += grow
-        aliases[alias] = topic
-
     def _release_aliases(self) -> None:
-        aliases = self._aliases
-        if aliases:
-            self.counters.topic_alias_bytes -= sum(map(len, aliases.values()))
-            self._aliases = {}
+        if self._aliases is not None:
+            self._aliases.release(self.counters)
+            self._aliases = None
 
     def _on_pubrel(self, packet: Pubrel, now: float) -> None:
         state = self.state

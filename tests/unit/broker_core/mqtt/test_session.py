@@ -227,7 +227,8 @@ def deliver(
     context = Context(
         topic, payload, qos, properties=props or Properties(), received_at=int(T0 * 1e9)
     )
-    session.deliver(context, qos, False, (), {}, now)
+    assert session.state is not None
+    session.state.deliver(context, qos, False, (), {}, now)
 
 
 def test_outgoing_window_then_queue_then_drain_on_ack() -> None:
