@@ -96,7 +96,8 @@ class Outgoing:
         self.window = window
         self.max_packet_size = max_packet_size
         self.writable = writable  # False while the transport is at its high-water mark
-        self._resend: deque[Delivery] = deque()  # in flight, resent as the window allows
+        # In flight when the session resumed, beyond the window: resent as it opens.
+        self._resend: deque[Delivery] | None = None
 
     @property
     def open(self) -> bool:
@@ -278,6 +279,8 @@ class Outgoing:
             if count >= self.window:
                 # More in flight than this connection's window: the rest follow as
                 # acknowledgements free the window [MQTT-3.3.4-9].
+                if self._resend is None:
+                    self._resend = deque()
                 self._resend.append(delivery)
             elif delivery.released:
                 self._send(encode(Pubrel(delivery.packet_id), self.protocol_level))
