@@ -423,10 +423,8 @@ class Session:
         if state is ConnState.CONNECTED:
             kind = type(packet)
             acknowledged = _ACKNOWLEDGEMENTS.get(kind)
-            if acknowledged is not None:  # of the outgoing flow, straight to it
-                outgoing = self.outgoing
-                assert outgoing is not None
-                acknowledged(outgoing, packet, now)
+            if acknowledged is not None:  # of the outgoing flow (built once CONNECTED)
+                acknowledged(self.outgoing, packet, now)
                 return
             handler = _HANDLERS.get(kind)
             if handler is None:
@@ -584,7 +582,7 @@ class Session:
 
 
 # Acknowledgements of the outgoing flow (mqtt.outgoing): PUBACK, PUBREC, PUBCOMP.
-_ACKNOWLEDGEMENTS: dict[type, Callable[[Outgoing, Any, float], None]] = {
+_ACKNOWLEDGEMENTS: dict[type, Callable[[Any, Any, float], None]] = {
     Puback: Outgoing.on_puback,
     Pubrec: Outgoing.on_pubrec,
     Pubcomp: Outgoing.on_pubcomp,
