@@ -4,6 +4,10 @@ Created once where a message enters (an MQTT PUBLISH, an adapter's native messag
 bridge, a rule, the API) and shared by reference after that: hooks, rules, the router,
 session queues, bridges and the stream log all hold the same object, so the payload is
 never copied between stages. Change one only with ``dataclasses.replace``.
+
+``received_at`` defaults to the wall clock: the one reason this module reads a clock,
+and why the sans-I/O ``mqtt`` package never imports it (the broker builds the Context
+of a client's PUBLISH from the session's ``PublishReceived``).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Any
 
 from broker_core.mqtt.fastinit import frozen_factory
 from broker_core.mqtt.properties import EMPTY, Properties
+from broker_core.origin import Origin
 
 __all__ = ["EMPTY_META", "Context", "Origin", "new_context", "next_message_id"]
 
@@ -24,21 +29,6 @@ EMPTY_META: Mapping[str, Any] = MappingProxyType({})
 
 # 64-bit monotonic message ids: unique and increasing within a process run.
 next_message_id = itertools.count(1).__next__
-
-
-@dataclass(frozen=True, slots=True)
-class Origin:
-    """Where a message came from.
-
-    ``protocol`` is one of ``mqtt``, ``dds``, ``ros2``, ``zmq``, ``nng``, ``someip``,
-    ``bridge``, ``rule``, ``api``, ``sys``; ``name`` the client id or adapter/bridge
-    instance; ``peer`` the remote address when there is one.
-    """
-
-    protocol: str
-    name: str
-    peer: str | None = None
-    username: str | None = None
 
 
 LOCAL = Origin("api", "local")

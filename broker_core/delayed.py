@@ -3,7 +3,7 @@
 The NanoMQ / EMQX convention. The message is kept (persisted by a durable store) until
 it is due, survives restarts, and then goes through the normal publish path. At most
 ``max_messages`` wait at once (0: no limit); past that a PUBLISH is refused with
-Quota exceeded (0x97).
+Quota exceeded (0x97), counted in ``refused`` and handed to ``on_refused``.
 """
 
 from __future__ import annotations
@@ -40,11 +40,16 @@ def parse_delayed_topic(topic: str) -> tuple[int, str] | None:
 
 class DelayedPublisher:
     def __init__(
-        self, publish: Callable[[Context], None], store: Store, max_messages: int = 0
+        self,
+        publish: Callable[[Context], None],
+        store: Store,
+        max_messages: int = 0,
+        on_refused: Callable[[Context], None] | None = None,
     ) -> None:
         self._publish = publish
         self._store = store
         self.max_messages = max_messages
+        self.on_refused = on_refused
         self._pending: dict[int, asyncio.TimerHandle] = {}
         self._keys = itertools.count(1)
         self.refused = 0
@@ -56,6 +61,8 @@ class DelayedPublisher:
         """Keeps ``context`` (already addressed to its real topic) for ``delay_s``."""
         if self.max_messages and len(self._pending) >= self.max_messages:
             self.refused += 1
+            if self.on_refused is not None:
+                self.on_refused(context)
             return False
         key = next(self._keys)
         self._store.delayed_added(key, now + delay_s, context)

@@ -7,7 +7,8 @@ With ``no_local``, a message whose origin is the subscriber's own (same protocol
 name) is skipped before it is queued: it takes no place and is not counted. Messages
 wait in a bounded queue read with ``async for``; on overflow the oldest
 (``drop_oldest``, default) or the arriving (``drop_new``) message is dropped and counted
-in ``dropped``.
+in ``dropped`` (and reported as ``local_queue_full`` to the observer of drops, named
+by the subscriber's origin name).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 from broker_core.context import Context, Origin
 from broker_core.mqtt.limits import DROP_NEW, DROP_OLDEST
+from broker_core.mqtt.observer import UNOBSERVED, MessageObserver
 
 __all__ = ["LocalSubscription", "LocalTarget"]
 
@@ -81,6 +83,7 @@ class LocalSubscription(LocalTarget):
         on_message: Callable[[Context], None] | None = None,
         unsubscribe_all: Callable[[LocalSubscription], None] | None = None,
         no_local: bool = False,
+        observer: MessageObserver = UNOBSERVED,
     ) -> None:
         if maxsize < 1:
             raise ValueError("maxsize must be at least 1")
@@ -90,6 +93,7 @@ class LocalSubscription(LocalTarget):
         self.maxsize = maxsize
         self.overflow = overflow
         self.dropped = 0
+        self.observer = observer
         self._on_message = on_message
         self._queue: deque[Context] = deque()
         self._waiter: asyncio.Future[None] | None = None
@@ -115,9 +119,14 @@ class LocalSubscription(LocalTarget):
         queue = self._queue
         if len(queue) >= self.maxsize:
             self.dropped += 1
-            if self.overflow == DROP_NEW:
+            drop_new = self.overflow == DROP_NEW
+            lost = admitted if drop_new else queue.popleft()
+            if self.observer.message_dropped:
+                self.observer.report_dropped(
+                    lost, "local_queue_full", self.origin.name, self.origin.username, now
+                )
+            if drop_new:
                 return
-            queue.popleft()
         queue.append(admitted)
         waiter = self._waiter
         if waiter is not None and not waiter.done():

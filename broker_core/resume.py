@@ -24,6 +24,7 @@ from broker_core.context import Origin
 from broker_core.mqtt.session_state import Delivery, SessionState
 
 if TYPE_CHECKING:
+    from broker_core.observe import Observers
     from broker_core.router import Router
     from broker_core.store.base import Store
 
@@ -31,9 +32,18 @@ __all__ = ["restrict_to_owner"]
 
 
 def restrict_to_owner(
-    state: SessionState, owner: Origin, acl: Acl, router: Router, store: Store
+    state: SessionState,
+    owner: Origin,
+    acl: Acl,
+    router: Router,
+    store: Store,
+    observers: Observers | None = None,
 ) -> tuple[int, int]:
-    """Removes what ``owner`` may not read; returns (subscriptions, messages) removed."""
+    """Removes what ``owner`` may not read; returns (subscriptions, messages) removed.
+
+    Each dropped message is a ``MessageDropped`` (``not_authorized``) for ``observers``.
+    """
+    denied: list[Delivery] = []
     removed = 0
     for topic_filter in list(state.subscriptions):
         if acl.allows(owner, SUBSCRIBE, topic_filter):
@@ -51,6 +61,7 @@ def restrict_to_owner(
         else:
             state.queued_bytes -= delivery.size()
             state.discard(delivery)
+            denied.append(delivery)
             dropped += 1
     if dropped:
         state.queue = kept
@@ -58,6 +69,12 @@ def restrict_to_owner(
         # A QoS 2 message already released only has its PUBREL left: no content to leak.
         if not delivery.released and not acl.allows(owner, SUBSCRIBE, delivery.context.topic):
             state.complete(packet_id)
+            denied.append(delivery)
             dropped += 1
     state.counters.dropped_not_authorized += dropped
+    if observers is not None and observers.message_dropped:
+        for delivery in denied:
+            observers.report_dropped(
+                delivery.context, "not_authorized", state.client_id, owner.username, None
+            )
     return removed, dropped

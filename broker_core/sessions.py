@@ -1,27 +1,64 @@
-"""The session registry: one ``SessionState`` per client id, its takeover and expiry.
+"""Sessions: one ``SessionState`` per client id, and what happens to it over time.
 
 A session outlives its connection for its Session Expiry Interval (MQTT 5.0 3.1.2.11;
 3.1.1 persistent sessions never expire on their own, here they are capped by
-``max_session_expiry``). Expiry is a timer started when the connection ends and
-cancelled when the client comes back.
+``max_session_expiry``). ``SessionRegistry`` owns that life:
+
+- ``create`` (a CONNECT with no session to resume, or the store's at start-up:
+  ``restore``), ``persist`` (a session with an expiry interval is written to a durable
+  store);
+- ``went_online`` / ``end_connection``: a connection attaches (the CONNECT policy,
+  ``broker_core.connect``) and detaches; detaching schedules the will (``will``), then
+  the session ends (expiry 0) or its expiry timer starts;
+- ``discard``: the session ends with its subscriptions and queue (expiry, clean start,
+  an administrative kick: ``kick``), a ``SessionTerminated`` event.
+
+Connected clients are counted here (``online``, and the most at once, ``online_max``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import secrets
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from broker_core.mqtt.limits import ServerLimits
+from broker_core.mqtt.reason_codes import ReasonCode
 from broker_core.mqtt.session_state import NEVER_EXPIRES, Counters, SessionState
+from broker_core.observe import ClientDisconnected, Observers, SessionTerminated
+
+if TYPE_CHECKING:
+    from broker_core.mqtt.session import Session
+    from broker_core.router import Router
+    from broker_core.store.base import Snapshot, Store
+    from broker_core.will import WillScheduler
 
 __all__ = ["SessionRegistry"]
 
+log = logging.getLogger(__name__)
+
 
 class SessionRegistry:
-    def __init__(self, limits: ServerLimits, counters: Counters) -> None:
+    def __init__(
+        self,
+        limits: ServerLimits,
+        counters: Counters,
+        observers: Observers,
+        router: Router,
+        store: Store,
+        wills: WillScheduler,
+    ) -> None:
         self.limits = limits
         self.counters = counters
+        self.observers = observers
+        self.router = router
+        self.store = store
+        self.wills = wills
+        self.online = 0  # sessions with a connection attached: connected clients
+        self.online_max = 0  # the most at once since start
         self._sessions: dict[str, SessionState] = {}
         self._expiry: dict[str, asyncio.TimerHandle] = {}
 
@@ -34,15 +71,8 @@ class SessionRegistry:
     def get(self, client_id: str) -> SessionState | None:
         return self._sessions.get(client_id)
 
-    def create(self, client_id: str) -> SessionState:
-        state = SessionState(client_id, self.limits, self.counters)
-        self._sessions[client_id] = state
-        return state
-
-    def remove(self, state: SessionState) -> None:
-        self.cancel_expiry(state)
-        if self._sessions.get(state.client_id) is state:
-            del self._sessions[state.client_id]
+    def online_count(self) -> int:
+        return self.online
 
     def assign_client_id(self) -> str:
         """A fresh client id for a client that sent none (MQTT 5.0 3.1.3.1)."""
@@ -51,24 +81,156 @@ class SessionRegistry:
             if client_id not in self._sessions:
                 return client_id
 
-    def schedule_expiry(
-        self,
-        state: SessionState,
-        on_expire: Callable[[SessionState], None],
-        delay_s: float | None = None,
-    ) -> None:
+    # -- the life of a session ----------------------------------------------------------------
+
+    def create(self, client_id: str) -> SessionState:
+        state = SessionState(client_id, self.limits, self.counters, self.observers)
+        self._sessions[client_id] = state
+        return state
+
+    def persist(self, state: SessionState) -> None:
+        """A session with an expiry interval is written to a durable store; else forgotten."""
+        store = self.store
+        if state.expiry_interval and store.durable:
+            state.journal = store
+            store.session_saved(state)
+        elif state.journal is not None:
+            store.session_deleted(state)
+            state.journal = None
+
+    def went_online(self, state: SessionState) -> None:
+        """A connection was attached to ``state`` (``Session.accept``)."""
+        self.cancel_expiry(state)
+        self.online += 1
+        if self.online > self.online_max:
+            self.online_max = self.online
+
+    def end_connection(self, session: Session, now: float, taken_over: bool = False) -> None:
+        """Detaches a closed connection from its session: will, then expiry."""
+        state = session.state
+        if state is None or state.connection is not session:
+            return
+        state.connection = None
+        self.online -= 1
+        origin = session.origin
+        will = session.will
+        session.will = None
+        if will is not None:
+            # Published after the will delay or when the session ends, whichever is
+            # first; a takeover within the delay cancels it (broker_core.connect).
+            delay = min(will.properties.will_delay_interval or 0, state.expiry_interval)
+            self.wills.schedule(state.client_id, will, origin, delay)
+        if log.isEnabledFor(logging.INFO):
+            log.info(
+                "client %s disconnected (reason 0x%02X)",
+                state.client_id,
+                session.close_reason or 0,
+                extra={"client_id": state.client_id},
+            )
+        observers = self.observers
+        if observers.client_disconnected:
+            observers.emit(
+                ClientDisconnected(
+                    origin.name,
+                    origin.username,
+                    session.peer,
+                    session.protocol_level,
+                    session.close_reason or 0,
+                    now,
+                )
+            )
+        if taken_over:
+            return
+        if state.expiry_interval == 0:
+            self.discard(state, "disconnected", origin.username)
+        else:
+            if state.journal is not None:
+                self.store.session_offline(state, now)
+            self.schedule_expiry(state)
+
+    def kick(self, client_id: str, now: float | None = None) -> bool:
+        """Ends a client's session by administrative action (the API).
+
+        A connected client gets DISCONNECT 0x98 (MQTT 5) and its will is published; the
+        session, persistent or not, is then gone with its subscriptions and queue.
+        False when no session has that client id.
+        """
+        state = self.get(client_id)
+        if state is None:
+            return False
+        now = time.time() if now is None else now
+        session = state.connection
+        username = None if session is None else session.origin.username
+        if session is not None:
+            session.disconnect(ReasonCode.ADMINISTRATIVE_ACTION)
+            self.end_connection(session, now, taken_over=True)
+        self.wills.fire_now(client_id)
+        if self.get(client_id) is state:
+            self.discard(state, "kicked", username)
+        return True
+
+    def discard(self, state: SessionState, reason: str, username: str | None = None) -> None:
+        """The session ends: its subscriptions leave the router, its queue is dropped."""
+        if state.journal is not None:
+            self.store.session_deleted(state)
+            state.journal = None
+        for topic_filter in state.subscriptions:
+            self.router.unsubscribe(state, topic_filter)
+        state.subscriptions.clear()
+        state.queue.clear()
+        state.queued_bytes = 0
+        state.outgoing.clear()
+        self.cancel_expiry(state)
+        if self._sessions.get(state.client_id) is state:
+            del self._sessions[state.client_id]
+        observers = self.observers
+        if observers.session_terminated:
+            observers.emit(SessionTerminated(state.client_id, username, reason, time.time()))
+
+    def restore(self, snapshot: Snapshot, now: float) -> None:
+        """Rebuilds the offline sessions of the store at start-up; their expiry resumes."""
+        for restored in snapshot.sessions:
+            state = self.create(restored.client_id)
+            state.expiry_interval = restored.expiry_interval
+            state.journal = self.store
+            for subscription in restored.subscriptions:
+                self.router.subscribe(
+                    state,
+                    subscription.topic_filter,
+                    subscription.options,
+                    subscription.subscription_id,
+                )
+                state.subscriptions[subscription.topic_filter] = subscription
+            for delivery in restored.deliveries:
+                if delivery.packet_id:
+                    state.outgoing[delivery.packet_id] = delivery
+                else:
+                    state.queue.append(delivery)
+                    state.queued_bytes += delivery.size()
+            if state.outgoing:
+                state.next_packet_id = max(state.outgoing) % 0xFFFF + 1
+            state.incoming_qos2 = set(restored.incoming_qos2)
+            offline_for = now - (restored.offline_since or now)
+            remaining = max(restored.expiry_interval - offline_for, 0)
+            self.schedule_expiry(state, remaining)
+
+    # -- expiry ---------------------------------------------------------------------------------
+
+    def schedule_expiry(self, state: SessionState, delay_s: float | None = None) -> None:
         """Starts the expiry timer of a session whose client went offline."""
         self.cancel_expiry(state)
         if state.expiry_interval == NEVER_EXPIRES:
             return
         loop = asyncio.get_running_loop()
         delay = state.expiry_interval if delay_s is None else delay_s
-        self._expiry[state.client_id] = loop.call_later(delay, on_expire, state)
+        self._expiry[state.client_id] = loop.call_later(delay, self._expire, state)
 
     def cancel_expiry(self, state: SessionState) -> None:
         handle = self._expiry.pop(state.client_id, None)
         if handle is not None:
             handle.cancel()
 
-    def online_count(self) -> int:
-        return sum(1 for s in self._sessions.values() if s.connection is not None)
+    def _expire(self, state: SessionState) -> None:
+        if state.connection is None:
+            self.wills.fire_now(state.client_id)
+            self.discard(state, "expired")

@@ -6,6 +6,10 @@ subscription identifiers), the bounds on subscriptions per session and in all (0
 Quota exceeded), the granted QoS; then the router and the session's own record
 (persisted for persistent sessions). Retained messages follow the SUBACK, with RETAIN
 set, as the retain handling option says; shared subscriptions get none.
+
+Broker events: ``ClientSubscribe`` / ``ClientUnsubscribe`` for every filter asked for,
+``SessionSubscribed`` for every filter granted, ``SessionUnsubscribed`` for every
+subscription removed.
 """
 
 from __future__ import annotations
@@ -20,6 +24,12 @@ from broker_core.mqtt.reason_codes import ReasonCode
 from broker_core.mqtt.session import Session
 from broker_core.mqtt.session_state import Subscription
 from broker_core.mqtt.topics import is_wildcard_filter, parse_shared
+from broker_core.observe import (
+    ClientSubscribe,
+    ClientUnsubscribe,
+    SessionSubscribed,
+    SessionUnsubscribed,
+)
 
 if TYPE_CHECKING:
     from broker_core.broker import Broker
@@ -40,9 +50,26 @@ def handle_subscribe(broker: Broker, session: Session, packet: Subscribe, now: f
         return
     codes: list[int] = []
     retained_for: list[tuple[str, int, int | None]] = []
+    observers = broker.observers
+    origin = session.origin
     for request in packet.subscriptions:
         topic_filter = request.topic_filter
         options = request.options
+        if observers.client_subscribe:
+            observers.emit(
+                ClientSubscribe(
+                    origin.name,
+                    origin.username,
+                    session.peer,
+                    topic_filter,
+                    options.qos,
+                    options.no_local,
+                    options.retain_as_published,
+                    options.retain_handling,
+                    sub_id,
+                    now,
+                )
+            )
         shared = parse_shared(topic_filter)
         if shared is not None:
             if v5 and options.no_local:
@@ -52,10 +79,7 @@ def handle_subscribe(broker: Broker, session: Session, packet: Subscribe, now: f
                 codes.append(ReasonCode.SHARED_SUBSCRIPTIONS_NOT_SUPPORTED)
                 continue
         inner = shared.topic_filter if shared else topic_filter
-        if broker.acl is not None and not broker.acl.allows(
-            session.origin, SUBSCRIBE, topic_filter
-        ):
-            origin = session.origin
+        if broker.acl is not None and not broker.acl.allows(origin, SUBSCRIBE, topic_filter):
             broker.refusal_log.info(
                 now,
                 "client %s (user %s, %s) may not subscribe to %r (0x87)",
@@ -89,6 +113,21 @@ def handle_subscribe(broker: Broker, session: Session, packet: Subscribe, now: f
         if state.journal is not None:
             broker.store.subscription_saved(state, subscription)
         codes.append(granted)
+        if observers.session_subscribed:
+            observers.emit(
+                SessionSubscribed(
+                    origin.name,
+                    origin.username,
+                    session.peer,
+                    topic_filter,
+                    granted,
+                    options.no_local,
+                    options.retain_as_published,
+                    options.retain_handling,
+                    sub_id,
+                    now,
+                )
+            )
         handling = options.retain_handling
         if shared is None and (handling == 0 or (handling == 1 and not existed)):
             retained_for.append((topic_filter, granted, sub_id))
@@ -111,14 +150,24 @@ def _over_subscription_limit(broker: Broker, subscriptions: Sized) -> str | None
     return None
 
 
-def handle_unsubscribe(broker: Broker, session: Session, packet: Unsubscribe) -> None:
+def handle_unsubscribe(broker: Broker, session: Session, packet: Unsubscribe, now: float) -> None:
     """UNSUBSCRIBE: one reason code per filter, 0x11 when there was none (3.10.4)."""
     state = session.state
     assert state is not None
     codes: list[int] = []
+    observers = broker.observers
+    origin = session.origin
     for topic_filter in packet.topic_filters:
+        if observers.client_unsubscribe:
+            observers.emit(
+                ClientUnsubscribe(origin.name, origin.username, session.peer, topic_filter, now)
+            )
         removed = broker.router.unsubscribe(state, topic_filter)
         if state.subscriptions.pop(topic_filter, None) is not None and state.journal is not None:
             broker.store.subscription_deleted(state, topic_filter)
+        if removed and observers.session_unsubscribed:
+            observers.emit(
+                SessionUnsubscribed(origin.name, origin.username, session.peer, topic_filter, now)
+            )
         codes.append(ReasonCode.SUCCESS if removed else ReasonCode.NO_SUBSCRIPTION_EXISTED)
     session.unsuback(packet.packet_id, codes)

@@ -1,9 +1,12 @@
 """``$SYS/brokers/<node>/...``: what the broker says about itself.
 
 Every ``interval_s`` seconds the statistics below are published as retained messages
-(origin ``sys``; never written to the store). With ``events``, a client connecting or
-disconnecting publishes a JSON event (not retained) to
-``$SYS/brokers/<node>/clients/<client id>/connected`` or ``.../disconnected``.
+(origin ``sys``; never written to the store), read from ``Broker.stats()`` like
+``/metrics`` and the API, so the numbers mean the same everywhere (``broker_core.stats``).
+With ``events``, a client connecting or disconnecting publishes a JSON event (not
+retained) to ``$SYS/brokers/<node>/clients/<client id>/connected`` or
+``.../disconnected``: ``SysTopics`` observes ``ClientConnected`` and
+``ClientDisconnected`` (``broker_core.observe``).
 
 ==============================  =======================================================
 topic (after the node prefix)   value
@@ -14,7 +17,7 @@ clients/connected               clients connected now
 clients/total                   sessions known, connected or not
 clients/maximum                 most clients connected at once
 messages/received, /sent        application messages since start
-messages/dropped                dropped messages (queue full, expired, too large, ...)
+messages/dropped                dropped messages, every reason (queue full, expired, ...)
 messages/retained/count         retained messages held
 messages/delayed/count          delayed messages waiting
 bytes/received, bytes/sent      bytes on the wire since start
@@ -27,13 +30,14 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from broker_core.context import Context, Origin
+from broker_core.observe import ClientConnected, ClientDisconnected
 
 if TYPE_CHECKING:
     from broker_core.broker import Broker
-    from broker_core.mqtt.session import Session
 
 __all__ = ["SysTopics"]
 
@@ -48,27 +52,34 @@ class SysTopics:
         self.events = events
         self.prefix = f"$SYS/brokers/{broker.node_name}/"
         self.origin = Origin("sys", broker.node_name)
-        self.max_connected = 0
+        self._stop_observing: Callable[[], None] | None = None
+        if events:
+            self._stop_observing = broker.observers.observe(
+                (ClientConnected, ClientDisconnected), self._client_event
+            )
+
+    def close(self) -> None:
+        """Stops publishing client events."""
+        if self._stop_observing is not None:
+            self._stop_observing()
+            self._stop_observing = None
 
     def statistics(self) -> dict[str, str]:
-        broker = self.broker
-        counters = broker.counters
-        connected = len(broker.connections)
-        self.max_connected = max(self.max_connected, connected)
+        stats = self.broker.stats()
         return {
             "version": self.version,
-            "uptime": str(int(time.time() - broker.started_at)),
-            "clients/connected": str(connected),
-            "clients/total": str(len(broker.sessions)),
-            "clients/maximum": str(self.max_connected),
-            "messages/received": str(counters.messages_received),
-            "messages/sent": str(counters.messages_sent),
-            "messages/dropped": str(counters.dropped()),
-            "messages/retained/count": str(len(broker.retained)),
-            "messages/delayed/count": str(len(broker.delayed)),
-            "bytes/received": str(counters.bytes_received),
-            "bytes/sent": str(counters.bytes_sent),
-            "subscriptions/count": str(broker.router.count),
+            "uptime": str(int(stats.uptime_s)),
+            "clients/connected": str(stats.connected),
+            "clients/total": str(stats.sessions),
+            "clients/maximum": str(stats.connected_max),
+            "messages/received": str(stats.messages_received),
+            "messages/sent": str(stats.messages_sent),
+            "messages/dropped": str(stats.messages_dropped),
+            "messages/retained/count": str(stats.retained),
+            "messages/delayed/count": str(stats.delayed),
+            "bytes/received": str(stats.bytes_received["mqtt"]),
+            "bytes/sent": str(stats.bytes_sent["mqtt"]),
+            "subscriptions/count": str(stats.subscriptions),
         }
 
     def publish_statistics(self) -> None:
@@ -91,37 +102,32 @@ class SysTopics:
             self.publish_statistics()
             await asyncio.sleep(self.interval_s)
 
-    def client_connected(self, session: Session) -> None:
-        if not self.events:
-            return
-        connect = session.connect
-        self._event(
-            session.origin.name,
-            "connected",
-            {
-                "clientid": session.origin.name,
-                "username": session.origin.username,
-                "ipaddress": session.peer,
-                "proto_ver": session.protocol_level,
-                "keepalive": session.keep_alive,
-                "clean_start": bool(connect and connect.clean_start),
-                "connected_at": int(time.time() * 1000),
-            },
-        )
-
-    def client_disconnected(self, session: Session) -> None:
-        if not self.events:
-            return
-        self._event(
-            session.origin.name,
-            "disconnected",
-            {
-                "clientid": session.origin.name,
-                "username": session.origin.username,
-                "reason_code": session.close_reason or 0,
-                "disconnected_at": int(time.time() * 1000),
-            },
-        )
+    def _client_event(self, event: ClientConnected | ClientDisconnected) -> None:
+        if isinstance(event, ClientConnected):
+            self._event(
+                event.client_id,
+                "connected",
+                {
+                    "clientid": event.client_id,
+                    "username": event.username,
+                    "ipaddress": event.peer,
+                    "proto_ver": event.protocol_level,
+                    "keepalive": event.keep_alive,
+                    "clean_start": event.clean_start,
+                    "connected_at": int(event.at * 1000),
+                },
+            )
+        else:
+            self._event(
+                event.client_id,
+                "disconnected",
+                {
+                    "clientid": event.client_id,
+                    "username": event.username,
+                    "reason_code": event.reason_code,
+                    "disconnected_at": int(event.at * 1000),
+                },
+            )
 
     def _event(self, client_id: str, what: str, body: dict[str, object]) -> None:
         now = time.time()

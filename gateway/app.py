@@ -105,7 +105,6 @@ class Gateway:
             store=self.store,
         )
         self.sys_topics = SysTopics(self.broker, VERSION, config.sys.interval, config.sys.events)
-        self.broker.sys_topics = self.sys_topics
         self.security.install(self.broker)  # authenticator, acl, acl_deny_action
         self.hub = Hub(self.broker)
         specs = registry.specs_from_config(config)[0]

@@ -133,6 +133,8 @@ class HubClient:
     def __init__(self, hub: Hub, origin: Origin) -> None:
         self.hub = hub
         self.origin = origin
+        # Its protocol shows in the broker's "received" counts from 0 on (Broker.stats()).
+        hub.broker.counters.received_from.setdefault(origin.protocol, 0)
         self.published = 0
         self.denied = 0
         self._dropped_before = 0  # by subscriptions already closed
@@ -171,7 +173,7 @@ class HubClient:
             context = replace(context, origin=self.origin)  # an adapter may set its peer
         broker = self.hub.broker
         self.published += 1
-        broker.counters.messages_received += 1
+        broker.counters.count_received(self.origin.protocol)
         code = broker.publish_checked(context, self.origin, None, time.time())
         if code >= 0x80:
             self.denied += 1

@@ -1,6 +1,10 @@
 """The one place where socket bytes meet a ``Session``: an ``asyncio.Protocol``.
 
-Feed bytes, dispatch the session's events to the broker, write ``data_to_send()``.
+Feed bytes, dispatch the session's events to the broker, write ``data_to_send()``. The
+connection knows the broker only as a ``Server`` (the protocol below, which ``Broker``
+satisfies): it imports no broker module. It registers itself with the server's
+``Connections`` (``listeners.connections``: the listeners' bounds, timeouts), which
+decides on its CONNECT's quota before the server's CONNECT policy runs.
 Writes are batched: a session with new output schedules one flush per event-loop
 turn, so a subscriber receiving many messages in a turn gets one ``write``. The
 transport's high-water mark pauses delivery (the session queues instead, bounded).
@@ -20,9 +24,11 @@ import sys
 import termios
 import time
 from collections import deque
-from typing import TYPE_CHECKING, cast
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol, cast
 
 from broker_core.errors import MalformedPacket, ProtocolError, ProtocolViolation
+from broker_core.listeners.certificates import certificate_identity
 from broker_core.listeners.settings import ListenerSettings
 from broker_core.mqtt.events import (
     AuthReceived,
@@ -34,14 +40,18 @@ from broker_core.mqtt.events import (
     SubscribeRequested,
     UnsubscribeRequested,
 )
+from broker_core.mqtt.limits import ServerLimits
+from broker_core.mqtt.observer import MessageObserver
+from broker_core.mqtt.packets import Auth, Connect, Subscribe, Unsubscribe
 from broker_core.mqtt.reason_codes import ReasonCode
 from broker_core.mqtt.session import Session
+from broker_core.mqtt.session_state import Counters
 from broker_core.ratelimit import TokenBucket
 
 if TYPE_CHECKING:
-    from broker_core.broker import Broker
+    from broker_core.listeners.connections import Connections
 
-__all__ = ["MqttConnection", "reason_for_exception"]
+__all__ = ["MqttConnection", "Server", "WriteStore", "reason_for_exception"]
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +67,58 @@ _EXCEPTION_REASONS: tuple[tuple[type[BaseException], int], ...] = (
     (MemoryError, ReasonCode.SERVER_BUSY),
     (Exception, ReasonCode.UNSPECIFIED_ERROR),
 )
+
+
+class WriteStore(Protocol):
+    """What a connection asks of the broker's store: is its writer behind?"""
+
+    @property
+    def pending(self) -> int: ...
+
+    def backlogged(self) -> bool: ...
+
+    def on_drained(self, callback: Callable[[], None]) -> None: ...
+
+
+class Server(Protocol):
+    """What a connection needs of the broker (``Broker`` is one)."""
+
+    limits: ServerLimits
+    counters: Counters
+    write_high_water: int
+    connections: Connections
+
+    @property
+    def observers(self) -> MessageObserver: ...
+
+    @property
+    def store(self) -> WriteStore: ...
+
+    async def connect(
+        self,
+        session: Session,
+        connect: Connect,
+        now: float,
+        listener: ListenerSettings | None = None,
+        certificate_identity: str | None = None,
+        refusal: int | None = None,
+    ) -> None: ...
+
+    def on_publish(self, session: Session, event: PublishReceived, now: float) -> None: ...
+
+    def on_subscribe(self, session: Session, packet: Subscribe, now: float) -> None: ...
+
+    def on_unsubscribe(self, session: Session, packet: Unsubscribe, now: float) -> None: ...
+
+    def on_auth(
+        self,
+        session: Session,
+        auth: Auth,
+        listener: ListenerSettings | None = None,
+        certificate_identity: str | None = None,
+    ) -> None: ...
+
+    def connection_closed(self, session: Session, now: float) -> None: ...
 
 
 def reason_for_exception(exc: BaseException) -> int:
@@ -86,7 +148,7 @@ class MqttConnection(asyncio.Protocol):
         "transport",
     )
 
-    def __init__(self, broker: Broker, listener: ListenerSettings) -> None:
+    def __init__(self, broker: Server, listener: ListenerSettings) -> None:
         self.broker = broker
         self.listener = listener
         self.certificate_identity: str | None = None  # a verified client certificate's CN
@@ -107,17 +169,16 @@ class MqttConnection(asyncio.Protocol):
         self.transport = transport
         peer = transport.get_extra_info("peername")
         peer_text = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else None
-        session = Session(self.broker.limits, time.time(), peer_text, self.broker.counters)
+        broker = self.broker
+        session = Session(broker.limits, time.time(), peer_text, broker.counters, broker.observers)
         session.wakeup = self._wakeup
         self.session = session
         ssl_object = transport.get_extra_info("ssl_object")
         if ssl_object is not None:  # tls, wss: the CN of a verified client certificate
-            from broker_core.listeners.tls import certificate_identity  # tls imports us
-
             self.certificate_identity = certificate_identity(ssl_object)
         if isinstance(transport, asyncio.WriteTransport):
-            transport.set_write_buffer_limits(high=self.broker.write_high_water)
-        self.broker.connection_made(self)
+            transport.set_write_buffer_limits(high=broker.write_high_water)
+        broker.connections.opened(self)
 
     def data_received(self, data: bytes) -> None:
         broker = self.broker
@@ -175,7 +236,8 @@ class MqttConnection(asyncio.Protocol):
         task = self._connect_task
         if task is not None and not task.done():
             task.cancel()
-        self.broker.connection_lost(self, time.time())
+        self.broker.connections.closed(self)
+        self.broker.connection_closed(self.session, time.time())
 
     # -- session driving ---------------------------------------------------------------------
 
@@ -269,9 +331,9 @@ class MqttConnection(asyncio.Protocol):
         elif kind is SubscribeRequested:
             self.broker.on_subscribe(session, cast(SubscribeRequested, event).subscribe, now)
         elif kind is UnsubscribeRequested:
-            self.broker.on_unsubscribe(session, cast(UnsubscribeRequested, event).unsubscribe)
+            self.broker.on_unsubscribe(session, cast(UnsubscribeRequested, event).unsubscribe, now)
         elif kind is ConnectRequested:
-            self._refusal = self.broker.connect_received(self)
+            self._refusal = self.broker.connections.connect_received(self, now)
             task = self._loop.create_task(self._connect(cast(ConnectRequested, event)))
             self._connect_task = task
         elif kind is DisconnectReceived or kind is ConnectionClosing:
@@ -283,17 +345,19 @@ class MqttConnection(asyncio.Protocol):
             )
 
     async def _connect(self, event: ConnectRequested) -> None:
-        if self._refusal is not None:
-            self.session.reject(self._refusal)
-            self._flush()
-            return
+        refusal = self._refusal
         limits = self.broker.limits
-        if limits.publish_rate is not None:
+        if refusal is None and limits.publish_rate is not None:
             burst = limits.publish_burst or max(1, math.ceil(limits.publish_rate))
             self._publish_bucket = TokenBucket(limits.publish_rate, burst, time.time())
         try:
             await self.broker.connect(
-                self.session, event.connect, time.time(), self.listener, self.certificate_identity
+                self.session,
+                event.connect,
+                time.time(),
+                self.listener,
+                self.certificate_identity,
+                refusal,
             )
         except Exception as exc:
             self._fail(exc)

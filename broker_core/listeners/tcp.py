@@ -5,13 +5,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from typing import TYPE_CHECKING
 
-from broker_core.listeners.connection import MqttConnection
+from broker_core.listeners.connection import MqttConnection, Server
 from broker_core.listeners.settings import ListenerSettings
-
-if TYPE_CHECKING:
-    from broker_core.broker import Broker
 
 __all__ = ["start_tcp"]
 
@@ -19,7 +15,7 @@ log = logging.getLogger(__name__)
 
 
 async def start_tcp(
-    broker: Broker, host: str, port: int, settings: ListenerSettings, backlog: int = 1024
+    broker: Server, host: str, port: int, settings: ListenerSettings, backlog: int = 1024
 ) -> asyncio.Server:
     loop = asyncio.get_running_loop()
     server = await loop.create_server(

@@ -10,8 +10,9 @@ and for mutual TLS the CA bundle client certificates are verified against:
     true         true                  CERT_REQUIRED   fails the handshake
 
 A certificate that does not chain to ``cafile`` fails the handshake in both verifying
-modes. ``certificate_identity`` reads the subject CN of a verified client certificate;
-``MqttConnection`` stores it for the authenticator (``use_identity_as_username``).
+modes. ``certificate_identity`` (``listeners.certificates``) reads the subject CN of a
+verified client certificate; ``MqttConnection`` stores it for the authenticator
+(``use_identity_as_username``).
 """
 
 from __future__ import annotations
@@ -21,14 +22,12 @@ import logging
 import socket
 import ssl
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Literal
 
 from broker_core.errors import ConfigError
-from broker_core.listeners.connection import MqttConnection
+from broker_core.listeners.certificates import certificate_identity
+from broker_core.listeners.connection import MqttConnection, Server
 from broker_core.listeners.settings import ListenerSettings
-
-if TYPE_CHECKING:
-    from broker_core.broker import Broker
 
 __all__ = ["certificate_identity", "server_ssl_context", "start_tls", "tls_problems"]
 
@@ -141,27 +140,8 @@ def server_ssl_context(
     return context
 
 
-def certificate_identity(ssl_object: Any) -> str | None:
-    """The subject CN of the peer's certificate, if the handshake verified one.
-
-    ``getpeercert()`` returns an empty dict or None unless the certificate was verified,
-    so a listener without ``verify_peer`` never yields an identity.
-    """
-    try:
-        cert = ssl_object.getpeercert()
-    except (ValueError, ssl.SSLError):  # handshake not complete
-        return None
-    if not cert:
-        return None
-    for rdn in cert.get("subject", ()):
-        for key, value in rdn:
-            if key == "commonName" and value:
-                return str(value)
-    return None
-
-
 async def start_tls(
-    broker: Broker,
+    broker: Server,
     host: str,
     port: int,
     settings: ListenerSettings,

@@ -46,7 +46,7 @@ import logging
 import socket
 import ssl
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
@@ -56,10 +56,8 @@ from websockets.protocol import State
 from websockets.typing import Subprotocol
 
 from broker_core.listeners.connection import MqttConnection
+from broker_core.listeners.connection import Server as MqttServer
 from broker_core.listeners.settings import ListenerSettings
-
-if TYPE_CHECKING:
-    from broker_core.broker import Broker
 
 __all__ = [
     "CLOSE_TIMEOUT_S",
@@ -207,7 +205,7 @@ def _select_subprotocol(
 
 
 async def start_websocket(
-    broker: Broker,
+    broker: MqttServer,
     host: str,
     port: int,
     settings: ListenerSettings,

@@ -11,11 +11,14 @@ subscriber's own packet id.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from broker_core.context import Context
 from broker_core.mqtt import wire
 from broker_core.mqtt.encoder import fixed_header
 from broker_core.mqtt.properties import EMPTY
+
+if TYPE_CHECKING:
+    from broker_core.context import Context
 
 __all__ = ["publish_parts"]
 

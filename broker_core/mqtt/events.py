@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from broker_core.context import Context
 from broker_core.mqtt.fastinit import frozen_factory
-from broker_core.mqtt.packets import Auth, Connect, Subscribe, Unsubscribe
+from broker_core.mqtt.packets import Auth, Connect, Publish, Subscribe, Unsubscribe
+from broker_core.mqtt.properties import Properties
 
 __all__ = [
     "AuthReceived",
@@ -38,15 +38,33 @@ class AuthReceived:
 class PublishReceived:
     """An application message to route; QoS 1/2 wait for ``Session.acknowledge``.
 
-    ``frame`` is the PUBLISH exactly as a subscriber of the same protocol family would
-    receive it at QoS 0 without retain (``frame_v5`` tells which family), when the
+    ``packet`` is the PUBLISH as received; ``topic`` and ``properties`` are the ones to
+    route, its Topic Alias resolved and removed. The broker wraps them in its message
+    envelope (``broker_core.context``). ``frame`` is the PUBLISH exactly as a subscriber
+    of the same protocol family would receive it at QoS 0 without retain, when the
     received bytes can be forwarded unchanged; else None.
     """
 
-    context: Context
-    packet_id: int | None
+    packet: Publish
+    topic: str
+    properties: Properties
     frame: bytes | None = None
-    frame_v5: bool = False
+
+    @property
+    def payload(self) -> bytes:
+        return self.packet.payload
+
+    @property
+    def qos(self) -> int:
+        return self.packet.qos
+
+    @property
+    def retain(self) -> bool:
+        return self.packet.retain
+
+    @property
+    def packet_id(self) -> int | None:
+        return self.packet.packet_id
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["DROP_NEW", "DROP_OLDEST", "ServerLimits"]
+from broker_core.mqtt.properties import Properties
+
+__all__ = ["DROP_NEW", "DROP_OLDEST", "MAX_PACKET", "ServerLimits"]
 
 DROP_OLDEST = "drop_oldest"
 DROP_NEW = "drop_new"
+#: The largest packet MQTT can frame (a Remaining Length of 268,435,455, and 5 bytes).
+MAX_PACKET = 268_435_460
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,3 +59,17 @@ class ServerLimits:
     max_delayed_messages: int = 100_000
     publish_rate: float | None = None  # PUBLISH per second per client; None: unlimited
     publish_burst: int | None = None
+
+    def advertised(self) -> Properties:
+        """What an MQTT 5 CONNACK tells the client of these limits (MQTT 5.0 3.2.2.3):
+        each property only when it differs from the protocol's default."""
+        return Properties(
+            receive_maximum=self.receive_maximum if self.receive_maximum < 65535 else None,
+            topic_alias_maximum=self.max_topic_alias or None,
+            maximum_qos=self.max_qos if self.max_qos < 2 else None,
+            retain_available=None if self.retain_available else 0,
+            maximum_packet_size=self.max_packet_size if self.max_packet_size < MAX_PACKET else None,
+            wildcard_subscription_available=None if self.wildcard_subscriptions else 0,
+            subscription_identifier_available=None if self.subscription_identifiers else 0,
+            shared_subscription_available=None if self.shared_subscriptions else 0,
+        )

@@ -1,56 +1,128 @@
-"""The server-to-client half of a session: delivering application messages.
+"""``Outgoing``: the server-to-client flow of application messages on one connection.
 
-QoS 0 goes out at once; QoS 1 and 2 go through the inflight window (the smaller of
-``max_inflight`` and the client's Receive Maximum) and wait in the session's bounded
-queue beyond it, or while the transport is paused at its write high-water mark.
-PUBACK, PUBREC and PUBCOMP free the window; on a resumed session the messages still
-in flight are resent first, with DUP, as the window allows [MQTT-4.4.0-1,
-MQTT-3.3.4-9]. Expired messages are dropped, and messages larger than the client's
-Maximum Packet Size are skipped as if sent [MQTT-3.1.2-25]; both are counted.
+A ``Session`` builds one when it accepts the connection and hands it to its
+``SessionState`` (``state.sending``), which gives it every message routed to the client
+while the connection is CONNECTED; before and after that the state holds messages
+itself (``SessionState.hold``). The flow owns the inflight window (the smaller of
+``max_inflight`` and the client's Receive Maximum), the resend of what was in flight
+when the session resumed, and whether the transport takes more (``writable``); it writes
+into the session's output (``out``, read with ``Session.data_to_send``) and calls
+``wakeup`` when that output stops being empty.
 
-``Session`` inherits this; the attributes below are its.
+Each message goes through these states (MQTT 5.0 sections 4.3, 4.4, 4.9; 3.1.1
+sections 4.3, 4.4); the packet id is allocated when it goes in flight:
+
+===============  ========================================  =========================  ===========
+state            input                                     action                     next
+===============  ========================================  =========================  ===========
+(routed)         QoS 0, writable                           PUBLISH                    done
+(routed)         QoS 1/2, writable, window open, no queue  PUBLISH with a packet id   IN_FLIGHT
+(routed)         not writable, window full, or a queue     append to the session's    QUEUED
+                 (QoS 0 only when not writable)            bounded queue [MQTT-4.9]
+QUEUED           window opens (PUBACK, PUBREC >= 0x80,     PUBLISH (QoS 0: no id)     IN_FLIGHT
+                 PUBCOMP) or the transport drains                                     (QoS 0: done)
+IN_FLIGHT        PUBACK, QoS 1                             MessageAcked               done
+IN_FLIGHT        PUBREC < 0x80, QoS 2                      PUBREL                     RELEASED
+IN_FLIGHT        PUBREC >= 0x80, QoS 2                     the flow ends (4.3.3)      done
+RELEASED         PUBCOMP                                   MessageAcked               done
+IN_FLIGHT        session resumed [MQTT-4.4.0-1]            PUBLISH again, DUP set,    IN_FLIGHT
+                                                           as the window allows
+RELEASED         session resumed                           PUBREL again               RELEASED
+routed, QUEUED   Message Expiry Interval passed            dropped (``expired``)      done
+routed, QUEUED   larger than the client's Maximum Packet   dropped (``too_large``)    done
+                 Size [MQTT-3.1.2-25]
+===============  ========================================  =========================  ===========
+
+A PUBACK, PUBREC or PUBCOMP for a packet id not in flight is ignored, except that a
+PUBREC gets PUBREL 0x92 (MQTT 5). Drops are counted in the broker's ``Counters`` and
+reported to the ``MessageObserver`` (``mqtt.observer``) when it watches them.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from broker_core.context import Context
 from broker_core.mqtt.delivery import publish_parts
 from broker_core.mqtt.encoder import encode
 from broker_core.mqtt.packets import Puback, Pubcomp, Pubrec, Pubrel
 from broker_core.mqtt.reason_codes import ReasonCode
 from broker_core.mqtt.session_state import Delivery, SessionState
-from broker_core.mqtt.states import ConnState
 
-__all__ = ["OutgoingFlow"]
+if TYPE_CHECKING:
+    from broker_core.context import Context
+
+__all__ = ["Outgoing"]
 
 
-class OutgoingFlow:
-    __slots__ = ("writable",)  # False while the transport is paused at its high-water mark
+class Outgoing:
+    """The outgoing flow of one connection; see the module's table."""
 
-    # Provided by Session.
-    state: SessionState | None
-    conn_state: ConnState
-    counters: Any
-    wakeup: Callable[[], None] | None
-    client_max_packet_size: int
-    protocol_level: int
-    _v5: bool
-    _window: int
-    _out: list[bytes]
-    _resend: deque[Delivery]
+    __slots__ = (
+        "_resend",
+        "client",
+        "counters",
+        "max_packet_size",
+        "observer",
+        "out",
+        "protocol_level",
+        "state",
+        "v5",
+        "wakeup",
+        "window",
+        "writable",
+    )
+
+    def __init__(
+        self,
+        client: Any,
+        state: SessionState,
+        out: list[bytes],
+        wakeup: Callable[[], None] | None,
+        protocol_level: int,
+        window: int,
+        max_packet_size: int,
+        writable: bool = True,
+    ) -> None:
+        self.client = client  # the Session, named in the observer's events
+        self.state = state
+        self.counters = state.counters
+        self.observer = state.observer
+        self.out = out  # the session's output buffer, shared
+        self.wakeup = wakeup
+        self.protocol_level = protocol_level
+        self.v5 = protocol_level == 5
+        self.window = window
+        self.max_packet_size = max_packet_size
+        self.writable = writable  # False while the transport is at its high-water mark
+        # In flight when the session resumed, beyond the window: resent as it opens.
+        self._resend: deque[Delivery] | None = None
+
+    @property
+    def open(self) -> bool:
+        """The connection is CONNECTED: its state sends through this flow."""
+        return self.state.sending is self
 
     def _send(self, data: bytes) -> None:
-        raise NotImplementedError
+        out = self.out
+        out.append(data)
+        if len(out) == 1 and self.wakeup is not None:
+            self.wakeup()
+
+    # -- commands ---------------------------------------------------------------------------
+
+    def start(self, session_present: bool, now: float) -> None:
+        """The connection was accepted: resend what was in flight, then the queue."""
+        if session_present:
+            self._resend_inflight(now)
+        self.drain(now)
 
     def set_writable(self, writable: bool, now: float) -> None:
-        """The driver's transport crossed its write high-water mark (False) or drained."""
+        """The transport crossed its write high-water mark (False) or drained (True)."""
         self.writable = writable
-        if writable and self.conn_state is ConnState.CONNECTED:
-            self._drain(now)
+        if writable and self.open:
+            self.drain(now)
 
     def deliver(
         self,
@@ -63,11 +135,7 @@ class OutgoingFlow:
     ) -> None:
         """Sends an application message now, or queues it behind the inflight window."""
         state = self.state
-        if state is None or self.conn_state is not ConnState.CONNECTED:
-            if state is not None and (qos or state.limits.queue_qos0_offline):
-                state.enqueue(Delivery(context, qos, retain, subscription_ids))
-            return
-        if not self.writable or (qos and (state.queue or len(state.outgoing) >= self._window)):
+        if not self.writable or (qos and (state.queue or len(state.outgoing) >= self.window)):
             # Paused at the write high-water mark, or over the inflight window: queue
             # (bounded, overflow by policy). QoS 0 skips a backlog of QoS 1/2 messages.
             state.enqueue(Delivery(context, qos, retain, subscription_ids))
@@ -75,94 +143,21 @@ class OutgoingFlow:
         if context.properties.message_expiry_interval is not None:
             remaining = context.expiry_remaining(now)
             if remaining is not None and remaining <= 0:
-                self.counters.dropped_expired += 1
+                self._drop(context, "expired", now)
                 return
-        v5 = self._v5
+        v5 = self.v5
         key = (v5, qos, retain, subscription_ids if v5 else ())  # see mqtt.delivery
         parts = cache.get(key)
         if parts is None:
             prefix, suffix = publish_parts(context, qos, retain, subscription_ids, v5, now)
             parts = cache[key] = (prefix + suffix if not qos else prefix, suffix)
-        self._send_publish(parts, context, qos, retain, subscription_ids)
+        self._send_publish(parts, context, qos, retain, subscription_ids, now)
 
-    def _send_publish(
-        self,
-        parts: tuple[bytes, bytes],
-        context: Context,
-        qos: int,
-        retain: bool,
-        subscription_ids: tuple[int, ...],
-    ) -> None:
-        prefix, suffix = parts
-        counters = self.counters
-        if not qos:
-            if len(prefix) > self.client_max_packet_size:
-                counters.dropped_too_large += 1  # [MQTT-3.1.2-25]
-                return
-            out = self._out
-            out.append(prefix)
-            if len(out) == 1 and self.wakeup is not None:
-                self.wakeup()  # as _send does, inlined on the QoS 0 path
-            counters.messages_sent += 1
-            return
-        if len(prefix) + 2 + len(suffix) > self.client_max_packet_size:
-            counters.dropped_too_large += 1
-            return
+    def drain(self, now: float) -> None:
+        """Sends what waits (resends first) as far as the window and the transport allow."""
         state = self.state
-        assert state is not None
-        pid = state.track(Delivery(context, qos, retain, subscription_ids))
-        self._send(prefix + bytes((pid >> 8, pid & 0xFF)) + suffix)
-        counters.messages_sent += 1
-
-    def _send_delivery(self, delivery: Delivery, now: float, dup: bool = False) -> None:
-        """Sends a queued or in-flight ``Delivery`` (encoded for this client alone)."""
-        context = delivery.context
-        if not dup and context.properties.message_expiry_interval is not None:
-            remaining = context.expiry_remaining(now)
-            if remaining is not None and remaining <= 0:
-                self.counters.dropped_expired += 1
-                if self.state is not None:
-                    self.state.discard(delivery)
-                return
-        prefix, suffix = publish_parts(
-            context, delivery.qos, delivery.retain, delivery.subscription_ids, self._v5, now, dup
-        )
-        if not delivery.qos:
-            self._send_publish((prefix + suffix, b""), context, 0, delivery.retain, ())
-            return
-        state = self.state
-        assert state is not None
-        if len(prefix) + 2 + len(suffix) > self.client_max_packet_size:
-            self.counters.dropped_too_large += 1
-            if dup:
-                state.complete(delivery.packet_id)
-            else:
-                state.discard(delivery)
-            return
-        pid = delivery.packet_id if dup else state.track(delivery)
-        self._send(prefix + bytes((pid >> 8, pid & 0xFF)) + suffix)
-        self.counters.messages_sent += 1
-
-    def _resend_inflight(self, now: float) -> None:
-        """Unacknowledged PUBLISH (DUP set) and PUBREL, original ids [MQTT-4.4.0-1]."""
-        state = self.state
-        assert state is not None
-        for count, delivery in enumerate(list(state.outgoing.values())):
-            if count >= self._window:
-                # More in flight than this connection's window: the rest follow as
-                # acknowledgements free the window [MQTT-3.3.4-9].
-                self._resend.append(delivery)
-            elif delivery.released:
-                self._send(encode(Pubrel(delivery.packet_id), self.protocol_level))
-            else:
-                self._send_delivery(delivery, now, dup=True)
-
-    def _drain(self, now: float) -> None:
-        state = self.state
-        if state is None:
-            return
         resend = self._resend
-        while resend and self.writable and len(state.outgoing) - len(resend) < self._window:
+        while resend and self.writable and len(state.outgoing) - len(resend) < self.window:
             delivery = resend.popleft()
             if state.outgoing.get(delivery.packet_id) is not delivery:
                 continue
@@ -171,43 +166,133 @@ class OutgoingFlow:
             else:
                 self._send_delivery(delivery, now, dup=True)
         queue = state.queue
-        while queue and self.writable and self.conn_state is ConnState.CONNECTED:
-            if queue[0].qos and len(state.outgoing) >= self._window:
+        while queue and self.writable and self.open:
+            if queue[0].qos and len(state.outgoing) >= self.window:
                 return
             self._send_delivery(state.dequeue(), now)
 
-    def _on_puback(self, packet: Puback, now: float) -> None:
+    # -- acknowledgements from the client ---------------------------------------------------
+
+    def on_puback(self, packet: Puback, now: float) -> None:
         state = self.state
-        assert state is not None
         delivery = state.outgoing.get(packet.packet_id)
         if delivery is not None and delivery.qos == 1:
             state.complete(packet.packet_id)
+            if self.observer.message_acked:
+                self.observer.report_acked(self.client, delivery.context, 1, packet.packet_id, now)
             if state.queue or self._resend:
-                self._drain(now)
+                self.drain(now)
 
-    def _on_pubrec(self, packet: Pubrec, now: float) -> None:
+    def on_pubrec(self, packet: Pubrec, now: float) -> None:
         state = self.state
-        assert state is not None
         pid = packet.packet_id
         delivery = state.outgoing.get(pid)
         if delivery is None or delivery.qos != 2:
-            if self._v5:
+            if self.v5:
                 self._send(encode(Pubrel(pid, ReasonCode.PACKET_IDENTIFIER_NOT_FOUND), 5))
             else:
                 self._send(bytes((0x62, 2, pid >> 8, pid & 0xFF)))
             return
         if packet.reason_code >= 0x80:
             state.complete(pid)  # the receiver refused it: the flow ends (4.3.3)
-            self._drain(now)
+            self.drain(now)
             return
         state.release(delivery)
         self._send(bytes((0x62, 2, pid >> 8, pid & 0xFF)))
 
-    def _on_pubcomp(self, packet: Pubcomp, now: float) -> None:
+    def on_pubcomp(self, packet: Pubcomp, now: float) -> None:
         state = self.state
-        assert state is not None
         delivery = state.outgoing.get(packet.packet_id)
         if delivery is not None and delivery.released:
             state.complete(packet.packet_id)
+            if self.observer.message_acked:
+                self.observer.report_acked(self.client, delivery.context, 2, packet.packet_id, now)
             if state.queue or self._resend:
-                self._drain(now)
+                self.drain(now)
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _send_publish(
+        self,
+        parts: tuple[bytes, bytes],
+        context: Context,
+        qos: int,
+        retain: bool,
+        subscription_ids: tuple[int, ...],
+        now: float,
+    ) -> None:
+        prefix, suffix = parts
+        counters = self.counters
+        if not qos:
+            if len(prefix) > self.max_packet_size:
+                self._drop(context, "too_large", now)  # [MQTT-3.1.2-25]
+                return
+            out = self.out
+            out.append(prefix)
+            if len(out) == 1 and self.wakeup is not None:
+                self.wakeup()  # as _send does, inlined on the QoS 0 path
+            counters.messages_sent += 1
+            if self.observer.message_delivered:
+                self.observer.report_delivered(self.client, context, 0, retain, now)
+            return
+        if len(prefix) + 2 + len(suffix) > self.max_packet_size:
+            self._drop(context, "too_large", now)
+            return
+        pid = self.state.track(Delivery(context, qos, retain, subscription_ids))
+        self._send(prefix + bytes((pid >> 8, pid & 0xFF)) + suffix)
+        counters.messages_sent += 1
+        if self.observer.message_delivered:
+            self.observer.report_delivered(self.client, context, qos, retain, now)
+
+    def _send_delivery(self, delivery: Delivery, now: float, dup: bool = False) -> None:
+        """Sends a queued or in-flight ``Delivery`` (encoded for this client alone)."""
+        context = delivery.context
+        state = self.state
+        if not dup and context.properties.message_expiry_interval is not None:
+            remaining = context.expiry_remaining(now)
+            if remaining is not None and remaining <= 0:
+                self._drop(context, "expired", now)
+                state.discard(delivery)
+                return
+        prefix, suffix = publish_parts(
+            context, delivery.qos, delivery.retain, delivery.subscription_ids, self.v5, now, dup
+        )
+        if not delivery.qos:
+            self._send_publish((prefix + suffix, b""), context, 0, delivery.retain, (), now)
+            return
+        if len(prefix) + 2 + len(suffix) > self.max_packet_size:
+            self._drop(context, "too_large", now)
+            if dup:
+                state.complete(delivery.packet_id)
+            else:
+                state.discard(delivery)
+            return
+        pid = delivery.packet_id if dup else state.track(delivery)
+        self._send(prefix + bytes((pid >> 8, pid & 0xFF)) + suffix)
+        self.counters.messages_sent += 1
+        if not dup and self.observer.message_delivered:
+            self.observer.report_delivered(self.client, context, delivery.qos, delivery.retain, now)
+
+    def _resend_inflight(self, now: float) -> None:
+        """Unacknowledged PUBLISH (DUP set) and PUBREL, original ids [MQTT-4.4.0-1]."""
+        for count, delivery in enumerate(list(self.state.outgoing.values())):
+            if count >= self.window:
+                # More in flight than this connection's window: the rest follow as
+                # acknowledgements free the window [MQTT-3.3.4-9].
+                if self._resend is None:
+                    self._resend = deque()
+                self._resend.append(delivery)
+            elif delivery.released:
+                self._send(encode(Pubrel(delivery.packet_id), self.protocol_level))
+            else:
+                self._send_delivery(delivery, now, dup=True)
+
+    def _drop(self, context: Context, reason: str, now: float) -> None:
+        """``expired`` or ``too_large``: counted, and reported when drops are watched."""
+        counters = self.counters
+        if reason == "expired":
+            counters.dropped_expired += 1
+        else:
+            counters.dropped_too_large += 1
+        if self.observer.message_dropped:
+            self.state.report_drop(context, reason, now)

@@ -2,9 +2,11 @@
 
 Feed it bytes with ``receive_data(data, now)``, read what it decided with ``events()``
 and what to write with ``data_to_send()``; answer events with the commands
-(``accept``, ``reject``, ``acknowledge``, ``suback``, ``unsuback``, ``deliver``,
-``disconnect``). It never reads a clock: ``now`` (wall-clock seconds) is passed in and
-``next_deadline()`` says when ``handle_timeout`` is next due.
+(``accept``, ``reject``, ``acknowledge``, ``suback``, ``unsuback``, ``disconnect``).
+Application messages for the client go to its ``SessionState`` (``deliver``), which
+passes them to this connection's ``Outgoing`` flow while it is connected. It never
+reads a clock: ``now`` (wall-clock seconds) is passed in and ``next_deadline()`` says
+when ``handle_timeout`` is next due.
 
 Connection states (MQTT 5.0 sections 3.1, 3.14, 4.1, 4.13; 3.1.1 sections 3.1, 3.14):
 
@@ -14,8 +16,9 @@ state           input                            action                         
 AWAIT_CONNECT   CONNECT                          ConnectRequested                       CONNECTING
 AWAIT_CONNECT   any other packet                 close, no CONNACK [MQTT-3.1.0-1]       CLOSED
 AWAIT_CONNECT   no CONNECT within the timeout    close                                  CLOSED
-CONNECTING      accept()                         CONNACK 0x00, resend in-flight,        CONNECTED
-                                                 drain queue [MQTT-4.4.0-1]
+CONNECTING      accept()                         CONNACK 0x00; the Outgoing flow        CONNECTED
+                                                 starts: resend in-flight, drain queue
+                                                 [MQTT-4.4.0-1] (mqtt.outgoing)
 CONNECTING      reject(code)                     CONNACK code, close [MQTT-3.2.2-7]     CLOSED
 CONNECTING      auth_continue() / AUTH           AUTH 0x18 / AuthReceived (4.12)        CONNECTING
 CONNECTING      other packets                    held, handled once accepted            CONNECTING
@@ -27,17 +30,20 @@ CONNECTED       1.5 x keep alive of silence      v5 DISCONNECT 0x8D; close      
 any             malformed packet, violation      v5: CONNACK/DISCONNECT with the        CLOSED
                                                  reason code (4.13); close
 ==============  ===============================  =====================================  ============
+
+Entering CLOSED, the session state stops sending through this connection
+(``SessionState.sending``): from then on it holds what is routed to the client.
 """
 
 from __future__ import annotations
 
-from collections import deque
+import enum
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from broker_core.context import EMPTY_META, Origin, new_context, next_message_id
 from broker_core.errors import ProtocolError, ProtocolViolation
+from broker_core.mqtt.aliases import TopicAliases
 from broker_core.mqtt.codec import Decoder, UnsupportedProtocolVersion
 from broker_core.mqtt.encoder import encode
 from broker_core.mqtt.events import (
@@ -50,8 +56,9 @@ from broker_core.mqtt.events import (
     UnsubscribeRequested,
     new_publish_received,
 )
-from broker_core.mqtt.limits import ServerLimits
-from broker_core.mqtt.outgoing import OutgoingFlow
+from broker_core.mqtt.limits import MAX_PACKET, ServerLimits
+from broker_core.mqtt.observer import UNOBSERVED, MessageObserver
+from broker_core.mqtt.outgoing import Outgoing
 from broker_core.mqtt.packets import (
     Auth,
     Connack,
@@ -77,12 +84,11 @@ from broker_core.mqtt.properties import (
     PropertyLimits,
 )
 from broker_core.mqtt.reason_codes import ReasonCode
-from broker_core.mqtt.session_state import Delivery, SessionState
-from broker_core.mqtt.states import ConnState
+from broker_core.mqtt.session_state import SessionState
+from broker_core.origin import Origin
 
 __all__ = ["ConnState", "Session"]
 
-_MAX_PACKET = 268_435_460
 # Packets held while CONNECT awaits the broker's answer: at most this many, and PUBLISH
 # packets of at most twice the maximum packet size together.
 _HELD_LIMIT = 1000
@@ -94,8 +100,21 @@ _LIMITS: dict[int, str] = {
 }
 
 
-class Session(OutgoingFlow):
-    """One MQTT connection's protocol state; attach a ``SessionState`` with ``accept``."""
+class ConnState(enum.Enum):
+    """The states of one MQTT network connection (the table above)."""
+
+    AWAIT_CONNECT = "await_connect"
+    CONNECTING = "connecting"
+    CONNECTED = "connected"
+    CLOSED = "closed"
+
+
+class Session:
+    """One MQTT connection's protocol state; attach a ``SessionState`` with ``accept``.
+
+    The server-to-client flow of application messages is an ``Outgoing`` (its own
+    state machine, ``mqtt.outgoing``), built on ``accept`` and handed to the state.
+    """
 
     __slots__ = (
         "_aliases",
@@ -105,12 +124,8 @@ class Session(OutgoingFlow):
         "_held_bytes",
         "_last_rx",
         "_out",
-        "_resend",
         "_v5",
-        "_window",
         "acks_held",
-        "client_max_packet_size",
-        "client_receive_maximum",
         "close_reason",
         "conn_state",
         "connect",
@@ -118,16 +133,24 @@ class Session(OutgoingFlow):
         "decoder",
         "keep_alive",
         "limits",
+        "observer",
         "origin",
+        "outgoing",
         "peer",
         "protocol_level",
         "state",
         "wakeup",
         "will",
+        "writable",
     )
 
     def __init__(
-        self, limits: ServerLimits, now: float, peer: str | None = None, counters: Any = None
+        self,
+        limits: ServerLimits,
+        now: float,
+        peer: str | None = None,
+        counters: Any = None,
+        observer: MessageObserver = UNOBSERVED,
     ) -> None:
         self.limits = limits
         self.decoder = Decoder(
@@ -143,23 +166,22 @@ class Session(OutgoingFlow):
         self.peer = peer
         self.state: SessionState | None = None
         self.counters: Any = counters  # the broker's Counters (the state's, once accepted)
+        self.observer = observer
         self.connect: Connect | None = None
         self.origin = Origin("mqtt", "", peer)
         self.keep_alive = 0
         self.will: Will | None = None
         self.close_reason: int | None = None
-        self.client_receive_maximum = 65535
-        self.client_max_packet_size = _MAX_PACKET
-        self.writable = True
+        self.writable = True  # False while the transport is at its write high-water mark
+        # Called when data_to_send() stops being empty; set it before accept().
         self.wakeup: Callable[[], None] | None = None
-        self._window = limits.max_inflight
+        self.outgoing: Outgoing | None = None  # built by accept()
         self.acks_held = 0  # acknowledgements waiting for the store to commit
-        self._aliases: dict[int, str] = {}
+        self._aliases: TopicAliases | None = None  # built on the first alias
         self._events: list[Event] = []
         self._held: list[Packet] = []
         self._held_bytes = 0  # PUBLISH payload and topic bytes in _held
-        self._out: list[bytes] = []
-        self._resend: deque[Delivery] = deque()  # in flight, to resend as the window allows
+        self._out: list[bytes] = []  # shared with the Outgoing; emptied in place
         self._last_rx = now
         self._connect_deadline = now + limits.connect_timeout_s
 
@@ -197,8 +219,9 @@ class Session(OutgoingFlow):
         out = self._out
         if not out:
             return b""
-        self._out = []
-        return out[0] if len(out) == 1 else b"".join(out)
+        data = out[0] if len(out) == 1 else b"".join(out)
+        out.clear()
+        return data
 
     def next_deadline(self) -> float | None:
         """Wall-clock time at which ``handle_timeout`` must run, or None."""
@@ -227,11 +250,17 @@ class Session(OutgoingFlow):
     def connection_lost(self) -> None:
         """The transport closed under us; nothing more will be sent."""
         if self.conn_state is not ConnState.CLOSED:
-            self.conn_state = ConnState.CLOSED
+            self._enter_closed()
             if self.close_reason is None:
                 self.close_reason = ReasonCode.UNSPECIFIED_ERROR
-        self._out = []
+        self._out.clear()
         self._release_aliases()
+
+    def set_writable(self, writable: bool, now: float) -> None:
+        """The driver's transport crossed its write high-water mark (False) or drained."""
+        self.writable = writable
+        if self.outgoing is not None:
+            self.outgoing.set_writable(writable, now)
 
     # -- commands ---------------------------------------------------------------------
 
@@ -264,40 +293,37 @@ class Session(OutgoingFlow):
             server_keep_alive = keep_alive
         self.keep_alive = connect.keep_alive if keep_alive is None else keep_alive
         props = EMPTY
+        window = limits.max_inflight
+        max_packet_size = MAX_PACKET
         if self._v5:
             cp = connect.properties
-            self.client_receive_maximum = cp.receive_maximum or 65535
-            self.client_max_packet_size = cp.maximum_packet_size or _MAX_PACKET
-            self._window = min(limits.max_inflight, self.client_receive_maximum)
-            requested_expiry = cp.session_expiry_interval or 0
-            props = Properties(
-                session_expiry_interval=(
-                    session_expiry_interval
-                    if session_expiry_interval is not None
-                    and session_expiry_interval != requested_expiry
-                    else None
-                ),
+            window = min(limits.max_inflight, cp.receive_maximum or 65535)
+            max_packet_size = cp.maximum_packet_size or MAX_PACKET
+            if session_expiry_interval == (cp.session_expiry_interval or 0):
+                session_expiry_interval = None  # as asked for: not repeated
+            props = replace(
+                limits.advertised(),
+                session_expiry_interval=session_expiry_interval,
                 assigned_client_identifier=assigned_client_id,
                 server_keep_alive=server_keep_alive,
                 authentication_method=auth_method,
                 authentication_data=auth_data,
-                receive_maximum=limits.receive_maximum if limits.receive_maximum < 65535 else None,
-                topic_alias_maximum=limits.max_topic_alias or None,
-                maximum_qos=limits.max_qos if limits.max_qos < 2 else None,
-                retain_available=None if limits.retain_available else 0,
-                maximum_packet_size=limits.max_packet_size
-                if limits.max_packet_size < _MAX_PACKET
-                else None,
-                wildcard_subscription_available=None if limits.wildcard_subscriptions else 0,
-                subscription_identifier_available=None if limits.subscription_identifiers else 0,
-                shared_subscription_available=None if limits.shared_subscriptions else 0,
             )
         self._send(encode(Connack(session_present, 0, props), self.protocol_level))
         self.conn_state = ConnState.CONNECTED
         self._last_rx = now
-        if session_present:
-            self._resend_inflight(now)
-        self._drain(now)
+        outgoing = self.outgoing = Outgoing(
+            self,
+            state,
+            self._out,
+            self.wakeup,
+            self.protocol_level,
+            window,
+            max_packet_size,
+            self.writable,
+        )
+        state.sending = outgoing
+        outgoing.start(session_present, now)
         held = self._held
         self._held = []
         self._held_bytes = 0
@@ -395,7 +421,12 @@ class Session(OutgoingFlow):
     def _handle(self, packet: Packet, now: float) -> None:
         state = self.conn_state
         if state is ConnState.CONNECTED:
-            handler = _HANDLERS.get(type(packet))
+            kind = type(packet)
+            acknowledged = _ACKNOWLEDGEMENTS.get(kind)
+            if acknowledged is not None:  # of the outgoing flow (built once CONNECTED)
+                acknowledged(self.outgoing, packet, now)
+                return
+            handler = _HANDLERS.get(kind)
             if handler is None:
                 raise ProtocolViolation(f"{type(packet).__name__} is not sent by clients")
             handler(self, packet, now)
@@ -430,17 +461,13 @@ class Session(OutgoingFlow):
         if props is not EMPTY:
             alias = props.topic_alias
             if alias is not None:
-                if not 0 < alias <= self.limits.max_topic_alias:  # [MQTT-3.3.2-8, -9]
-                    raise ProtocolError(
-                        f"topic alias {alias} out of range", ReasonCode.TOPIC_ALIAS_INVALID
+                aliases = self._aliases
+                if aliases is None:
+                    limits = self.limits
+                    aliases = self._aliases = TopicAliases(
+                        limits.max_topic_alias, limits.max_topic_alias_bytes
                     )
-                if topic:
-                    self._set_alias(alias, topic)
-                else:
-                    found = self._aliases.get(alias)
-                    if found is None:
-                        raise ProtocolViolation(f"unknown topic alias {alias}")
-                    topic = found
+                topic = aliases.resolve(alias, topic, self.counters)
                 props = replace(props, topic_alias=None)
             if props.subscription_identifiers:
                 raise ProtocolViolation("PUBLISH from a client with a subscription identifier")
@@ -466,40 +493,15 @@ class Session(OutgoingFlow):
                 raise ProtocolError("receive maximum exceeded", ReasonCode.RECEIVE_MAXIMUM_EXCEEDED)
             state.add_incoming(pid)
         self.counters.messages_received += 1
-        context = new_context(
-            topic,
-            packet.payload,
-            qos,
-            packet.retain,
-            props,
-            self.origin,
-            EMPTY_META,
-            next_message_id(),
-            int(now * 1e9),
-        )
         raw = packet.raw
-        if raw is not None and not packet.retain and props is EMPTY:
-            self._events.append(new_publish_received(context, None, raw, self._v5))
-        else:
-            self._events.append(new_publish_received(context, packet.packet_id, None, False))
-
-    def _set_alias(self, alias: int, topic: str) -> None:
-        """Maps ``alias`` to ``topic`` within the broker-wide alias memory bound."""
-        aliases = self._aliases
-        old = aliases.get(alias)
-        grow = len(topic) - (0 if old is None else len(old))
-        counters = self.counters
-        if grow > 0 and counters.topic_alias_bytes + grow > self.limits.max_topic_alias_bytes:
-            counters.hit("topic_alias_bytes")
-            raise ProtocolError("topic alias memory is full", ReasonCode.QUOTA_EXCEEDED)
-        counters.topic_alias_bytes += grow
-        aliases[alias] = topic
+        if raw is not None and (packet.retain or props is not EMPTY):
+            raw = None  # forwarded byte for byte only without retain and properties
+        self._events.append(new_publish_received(packet, topic, props, raw))
 
     def _release_aliases(self) -> None:
-        aliases = self._aliases
-        if aliases:
-            self.counters.topic_alias_bytes -= sum(map(len, aliases.values()))
-            self._aliases = {}
+        if self._aliases is not None:
+            self._aliases.release(self.counters)
+            self._aliases = None
 
     def _on_pubrel(self, packet: Pubrel, now: float) -> None:
         state = self.state
@@ -537,7 +539,7 @@ class Session(OutgoingFlow):
             self.will = None  # [MQTT-3.14.4-3]
         self._events.append(DisconnectReceived(packet.reason_code, publish_will))
         self.close_reason = packet.reason_code
-        self.conn_state = ConnState.CLOSED
+        self._enter_closed()
 
     def _on_auth(self, packet: Auth, now: float) -> None:
         connect = self.connect
@@ -563,7 +565,7 @@ class Session(OutgoingFlow):
     def _close(self, code: int, message: str, notify: bool, send: bool = True) -> None:
         if send and self._v5 and self.conn_state is ConnState.CONNECTED:
             self._send(encode(Disconnect(code), 5))
-        self.conn_state = ConnState.CLOSED
+        self._enter_closed()
         self.close_reason = code
         self._release_aliases()
         if notify:
@@ -571,13 +573,24 @@ class Session(OutgoingFlow):
         if self.wakeup is not None:
             self.wakeup()  # the driver flushes what is left, then closes the transport
 
+    def _enter_closed(self) -> None:
+        """CLOSED: the state stops sending through this connection's flow."""
+        self.conn_state = ConnState.CLOSED
+        state = self.state
+        if state is not None and state.sending is self.outgoing:
+            state.sending = None
+
+
+# Acknowledgements of the outgoing flow (mqtt.outgoing): PUBACK, PUBREC, PUBCOMP.
+_ACKNOWLEDGEMENTS: dict[type, Callable[[Any, Any, float], None]] = {
+    Puback: Outgoing.on_puback,
+    Pubrec: Outgoing.on_pubrec,
+    Pubcomp: Outgoing.on_pubcomp,
+}
 
 _HANDLERS: dict[type, Callable[[Session, Any, float], None]] = {
     Publish: Session._on_publish,
-    Puback: Session._on_puback,
-    Pubrec: Session._on_pubrec,
     Pubrel: Session._on_pubrel,
-    Pubcomp: Session._on_pubcomp,
     Subscribe: Session._on_subscribe,
     Unsubscribe: Session._on_unsubscribe,
     Pingreq: Session._on_pingreq,

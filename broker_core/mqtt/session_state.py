@@ -3,7 +3,8 @@
 Subscriptions, QoS 1/2 messages in flight to the client, messages queued for it, and
 the packet ids of QoS 2 messages received but not yet released. A ``Session`` (one
 connection) is attached while the client is online; the router delivers to the state,
-which hands the message to its connection or queues it.
+which hands the message to the connection's outgoing flow (``mqtt.outgoing``) while the
+connection is open, or else holds it (``hold``: the one "offline, so queue it" rule).
 """
 
 from __future__ import annotations
@@ -12,11 +13,13 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from broker_core.context import Context
 from broker_core.mqtt.limits import DROP_NEW, ServerLimits
+from broker_core.mqtt.observer import UNOBSERVED, MessageObserver
 from broker_core.mqtt.packets import SubscriptionOptions
 
 if TYPE_CHECKING:
+    from broker_core.context import Context
+    from broker_core.mqtt.outgoing import Outgoing
     from broker_core.mqtt.session import Session
 
 __all__ = ["LIMITS", "NEVER_EXPIRES", "Counters", "Delivery", "SessionState", "Subscription"]
@@ -45,10 +48,11 @@ LIMITS = (
 
 
 class Counters:
-    """Broker-wide counters the sessions update (read by $SYS and /metrics)."""
+    """Broker-wide counters the sessions update (read through ``Broker.stats()``)."""
 
     __slots__ = (
         "bytes_received",
+        "bytes_received_from",
         "bytes_sent",
         "dropped_expired",
         "dropped_not_authorized",
@@ -59,11 +63,16 @@ class Counters:
         "messages_received",
         "messages_sent",
         "publish_denied",
+        "received_from",
         "topic_alias_bytes",
     )
 
     def __init__(self) -> None:
-        self.messages_received = 0
+        self.messages_received = 0  # PUBLISH packets from MQTT clients
+        # Messages from in-process publishers, by origin protocol (api, adapter types,
+        # bridge), and the payload bytes of those that count them (the API).
+        self.received_from: dict[str, int] = {}
+        self.bytes_received_from: dict[str, int] = {}
         self.messages_sent = 0
         self.bytes_received = 0
         self.bytes_sent = 0
@@ -80,14 +89,12 @@ class Counters:
         """A bound of ``LIMITS`` was reached once."""
         self.limit_hits[limit] += 1
 
-    def dropped(self) -> int:
-        return (
-            self.dropped_queue_full
-            + self.dropped_expired
-            + self.dropped_too_large
-            + self.dropped_qos0_offline
-            + self.dropped_not_authorized
-        )
+    def count_received(self, protocol: str, payload_bytes: int | None = None) -> None:
+        """A message from an in-process publisher (``protocol``: its origin's)."""
+        self.received_from[protocol] = self.received_from.get(protocol, 0) + 1
+        if payload_bytes is not None:
+            by = self.bytes_received_from
+            by[protocol] = by.get(protocol, 0) + payload_bytes
 
 
 class Delivery:
@@ -149,17 +156,29 @@ class SessionState:
         "journal",
         "limits",
         "next_packet_id",
+        "observer",
         "outgoing",
         "queue",
         "queued_bytes",
+        "sending",
         "subscriptions",
     )
 
-    def __init__(self, client_id: str, limits: ServerLimits, counters: Counters) -> None:
+    def __init__(
+        self,
+        client_id: str,
+        limits: ServerLimits,
+        counters: Counters,
+        observer: MessageObserver = UNOBSERVED,
+    ) -> None:
         self.client_id = client_id
         self.limits = limits
         self.counters = counters
+        self.observer = observer
         self.connection: Session | None = None
+        # The open connection's outgoing flow: set while the connection is CONNECTED,
+        # None otherwise (then messages are held: ``hold``).
+        self.sending: Outgoing | None = None
         self.subscriptions: dict[str, Subscription] = {}
         self.outgoing: dict[int, Delivery] = {}
         self.queue: deque[Delivery] = deque()
@@ -183,14 +202,36 @@ class SessionState:
         cache: dict[Any, Any],
         now: float,
     ) -> None:
-        """Route target entry point: to the live connection, or into the queue."""
-        conn = self.connection
-        if conn is not None:
-            conn.deliver(context, qos, retain, subscription_ids, cache, now)
-        elif qos or self.limits.queue_qos0_offline:
+        """Route target entry point: to the open connection, or held."""
+        sending = self.sending
+        if sending is not None:
+            sending.deliver(context, qos, retain, subscription_ids, cache, now)
+        else:
+            self.hold(context, qos, retain, subscription_ids, now)
+
+    def hold(
+        self,
+        context: Context,
+        qos: int,
+        retain: bool,
+        subscription_ids: tuple[int, ...],
+        now: float | None = None,
+    ) -> None:
+        """No open connection (offline, or closing): queue it, unless it is QoS 0 and
+        QoS 0 is not queued for offline sessions (``queue_qos0_offline``), then drop it
+        (counted, ``qos0_offline``)."""
+        if qos or self.limits.queue_qos0_offline:
             self.enqueue(Delivery(context, qos, retain, subscription_ids))
         else:
             self.counters.dropped_qos0_offline += 1
+            if self.observer.message_dropped:
+                self.report_drop(context, "qos0_offline", now)
+
+    def report_drop(self, context: Context, reason: str, now: float | None = None) -> None:
+        """Tells the observer a message for this session was dropped (it observes drops)."""
+        session = self.connection
+        username = None if session is None else session.origin.username
+        self.observer.report_dropped(context, reason, self.client_id, username, now)
 
     def enqueue(self, delivery: Delivery) -> bool:
         """Queues ``delivery`` under the overflow policy; False when it was dropped."""
@@ -204,6 +245,8 @@ class SessionState:
             if limits.queue_overflow == DROP_NEW or size > limits.max_queued_bytes:
                 self.counters.dropped_queue_full += 1
                 self.discard(delivery)
+                if self.observer.message_dropped:
+                    self.report_drop(delivery.context, "queue_full")
                 return False
             while queue and (
                 len(queue) >= limits.max_queued_messages
@@ -213,6 +256,8 @@ class SessionState:
                 self.queued_bytes -= old.size()
                 self.counters.dropped_queue_full += 1
                 self.discard(old)
+                if self.observer.message_dropped:
+                    self.report_drop(old.context, "queue_full")
         queue.append(delivery)
         self.queued_bytes += size
         if self.journal is not None and delivery.qos:

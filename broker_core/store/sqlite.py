@@ -14,6 +14,7 @@ until the writer catches up (``on_drained``): nothing is dropped, publishers slo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sqlite3
 import time
@@ -28,7 +29,7 @@ from broker_core.mqtt.properties import EMPTY, PacketKind, decode_properties
 from broker_core.mqtt.session_state import Delivery, SessionState, Subscription
 from broker_core.store.base import RestoredSession, Snapshot
 from broker_core.store.schema import StoreError, connect, marker_path
-from broker_core.store.writer import Barrier, Op, Writer
+from broker_core.store.writer import Barrier, Writer
 
 __all__ = ["SqliteStore"]
 
@@ -102,6 +103,37 @@ def _context(
     )
 
 
+Statement = tuple[str, tuple[Any, ...]]
+Op = Statement | Barrier
+
+
+def _transaction(conn: sqlite3.Connection) -> Callable[[list[Statement]], None]:
+    """The writer's ``write``: statements in one transaction, consecutive runs of one
+    statement through ``executemany``; rolled back when one fails."""
+
+    def write(statements: list[Statement]) -> None:
+        conn.execute("BEGIN")
+        try:
+            run_sql: str | None = None
+            run: list[tuple[Any, ...]] = []
+            for sql, params in statements:
+                if sql is not run_sql:
+                    if run:
+                        conn.executemany(run_sql, run)  # type: ignore[arg-type]
+                    run_sql = sql
+                    run = []
+                run.append(params)
+            if run:
+                conn.executemany(run_sql, run)  # type: ignore[arg-type]
+            conn.execute("COMMIT")
+        except sqlite3.Error:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise
+
+    return write
+
+
 class SqliteStore:
     durable = True
 
@@ -111,7 +143,7 @@ class SqliteStore:
         self._ops: list[Op] = []
         self._flush_scheduled = False
         self._pending = 0
-        self._writer: Writer | None = None
+        self._writer: Writer[Statement] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._drained: list[Callable[[], None]] = []
         self._next_message_key = 1
@@ -135,7 +167,9 @@ class SqliteStore:
                 f" from a backup, or move it and {marker_path(self.path)} away to start with an"
                 " empty store on purpose"
             ) from exc
-        self._writer = Writer(conn, self._loop, self._committed)
+        self._writer = Writer(
+            _transaction(conn), self._loop, self._committed, "store", finish=conn.close
+        )
         log.info(
             "store %s opened in %.2fs: %d sessions, %d retained, %d delayed",
             self.path,

@@ -1,25 +1,28 @@
-"""One writer thread per store: batches of statements, one transaction per batch.
+"""One writer thread: batches of operations, written together, barriers called back.
 
-The event loop hands over lists of operations (``(sql, params)`` or a barrier
-callback); the thread takes every list waiting, runs them in order in one
-transaction (consecutive runs of one statement through ``executemany``), commits,
-then calls the barriers back on the loop with whether the commit succeeded.
+The event loop hands over lists of operations (``submit``): items for ``write`` and
+``Barrier`` callbacks. The thread takes every list waiting, calls ``write(items)`` once
+with all their items in order (the SQLite store: one transaction, ``executemany`` over
+runs of one statement; a component's ``BatchWriter``: its own store), then calls
+``committed(count, barriers, ok)`` on the loop: ``count`` operations (barriers
+included) are done, ``ok`` is False when ``write`` raised. ``finish`` runs on the thread
+once it stops (closing a connection the thread used).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import queue
-import sqlite3
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 __all__ = ["Barrier", "Writer"]
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class Barrier:
@@ -29,24 +32,27 @@ class Barrier:
         self.callback = callback
 
 
-Op = tuple[str, tuple[Any, ...]] | Barrier
-
-
-class Writer:
+class Writer(Generic[T]):
     def __init__(
         self,
-        conn: sqlite3.Connection,
+        write: Callable[[list[T]], None],
         loop: asyncio.AbstractEventLoop,
         committed: Callable[[int, list[Barrier], bool], None],
+        name: str = "store",
+        finish: Callable[[], None] | None = None,
     ) -> None:
-        self._conn = conn
+        self.name = name
+        self._write = write
         self._loop = loop
         self._committed = committed
-        self._queue: queue.SimpleQueue[list[Op] | None] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name="edgebus-store-writer", daemon=True)
+        self._finish = finish
+        self._queue: queue.SimpleQueue[list[Any] | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(
+            target=self._run, name=f"edgebus-{name}-writer", daemon=True
+        )
         self._thread.start()
 
-    def submit(self, ops: list[Op]) -> None:
+    def submit(self, ops: list[T | Barrier]) -> None:
         self._queue.put(ops)
 
     def close(self, timeout_s: float = 10.0) -> None:
@@ -54,16 +60,15 @@ class Writer:
         self._queue.put(None)
         self._thread.join(timeout_s)
         if self._thread.is_alive():
-            log.error("store writer did not finish within %.0f s", timeout_s)
+            log.error("%s: writer did not finish within %.0f s", self.name, timeout_s)
 
     def _run(self) -> None:
-        conn = self._conn
         stop = False
         while not stop:
-            batch = self._queue.get()
-            if batch is None:
+            first = self._queue.get()
+            if first is None:
                 break
-            batches = [batch]
+            lists = [first]
             while True:
                 try:
                     more = self._queue.get_nowait()
@@ -72,41 +77,27 @@ class Writer:
                 if more is None:
                     stop = True
                     break
-                batches.append(more)
+                lists.append(more)
+            items: list[T] = []
             barriers: list[Barrier] = []
-            count = 0
+            for ops in lists:
+                for op in ops:
+                    if type(op) is Barrier:
+                        barriers.append(op)
+                    else:
+                        items.append(op)
             ok = True
+            if items:
+                try:
+                    self._write(items)
+                except Exception:
+                    ok = False
+                    log.exception("%s: writing %d operations failed", self.name, len(items))
             try:
-                conn.execute("BEGIN")
-                for ops in batches:
-                    count += len(ops)
-                    self._execute(conn, ops, barriers)
-                conn.execute("COMMIT")
-            except sqlite3.Error:
-                ok = False
-                log.exception("store write failed; %d operations rolled back", count)
-                with contextlib.suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
-            try:
-                self._loop.call_soon_threadsafe(self._committed, count, barriers, ok)
+                self._loop.call_soon_threadsafe(
+                    self._committed, len(items) + len(barriers), barriers, ok
+                )
             except RuntimeError:  # the loop is closed: nobody waits any more
                 return
-        conn.close()
-
-    @staticmethod
-    def _execute(conn: sqlite3.Connection, ops: list[Op], barriers: list[Barrier]) -> None:
-        run_sql: str | None = None
-        run: list[tuple[Any, ...]] = []
-        for op in ops:
-            if type(op) is Barrier:
-                barriers.append(op)
-                continue
-            sql, params = op  # type: ignore[misc]
-            if sql is not run_sql:
-                if run:
-                    conn.executemany(run_sql, run)  # type: ignore[arg-type]
-                run_sql = sql
-                run = []
-            run.append(params)
-        if run:
-            conn.executemany(run_sql, run)  # type: ignore[arg-type]
+        if self._finish is not None:
+            self._finish()

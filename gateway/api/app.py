@@ -30,7 +30,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from broker_core.broker import VERSION
 from gateway.api.auth import Credentials, authenticate, build_credentials
 from gateway.api.components import GatewayView
-from gateway.api.metrics import ApiStats, new_registry
+from gateway.api.metrics import new_registry
 from gateway.api.routes import (
     admin,
     broker,
@@ -186,8 +186,7 @@ def create_app(gateway: GatewayView, credentials: Credentials | None = None) -> 
     )
     app.state.gateway = gateway
     app.state.credentials = credentials
-    app.state.stats = stats = ApiStats()
-    app.state.registry = new_registry(gateway, stats)
+    app.state.registry = new_registry(gateway)
     guarded = [Depends(authenticate)]
     unauthorized: dict[int | str, dict[str, Any]] = {
         401: {"description": "Missing or wrong credentials"}

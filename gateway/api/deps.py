@@ -12,7 +12,6 @@ from fastapi import Depends, HTTPException, Query, Request, status
 
 from gateway.api.auth import Principal, authenticate
 from gateway.api.components import GatewayView
-from gateway.api.metrics import ApiStats
 from gateway.components import Supervisor
 
 __all__ = [
@@ -23,7 +22,6 @@ __all__ = [
     "Limit",
     "Offset",
     "Responses",
-    "Stats",
     "page",
 ]
 
@@ -42,11 +40,6 @@ async def _gateway(request: Request) -> GatewayView:
     return gateway
 
 
-async def _stats(request: Request) -> ApiStats:
-    stats: ApiStats = request.app.state.stats
-    return stats
-
-
 async def _components(request: Request) -> Supervisor:
     supervisor = getattr(request.app.state.gateway, "components", None)
     if not isinstance(supervisor, Supervisor):
@@ -58,7 +51,6 @@ Gw = Annotated[GatewayView, Depends(_gateway)]
 #: The gateway's component supervisor: how a component's own routes reach its instances
 #: (``supervisor.instance(kind, name)``).
 Components = Annotated[Supervisor, Depends(_components)]
-Stats = Annotated[ApiStats, Depends(_stats)]
 Caller = Annotated[Principal, Depends(authenticate)]
 Offset = Annotated[int, Query(ge=0, le=1_000_000_000, description="Items to skip.")]
 Limit = Annotated[int, Query(ge=1, le=1000, description="Items per page.")]

@@ -1,7 +1,9 @@
 """Metrics: one snapshot of live broker state, served as JSON and in Prometheus format.
 
-``snapshot(gateway, stats)`` reads the broker when asked (a scrape, a GET), on the
-broker's loop: nothing is sampled in the background and nothing is kept twice. The
+``snapshot(gateway)`` reads ``Broker.stats()`` when asked (a scrape, a GET), on the
+broker's loop, the same statistics ``$SYS`` publishes (``broker_core.stats`` defines
+connected, received, sent and dropped once): nothing is sampled in the background and
+nothing is kept twice. The
 Prometheus side is a custom ``Collector`` over that snapshot, registered on a
 ``CollectorRegistry`` of its own per gateway (never the process-global one), so two
 gateways in one process (tests) do not mix.
@@ -12,6 +14,8 @@ name                                     type     labels, meaning
 edgebus_info                             gauge    node, version; always 1
 edgebus_uptime_seconds                   gauge    seconds since start
 edgebus_connections                      gauge    listener, protocol, version; open connections
+edgebus_clients_connected                gauge    clients connected now (= sessions online)
+edgebus_clients_connected_max            gauge    the most clients connected at once
 edgebus_sessions                         gauge    state (online, offline)
 edgebus_subscriptions                    gauge    subscriptions, shared and local ones included
 edgebus_messages_received_total          counter  protocol; messages in (mqtt, api, adapter types)
@@ -35,6 +39,7 @@ edgebus_retained_bytes                   gauge    bytes of retained messages hel
 edgebus_topic_alias_bytes                gauge    topic characters in client alias tables
 edgebus_login_failures_total             counter  failed logins
 edgebus_login_throttle_tracked           gauge    user names and addresses being throttled
+edgebus_observer_errors_total            counter  broker-event observers that raised
 edgebus_component_up                     gauge    kind, type, name, state; 1 running, else 0
 edgebus_component_degraded               gauge    kind, type, name, reason; 1 degraded, else 0
 edgebus_component_restarts_total         counter  kind, type, name; restarts
@@ -61,17 +66,13 @@ them, kept for existing dashboards.
 
 from __future__ import annotations
 
-import time
-from collections import Counter
-from collections.abc import Iterator, Sized
-from dataclasses import dataclass
+from collections.abc import Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from broker_core.broker import VERSION
-from broker_core.mqtt.session import ConnState
-from broker_core.mqtt.session_state import SessionState
+from broker_core.stats import DROP_REASONS
+from broker_core.version import VERSION
 from gateway.api.components import (
     GatewayView,
     adapter_stat,
@@ -82,6 +83,7 @@ from gateway.api.components import (
 )
 from gateway.api.schemas import (
     BytesMetrics,
+    ClientCounts,
     ConnectionCount,
     InstanceStatus,
     LimitMetrics,
@@ -93,25 +95,12 @@ from gateway.api.schemas import (
 
 __all__ = [
     "DROP_REASONS",
-    "ApiStats",
     "BrokerCollector",
     "component_statuses",
     "mqtt_version",
     "new_registry",
     "snapshot",
 ]
-
-#: Why messages are dropped: the labels of ``edgebus_messages_dropped_total``.
-DROP_REASONS = (
-    "queue_full",  # a session's queue was full (max_queued_messages / _bytes)
-    "expired",  # the message expiry interval passed while queued
-    "too_large",  # larger than the client's maximum packet size
-    "qos0_offline",  # QoS 0 for an offline session that does not queue QoS 0
-    "local_queue_full",  # a local subscriber's (adapter, bridge) queue was full
-    "retained_limit",  # not retained: beyond max_retained_messages or max_retained_bytes
-    "delayed_limit",  # a $delayed/ message beyond max_delayed_messages
-    "not_authorized",  # queued for a resumed session whose new owner may not read it
-)
 
 _VERSIONS = {3: "3.1", 4: "3.1.1", 5: "5.0"}
 
@@ -120,116 +109,67 @@ def mqtt_version(protocol_level: int) -> str:
     return _VERSIONS.get(protocol_level, str(protocol_level))
 
 
-@dataclass
-class ApiStats:
-    """What the API itself counts: messages it published and their payload bytes."""
-
-    messages_published: int = 0
-    bytes_published: int = 0
-
-
-def snapshot(gateway: GatewayView, stats: ApiStats) -> Metrics:
-    broker = gateway.broker
-    counters = broker.counters
-
-    connections: Counter[tuple[str, str]] = Counter()
-    for conn in broker.connections:
-        session = conn.session
-        if session.conn_state is ConnState.CONNECTED:
-            version = mqtt_version(session.protocol_level)
-        else:
-            version = "connecting"
-        connections[(conn.listener.name, version)] += 1
-
-    online = queued = queued_max = queued_bytes = inflight = 0
-    total_sessions = 0
-    for state in broker.sessions:
-        total_sessions += 1
-        if state.connection is not None:
-            online += 1
-        depth = len(state.queue)
-        queued += depth
-        queued_max = max(queued_max, depth)
-        queued_bytes += state.queued_bytes
-        inflight += len(state.outgoing)
-
-    local_queued = local_max = local_dropped = 0
-    seen: set[int] = set()
-    for entry in broker.router.entries():
-        subscriber = entry.subscriber
-        if isinstance(subscriber, SessionState) or id(subscriber) in seen:
-            continue
-        seen.add(id(subscriber))
-        depth = len(subscriber) if isinstance(subscriber, Sized) else 0
-        local_queued += depth
-        local_max = max(local_max, depth)
-        local_dropped += int(getattr(subscriber, "dropped", 0))
-
-    adapters = adapter_statuses(gateway)
-    components = component_statuses(gateway)
-    # The broker's messages_received also counts what hub clients (components) publish:
-    # their share is moved to their own protocol.
-    received = {"mqtt": counters.messages_received, "api": stats.messages_published}
-    publishers = [(c.protocol, int(c.stats.get("published", 0))) for c in components] or [
-        (a.type or a.name, adapter_stat(a, "published")) for a in adapters
-    ]
-    for protocol, published in publishers:
-        received[protocol] = received.get(protocol, 0) + published
-        received["mqtt"] = max(received["mqtt"] - published, 0)
-
-    dropped = {
-        "queue_full": counters.dropped_queue_full,
-        "expired": counters.dropped_expired,
-        "too_large": counters.dropped_too_large,
-        "qos0_offline": counters.dropped_qos0_offline,
-        "local_queue_full": local_dropped,
-        "retained_limit": broker.retained.refused,
-        "delayed_limit": broker.delayed.refused,
-        "not_authorized": counters.dropped_not_authorized,
-    }
-    throttle = broker.login_throttle
+def snapshot(gateway: GatewayView) -> Metrics:
+    """The metrics of ``gateway`` now: ``Broker.stats()`` and the components' statuses."""
+    stats = gateway.broker.stats()
     return Metrics(
-        node=broker.node_name,
-        uptime_s=round(time.time() - broker.started_at, 3),
+        node=stats.node,
+        uptime_s=round(stats.uptime_s, 3),
+        clients=ClientCounts(
+            connected=stats.connected,
+            connecting=stats.connecting,
+            maximum=stats.connected_max,
+            total=stats.sessions,
+        ),
         connections=[
-            ConnectionCount(listener=listener, protocol="mqtt", version=version, count=count)
-            for (listener, version), count in sorted(connections.items())
+            ConnectionCount(
+                listener=count.listener,
+                protocol="mqtt",
+                version="connecting"
+                if count.protocol_level is None
+                else mqtt_version(count.protocol_level),
+                count=count.count,
+            )
+            for count in stats.listeners
         ],
-        sessions=SessionCounts(online=online, offline=total_sessions - online),
-        subscriptions=broker.router.count,
+        sessions=SessionCounts(
+            online=stats.sessions_online, offline=stats.sessions - stats.sessions_online
+        ),
+        subscriptions=stats.subscriptions,
         messages=MessageMetrics(
-            received=received,
-            sent={"mqtt": counters.messages_sent},
-            dropped=dropped,
-            publish_denied=counters.publish_denied,
-            retained=len(broker.retained),
-            delayed=len(broker.delayed),
+            received=dict(stats.received),
+            sent=dict(stats.sent),
+            dropped={reason: stats.dropped[reason] for reason in DROP_REASONS},
+            publish_denied=stats.publish_denied,
+            retained=stats.retained,
+            delayed=stats.delayed,
         ),
         bytes=BytesMetrics(
-            received={"mqtt": counters.bytes_received, "api": stats.bytes_published},
-            sent={"mqtt": counters.bytes_sent},
+            received=dict(stats.bytes_received),
+            sent=dict(stats.bytes_sent),
         ),
         queues=QueueMetrics(
-            queued_messages=queued,
-            queued_messages_max=queued_max,
-            queued_bytes=queued_bytes,
-            inflight=inflight,
-            local_queued=local_queued,
-            local_queued_max=local_max,
+            queued_messages=stats.queued_messages,
+            queued_messages_max=stats.queued_messages_max,
+            queued_bytes=stats.queued_bytes,
+            inflight=stats.inflight,
+            local_queued=stats.local_queued,
+            local_queued_max=stats.local_queued_max,
         ),
-        store_pending_writes=broker.store.pending,
+        store_pending_writes=stats.store_pending_writes,
         limits=LimitMetrics(
-            hits=dict(counters.limit_hits),
-            pending_connections=len(broker.pending),
-            retained_bytes=broker.retained.bytes,
-            topic_alias_bytes=counters.topic_alias_bytes,
-            login_failures=0 if throttle is None else throttle.failures,
-            login_throttle_tracked=0 if throttle is None else len(throttle),
+            hits=dict(stats.limit_hits),
+            pending_connections=stats.pending_connections,
+            retained_bytes=stats.retained_bytes,
+            topic_alias_bytes=stats.topic_alias_bytes,
+            login_failures=stats.login_failures,
+            login_throttle_tracked=stats.login_throttle_tracked,
         ),
-        adapters=adapters,
+        observer_errors=stats.observer_errors,
+        adapters=adapter_statuses(gateway),
         bridges=bridge_infos(gateway),
         rules=rule_infos(gateway),
-        components=components,
+        components=component_statuses(gateway),
     )
 
 
@@ -249,12 +189,11 @@ def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
 class BrokerCollector(Collector):
     """Prometheus metrics read from the broker at scrape time."""
 
-    def __init__(self, gateway: GatewayView, stats: ApiStats) -> None:
+    def __init__(self, gateway: GatewayView) -> None:
         self.gateway = gateway
-        self.stats = stats
 
     def collect(self) -> Iterator[Metric]:
-        m = snapshot(self.gateway, self.stats)
+        m = snapshot(self.gateway)
         info = GaugeMetricFamily(
             "edgebus_info", "edgebus version and node", labels=["node", "version"]
         )
@@ -269,6 +208,10 @@ class BrokerCollector(Collector):
         for count in m.connections:
             conns.add_metric([count.listener, count.protocol, count.version], count.count)
         yield conns
+        yield _gauge("edgebus_clients_connected", "Clients connected now", m.clients.connected)
+        yield _gauge(
+            "edgebus_clients_connected_max", "The most clients connected at once", m.clients.maximum
+        )
         sessions = GaugeMetricFamily("edgebus_sessions", "Sessions by state", labels=["state"])
         sessions.add_metric(["online"], m.sessions.online)
         sessions.add_metric(["offline"], m.sessions.offline)
@@ -342,6 +285,11 @@ class BrokerCollector(Collector):
         yield limit_hits
         yield CounterMetricFamily(
             "edgebus_login_failures", "Failed logins", value=m.limits.login_failures
+        )
+        yield CounterMetricFamily(
+            "edgebus_observer_errors",
+            "Broker-event observers that raised",
+            value=m.observer_errors,
         )
         up = GaugeMetricFamily(
             "edgebus_adapter_up", "1 when the adapter runs", labels=["adapter", "type", "state"]
@@ -436,7 +384,7 @@ def _component_families(components: list[InstanceStatus]) -> Iterator[Metric]:
     yield from (up, degraded, *counters.values(), dropped, depth, own)
 
 
-def new_registry(gateway: GatewayView, stats: ApiStats) -> CollectorRegistry:
+def new_registry(gateway: GatewayView) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(BrokerCollector(gateway, stats))
+    registry.register(BrokerCollector(gateway))
     return registry

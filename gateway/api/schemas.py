@@ -16,6 +16,7 @@ __all__ = [
     "AdapterStatus",
     "BrokerInfo",
     "BytesMetrics",
+    "ClientCounts",
     "ClientInfo",
     "ClientPage",
     "ComponentInfo",
@@ -284,10 +285,21 @@ class ReloadResult(BaseModel):
 # -- metrics --------------------------------------------------------------------------------
 
 
+class ClientCounts(BaseModel):
+    connected: int = Field(description="Clients connected now (sessions online).")
+    connecting: int = Field(
+        description="Connections not accepted yet (no CONNECT yet, or being decided)."
+    )
+    maximum: int = Field(description="The most clients connected at once since start.")
+    total: int = Field(description="Sessions known, connected or not.")
+
+
 class ConnectionCount(BaseModel):
     listener: str
     protocol: str = Field(description="`mqtt`.")
-    version: str = Field(description="MQTT version: `3.1`, `3.1.1` or `5.0`.")
+    version: str = Field(
+        description="MQTT version: `3.1`, `3.1.1` or `5.0`; `connecting` before CONNACK."
+    )
     count: int
 
 
@@ -335,6 +347,7 @@ class LimitMetrics(BaseModel):
 class Metrics(BaseModel):
     node: str
     uptime_s: float
+    clients: ClientCounts
     connections: list[ConnectionCount]
     sessions: SessionCounts
     subscriptions: int
@@ -343,6 +356,7 @@ class Metrics(BaseModel):
     queues: QueueMetrics
     store_pending_writes: int
     limits: LimitMetrics
+    observer_errors: int = Field(description="Broker-event observers that raised.")
     adapters: list[AdapterStatus]
     bridges: list[ComponentInfo]
     rules: list[RuleInfo]

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import queue
-import threading
 from collections.abc import Callable
 from typing import Generic, TypeVar
+
+from broker_core.store.writer import Barrier, Writer
 
 __all__ = ["BatchWriter"]
 
@@ -29,31 +29,25 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class _Barrier:
-    __slots__ = ("callback",)
-
-    def __init__(self, callback: Callable[[bool], None]) -> None:
-        self.callback = callback
-
-
 class BatchWriter(Generic[T]):
-    """Items appended on the loop, written in batches by one thread; see the module."""
+    """Items appended on the loop, written in batches by one thread; see the module.
+
+    The thread is the broker store's ``Writer`` (``broker_core.store.writer``) with
+    ``write`` as its write function.
+    """
 
     def __init__(
         self, write: Callable[[list[T]], None], name: str, max_pending: int = 100_000
     ) -> None:
-        self._write = write
         self.name = name
         self.max_pending = max_pending
         self.written = 0
         self.failed = 0
         self._loop = asyncio.get_running_loop()
-        self._ops: list[T | _Barrier] = []
+        self._ops: list[T | Barrier] = []
         self._flush_scheduled = False
         self._in_thread = 0  # items handed to the thread, not yet written
-        self._queue: queue.SimpleQueue[list[T | _Barrier] | None] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name=f"edgebus-{name}", daemon=True)
-        self._thread.start()
+        self._writer: Writer[T] = Writer(write, self._loop, self._written, name)
         self._closed = False
 
     @property
@@ -77,7 +71,7 @@ class BatchWriter(Generic[T]):
         if not self.pending:
             callback(True)
             return
-        self._ops.append(_Barrier(callback))
+        self._ops.append(Barrier(callback))
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
@@ -88,10 +82,7 @@ class BatchWriter(Generic[T]):
             return
         self._closed = True
         self._flush()
-        self._queue.put(None)
-        self._thread.join(timeout_s)
-        if self._thread.is_alive():
-            log.error("%s: writer did not finish within %.0f s", self.name, timeout_s)
+        self._writer.close(timeout_s)
 
     def _flush(self) -> None:
         self._flush_scheduled = False
@@ -99,50 +90,15 @@ class BatchWriter(Generic[T]):
         if not ops:
             return
         self._ops = []
-        self._in_thread += sum(1 for op in ops if type(op) is not _Barrier)
-        self._queue.put(ops)
+        self._in_thread += sum(1 for op in ops if type(op) is not Barrier)
+        self._writer.submit(ops)
 
-    def _run(self) -> None:
-        stop = False
-        while not stop:
-            first = self._queue.get()
-            if first is None:
-                return
-            lists = [first]
-            while True:
-                try:
-                    more = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if more is None:
-                    stop = True
-                    break
-                lists.append(more)
-            items: list[T] = []
-            barriers: list[_Barrier] = []
-            for ops in lists:
-                for op in ops:
-                    if type(op) is _Barrier:
-                        barriers.append(op)
-                    else:
-                        items.append(op)  # type: ignore[arg-type]
-            ok = True
-            if items:
-                try:
-                    self._write(items)
-                except Exception:
-                    ok = False
-                    log.exception("%s: writing %d items failed", self.name, len(items))
-            try:
-                self._loop.call_soon_threadsafe(self._written, len(items), barriers, ok)
-            except RuntimeError:  # the loop is closed: nobody waits any more
-                return
-
-    def _written(self, count: int, barriers: list[_Barrier], ok: bool) -> None:
-        self._in_thread -= count
+    def _written(self, count: int, barriers: list[Barrier], ok: bool) -> None:
+        items = count - len(barriers)
+        self._in_thread -= items
         if ok:
-            self.written += count
+            self.written += items
         else:
-            self.failed += count
+            self.failed += items
         for barrier in barriers:
             barrier.callback(ok)

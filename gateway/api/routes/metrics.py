@@ -6,7 +6,7 @@ from fastapi import APIRouter, Request, Response
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, choose_encoder
 from prometheus_client.registry import CollectorRegistry
 
-from gateway.api.deps import Gw, Stats
+from gateway.api.deps import Gw
 from gateway.api.metrics import snapshot
 from gateway.api.schemas import Metrics
 
@@ -17,8 +17,8 @@ prometheus_router = APIRouter(tags=["metrics"])
 
 
 @router.get("/metrics", summary="Broker metrics as JSON")
-async def metrics_json(gateway: Gw, stats: Stats) -> Metrics:
-    return snapshot(gateway, stats)
+async def metrics_json(gateway: Gw) -> Metrics:
+    return snapshot(gateway)
 
 
 @prometheus_router.get(

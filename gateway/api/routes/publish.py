@@ -16,9 +16,8 @@ from fastapi import APIRouter, Body, HTTPException, status
 
 from broker_core.context import Context, Origin
 from gateway.api.components import GatewayView
-from gateway.api.deps import Caller, Gw, Responses, Stats
+from gateway.api.deps import Caller, Gw, Responses
 from gateway.api.messages import PayloadError, check_topic, context_of
-from gateway.api.metrics import ApiStats
 from gateway.api.schemas import PublishRequest, PublishResult
 
 __all__ = ["MAX_BATCH", "router"]
@@ -62,9 +61,7 @@ def _prepare(
     return context, None if delayed is None else delayed[0]
 
 
-def _send(
-    gateway: GatewayView, stats: ApiStats, context: Context, delay: int | None
-) -> PublishResult:
+def _send(gateway: GatewayView, context: Context, delay: int | None) -> PublishResult:
     broker = gateway.broker
     now = time.time()
     if delay is not None:
@@ -76,25 +73,21 @@ def _send(
         reached = 0
     else:
         reached = broker.publish(context, now=now)
-    stats.messages_published += 1
-    stats.bytes_published += len(context.payload)
+    broker.counters.count_received("api", len(context.payload))
     return PublishResult(
         id=context.id, topic=context.topic, reached=reached, delayed=delay is not None
     )
 
 
 @router.post("/publish", summary="Publish one message", responses=_ERRORS)
-async def publish(
-    gateway: Gw, stats: Stats, caller: Caller, message: PublishRequest
-) -> PublishResult:
+async def publish(gateway: Gw, caller: Caller, message: PublishRequest) -> PublishResult:
     context, delay = _prepare(gateway, message, Origin("api", caller.name))
-    return _send(gateway, stats, context, delay)
+    return _send(gateway, context, delay)
 
 
 @router.post("/publish/batch", summary="Publish several messages, in order", responses=_ERRORS)
 async def publish_batch(
     gateway: Gw,
-    stats: Stats,
     caller: Caller,
     messages: Annotated[list[PublishRequest], Body(min_length=1, max_length=MAX_BATCH)],
 ) -> list[PublishResult]:
@@ -104,4 +97,4 @@ async def publish_batch(
     prepared = [
         _prepare(gateway, message, origin, f"[{index}].") for index, message in enumerate(messages)
     ]
-    return [_send(gateway, stats, context, delay) for context, delay in prepared]
+    return [_send(gateway, context, delay) for context, delay in prepared]

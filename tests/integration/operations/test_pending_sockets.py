@@ -55,7 +55,7 @@ def test_idle_sockets_do_not_count_against_max_connections(tmp_path: Path) -> No
     config = "listeners:\n  - type: tcp\n    bind: 127.0.0.1:0\n    max_connections: 50\n"
     with running_gateway(tmp_path, config) as gw, idle_sockets(gw, 200):
         assert [connack_code(gw, f"real{i}") for i in range(5)] == [0] * 5
-        assert gw.call(lambda: len(gw.broker.pending)) == 200
+        assert gw.call(lambda: len(gw.broker.connections.pending)) == 200
 
 
 def test_the_oldest_idle_socket_makes_room(tmp_path: Path) -> None:
@@ -66,7 +66,7 @@ def test_the_oldest_idle_socket_makes_room(tmp_path: Path) -> None:
     with running_gateway(tmp_path, config) as gw, idle_sockets(gw, 300) as sockets:
         assert connack_code(gw, "real") == 0
         assert closed_by_server(sockets[0])  # the oldest went first
-        assert gw.call(lambda: len(gw.broker.pending)) <= 100
+        assert gw.call(lambda: len(gw.broker.connections.pending)) <= 100
         hits = gw.call(lambda: gw.broker.counters.limit_hits["pending_connections"])
         assert hits >= 200
 

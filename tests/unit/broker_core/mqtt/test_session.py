@@ -131,7 +131,7 @@ def test_qos1_publish_is_acknowledged_after_routing() -> None:
     session.receive_data(mb.gen_publish("a/b", b"x", qos=1, mid=5), T0)
     [event] = session.events()
     assert isinstance(event, PublishReceived)
-    assert (event.context.topic, event.context.payload, event.context.qos) == ("a/b", b"x", 1)
+    assert (event.topic, event.payload, event.qos) == ("a/b", b"x", 1)
     assert session.data_to_send() == b""
     session.acknowledge(5, 1)
     assert session.data_to_send() == mb.gen_puback(5)
@@ -176,8 +176,8 @@ def test_topic_alias_set_then_used() -> None:
     )
     session.receive_data(mb.gen_publish("", b"2", proto_ver=5, properties=[("topic_alias", 3)]), T0)
     events = session.events()
-    assert [e.context.topic for e in events] == ["long/topic", "long/topic"]  # type: ignore[union-attr]
-    assert all(e.context.properties.topic_alias is None for e in events)  # type: ignore[union-attr]
+    assert [e.topic for e in events] == ["long/topic", "long/topic"]  # type: ignore[union-attr]
+    assert all(e.properties.topic_alias is None for e in events)  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize(
@@ -227,7 +227,8 @@ def deliver(
     context = Context(
         topic, payload, qos, properties=props or Properties(), received_at=int(T0 * 1e9)
     )
-    session.deliver(context, qos, False, (), {}, now)
+    assert session.state is not None
+    session.state.deliver(context, qos, False, (), {}, now)
 
 
 def test_outgoing_window_then_queue_then_drain_on_ack() -> None:

@@ -1,0 +1,344 @@
+"""CONNECT: whether a client may connect, and on what terms (MQTT 5.0 3.1, 3.2; 3.1.1
+3.1, 3.2). ``handle_connect`` decides, in this order:
+
+1. the listener's bounds, decided when the CONNECT arrived (``listeners.connections``):
+   ``max_connections`` (0x97 Quota exceeded), ``connection_rate`` (0x9F);
+2. the client id: none given is assigned one (MQTT 5 gets it back as the Assigned
+   Client Identifier) unless the client is MQTT 3.1, or 3.1.1 without a clean session
+   (0x85, [MQTT-3.1.3-8]); longer than ``max_client_id_length`` (MQTT 3.1: 23) is
+   refused (0x85);
+3. the credentials, through the login throttle when there is one
+   (``broker_core.login_throttle``), then the authenticator;
+4. the will: a QoS or retain the server does not offer refuses an MQTT 5 client (0x9B,
+   0x9A [MQTT-3.2.2-12, -13]); an MQTT 3.1.1 client's will is lowered to what it offers;
+5. the keep alive: ``server_keep_alive`` is imposed on MQTT 5 clients; one beyond
+   ``max_keepalive`` (or 0 when a maximum is set) is lowered for MQTT 5 and refused for
+   earlier versions (return code 2), as mosquitto does;
+6. the session expiry: MQTT 5's, capped by ``max_session_expiry``; MQTT 3.1.1 clean
+   session 0 lasts ``max_session_expiry``;
+7. acceptance: a client connected under the same client id is taken over (DISCONNECT
+   0x8E [MQTT-3.1.4-3]); clean start ends the old session (its pending will goes out
+   [MQTT-3.1.2-8]), else the session resumes (its pending will is cancelled
+   [MQTT-3.1.3-9]) keeping only what the new owner may read (``broker_core.resume``);
+   the session is persisted, the CONNACK queued.
+
+Broker events: ``ClientConnect`` first, ``ClientConnack`` with the answer (also when a
+refusal is raised as a protocol error during an AUTH exchange), ``ClientConnected``
+once accepted.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from broker_core.auth import AuthRequest, AuthResult
+from broker_core.context import Origin
+from broker_core.errors import ProtocolError
+from broker_core.listeners.settings import ListenerSettings
+from broker_core.mqtt.limits import ServerLimits
+from broker_core.mqtt.packets import Connect
+from broker_core.mqtt.reason_codes import ReasonCode
+from broker_core.mqtt.session import Session
+from broker_core.mqtt.session_state import NEVER_EXPIRES, SessionState
+from broker_core.observe import ClientConnack, ClientConnect, ClientConnected
+from broker_core.resume import restrict_to_owner
+
+if TYPE_CHECKING:
+    from broker_core.broker import Broker
+
+__all__ = ["granted_expiry", "granted_keep_alive", "granted_will", "handle_connect"]
+
+log = logging.getLogger(__name__)
+
+
+def granted_keep_alive(connect: Connect, limits: ServerLimits) -> int | None:
+    """The keep alive the client gets, or None when it must be refused (before MQTT 5)."""
+    keep_alive = connect.keep_alive
+    if connect.protocol_level == 5 and limits.server_keep_alive is not None:
+        return limits.server_keep_alive
+    if keep_alive > limits.max_keepalive or (keep_alive == 0 and limits.max_keepalive < 65535):
+        return limits.max_keepalive if connect.protocol_level == 5 else None
+    return keep_alive
+
+
+def granted_expiry(connect: Connect, limits: ServerLimits) -> int:
+    """The Session Expiry Interval the session gets."""
+    if connect.protocol_level != 5:
+        return 0 if connect.clean_start else limits.max_session_expiry
+    asked = connect.properties.session_expiry_interval
+    if asked == NEVER_EXPIRES and limits.max_session_expiry >= NEVER_EXPIRES:
+        return NEVER_EXPIRES
+    return min(asked or 0, limits.max_session_expiry)
+
+
+def granted_will(connect: Connect, limits: ServerLimits) -> Connect | int:
+    """``connect`` with a will the server can honour, or the reason code refusing it."""
+    will = connect.will
+    if will is None or (
+        will.qos <= limits.max_qos and (limits.retain_available or not will.retain)
+    ):
+        return connect
+    if connect.protocol_level == 5:
+        if will.qos > limits.max_qos:
+            return ReasonCode.QOS_NOT_SUPPORTED
+        return ReasonCode.RETAIN_NOT_SUPPORTED
+    # MQTT 3.1.1 cannot be told: the will is published as the server can.
+    lowered = replace(
+        will, qos=min(will.qos, limits.max_qos), retain=will.retain and limits.retain_available
+    )
+    return replace(connect, will=lowered)
+
+
+def _may_assign_client_id(connect: Connect) -> bool:
+    """[MQTT-3.1.3-8] (3.1.1); MQTT 3.1 requires 1 to 23 characters."""
+    level = connect.protocol_level
+    return level == 5 or (level == 4 and connect.clean_start)
+
+
+def _client_id_too_long(client_id: str, level: int, limits: ServerLimits) -> bool:
+    return len(client_id) > limits.max_client_id_length or (level == 3 and len(client_id) > 23)
+
+
+class _Answer:
+    """Refusals and the events of one CONNECT."""
+
+    def __init__(
+        self, broker: Broker, session: Session, connect: Connect, listener: str, now: float
+    ) -> None:
+        self.broker = broker
+        self.session = session
+        self.connect = connect
+        self.listener = listener
+        self.now = now
+
+    def _asked(self) -> tuple[str, str | None, str | None, int, int, bool, int, str]:
+        connect = self.connect
+        expiry = connect.properties.session_expiry_interval if connect.protocol_level == 5 else 0
+        return (
+            connect.client_id,
+            connect.username,
+            self.session.peer,
+            connect.protocol_level,
+            connect.keep_alive,
+            connect.clean_start,
+            expiry or 0,
+            self.listener,
+        )
+
+    def received(self) -> None:
+        observers = self.broker.observers
+        if observers.client_connect:
+            observers.emit(ClientConnect(*self._asked(), self.now))
+
+    def answered(self, reason_code: int) -> None:
+        observers = self.broker.observers
+        if observers.client_connack:
+            observers.emit(ClientConnack(*self._asked(), reason_code, time.time()))
+
+    def refuse(self, reason_code: int) -> None:
+        self.session.reject(reason_code)
+        self.answered(reason_code)
+
+
+async def handle_connect(
+    broker: Broker,
+    session: Session,
+    connect: Connect,
+    now: float,
+    listener: ListenerSettings | None = None,
+    certificate_identity: str | None = None,
+    refusal: int | None = None,
+) -> None:
+    """Decides on a CONNECT (see the module); ``refusal``: the listener's bounds refused it."""
+    listener = listener or ListenerSettings()
+    answer = _Answer(broker, session, connect, listener.name, now)
+    answer.received()
+    if refusal is not None:
+        answer.refuse(refusal)
+        return
+    limits = broker.limits
+    client_id = connect.client_id
+    assigned: str | None = None
+    if not client_id:
+        if not _may_assign_client_id(connect):
+            answer.refuse(ReasonCode.CLIENT_IDENTIFIER_NOT_VALID)
+            return
+        client_id = broker.sessions.assign_client_id()
+        if connect.protocol_level == 5:
+            assigned = client_id  # [MQTT-3.2.2-16]
+    if _client_id_too_long(client_id, connect.protocol_level, limits):
+        answer.refuse(ReasonCode.CLIENT_IDENTIFIER_NOT_VALID)
+        return
+    try:
+        result = await _authenticate(
+            broker, session, connect, client_id, now, listener, certificate_identity
+        )
+    except ProtocolError as exc:
+        answer.answered(exc.reason_code)
+        raise
+    if not result.allowed:
+        log.info(
+            "client %s from %s refused (0x%02X)",
+            client_id,
+            session.peer,
+            result.reason_code,
+            extra={"client_id": client_id},
+        )
+        answer.refuse(result.reason_code)
+        return
+    honoured = granted_will(connect, limits)
+    if isinstance(honoured, int):
+        answer.refuse(honoured)
+        return
+    if honoured is not connect:
+        connect = session.connect = honoured
+    keep_alive = granted_keep_alive(connect, limits)
+    if keep_alive is None:
+        answer.refuse(ReasonCode.CLIENT_IDENTIFIER_NOT_VALID)  # 3.1.1 return code 2
+        return
+    if session.closed:
+        return  # the client went away while we decided
+    _accept(
+        broker,
+        session,
+        connect,
+        client_id,
+        assigned,
+        keep_alive,
+        now,
+        result.username,
+        result.auth_data,
+        answer,
+    )
+
+
+async def _authenticate(
+    broker: Broker,
+    session: Session,
+    connect: Connect,
+    client_id: str,
+    now: float,
+    listener: ListenerSettings,
+    certificate_identity: str | None,
+) -> AuthResult:
+    method = connect.properties.authentication_method if connect.protocol_level == 5 else None
+    request = AuthRequest(
+        client_id,
+        connect.username,
+        connect.password,
+        session.peer,
+        listener,
+        connect.protocol_level,
+        certificate_identity,
+        auth_method=method,
+        auth_data=None if method is None else connect.properties.authentication_data,
+        exchange=None if method is None else broker.auth_exchanges.exchange(session, method),
+    )
+    throttle = broker.login_throttle
+    if throttle is None:
+        return await broker.authenticator.authenticate(request)
+    deadline = session.next_deadline()
+    budget = broker.limits.connect_timeout_s if deadline is None else deadline - now
+    return await throttle.authenticate(broker.authenticator, request, now, budget)
+
+
+def _accept(
+    broker: Broker,
+    session: Session,
+    connect: Connect,
+    client_id: str,
+    assigned: str | None,
+    keep_alive: int,
+    now: float,
+    username: str | None,
+    auth_data: bytes | None,
+    answer: _Answer,
+) -> None:
+    sessions = broker.sessions
+    wills = broker.wills
+    existing = sessions.get(client_id)
+    old_username = None
+    if existing is not None and existing.connection is not None:
+        old = existing.connection
+        old_username = old.origin.username
+        old.disconnect(ReasonCode.SESSION_TAKEN_OVER)  # [MQTT-3.1.4-3]
+        sessions.end_connection(old, now, taken_over=True)
+    if existing is not None and connect.clean_start:
+        # The old session ends now, so its pending will goes out [MQTT-3.1.2-8].
+        wills.fire_now(client_id)
+    else:
+        wills.cancel(client_id)  # [MQTT-3.1.3-9]: back within the will delay
+    if existing is not None and (connect.clean_start or existing.expiry_interval == 0):
+        sessions.discard(existing, "discarded", old_username)
+        existing = None
+    owner = username if username is not None else connect.username
+    if existing is None:
+        state = sessions.create(client_id)
+        present = False
+    else:
+        state = existing
+        present = True
+        if broker.acl is not None:
+            _restrict_resumed(broker, state, Origin("mqtt", client_id, session.peer, owner))
+    expiry = granted_expiry(connect, broker.limits)
+    state.expiry_interval = expiry
+    sessions.persist(state)
+    session.accept(
+        state,
+        present,
+        now,
+        assigned_client_id=assigned,
+        session_expiry_interval=expiry,
+        keep_alive=keep_alive if keep_alive != connect.keep_alive else None,
+        username=owner,
+        auth_method=connect.properties.authentication_method,
+        auth_data=auth_data,
+    )
+    sessions.went_online(state)
+    if log.isEnabledFor(logging.INFO):
+        log.info(
+            "client %s connected from %s (MQTT level %d, clean_start=%s, session_present=%s)",
+            client_id,
+            session.peer,
+            connect.protocol_level,
+            connect.clean_start,
+            present,
+            extra={"client_id": client_id},
+        )
+    answer.answered(ReasonCode.SUCCESS)
+    observers = broker.observers
+    if observers.client_connected:
+        observers.emit(
+            ClientConnected(
+                client_id,
+                owner,
+                session.peer,
+                connect.protocol_level,
+                session.keep_alive,
+                connect.clean_start,
+                expiry,
+                present,
+                answer.listener,
+                time.time(),
+            )
+        )
+
+
+def _restrict_resumed(broker: Broker, state: SessionState, owner: Origin) -> None:
+    """The resumed session keeps only what its new owner may read (broker_core.resume)."""
+    assert broker.acl is not None
+    removed, dropped = restrict_to_owner(
+        state, owner, broker.acl, broker.router, broker.store, broker.observers
+    )
+    if removed or dropped:
+        log.info(
+            "client %s resumed a session holding what user %s may not read: removed %d"
+            " subscriptions and %d messages",
+            state.client_id,
+            owner.username,
+            removed,
+            dropped,
+        )

@@ -1,0 +1,136 @@
+"""The connections of the listeners: every open socket, the listeners' bounds, timeouts.
+
+``Connections`` owns, for every listener (by name):
+
+- the open connections, from ``connection_made`` to ``connection_lost``
+  (``MqttConnection`` reports both);
+- the sockets that have not sent CONNECT yet, at most ``max_pending_connections``
+  (``listeners.pending``: the oldest silent one is closed to make room, counted in
+  limit ``pending_connections``);
+- when a CONNECT arrives: at most ``max_connections`` clients that sent CONNECT at once
+  (refused with 0x97 Quota exceeded, limit ``max_connections``) and at most
+  ``connection_rate`` CONNECTs a second (0x9F Connection rate exceeded, limit
+  ``connection_rate``); the CONNECT policy (``broker_core.connect``) sends the refusal;
+- the sweep: keep alive and connect timeouts of every connection, every
+  ``sweep_interval_s`` (``run``);
+- memory freed by closed connections given back to the system (``broker_core.memory``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from broker_core.listeners.pending import PendingSockets
+from broker_core.memory import TRIM_INTERVAL_S, release_free_memory
+from broker_core.mqtt.reason_codes import ReasonCode
+from broker_core.mqtt.session_state import Counters
+from broker_core.ratelimit import TokenBucket
+
+if TYPE_CHECKING:
+    from broker_core.listeners.connection import MqttConnection
+
+__all__ = ["Connections"]
+
+
+def _has_unread_input(conn: MqttConnection) -> bool:
+    return conn.has_unread_input()
+
+
+class Connections:
+    def __init__(self, counters: Counters) -> None:
+        self.counters = counters
+        self.pending: PendingSockets[MqttConnection] = PendingSockets()
+        self._open: set[MqttConnection] = set()
+        self._counted: dict[str, int] = {}  # per listener: connections that sent CONNECT
+        self._buckets: dict[str, TokenBucket] = {}  # per listener: connection_rate
+        self._closed_since_trim = 0
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def __iter__(self) -> Iterator[MqttConnection]:
+        return iter(self._open)
+
+    def opened(self, conn: MqttConnection) -> None:
+        """A new socket, pending until it sends CONNECT (listeners.pending)."""
+        self._open.add(conn)
+        listener = conn.listener
+        oldest = self.pending.add(
+            listener.name, conn, listener.max_pending_connections, _has_unread_input
+        )
+        if oldest is not None:
+            self.counters.hit("pending_connections")
+            oldest.evict()
+
+    def connect_received(self, conn: MqttConnection, now: float) -> int | None:
+        """A socket sent CONNECT; returns the reason to refuse it, if any."""
+        listener = conn.listener
+        if not self.pending.remove(listener.name, conn):
+            return ReasonCode.UNSPECIFIED_ERROR  # evicted or closed meanwhile
+        conn.counted = True
+        count = self._counted.get(listener.name, 0) + 1
+        self._counted[listener.name] = count
+        if count > listener.max_connections:
+            self.counters.hit("max_connections")
+            return ReasonCode.QUOTA_EXCEEDED
+        if listener.connection_rate is not None:
+            bucket = self._buckets.get(listener.name)
+            if bucket is None:
+                burst = max(1.0, listener.connection_rate)
+                bucket = self._buckets[listener.name] = TokenBucket(
+                    listener.connection_rate, burst, now
+                )
+            if not bucket.try_take(now):
+                self.counters.hit("connection_rate")
+                return ReasonCode.CONNECTION_RATE_EXCEEDED
+        return None
+
+    def closed(self, conn: MqttConnection) -> None:
+        self._open.discard(conn)
+        self._closed_since_trim += 1
+        if conn.counted:
+            self._counted[conn.listener.name] -= 1
+        else:
+            self.pending.remove(conn.listener.name, conn)
+
+    def by_listener(self) -> tuple[Counter[tuple[str, int]], Counter[str]]:
+        """(connected clients by listener and protocol level, connections not connected
+        yet by listener): a connection counts as connected while its session is
+        attached to a session state, as connecting before (no CONNECT yet, or being
+        decided); a closing one counts as neither."""
+        connected: Counter[tuple[str, int]] = Counter()
+        connecting: Counter[str] = Counter()
+        for conn in self._open:
+            session = conn.session
+            state = session.state
+            if state is not None and state.connection is session:
+                connected[(conn.listener.name, session.protocol_level)] += 1
+            elif state is None and not session.closed:
+                connecting[conn.listener.name] += 1
+        return connected, connecting
+
+    def sweep(self, now: float) -> None:
+        """Keep alive and connect timeouts of every connection."""
+        for conn in list(self._open):
+            session = conn.session
+            deadline = session.next_deadline()
+            if deadline is not None and now >= deadline:
+                session.handle_timeout(now)
+                conn.after_session_update(now)
+
+    async def run(self, sweep_interval_s: float = 0.5) -> None:
+        """Housekeeping until cancelled: the sweep, and memory freed by closed
+        connections given back to the system (broker_core.memory)."""
+        trimmed_at = time.monotonic()
+        while True:
+            await asyncio.sleep(sweep_interval_s)
+            self.sweep(time.time())
+            if self._closed_since_trim and time.monotonic() - trimmed_at >= TRIM_INTERVAL_S:
+                self._closed_since_trim = 0
+                # In a worker thread: walking a large heap takes a while.
+                await asyncio.to_thread(release_free_memory)
+                trimmed_at = time.monotonic()
