@@ -1,0 +1,387 @@
+"""``compile_statement(sql)``: a rule statement as Python closures over a ``Row``.
+
+The syntax tree is turned once into nested closures, so evaluating a rule on a message
+walks no tree and looks nothing up by name. Unknown functions, wrong argument counts,
+bad topic filters and unknown ``$events/`` sources are ``RuleSyntaxError``-s naming
+their position, found here, when the rule is created, not when a message arrives.
+
+Semantics:
+
+- a field that is missing (``payload.x`` of a non-JSON payload, an index past the end)
+  is NULL (None); a comparison with NULL is NULL, and WHERE passes only a true value;
+  ``IS NULL`` / ``IS NOT NULL`` test for it;
+- a number compared with, or added to, a numeric string compares or adds as numbers;
+  ``+`` with a non-numeric string concatenates, as does ``||``;
+- ``/`` divides (a division by zero fails the rule), ``div`` divides integers,
+  ``%`` / ``mod`` is the remainder;
+- ``LIKE`` patterns: ``%`` any run of characters, ``_`` one character;
+- ``SELECT payload.a.b`` without ``AS`` keeps the path (``{"payload": {"a": {"b": ..}}}``);
+  an expression without ``AS`` is named by its text; ``*`` is every column.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from broker_core.mqtt.topics import topic_filter_problem
+from broker_core.observe import EVENT_KINDS, BrokerEvent, MessagePublish
+from gateway.rules.fields import Row
+from gateway.rules.functions import FUNCTIONS, RuleEvaluationError, to_number, to_text
+from gateway.rules.nodes import (
+    Binary,
+    Call,
+    Case,
+    Expr,
+    Field,
+    InList,
+    IsNull,
+    Like,
+    ListLiteral,
+    Literal,
+    Statement,
+    Unary,
+)
+from gateway.rules.parser import RuleSyntaxError, parse
+
+__all__ = ["EVENT_SOURCES", "CompiledStatement", "compile_statement"]
+
+Getter = Callable[[Row], Any]
+
+#: ``$events/<name>`` sources: every broker event but ``message.publish`` (which is
+#: the plain topic filter), e.g. ``$events/client_connected``.
+EVENT_SOURCES: dict[str, type[BrokerEvent]] = {
+    "$events/" + kind.NAME.replace(".", "_"): kind
+    for kind in EVENT_KINDS
+    if kind is not MessagePublish
+}
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledStatement:
+    sql: str
+    statement: Statement
+    topics: tuple[str, ...]  # topic filters of FROM
+    events: tuple[type[BrokerEvent], ...]  # event kinds of FROM
+    where: Getter | None
+    select: Callable[[Row], dict[str, Any]]
+
+    def matches(self, row: Row) -> bool:
+        return self.where is None or self.where(row) is True
+
+
+def compile_statement(sql: str) -> CompiledStatement:
+    """Parses and compiles ``sql``; ``RuleSyntaxError`` on any problem."""
+    statement = parse(sql)
+    compiler = _Compiler(sql)
+    topics: list[str] = []
+    events: list[type[BrokerEvent]] = []
+    positions = statement.source_positions or (0,) * len(statement.sources)
+    for source, pos in zip(statement.sources, positions, strict=True):
+        if source.startswith("$events/"):
+            kind = EVENT_SOURCES.get(source)
+            if kind is None:
+                known = ", ".join(sorted(EVENT_SOURCES))
+                raise RuleSyntaxError(f"unknown event source {source!r} (one of {known})", sql,
+                                      pos)  # fmt: skip
+            events.append(kind)
+            continue
+        problem = topic_filter_problem(source)
+        if problem is not None:
+            raise RuleSyntaxError(f"bad topic filter {source!r}: {problem}", sql, pos)
+        topics.append(source)
+    where = None if statement.where is None else compiler.expr(statement.where)
+    return CompiledStatement(
+        sql, statement, tuple(topics), tuple(events), where, compiler.select(statement)
+    )
+
+
+# -- values -------------------------------------------------------------------------------
+
+
+def _walk(node: Any, path: tuple[str | int, ...]) -> Any:
+    for part in path:
+        if isinstance(node, dict):
+            node = node.get(part if isinstance(part, str) else str(part))
+        elif isinstance(node, list) and isinstance(part, int):
+            node = node[part] if -len(node) <= part < len(node) else None
+        else:
+            return None
+        if node is None:
+            return None
+    return node
+
+
+def _pair(a: Any, b: Any) -> tuple[Any, Any]:
+    """Numbers and numeric strings compare as numbers."""
+    a_num = isinstance(a, int | float)
+    b_num = isinstance(b, int | float)
+    if a_num and isinstance(b, str):
+        try:
+            return a, to_number(b)
+        except RuleEvaluationError:
+            return str(a), b
+    if b_num and isinstance(a, str):
+        try:
+            return to_number(a), b
+        except RuleEvaluationError:
+            return a, str(b)
+    if isinstance(a, bytes) and isinstance(b, str):
+        return to_text(a), b
+    if isinstance(b, bytes) and isinstance(a, str):
+        return a, to_text(b)
+    return a, b
+
+
+_ORDER = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+
+
+def _compare(op: str, a: Any, b: Any) -> bool | None:
+    if a is None or b is None:
+        return None
+    a, b = _pair(a, b)
+    if op == "=":
+        return bool(a == b)
+    if op == "!=":
+        return bool(a != b)
+    try:
+        return bool(_ORDER[op](a, b))
+    except TypeError:
+        return None
+
+
+def _add(a: Any, b: Any) -> Any:
+    if a is None or b is None:
+        return None
+    if isinstance(a, str | bytes) or isinstance(b, str | bytes):
+        try:
+            return to_number(a) + to_number(b)
+        except RuleEvaluationError:
+            return to_text(a) + to_text(b)
+    return a + b
+
+
+def _arith(op: str) -> Callable[[Any, Any], Any]:
+    def apply(a: Any, b: Any) -> Any:
+        if a is None or b is None:
+            return None
+        x, y = to_number(a), to_number(b)
+        if op == "-":
+            return x - y
+        if op == "*":
+            return x * y
+        if y == 0:
+            raise RuleEvaluationError("division by zero")
+        if op == "/":
+            result = x / y
+            return int(result) if isinstance(x, int) and isinstance(y, int) and x % y == 0 \
+                else result  # fmt: skip
+        if op == "div":
+            return int(x // y)
+        return x % y
+
+    return apply
+
+
+@lru_cache(maxsize=256)
+def _like(pattern: str) -> re.Pattern[str]:
+    parts = []
+    for char in pattern:
+        parts.append(".*" if char == "%" else "." if char == "_" else re.escape(char))
+    return re.compile("".join(parts), re.DOTALL)
+
+
+def _truthy(value: Any) -> bool:
+    return value is True or (value is not None and value is not False and bool(value))
+
+
+def _nest(out: dict[str, Any], path: tuple[str | int, ...], value: Any) -> None:
+    node = out
+    keys = [part if isinstance(part, str) else str(part) for part in path]
+    for key in keys[:-1]:
+        child = node.get(key)
+        if not isinstance(child, dict):
+            child = node[key] = {}
+        node = child
+    node[keys[-1]] = value
+
+
+# -- compiler -----------------------------------------------------------------------------
+
+
+class _Compiler:
+    def __init__(self, sql: str) -> None:
+        self.sql = sql
+
+    def select(self, statement: Statement) -> Callable[[Row], dict[str, Any]]:
+        steps: list[Callable[[Row, dict[str, Any]], None]] = []
+        for item in statement.fields:
+            if item.expr is None:
+                steps.append(lambda row, out: out.update(row.as_dict()))
+                continue
+            getter = self.expr(item.expr)
+            if item.alias is not None:
+                alias = item.alias
+                steps.append(lambda row, out, g=getter, a=alias: out.__setitem__(a, g(row)))
+            else:
+                assert isinstance(item.expr, Field)
+                path = item.expr.path
+                if len(path) == 1:
+                    name = str(path[0])
+                    steps.append(lambda row, out, g=getter, n=name: out.__setitem__(n, g(row)))
+                else:
+                    steps.append(lambda row, out, g=getter, p=path: _nest(out, p, g(row)))
+
+        def select(row: Row) -> dict[str, Any]:
+            out: dict[str, Any] = {}
+            for step in steps:
+                step(row, out)
+            return out
+
+        return select
+
+    def expr(self, node: Expr) -> Getter:  # noqa: C901 - one dispatch over node types
+        if isinstance(node, Literal):
+            value = node.value
+            return lambda row: value
+        if isinstance(node, Field):
+            return self.field(node)
+        if isinstance(node, ListLiteral):
+            items = [self.expr(item) for item in node.items]
+            return lambda row: [item(row) for item in items]
+        if isinstance(node, Unary):
+            operand = self.expr(node.operand)
+            if node.op == "NOT":
+                return lambda row: not _truthy(operand(row))
+            return lambda row: None if (v := operand(row)) is None else -to_number(v)
+        if isinstance(node, Binary):
+            return self.binary(node)
+        if isinstance(node, InList):
+            return self.in_list(node)
+        if isinstance(node, Like):
+            return self.like(node)
+        if isinstance(node, IsNull):
+            value_of = self.expr(node.value)
+            if node.negated:
+                return lambda row: value_of(row) is not None
+            return lambda row: value_of(row) is None
+        if isinstance(node, Case):
+            return self.case(node)
+        return self.call(node)
+
+    def field(self, node: Field) -> Getter:
+        head, rest = str(node.path[0]), node.path[1:]
+        if head == "payload" and rest:
+            return lambda row: _walk(row.json(), rest)
+        if head == "meta" and rest:
+            key = ".".join(str(part) for part in rest)
+
+            def meta(row: Row) -> Any:
+                found = row.meta(key)  # type: ignore[attr-defined]
+                return found if found is not None else _walk(row.column("meta"), rest)
+
+            return meta
+        if not rest:
+            return lambda row: row.column(head)
+        return lambda row: _walk(row.column(head), rest)
+
+    def binary(self, node: Binary) -> Getter:
+        left, right = self.expr(node.left), self.expr(node.right)
+        op = node.op
+        if op == "AND":
+            return lambda row: _truthy(left(row)) and _truthy(right(row))
+        if op == "OR":
+            return lambda row: _truthy(left(row)) or _truthy(right(row))
+        if op in ("=", "!=", "<", "<=", ">", ">="):
+            return lambda row: _compare(op, left(row), right(row))
+        if op == "+":
+            return lambda row: _add(left(row), right(row))
+        if op == "||":
+
+            def concat(row: Row) -> Any:
+                a, b = left(row), right(row)
+                return None if a is None or b is None else to_text(a) + to_text(b)
+
+            return concat
+        apply = _arith(op)
+        return lambda row: apply(left(row), right(row))
+
+    def in_list(self, node: InList) -> Getter:
+        value_of = self.expr(node.value)
+        negated = node.negated
+        options = node.options
+        if isinstance(options, ListLiteral) and all(isinstance(i, Literal) for i in options.items):
+            constants = [i.value for i in options.items]  # type: ignore[union-attr]
+
+            def member(row: Row) -> bool | None:
+                value = value_of(row)
+                if value is None:
+                    return None
+                found = any(_compare("=", value, c) for c in constants)
+                return found != negated
+
+            return member
+        options_of = self.expr(options)
+
+        def member_of(row: Row) -> bool | None:
+            value, choices = value_of(row), options_of(row)
+            if value is None or not isinstance(choices, list):
+                return None
+            return any(_compare("=", value, c) for c in choices) != negated
+
+        return member_of
+
+    def like(self, node: Like) -> Getter:
+        value_of = self.expr(node.value)
+        pattern_of = self.expr(node.pattern)
+        negated = node.negated
+
+        def like(row: Row) -> bool | None:
+            value, pattern = value_of(row), pattern_of(row)
+            if value is None or pattern is None:
+                return None
+            return (_like(to_text(pattern)).fullmatch(to_text(value)) is not None) != negated
+
+        return like
+
+    def case(self, node: Case) -> Getter:
+        subject = None if node.subject is None else self.expr(node.subject)
+        branches = [(self.expr(when), self.expr(then)) for when, then in node.branches]
+        default = None if node.default is None else self.expr(node.default)
+
+        def case(row: Row) -> Any:
+            value = None if subject is None else subject(row)
+            for when, then in branches:
+                test = when(row)
+                if (_compare("=", value, test) if subject is not None else _truthy(test)) is True:
+                    return then(row)
+            return None if default is None else default(row)
+
+        return case
+
+    def call(self, node: Call) -> Getter:
+        found = FUNCTIONS.get(node.name)
+        if found is None:
+            raise RuleSyntaxError(f"unknown function {node.name!r}", self.sql, node.pos)
+        function, least, most = found
+        count = len(node.args)
+        if count < least or (most is not None and count > most):
+            wanted = str(least) if least == most else (
+                f"{least} or more" if most is None else f"{least} to {most}")  # fmt: skip
+            raise RuleSyntaxError(
+                f"{node.name}() takes {wanted} argument{'s' if wanted != '1' else ''},"
+                f" got {count}",
+                self.sql,
+                node.pos,
+            )
+        args = [self.expr(arg) for arg in node.args]
+        if not args:
+            return lambda row: function()
+        if len(args) == 1:
+            only = args[0]
+            return lambda row: function(only(row))
+        return lambda row: function(*(arg(row) for arg in args))

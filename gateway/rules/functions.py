@@ -1,0 +1,368 @@
+"""The functions a rule statement may call: strings, math, JSON, time, topics, types.
+
+``FUNCTIONS`` maps a lower-case name to ``(function, min_args, max_args)`` (``None``: any
+number). A function receives evaluated arguments; ``NULL`` (None) arguments give NULL
+unless the function is about NULL (``coalesce``, ``is_null``, ...). A function that
+fails (a bad argument) raises ``RuleEvaluationError``: the rule counts a failure.
+Names follow EMQX's rule language where it has one.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import math
+import re
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from functools import lru_cache
+from typing import Any
+
+from broker_core.errors import EdgebusError
+
+__all__ = ["FUNCTIONS", "RuleEvaluationError", "to_json", "to_number", "to_text"]
+
+
+class RuleEvaluationError(EdgebusError):
+    """A rule's expression failed on a message (a bad argument, a division by zero)."""
+
+
+def to_text(value: Any) -> str:
+    """A value as text: strings as they are, JSON for lists and objects."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict | list | tuple):
+        return to_json(value)
+    return str(value)
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, tuple):
+        return list(value)
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def to_json(value: Any) -> str:
+    """Compact JSON; bytes become base64 text."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_default)
+
+
+def to_number(value: Any) -> int | float:
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int | float):
+        return value
+    if isinstance(value, str | bytes):
+        try:
+            text = value.decode() if isinstance(value, bytes) else value
+            return int(text) if re.fullmatch(r"\s*[-+]?\d+\s*", text) else float(text)
+        except ValueError:
+            pass
+    raise RuleEvaluationError(f"not a number: {value!r}")
+
+
+def _nulls(function: Callable[..., Any]) -> Callable[..., Any]:
+    """NULL in, NULL out."""
+
+    def wrapped(*args: Any) -> Any:
+        if any(arg is None for arg in args):
+            return None
+        return function(*args)
+
+    wrapped.__name__ = function.__name__
+    return wrapped
+
+
+# -- strings ------------------------------------------------------------------------------
+
+
+def _substr(text: str, start: Any, length: Any = None) -> str:
+    begin = int(to_number(start))
+    if length is None:
+        return text[begin:]
+    return text[begin : begin + int(to_number(length))]
+
+
+def _split(text: str, separator: str = "/", *_: Any) -> list[str]:
+    return [part for part in text.split(separator) if part != ""]
+
+
+@lru_cache(maxsize=256)
+def _regex(pattern: str) -> re.Pattern[str]:
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise RuleEvaluationError(f"bad regular expression {pattern!r}: {exc}") from exc
+
+
+def _pad(text: str, length: Any, direction: str = "trailing", char: str = " ") -> str:
+    width = int(to_number(length))
+    if direction == "leading":
+        return text.rjust(width, char[:1] or " ")
+    if direction == "both":
+        return text.center(width, char[:1] or " ")
+    return text.ljust(width, char[:1] or " ")
+
+
+# -- topics -------------------------------------------------------------------------------
+
+
+def _topic_level(topic: str, index: Any) -> str | None:
+    """The ``index``-th level (1-based; negative counts from the end) of a topic."""
+    levels = topic.split("/")
+    n = int(to_number(index))
+    if n == 0 or abs(n) > len(levels):
+        return None
+    return levels[n - 1] if n > 0 else levels[n]
+
+
+def _nth(index: Any, items: Any) -> Any:
+    n = int(to_number(index))
+    if not isinstance(items, list | tuple) or n < 1 or n > len(items):
+        return None
+    return items[n - 1]
+
+
+def _topic_matches(topic: str, topic_filter: str) -> bool:
+    from broker_core.mqtt.topics import filter_matches
+
+    return filter_matches(topic_filter, topic)
+
+
+# -- JSON ---------------------------------------------------------------------------------
+
+
+def _json_decode(text: Any) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, TypeError) as exc:
+        raise RuleEvaluationError(f"not JSON: {exc}") from exc
+
+
+def _map_get(key: Any, mapping: Any, default: Any = None) -> Any:
+    if isinstance(mapping, str):
+        mapping = _json_decode(mapping)
+    node = mapping
+    for part in str(key).split("."):
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return default
+    return node
+
+
+def _map_put(key: Any, value: Any, mapping: Any) -> dict[str, Any]:
+    out = dict(mapping) if isinstance(mapping, dict) else {}
+    out[str(key)] = value
+    return out
+
+
+def _map_keys(mapping: Any) -> list[Any]:
+    return list(mapping) if isinstance(mapping, dict) else []
+
+
+def _map_values(mapping: Any) -> list[Any]:
+    return list(mapping.values()) if isinstance(mapping, dict) else []
+
+
+# -- time ---------------------------------------------------------------------------------
+
+_UNITS = {"second": 1, "millisecond": 1_000, "microsecond": 1_000_000, "nanosecond": 10**9}
+
+
+def _unit(name: Any) -> int:
+    try:
+        return _UNITS[str(name)]
+    except KeyError:
+        raise RuleEvaluationError(f"unknown time unit {name!r}: one of {sorted(_UNITS)}") from None
+
+
+def _now_timestamp(unit: Any = "second") -> int:
+    return time.time_ns() * _unit(unit) // 10**9
+
+
+def _to_rfc3339(timestamp: Any, unit: Any = "second") -> str:
+    seconds = to_number(timestamp) / _unit(unit)
+    moment = datetime.fromtimestamp(seconds, UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _rfc3339_to_unix(text: str, unit: Any = "second") -> int:
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise RuleEvaluationError(f"not an RFC 3339 time: {text!r}") from exc
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * _unit(unit))
+
+
+def _format_date(unit: Any, _offset: Any, pattern: str, timestamp: Any = None) -> str:
+    scale = _unit(unit)
+    seconds = time.time() if timestamp is None else to_number(timestamp) / scale
+    return datetime.fromtimestamp(seconds, UTC).strftime(pattern)
+
+
+# -- types --------------------------------------------------------------------------------
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, str):
+        lowered = value.strip().lower()
+        if lowered in ("true", "1", "yes", "on"):
+            return True
+        if lowered in ("false", "0", "no", "off", ""):
+            return False
+        raise RuleEvaluationError(f"not a boolean: {value!r}")
+    return bool(value)
+
+
+def _int(value: Any) -> int:
+    number = to_number(value)
+    return int(number)
+
+
+def _round(value: Any, digits: Any = 0) -> int | float:
+    places = int(to_number(digits))
+    result = round(to_number(value), places)
+    return int(result) if places == 0 else result
+
+
+def _coalesce(*args: Any) -> Any:
+    return next((arg for arg in args if arg is not None), None)
+
+
+def _math(function: Callable[..., float]) -> Callable[..., Any]:
+    def wrapped(*args: Any) -> Any:
+        try:
+            return function(*(to_number(arg) for arg in args))
+        except (ValueError, OverflowError, ZeroDivisionError) as exc:
+            raise RuleEvaluationError(f"{function.__name__}: {exc}") from exc
+
+    wrapped.__name__ = function.__name__
+    return wrapped
+
+
+def _hash(name: str) -> Callable[[Any], str]:
+    def digest(value: Any) -> str:
+        data = value if isinstance(value, bytes) else to_text(value).encode()
+        return hashlib.new(name, data).hexdigest()
+
+    return digest
+
+
+def _b64decode(value: Any) -> str | bytes:
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except (ValueError, TypeError) as exc:
+        raise RuleEvaluationError(f"not base64: {exc}") from exc
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw
+
+
+def _b64encode(value: Any) -> str:
+    data = value if isinstance(value, bytes) else to_text(value).encode()
+    return base64.b64encode(data).decode("ascii")
+
+
+Function = tuple[Callable[..., Any], int, int | None]
+
+FUNCTIONS: dict[str, Function] = {
+    # strings
+    "lower": (_nulls(lambda s: to_text(s).lower()), 1, 1),
+    "upper": (_nulls(lambda s: to_text(s).upper()), 1, 1),
+    "trim": (_nulls(lambda s: to_text(s).strip()), 1, 1),
+    "ltrim": (_nulls(lambda s: to_text(s).lstrip()), 1, 1),
+    "rtrim": (_nulls(lambda s: to_text(s).rstrip()), 1, 1),
+    "reverse": (_nulls(lambda s: to_text(s)[::-1]), 1, 1),
+    "strlen": (_nulls(lambda s: len(to_text(s))), 1, 1),
+    "concat": (lambda *a: "".join(to_text(x) for x in a), 1, None),
+    "substr": (_nulls(lambda s, *a: _substr(to_text(s), *a)), 2, 3),
+    "replace": (_nulls(lambda s, a, b: to_text(s).replace(to_text(a), to_text(b))), 3, 3),
+    "split": (_nulls(lambda s, *a: _split(to_text(s), *(to_text(x) for x in a))), 1, 2),
+    "find": (_nulls(lambda s, sub: to_text(s).find(to_text(sub))), 2, 2),
+    "pad": (_nulls(lambda s, n, *a: _pad(to_text(s), n, *(to_text(x) for x in a))), 2, 4),
+    "regex_match": (_nulls(lambda s, p: _regex(to_text(p)).search(to_text(s)) is not None), 2, 2),
+    "regex_replace": (
+        _nulls(lambda s, p, r: _regex(to_text(p)).sub(to_text(r), to_text(s))),
+        3,
+        3,
+    ),
+    "regex_extract": (
+        _nulls(lambda s, p: [m for m in _regex(to_text(p)).findall(to_text(s))]),
+        2,
+        2,
+    ),
+    "sprintf": (_nulls(lambda fmt, *a: to_text(fmt).replace("~p", "%s").replace("~s", "%s") % a),
+                1, None),  # fmt: skip
+    "str": (_nulls(to_text), 1, 1),
+    # math
+    "abs": (_math(abs), 1, 1),
+    "ceil": (_math(math.ceil), 1, 1),
+    "floor": (_math(math.floor), 1, 1),
+    "round": (_nulls(_round), 1, 2),
+    "sqrt": (_math(math.sqrt), 1, 1),
+    "power": (_math(math.pow), 2, 2),
+    "exp": (_math(math.exp), 1, 1),
+    "log": (_math(math.log), 1, 1),
+    "log10": (_math(math.log10), 1, 1),
+    "log2": (_math(math.log2), 1, 1),
+    "sin": (_math(math.sin), 1, 1),
+    "cos": (_math(math.cos), 1, 1),
+    "tan": (_math(math.tan), 1, 1),
+    "mod": (_math(math.fmod), 2, 2),
+    "max": (_nulls(lambda *a: max(to_number(x) for x in a)), 1, None),
+    "min": (_nulls(lambda *a: min(to_number(x) for x in a)), 1, None),
+    "random": (lambda: __import__("random").random(), 0, 0),
+    # JSON and maps
+    "json_encode": (to_json, 1, 1),
+    "json_decode": (_nulls(_json_decode), 1, 1),
+    "map_get": (lambda k, m, d=None: _map_get(k, m, d), 2, 3),
+    "map_put": (_map_put, 3, 3),
+    "map_keys": (_map_keys, 1, 1),
+    "map_values": (_map_values, 1, 1),
+    "nth": (_nth, 2, 2),
+    "length": (lambda v: len(v) if isinstance(v, list | dict | str) else None, 1, 1),
+    "contains": (lambda item, items: isinstance(items, list) and item in items, 2, 2),
+    # time
+    "now_timestamp": (_now_timestamp, 0, 1),
+    "now_rfc3339": (lambda unit="second": _to_rfc3339(_now_timestamp(unit), unit), 0, 1),
+    "unix_ts_to_rfc3339": (_nulls(_to_rfc3339), 1, 2),
+    "rfc3339_to_unix_ts": (_nulls(lambda t, *u: _rfc3339_to_unix(to_text(t), *u)), 1, 2),
+    "format_date": (_format_date, 3, 4),
+    # topics
+    "topic_level": (_nulls(lambda t, n: _topic_level(to_text(t), n)), 2, 2),
+    "topic_levels": (_nulls(lambda t: len(to_text(t).split("/"))), 1, 1),
+    "topic_matches": (_nulls(lambda t, f: _topic_matches(to_text(t), to_text(f))), 2, 2),
+    # types and NULL
+    "int": (_nulls(_int), 1, 1),
+    "float": (_nulls(lambda v: float(to_number(v))), 1, 1),
+    "bool": (_nulls(_bool), 1, 1),
+    "is_null": (lambda v: v is None, 1, 1),
+    "is_not_null": (lambda v: v is not None, 1, 1),
+    "is_num": (lambda v: isinstance(v, int | float) and not isinstance(v, bool), 1, 1),
+    "is_str": (lambda v: isinstance(v, str), 1, 1),
+    "is_bool": (lambda v: isinstance(v, bool), 1, 1),
+    "is_map": (lambda v: isinstance(v, dict), 1, 1),
+    "is_array": (lambda v: isinstance(v, list), 1, 1),
+    "coalesce": (_coalesce, 1, None),
+    # encodings and hashes
+    "base64_encode": (_nulls(_b64encode), 1, 1),
+    "base64_decode": (_nulls(_b64decode), 1, 1),
+    "md5": (_nulls(_hash("md5")), 1, 1),
+    "sha256": (_nulls(_hash("sha256")), 1, 1),
+}
