@@ -31,7 +31,9 @@ from gateway.config import (
     load_config,
 )
 from gateway.hub import Hub
+from gateway.rules.engine import RuleEngine
 from gateway.security import build_security
+from gateway.webhook import Webhooks
 
 if TYPE_CHECKING:
     from gateway.api import ApiServer
@@ -109,6 +111,10 @@ class Gateway:
         self.hub = Hub(self.broker)
         specs = registry.specs_from_config(config)[0]
         self.components = Supervisor(self.hub, Path(config.data_dir), specs)
+        self.webhooks = Webhooks(config.webhooks, self.broker, config.node_name)
+        self.rules = RuleEngine(
+            self.hub, config.rules, Path(config.data_dir), self.webhooks, config.node_name
+        )
         self.adapters: KindView = self.components.view(ADAPTER)
         # Until a bridge type is registered, the API lists the configured bridges.
         self.bridges: KindView | None = (
@@ -150,9 +156,13 @@ class Gateway:
         done = ["acl", "password_file"]
         specs = registry.specs_from_config(new)[0]
         done += self.components.reconcile(specs)
+        done += self.rules.reconcile(new.rules)
         fixed = [
             name
-            for name in ("listeners", "mqtt", "persistence", "data_dir", "node_name", "auth", "sys")
+            for name in (
+                "listeners", "mqtt", "persistence", "data_dir", "node_name", "auth", "sys",
+                "webhooks",
+            )  # fmt: skip
             if getattr(new, name) != getattr(self.config, name)
         ]
         if getattr(new, "api", None) != getattr(self.config, "api", None):
@@ -186,6 +196,8 @@ class Gateway:
                 housekeeping = tg.create_task(self.broker.run(), name="broker-housekeeping")
                 sys_task = tg.create_task(self.sys_topics.run(), name="sys-topics")
                 self.components.start(tg)
+                webhooks_task = tg.create_task(self.webhooks.run(), name="webhooks")
+                rules_task = tg.create_task(self.rules.run(), name="rules")
                 self._warn_inactive_sections()
                 log.info(
                     "edgebus node %s ready in %.2fs",
@@ -196,6 +208,8 @@ class Gateway:
                 await self._stop.wait()
                 housekeeping.cancel()
                 sys_task.cancel()
+                rules_task.cancel()  # its SQLite rows are written before it returns
+                webhooks_task.cancel()
                 await self.components.shutdown()
                 if self.api is not None:
                     self.api.stop()

@@ -26,7 +26,7 @@ from gateway.config.yaml_source import YamlDocument
 
 __all__ = ["ValidConfig", "inactive_sections", "validate_config"]
 
-_DOCS = {"bridges": "bridges", "rules": "rules", "webhooks": "rules", "stream": "spark"}
+_DOCS = {"bridges": "bridges", "stream": "spark"}
 
 
 def inactive_sections(config: GatewayConfig) -> list[tuple[Loc, str]]:
@@ -35,8 +35,6 @@ def inactive_sections(config: GatewayConfig) -> list[tuple[Loc, str]]:
     configured: dict[str, list[str]] = {section: [] for section in _DOCS}
     for section, name in registry.specs_from_config(config)[1]:  # types not registered
         configured[section].append(name)
-    configured["rules"] = [rule.name for rule in config.rules if rule.enabled]
-    configured["webhooks"] = [webhook.name for webhook in config.webhooks]
     return [
         (
             (section,),

@@ -83,7 +83,7 @@ class GatewayConfig(ConfigModel):
         default=(), description="SQL rules over the message stream; see docs/rules.md."
     )
     webhooks: tuple[WebhookConfig, ...] = Field(
-        default=(), description="HTTP endpoints receiving broker events; see docs/rules.md."
+        default=(), description="HTTP endpoints receiving broker events; see docs/webhooks.md."
     )
     stream: StreamConfig = Field(
         default_factory=StreamConfig, description="The stream log Spark reads; see docs/spark.md."

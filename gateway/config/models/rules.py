@@ -7,14 +7,14 @@ actions its result feeds. A webhook posts broker events to an HTTP endpoint.
 
 from __future__ import annotations
 
-import re
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, field_validator
+from pydantic import AfterValidator, Field, SecretStr, field_validator
 
 from gateway.config.models.adapter_base import check_topic_template
 from gateway.config.models.base import ConfigModel
-from gateway.config.values import DurationSpec, HttpUrlSpec, TopicFilterSpec
+from gateway.config.values import DurationSpec, HttpUrlSpec, PathSpec, TopicFilterSpec
 
 __all__ = [
     "WEBHOOK_EVENTS",
@@ -22,26 +22,29 @@ __all__ = [
     "RepublishAction",
     "RuleAction",
     "RuleConfig",
+    "SqliteAction",
     "WebhookAction",
     "WebhookConfig",
     "check_webhook_references",
 ]
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
-# SELECT <fields> FROM "<filter>"[, "<filter>" ...] [WHERE <condition>]
-_SQL = re.compile(
-    r'^\s*SELECT\s+(?P<fields>.+?)\s+FROM\s+(?P<sources>"[^"]+"(\s*,\s*"[^"]+")*)'
-    r"(\s+WHERE\s+(?P<where>.+))?\s*;?\s*$",
-    re.IGNORECASE | re.DOTALL,
-)
+_TABLE = r"^[A-Za-z_][A-Za-z0-9_]{0,62}$"
 
+#: Every broker event a webhook can post (``broker_core.observe``).
 WEBHOOK_EVENTS = (
+    "client.connect",
+    "client.connack",
     "client.connected",
     "client.disconnected",
+    "client.subscribe",
+    "client.unsubscribe",
     "session.subscribed",
     "session.unsubscribed",
+    "session.terminated",
     "message.publish",
     "message.delivered",
+    "message.acked",
     "message.dropped",
 )
 
@@ -55,6 +58,28 @@ class RepublishAction(ConfigModel):
     )
     qos: Literal[0, 1, 2] = Field(default=0, description="QoS of the new message.")
     retain: bool = Field(default=False, description="Retain flag of the new message.")
+    payload: str | None = Field(
+        default=None,
+        description="Payload template: text with `{field}` placeholders over the selected"
+        ' fields (objects as JSON), e.g. `{"t": {temp}}`; none: the selected fields as a'
+        " JSON object.",
+    )
+
+
+class SqliteAction(ConfigModel):
+    """Insert the rule's result as a row of an SQLite table (created on demand)."""
+
+    type: Literal["sqlite"] = Field(description="Action type.")
+    table: str = Field(
+        pattern=_TABLE,
+        description="Table name; created on the first row with a column per selected field,"
+        " and a column added when a new field appears.",
+    )
+    database: Annotated[Path, PathSpec()] | None = Field(
+        default=None,
+        description="The SQLite file; relative paths are under `data_dir`."
+        " Default: `rules.db` in `data_dir`.",
+    )
 
 
 class WebhookAction(ConfigModel):
@@ -71,7 +96,9 @@ class LogAction(ConfigModel):
     level: Literal["debug", "info", "warning"] = Field(default="info", description="Log level.")
 
 
-RuleAction = Annotated[RepublishAction | WebhookAction | LogAction, Field(discriminator="type")]
+RuleAction = Annotated[
+    RepublishAction | SqliteAction | WebhookAction | LogAction, Field(discriminator="type")
+]
 
 
 class RuleConfig(ConfigModel):
@@ -79,7 +106,8 @@ class RuleConfig(ConfigModel):
 
     name: str = Field(pattern=_NAME, description="Unique name; counted in the metrics by it.")
     sql: str = Field(
-        description='`SELECT <fields> FROM "<topic filter>"[, ...] [WHERE <condition>]`.'
+        description='`SELECT <fields> FROM "<topic filter>"[, ...] [WHERE <condition>]`;'
+        " see docs/rules.md."
     )
     enabled: bool = Field(default=True, description="Evaluate this rule.")
     description: str = Field(default="", description="Free text, shown by the API.")
@@ -88,20 +116,15 @@ class RuleConfig(ConfigModel):
     @field_validator("sql")
     @classmethod
     def _statement(cls, value: str) -> str:
-        match = _SQL.match(value)
-        if match is None:
-            raise ValueError(
-                f'expected SELECT <fields> FROM "<topic filter>" [WHERE <condition>], got {value!r}'
-            )
-        spec = TopicFilterSpec()
-        for source in re.findall(r'"([^"]+)"', match.group("sources")):
-            spec.validate(source)
+        from gateway.rules.compiler import compile_statement  # the rule engine's own parser
+
+        compile_statement(value)  # RuleSyntaxError is a ValueError naming the position
         return value
 
     def sources(self) -> list[str]:
-        match = _SQL.match(self.sql)
-        assert match is not None
-        return re.findall(r'"([^"]+)"', match.group("sources"))
+        from gateway.rules.parser import parse
+
+        return list(parse(self.sql).sources)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -125,17 +148,44 @@ class WebhookConfig(ConfigModel):
         + "; empty: only what rules send.",
     )
     topics: tuple[Annotated[str, TopicFilterSpec()], ...] = Field(
-        default=("#",), description="Topic filters limiting the `message.*` events."
+        default=("#",),
+        description="Topic filters limiting the events that name a topic (`message.*`, and"
+        " the subscription events by their filter).",
+    )
+    payload_encoding: Literal["plain", "base64"] = Field(
+        default="plain",
+        description="How message payloads are put in the body: `plain` (UTF-8 text; base64"
+        " when not UTF-8) or `base64`.",
     )
     headers: dict[str, str] = Field(default_factory=dict, description="Extra HTTP headers.")
+    secret: SecretStr | None = Field(
+        default=None,
+        description="Signs each body with HMAC-SHA256 under this key, in the"
+        " `signature_header` as `sha256=<hex>`; write it as `${ENV_VAR}`.",
+    )
+    signature_header: str = Field(
+        default="X-Edgebus-Signature", description="Header carrying the HMAC signature."
+    )
     timeout: Annotated[float, DurationSpec()] = Field(
         default=5.0, gt=0, description="Timeout of one request."
     )
     retries: int = Field(default=3, ge=0, le=20, description="Retries of a failed request.")
+    retry_backoff: Annotated[float, DurationSpec()] = Field(
+        default=0.5, gt=0, description="First wait before a retry; doubles with each retry."
+    )
+    pool_size: int = Field(
+        default=4, ge=1, le=100, description="Connections (and requests in flight) at most."
+    )
     queue_size: int = Field(
         default=10_000,
         ge=1,
         description="Events waiting to be posted; when full the oldest is dropped (counted).",
+    )
+    tls_verify: bool = Field(
+        default=True, description="Verify an `https://` endpoint's certificate."
+    )
+    cafile: Annotated[Path, PathSpec()] | None = Field(
+        default=None, description="CA bundle for an `https://` endpoint; default: the system's."
     )
 
 

@@ -1,0 +1,187 @@
+"""What a rule does with a result: republish, insert into SQLite, post to a webhook, log.
+
+Each action is built from its config entry (``gateway.config.models.rules``) and runs on
+the loop, in the rule engine's worker, without blocking: a republish goes through the
+rule's hub client (the broker's publish policy and ACL); a SQLite row and a webhook
+post are handed to a bounded queue served elsewhere. Each counts ``succeeded`` and
+``failed`` (for the queued ones, once the row is written or the post answered).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from gateway.config.models.rules import (
+    LogAction,
+    RepublishAction,
+    SqliteAction,
+    WebhookAction,
+)
+from gateway.hub import HubClient
+from gateway.mapping import MappingError, TopicTemplate
+from gateway.rules.fields import Row
+from gateway.rules.functions import to_json, to_text
+from gateway.rules.sqlite_table import SqliteTables
+
+__all__ = ["Action", "ActionContext", "WebhookSender", "build_action", "render_payload"]
+
+log = logging.getLogger(__name__)
+
+# {field}, {payload.a.b}, {list[0]}: other braces (a JSON template's) stay as they are.
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+|\[-?\d+\])*)\}")
+
+
+class WebhookSender(Protocol):
+    def post(self, name: str, body: dict[str, Any], done: Callable[[bool], None]) -> bool: ...
+
+
+class ActionContext:
+    """What actions need from the engine: the rule's hub client, the SQLite databases,
+    the webhooks."""
+
+    def __init__(
+        self,
+        client: HubClient,
+        tables: Callable[[Path | None], SqliteTables],
+        webhooks: WebhookSender | None,
+    ) -> None:
+        self.client = client
+        self.tables = tables
+        self.webhooks = webhooks
+
+
+def _value(out: dict[str, Any], path: str) -> Any:
+    if path in out:
+        return out[path]
+    node: Any = out
+    for part in path.replace("[", ".").replace("]", "").split("."):
+        if isinstance(node, dict):
+            node = node.get(part)
+        elif isinstance(node, list) and part.lstrip("-").isdigit():
+            index = int(part)
+            node = node[index] if -len(node) <= index < len(node) else None
+        else:
+            return None
+    return node
+
+
+def render_payload(template: str | None, out: dict[str, Any]) -> bytes:
+    """The payload of a result: the template with each ``{field}`` filled in (objects as
+    JSON, NULL as nothing), or the result as JSON when there is no template."""
+    if template is None:
+        return to_json(out).encode()
+    return _PLACEHOLDER.sub(lambda m: to_text(_value(out, m.group(1))), template).encode()
+
+
+def _flat(out: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` as ``{"a.b": 1}`` too, for topic templates."""
+    flat: dict[str, Any] = {}
+    for key, value in out.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(_flat(value, name + "."))
+        else:
+            flat[name] = value
+    return flat
+
+
+class Action:
+    type = "action"
+
+    def __init__(self) -> None:
+        self.succeeded = 0
+        self.failed = 0
+
+    def run(self, out: dict[str, Any], row: Row) -> None:
+        raise NotImplementedError
+
+    def stats(self) -> dict[str, Any]:
+        return {"type": self.type, "succeeded": self.succeeded, "failed": self.failed}
+
+
+class Republish(Action):
+    type = "republish"
+
+    def __init__(self, config: RepublishAction, context: ActionContext) -> None:
+        super().__init__()
+        self.topic = TopicTemplate(config.topic)
+        self.payload = config.payload
+        self.qos = config.qos
+        self.retain = config.retain
+        self.client = context.client
+
+    def run(self, out: dict[str, Any], row: Row) -> None:
+        try:
+            topic = self.topic.render(_flat(out), out.get("payload"))
+        except MappingError as exc:
+            self.failed += 1
+            log.debug("republish: %s", exc)
+            return
+        message = self.client.context(topic, render_payload(self.payload, out), self.qos,
+                                      self.retain)  # fmt: skip
+        if self.client.publish(message):
+            self.succeeded += 1
+        else:
+            self.failed += 1
+
+
+class SqliteInsert(Action):
+    type = "sqlite"
+
+    def __init__(self, config: SqliteAction, context: ActionContext) -> None:
+        super().__init__()
+        self.table = config.table
+        self.tables = context.tables(config.database)
+
+    def run(self, out: dict[str, Any], row: Row) -> None:
+        if not self.tables.insert(self, self.table, out):
+            self.failed += 1  # the writer is behind by more than its limit
+
+
+class WebhookPost(Action):
+    type = "webhook"
+
+    def __init__(self, config: WebhookAction, context: ActionContext) -> None:
+        super().__init__()
+        self.webhook = config.webhook
+        self.webhooks = context.webhooks
+
+    def _done(self, ok: bool) -> None:
+        if ok:
+            self.succeeded += 1
+        else:
+            self.failed += 1
+
+    def run(self, out: dict[str, Any], row: Row) -> None:
+        if self.webhooks is None or not self.webhooks.post(self.webhook, out, self._done):
+            self.failed += 1
+
+
+class Log(Action):
+    type = "log"
+
+    def __init__(self, config: LogAction, context: ActionContext, rule: str) -> None:
+        super().__init__()
+        self.level = logging.getLevelName(config.level.upper())
+        self.rule = rule
+
+    def run(self, out: dict[str, Any], row: Row) -> None:
+        if log.isEnabledFor(self.level):
+            log.log(self.level, "rule %s: %s", self.rule, to_json(out))
+        self.succeeded += 1
+
+
+def build_action(config: Any, context: ActionContext, rule: str) -> Action:
+    if isinstance(config, RepublishAction):
+        return Republish(config, context)
+    if isinstance(config, SqliteAction):
+        return SqliteInsert(config, context)
+    if isinstance(config, WebhookAction):
+        return WebhookPost(config, context)
+    if isinstance(config, LogAction):
+        return Log(config, context, rule)
+    raise TypeError(f"unknown rule action {config!r}")

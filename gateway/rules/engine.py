@@ -1,0 +1,370 @@
+"""``RuleEngine``: the rules, the taps and observers feeding them, one bounded queue.
+
+Each rule gets a hub client ``rule:<name>`` (the ACL knows it by that client id). Its
+topic filters become a tap (``HubClient.tap``): while a message is routed, the tap
+appends ``(rule, message)`` to the engine's queue and returns; the router matched the
+filters, so the hot path does no SQL. Its ``$events/...`` sources become broker-event
+observers (``broker.observers``) that append ``(rule, event)`` the same way. One worker
+task on the loop takes the queue in batches, evaluates each rule's WHERE and SELECT on
+the message's row (built once per message, however many rules read it) and runs the
+actions.
+
+So a slow action never slows the broker: the queue is bounded (``queue_size``, default
+10 000); when it is full the oldest entry is dropped and counted (``dropped``, the
+metric ``edgebus_rule_queue_dropped_total``). SQLite rows and webhook posts go to their
+own bounded queues.
+
+A rule never sees its own messages: the tap is ``no_local`` by origin, so a rule that
+republishes to a topic matching its own FROM does not loop; rules chained through
+republish (A feeds B) do run, as in EMQX.
+
+Rules come from the configuration (``source: config``) and from the HTTP API
+(``source: api``): ``add``, ``update``, ``enable``, ``delete``; a configuration reload
+(``reconcile``) replaces the configured ones and keeps the API's. ``test`` runs a
+statement on a sample message without any action.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections import deque
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from broker_core.context import Context, Origin
+from broker_core.mqtt.properties import Properties
+from broker_core.mqtt.topics import filter_matches
+from broker_core.observe import BrokerEvent
+from gateway.config.models.rules import RuleConfig
+from gateway.hub import Hub, HubClient
+from gateway.rules.actions import Action, ActionContext, WebhookSender, build_action
+from gateway.rules.compiler import CompiledStatement, compile_statement
+from gateway.rules.fields import EventRow, MessageRow, Row, event_row
+from gateway.rules.sqlite_table import SqliteTables
+
+__all__ = ["Rule", "RuleEngine", "sample_row"]
+
+log = logging.getLogger(__name__)
+
+CONFIG = "config"
+API = "api"
+_BATCH = 256  # queue entries per worker turn before it yields to the loop
+
+
+class Rule:
+    """One installed rule: its statement, actions, counters and hooks."""
+
+    def __init__(self, config: RuleConfig, source: str) -> None:
+        self.config = config
+        self.name = config.name
+        self.source = source
+        self.statement: CompiledStatement = compile_statement(config.sql)
+        self.actions: list[Action] = []
+        self.client: HubClient | None = None
+        self.undo: list[Callable[[], None]] = []
+        self.matched = 0  # a message or event of its FROM reached it
+        self.passed = 0  # ... and passed WHERE
+        self.failed = 0  # evaluating it raised
+        self.dropped = 0  # its entries dropped from the full queue
+
+    @property
+    def enabled(self) -> bool:
+        return self.config.enabled
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "state": "running" if self.enabled else "disabled",
+            "hits": self.matched,
+            "enabled": self.enabled,
+            "source": self.source,
+            "sql": self.config.sql,
+            "description": self.config.description,
+            "matched": self.matched,
+            "passed": self.passed,
+            "failed": self.failed,
+            "dropped": self.dropped,
+            "actions": [action.stats() for action in self.actions]
+            or [{"type": a.type, "succeeded": 0, "failed": 0} for a in self.config.actions],
+        }
+
+
+def sample_row(sample: dict[str, Any], node: str = "edgebus") -> Row:
+    """The row of a sample for ``test``: a broker event when ``event`` names one other
+    than ``message.publish`` (its columns as given), else a message built from
+    ``topic``, ``payload`` (text, or any JSON value), ``qos``, ``retain``, ``clientid``,
+    ``username``, ``peername``, ``user_properties``."""
+    event = sample.get("event", "message.publish")
+    if event != "message.publish":
+        columns = dict(sample)
+        payload = columns.get("payload")
+        if payload is not None and not isinstance(payload, str):
+            columns["payload"] = json.dumps(payload)
+        return EventRow(columns)
+    payload = sample.get("payload", "")
+    data = payload if isinstance(payload, str) else json.dumps(payload)
+    user = tuple((str(k), str(v)) for k, v in (sample.get("user_properties") or {}).items())
+    context = Context(
+        str(sample.get("topic", "")),
+        data.encode(),
+        int(sample.get("qos", 0)),
+        bool(sample.get("retain", False)),
+        properties=Properties(user_properties=user) if user else Properties(),
+        origin=Origin(
+            str(sample.get("origin", "mqtt")),
+            str(sample.get("clientid", "")),
+            sample.get("peername"),
+            sample.get("username"),
+        ),
+    )
+    return MessageRow(context, node)
+
+
+class RuleEngine:
+    def __init__(
+        self,
+        hub: Hub,
+        rules: Iterable[RuleConfig] = (),
+        data_dir: Path = Path("."),
+        webhooks: WebhookSender | None = None,
+        node: str = "edgebus",
+        queue_size: int = 10_000,
+    ) -> None:
+        self.hub = hub
+        self.data_dir = Path(data_dir)
+        self.webhooks = webhooks
+        self.node = node
+        self.queue_size = queue_size
+        self.dropped = 0
+        self.processed = 0
+        self._configured = list(rules)
+        self._rules: dict[str, Rule] = {}
+        self._queue: deque[tuple[Rule, Any]] = deque()
+        self._wake: asyncio.Event | None = None
+        self._tables: dict[Path, SqliteTables] = {}
+        self._running = False
+
+    # -- reading ------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._rules) if self._running else len(self._configured)
+
+    def get(self, name: str) -> Rule | None:
+        return self._rules.get(name)
+
+    def statuses(self) -> list[dict[str, Any]]:
+        if not self._running:
+            return [Rule(config, CONFIG).status() for config in self._configured]
+        return [rule.status() for rule in self._rules.values()]
+
+    def stats(self) -> dict[str, int]:
+        return {
+            "rules": len(self._rules),
+            "queue_depth": len(self._queue),
+            "queue_size": self.queue_size,
+            "dropped": self.dropped,
+            "processed": self.processed,
+        }
+
+    # -- running ------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Installs the configured rules and evaluates until cancelled."""
+        self._wake = asyncio.Event()
+        self._running = True
+        try:
+            for config in self._configured:
+                self._install(Rule(config, CONFIG))
+            await self._work()
+        finally:
+            self._running = False
+            for rule in list(self._rules.values()):
+                self._uninstall(rule)
+            for tables in self._tables.values():
+                tables.close()
+            self._tables.clear()
+
+    async def _work(self) -> None:
+        queue = self._queue
+        wake = self._wake
+        assert wake is not None
+        node = self.node
+        while True:
+            if not queue:
+                wake.clear()
+                await wake.wait()
+            last: Any = None
+            row: Row | None = None
+            for _ in range(min(len(queue), _BATCH)):
+                rule, item = queue.popleft()
+                if item is not last or row is None:
+                    last = item
+                    if isinstance(item, Context):
+                        row = MessageRow(item, node)
+                    else:
+                        row = EventRow(event_row(item, node))
+                self._evaluate(rule, row)
+                self.processed += 1
+            await asyncio.sleep(0)
+
+    def _evaluate(self, rule: Rule, row: Row) -> None:
+        rule.matched += 1
+        statement = rule.statement
+        try:
+            if statement.where is not None and statement.where(row) is not True:
+                return
+            out = statement.select(row)
+        except Exception as exc:
+            rule.failed += 1
+            if rule.failed == 1 or rule.failed % 1000 == 0:
+                log.warning("rule %s failed (%d so far): %s", rule.name, rule.failed, exc)
+            return
+        rule.passed += 1
+        for action in rule.actions:
+            try:
+                action.run(out, row)
+            except Exception:
+                action.failed += 1
+                if action.failed == 1 or action.failed % 1000 == 0:
+                    log.exception("rule %s: action %s failed", rule.name, action.type)
+
+    def _enqueue(self, rule: Rule, item: Any) -> None:
+        queue = self._queue
+        if len(queue) >= self.queue_size:
+            old, _ = queue.popleft()
+            old.dropped += 1
+            self.dropped += 1
+        queue.append((rule, item))
+        wake = self._wake
+        if wake is not None and not wake.is_set():
+            wake.set()
+
+    def _tables_for(self, database: Path | None) -> SqliteTables:
+        path = database if database is not None else Path("rules.db")
+        if not path.is_absolute():
+            path = self.data_dir / path
+        tables = self._tables.get(path)
+        if tables is None:
+            tables = self._tables[path] = SqliteTables(path)
+        return tables
+
+    def _install(self, rule: Rule) -> None:
+        """Makes ``rule`` live (when enabled): its actions, tap and observers."""
+        self._rules[rule.name] = rule
+        if not rule.enabled:
+            return
+        client = self.hub.client("rule", rule.name)
+        rule.client = client
+        context = ActionContext(client, self._tables_for, self.webhooks)
+        rule.actions = [build_action(a, context, rule.name) for a in rule.config.actions]
+        enqueue = self._enqueue
+        if rule.statement.topics:
+            client.tap(*rule.statement.topics, callback=lambda ctx: enqueue(rule, ctx))
+        if rule.statement.events:
+
+            def observe(event: BrokerEvent) -> None:
+                message = getattr(event, "message", None)
+                if message is not None and message.origin.protocol == "rule" and (
+                    message.origin.name == rule.name
+                ):
+                    return  # what this rule published: no loop through its own events
+                enqueue(rule, event)
+
+            undo = self.hub.broker.observers.observe(rule.statement.events, observe)
+            rule.undo.append(undo)
+
+    def _uninstall(self, rule: Rule) -> None:
+        if rule.client is not None:
+            rule.client.close()
+            rule.client = None
+        for undo in rule.undo:
+            undo()
+        rule.undo.clear()
+        self._rules.pop(rule.name, None)
+
+    # -- managing (the API, reloads) ----------------------------------------------------
+
+    def add(self, config: RuleConfig, source: str = API) -> Rule:
+        """Installs a new rule; ValueError when the name is taken (or the ACL denies its
+        filters: ``AdapterError``, nothing installed)."""
+        if config.name in self._rules:
+            raise ValueError(f"there is already a rule named {config.name!r}")
+        rule = Rule(config, source)
+        try:
+            self._install(rule)
+        except Exception:
+            self._uninstall(rule)
+            raise
+        log.info("rule %s added (%s)", rule.name, source)
+        return rule
+
+    def update(self, config: RuleConfig, source: str | None = None) -> Rule:
+        """Replaces a rule (counters start over); KeyError when there is none."""
+        old = self._rules[config.name]
+        new = Rule(config, source or old.source)  # a bad statement raises before any change
+        self._uninstall(old)
+        try:
+            self._install(new)
+        except Exception:
+            self._uninstall(new)
+            self._install(old)
+            raise
+        return new
+
+    def enable(self, name: str, enabled: bool) -> Rule:
+        rule = self._rules[name]
+        if rule.enabled == enabled:
+            return rule
+        return self.update(rule.config.model_copy(update={"enabled": enabled}))
+
+    def delete(self, name: str) -> bool:
+        rule = self._rules.get(name)
+        if rule is None:
+            return False
+        self._uninstall(rule)
+        log.info("rule %s deleted", name)
+        return True
+
+    def reconcile(self, configs: Iterable[RuleConfig]) -> list[str]:
+        """Applies the rules of a reloaded configuration; the API's rules stay."""
+        wanted = {config.name: config for config in configs}
+        self._configured = list(wanted.values())
+        if not self._running:
+            return []
+        changes: list[str] = []
+        for rule in list(self._rules.values()):
+            if rule.source == CONFIG and rule.name not in wanted:
+                self.delete(rule.name)
+                changes.append(f"rule: removed {rule.name}")
+        for name, config in wanted.items():
+            rule = self._rules.get(name)
+            if rule is None:
+                self.add(config, CONFIG)
+                changes.append(f"rule: added {name}")
+            elif rule.config != config or rule.source != CONFIG:
+                self.update(config, CONFIG)
+                changes.append(f"rule: updated {name}")
+        return changes
+
+    def test(self, sql: str, sample: dict[str, Any]) -> dict[str, Any]:
+        """Runs ``sql`` on ``sample`` (see ``sample_row``) without any action:
+        ``{"matched": bool, "output": dict | None}``. Raises ``RuleSyntaxError``; an
+        evaluation error is returned as ``error``."""
+        statement = compile_statement(sql)
+        row = sample_row(sample, self.node)
+        event = sample.get("event", "message.publish")
+        if event == "message.publish":
+            topic = str(sample.get("topic", ""))
+            if not any(filter_matches(f, topic) for f in statement.topics):
+                return {"matched": False, "output": None, "reason": "FROM does not match"}
+        elif not any("$events/" + event.replace(".", "_") == s for s in statement.statement.sources):
+            return {"matched": False, "output": None, "reason": "FROM does not match"}
+        try:
+            if not statement.matches(row):
+                return {"matched": False, "output": None, "reason": "WHERE is not true"}
+            return {"matched": True, "output": statement.select(row)}
+        except Exception as exc:
+            return {"matched": False, "output": None, "error": str(exc)}
