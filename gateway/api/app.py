@@ -40,6 +40,7 @@ from gateway.api.routes import (
     metrics,
     publish,
     retained,
+    rules,
     subscriptions,
     topics,
 )
@@ -199,6 +200,7 @@ def create_app(gateway: GatewayView, credentials: Credentials | None = None) -> 
         retained,
         publish,
         components,
+        rules,
         instances,
         metrics,
         admin,

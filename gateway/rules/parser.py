@@ -29,6 +29,7 @@ and column where the statement stops making sense.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from broker_core.errors import EdgebusError
@@ -48,7 +49,10 @@ from gateway.rules.nodes import (
     Unary,
 )
 
-__all__ = ["RuleSyntaxError", "parse", "parse_expression"]
+__all__ = ["MAX_DEPTH", "RuleSyntaxError", "parse", "parse_expression"]
+
+#: Deepest nesting of expressions (parentheses, NOT, CASE, calls) a statement may have.
+MAX_DEPTH = 64
 
 
 class RuleSyntaxError(EdgebusError, ValueError):
@@ -141,6 +145,7 @@ class _Parser:
         self.sql = sql
         self.tokens = tokenize(sql)
         self.i = 0
+        self.depth = 0
 
     # -- tokens ---------------------------------------------------------------------------
 
@@ -232,7 +237,14 @@ class _Parser:
     # -- expressions ----------------------------------------------------------------------
 
     def expr(self) -> Expr:
-        return self.or_()
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise RuleSyntaxError(f"expressions nested deeper than {MAX_DEPTH}", self.sql,
+                                  self.tok.pos)  # fmt: skip
+        try:
+            return self.or_()
+        finally:
+            self.depth -= 1
 
     def or_(self) -> Expr:
         left = self.and_()
@@ -251,8 +263,19 @@ class _Parser:
     def not_(self) -> Expr:
         if self.is_kw("not"):
             pos = self.advance().pos
-            return Unary("NOT", self.not_(), pos)
+            return Unary("NOT", self.expr_at(self.not_), pos)
         return self.comparison()
+
+    def expr_at(self, parse: Callable[[], Expr]) -> Expr:
+        """``parse()`` one level deeper (``NOT NOT ...``, ``- - ...`` count as nesting)."""
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise RuleSyntaxError(f"expressions nested deeper than {MAX_DEPTH}", self.sql,
+                                  self.tok.pos)  # fmt: skip
+        try:
+            return parse()
+        finally:
+            self.depth -= 1
 
     def comparison(self) -> Expr:
         left = self.concat()
@@ -322,14 +345,14 @@ class _Parser:
     def unary(self) -> Expr:
         if self.is_op("-"):
             pos = self.advance().pos
-            operand = self.unary()
+            operand = self.expr_at(self.unary)
             if isinstance(operand, Literal) and isinstance(operand.value, int | float):
                 if not isinstance(operand.value, bool):
                     return Literal(-operand.value, pos)
             return Unary("-", operand, pos)
         if self.is_op("+"):
             self.advance()
-            return self.unary()
+            return self.expr_at(self.unary)
         return self.primary()
 
     def primary(self) -> Expr:
