@@ -101,9 +101,9 @@ class Webhook:
     # -- on the broker's path: append and return ---------------------------------------
 
     def observe(self, event: BrokerEvent) -> None:
-        if not self._all_topics:
-            topic = _topic_of(event)
-            if topic is not None and not any(filter_matches(f, topic) for f in self._filters):
+        topic = _topic_of(event)
+        if topic is not None and (not self._all_topics or topic.startswith("$")):
+            if not any(filter_matches(f, topic) for f in self._filters):
                 return
         self.append(event)
 

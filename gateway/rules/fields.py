@@ -228,7 +228,7 @@ def event_row(event: BrokerEvent, node: str = "edgebus") -> dict[str, Any]:
     if isinstance(event, ClientDisconnected):
         row["proto_ver"] = event.protocol_level
         row["reason_code"] = event.reason_code
-        row["reason"] = event.reason
+        row["reason"] = "normal" if event.reason_code == 0 else event.reason  # EMQX's word
         row["disconnected_at"] = _ms(event.at)
         return row
     # subscribe, unsubscribe, subscribed, unsubscribed

@@ -95,3 +95,69 @@ rules:
             assert status["matched"] == 1
         finally:
             clients.close_all()
+
+
+def test_event_sources(tmp_path: Path) -> None:
+    config = """
+rules:
+  - name: presence
+    sql: >-
+      SELECT event, clientid FROM "$events/client_connected", "$events/client_disconnected"
+      WHERE clientid LIKE 'car-%'
+    actions: [{type: sqlite, table: presence}]
+  - name: subscriptions
+    sql: >-
+      SELECT clientid, topic, qos FROM "$events/session_subscribed" WHERE clientid <> 'auditor'
+    actions: [{type: republish, topic: "audit/subscribed/{clientid}"}]
+  - name: deliveries
+    sql: >-
+      SELECT from_clientid, clientid, topic FROM "$events/message_delivered"
+      WHERE topic = 'orders/1'
+    actions: [{type: republish, topic: "audit/delivered"}]
+  - name: drops
+    sql: 'SELECT reason, topic FROM "$events/message_dropped" WHERE reason = ''no_subscribers'''
+    actions: [{type: log}]
+"""
+    with running_gateway(tmp_path, config) as gw:
+        clients = Clients(gw)
+        try:
+            audit = clients.subscriber(5, "audit/#", client_id="auditor")
+            car = clients.connect(5, "car-7")
+            car.subscribe("orders/#", 0)
+            assert json.loads(audit.expect_message().payload) == {
+                "clientid": "car-7", "topic": "orders/#", "qos": 0
+            }
+            clients.connect(4, "shop").publish("orders/1", b"{}", qos=0)
+            car.expect_message()
+            delivered = audit.expect_message()
+            assert json.loads(delivered.payload) == {
+                "from_clientid": "shop", "clientid": "car-7", "topic": "orders/1"
+            }
+            clients.connect(4, "shop2").publish("nobody/listens", b"x", qos=0)
+            car.disconnect()
+            database = tmp_path / "data" / "rules.db"
+
+            def presence() -> list[tuple[object, ...]]:
+                with sqlite3.connect(database) as db:
+                    try:
+                        return db.execute(
+                            "SELECT event, clientid FROM presence ORDER BY _rowid"
+                        ).fetchall()
+                    except sqlite3.OperationalError:
+                        return []
+
+            wait_until(
+                lambda: presence()
+                == [("client.connected", "car-7"), ("client.disconnected", "car-7")],
+                what="both presence rows",
+            )
+            drops = wait_until(
+                lambda: (s := {r["name"]: r for r in gw.call(gw.gateway.rules.statuses)})[
+                    "drops"
+                ]["passed"]
+                and s["drops"],
+                what="the no_subscribers drop seen",
+            )
+            assert drops["failed"] == 0
+        finally:
+            clients.close_all()

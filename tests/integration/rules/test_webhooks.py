@@ -1,0 +1,140 @@
+"""Webhooks in a running gateway: events posted to a real local HTTP server, with EMQX's
+fields, topic filters, base64 payloads, custom headers, an HMAC signature, retries; a
+dead endpoint while clients publish at full speed."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import time
+from pathlib import Path
+
+from tests.helpers.gateway import running_gateway
+from tests.helpers.http_sink import HttpSink, StalledSink
+from tests.helpers.timeouts import unit
+from tests.integration.broker.support import Clients, wait_until
+
+
+def test_lifecycle_and_message_events_with_emqx_fields(tmp_path: Path) -> None:
+    with HttpSink() as sink:
+        config = f"""
+webhooks:
+  - name: all
+    url: "{sink.url("/events")}"
+    events: [client.connect, client.connack, client.connected, client.subscribe,
+             session.subscribed, message.publish, message.delivered, message.acked,
+             client.unsubscribe, session.unsubscribed, client.disconnected,
+             session.terminated]
+    topics: ["plant/#"]
+    headers: {{X-Site: north}}
+    secret: "k3y"
+"""
+        with running_gateway(tmp_path, config) as gw:
+            clients = Clients(gw)
+            try:
+                client = clients.connect(5, "w1")
+                client.subscribe("plant/#", 1)
+                client.publish("plant/a", b"hello", qos=1)
+                client.publish("other/a", b"not posted", qos=1)
+                client.expect_message()
+                client.unsubscribe("plant/#")
+                client.disconnect()
+                wanted = {
+                    "client.connect", "client.connack", "client.connected", "client.subscribe",
+                    "session.subscribed", "message.publish", "message.delivered",
+                    "message.acked", "client.unsubscribe", "session.unsubscribed",
+                    "client.disconnected", "session.terminated",
+                }  # fmt: skip
+
+                def seen() -> set[str]:
+                    return {r.json()["event"] for r in sink.received("/events")}
+
+                wait_until(lambda: seen() >= wanted, what=f"every event in {wanted}")
+            finally:
+                clients.close_all()
+        requests = sink.received("/events")
+        assert all(r.json().get("topic") != "other/a" for r in requests)
+        by_event = {r.json()["event"]: r for r in requests}
+        connected = by_event["client.connected"].json()
+        assert connected["action"] == "client_connected"
+        assert (connected["clientid"], connected["proto_ver"], connected["keepalive"]) == (
+            "w1", 5, 60
+        )
+        assert connected["ipaddress"] == "127.0.0.1"
+        published = by_event["message.publish"].json()
+        assert (published["topic"], published["payload"], published["qos"]) == ("plant/a", "hello", 1)
+        assert published["clientid"] == "w1"
+        delivered = by_event["message.delivered"].json()
+        assert (delivered["from_clientid"], delivered["clientid"]) == ("w1", "w1")
+        assert by_event["client.disconnected"].json()["reason"] == "normal"
+        request = by_event["session.subscribed"]
+        assert request.json()["topic"] == "plant/#"
+        assert request.headers["X-Site"] == "north"
+        expected = hmac.new(b"k3y", request.body, hashlib.sha256).hexdigest()
+        assert request.headers["X-Edgebus-Signature"] == f"sha256={expected}"
+
+
+def test_base64_payloads_and_retries(tmp_path: Path) -> None:
+    with HttpSink(status=503) as sink:
+        config = f"""
+webhooks:
+  - name: b64
+    url: "{sink.url("/b64")}"
+    events: [message.publish]
+    payload_encoding: base64
+    retries: 2
+    retry_backoff: 50ms
+"""
+        with running_gateway(tmp_path, config) as gw:
+            clients = Clients(gw)
+            try:
+                clients.connect(4).publish("bin/x", b"\x00\xffdata", qos=1)
+                requests = sink.wait_for(3, "/b64")  # the first try and 2 retries
+                assert base64.b64decode(requests[0].json()["payload"]) == b"\x00\xffdata"
+                assert requests[0].json()["payload_encoding"] == "base64"
+                stats = wait_until(
+                    lambda: (s := gw.call(lambda: gw.gateway.webhooks.statuses()[0]))["failed"]
+                    and s,
+                    what="the failure counted",
+                )
+                assert (stats["sent"], stats["failed"], stats["retried"]) == (0, 1, 2)
+            finally:
+                clients.close_all()
+
+
+def test_a_dead_endpoint_never_slows_the_broker(tmp_path: Path) -> None:
+    """Clients publish as fast as they can while the webhook's endpoint never answers:
+    every message still reaches the subscriber, and the events the queue cannot hold
+    are dropped and counted."""
+    with StalledSink() as dead:
+        config = f"""
+webhooks:
+  - name: dead
+    url: "{dead.url("/dead")}"
+    events: [message.publish, message.delivered]
+    queue_size: 100
+    timeout: 30s
+    pool_size: 2
+"""
+        with running_gateway(tmp_path, config) as gw:
+            clients = Clients(gw)
+            try:
+                subscriber = clients.subscriber(4, "fast/#", qos=0)
+                publisher = clients.connect(4)
+                count = 5000
+                started = time.monotonic()
+                for i in range(count):
+                    publisher.publish("fast/t", str(i).encode(), qos=0)
+                publisher.publish("fast/end", b"end", qos=1)  # acknowledged after the others
+                received = subscriber.expect_messages(count + 1, timeout=60)
+                elapsed = time.monotonic() - started
+                assert [m.payload for m in received[-2:]] == [str(count - 1).encode(), b"end"]
+                stats = gw.call(lambda: gw.gateway.webhooks.statuses()[0])
+                # 2 events per message, 100 queued, at most 2 in flight: the rest dropped.
+                assert stats["dropped"] >= 2 * (count + 1) - 100 - 2
+                assert stats["queue_depth"] <= 100
+                assert stats["sent"] == 0
+                assert elapsed < unit(60)
+            finally:
+                clients.close_all()
