@@ -85,6 +85,10 @@ _KEYWORDS = {
     "true", "false", "case", "when", "then", "else", "end", "div", "mod",
 }  # fmt: skip
 
+# Keywords that cannot be a field name after a dot (``payload.null`` is a field).
+_STRUCTURE = {"from", "where", "as", "and", "or", "not", "in", "like", "is", "when", "then",
+              "else", "end"}  # fmt: skip
+
 _TOKEN = re.compile(
     r"""
     (?P<space>\s+)
@@ -316,8 +320,8 @@ class _Parser:
                 items.append(self.expr())
             self.expect_op(")")
             return ListLiteral(tuple(items), pos)
-        if self.is_op("["):
-            return self.primary()
+        if self.tok.kind == "name" or self.is_op("["):
+            return self.primary()  # a field or function giving a list
         raise self.error("a list after IN, e.g. (1, 2, 3)")
 
     def concat(self) -> Expr:
@@ -412,8 +416,10 @@ class _Parser:
             if self.is_op("."):
                 self.advance()
                 token = self.tok
-                if token.kind in ("name", "kw") or token.kind == "num" and isinstance(
-                    token.value, int
+                if (
+                    token.kind == "name"
+                    or (token.kind == "kw" and token.value not in _STRUCTURE)
+                    or (token.kind == "num" and isinstance(token.value, int))
                 ):
                     self.advance()
                     part = token.text if token.kind == "kw" else token.value
@@ -436,6 +442,8 @@ class _Parser:
 
     def case(self) -> Case:
         pos = self.expect_kw("case").pos
+        if self.is_kw("end"):
+            raise self.error("WHEN")
         subject = None if self.is_kw("when") else self.expr()
         branches: list[tuple[Expr, Expr]] = []
         while self.is_kw("when"):

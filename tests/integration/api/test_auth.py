@@ -26,6 +26,8 @@ from tests.integration.api.support import (
 )
 
 # (method, path, body, status with good credentials), one row per operation of the API.
+_RULE = {"name": "nothing", "sql": 'SELECT * FROM "a"', "actions": [{"type": "log"}]}
+
 ENDPOINTS: list[tuple[str, str, Any, int]] = [
     ("GET", "/api/v1/health", None, 200),
     ("GET", "/api/v1/brokers", None, 200),
@@ -49,6 +51,13 @@ ENDPOINTS: list[tuple[str, str, Any, int]] = [
     ("POST", "/api/v1/components/adapter/nothing/resume", None, 404),
     ("GET", "/api/v1/bridges", None, 200),
     ("GET", "/api/v1/rules", None, 200),
+    ("GET", "/api/v1/rules/nothing", None, 404),
+    ("POST", "/api/v1/rules", {}, 422),
+    ("PUT", "/api/v1/rules/nothing", _RULE, 404),
+    ("POST", "/api/v1/rules/nothing/enable", None, 404),
+    ("POST", "/api/v1/rules/nothing/disable", None, 404),
+    ("DELETE", "/api/v1/rules/nothing", None, 404),
+    ("POST", "/api/v1/rules/test", {"sql": 'SELECT * FROM "a"'}, 200),
     ("GET", "/api/v1/metrics", None, 200),
     ("GET", "/api/v1/config", None, 200),
     ("POST", "/api/v1/reload", None, 200),
@@ -123,6 +132,11 @@ def _template(path: str) -> str:
         (r"^/api/v1/adapters/[^/]+/restart$", "/api/v1/adapters/{name}/restart"),
         (r"^/api/v1/adapters/[^/]+$", "/api/v1/adapters/{name}"),
         (r"^/api/v1/components/[^/]+/[^/]+$", "/api/v1/components/{kind}/{name}"),
+        (r"^/api/v1/rules/(?!test$)[^/]+$", "/api/v1/rules/{name}"),
+        (
+            r"^/api/v1/rules/[^/]+/(enable|disable)$",
+            lambda path: "/api/v1/rules/{name}/" + path.rsplit("/", 1)[1],
+        ),
         (
             r"^/api/v1/components/[^/]+/[^/]+/(restart|pause|resume)$",
             lambda path: "/api/v1/components/{kind}/{name}/" + path.rsplit("/", 1)[1],
