@@ -43,6 +43,12 @@ __all__ = ["Gateway", "limits_from_config"]
 log = logging.getLogger(__name__)
 
 
+#: Sections a reload reports but does not apply: they take effect at the next restart.
+_RESTART_SECTIONS = (
+    "listeners", "mqtt", "persistence", "data_dir", "node_name", "auth", "sys", "webhooks"
+)  # fmt: skip
+
+
 def limits_from_config(mqtt: MqttConfig) -> ServerLimits:
     """The broker's protocol limits from the ``mqtt:`` section (durations to seconds)."""
     return ServerLimits(
@@ -159,10 +165,7 @@ class Gateway:
         done += self.rules.reconcile(new.rules)
         fixed = [
             name
-            for name in (
-                "listeners", "mqtt", "persistence", "data_dir", "node_name", "auth", "sys",
-                "webhooks",
-            )  # fmt: skip
+            for name in _RESTART_SECTIONS
             if getattr(new, name) != getattr(self.config, name)
         ]
         if getattr(new, "api", None) != getattr(self.config, "api", None):

@@ -102,9 +102,12 @@ class Webhook:
 
     def observe(self, event: BrokerEvent) -> None:
         topic = _topic_of(event)
-        if topic is not None and (not self._all_topics or topic.startswith("$")):
-            if not any(filter_matches(f, topic) for f in self._filters):
-                return
+        if (
+            topic is not None
+            and (not self._all_topics or topic.startswith("$"))
+            and not any(filter_matches(f, topic) for f in self._filters)
+        ):
+            return
         self.append(event)
 
     def append(self, entry: Entry) -> None:
@@ -127,11 +130,12 @@ class Webhook:
         row = event_row(entry, self.node)
         row["action"] = entry.NAME.replace(".", "_")
         payload = row.get("payload")
-        if payload is not None:
-            if self.config.payload_encoding == "base64" or isinstance(payload, bytes):
-                raw = payload if isinstance(payload, bytes) else payload.encode()
-                row["payload"] = base64.b64encode(raw).decode("ascii")
-                row["payload_encoding"] = "base64"
+        if payload is not None and (
+            self.config.payload_encoding == "base64" or isinstance(payload, bytes)
+        ):
+            raw = payload if isinstance(payload, bytes) else payload.encode()
+            row["payload"] = base64.b64encode(raw).decode("ascii")
+            row["payload_encoding"] = "base64"
         return to_json(row).encode()
 
     def headers(self, body: bytes) -> dict[str, str]:
@@ -217,9 +221,7 @@ class Webhooks:
                 for config in self.configs:
                     hook = self._hooks[config.name] = Webhook(config, self.node)
                     session = aiohttp.ClientSession(
-                        connector=aiohttp.TCPConnector(
-                            limit=config.pool_size, ssl=_ssl(config)
-                        ),
+                        connector=aiohttp.TCPConnector(limit=config.pool_size, ssl=_ssl(config)),
                         timeout=aiohttp.ClientTimeout(total=config.timeout),
                     )
                     sessions.append(session)

@@ -218,33 +218,34 @@ class _Compiler:
         self.sql = sql
 
     def select(self, statement: Statement) -> Callable[[Row], dict[str, Any]]:
-        steps: list[Callable[[Row, dict[str, Any]], None]] = []
+        # (getter, name, path): name for "AS name" and one-level fields, path for
+        # "payload.a.b" kept nested; no getter: "*".
+        items: list[tuple[Getter | None, str, tuple[str | int, ...]]] = []
         for item in statement.fields:
             if item.expr is None:
-                steps.append(lambda row, out: out.update(row.as_dict()))
-                continue
-            getter = self.expr(item.expr)
-            if item.alias is not None:
-                alias = item.alias
-                steps.append(lambda row, out, g=getter, a=alias: out.__setitem__(a, g(row)))
+                items.append((None, "*", ()))
+            elif item.alias is not None:
+                items.append((self.expr(item.expr), item.alias, ()))
             else:
-                assert isinstance(item.expr, Field)
+                assert isinstance(item.expr, Field)  # others are named by their text
                 path = item.expr.path
-                if len(path) == 1:
-                    name = str(path[0])
-                    steps.append(lambda row, out, g=getter, n=name: out.__setitem__(n, g(row)))
-                else:
-                    steps.append(lambda row, out, g=getter, p=path: _nest(out, p, g(row)))
+                nested = path if len(path) > 1 else ()
+                items.append((self.expr(item.expr), str(path[0]), nested))
 
         def select(row: Row) -> dict[str, Any]:
             out: dict[str, Any] = {}
-            for step in steps:
-                step(row, out)
+            for getter, name, path in items:
+                if getter is None:
+                    out.update(row.as_dict())
+                elif path:
+                    _nest(out, path, getter(row))
+                else:
+                    out[name] = getter(row)
             return out
 
         return select
 
-    def expr(self, node: Expr) -> Getter:  # noqa: C901 - one dispatch over node types
+    def expr(self, node: Expr) -> Getter:
         if isinstance(node, Literal):
             value = node.value
             return lambda row: value
@@ -373,8 +374,7 @@ class _Compiler:
             wanted = str(least) if least == most else (
                 f"{least} or more" if most is None else f"{least} to {most}")  # fmt: skip
             raise RuleSyntaxError(
-                f"{node.name}() takes {wanted} argument{'s' if wanted != '1' else ''},"
-                f" got {count}",
+                f"{node.name}() takes {wanted} argument{'s' if wanted != '1' else ''}, got {count}",
                 self.sql,
                 node.pos,
             )

@@ -267,8 +267,10 @@ class RuleEngine:
 
             def observe(event: BrokerEvent) -> None:
                 message = getattr(event, "message", None)
-                if message is not None and message.origin.protocol == "rule" and (
-                    message.origin.name == rule.name
+                if (
+                    message is not None
+                    and message.origin.protocol == "rule"
+                    and (message.origin.name == rule.name)
                 ):
                     return  # what this rule published: no loop through its own events
                 enqueue(rule, event)
@@ -340,11 +342,11 @@ class RuleEngine:
                 self.delete(rule.name)
                 changes.append(f"rule: removed {rule.name}")
         for name, config in wanted.items():
-            rule = self._rules.get(name)
-            if rule is None:
+            installed = self._rules.get(name)
+            if installed is None:
                 self.add(config, CONFIG)
                 changes.append(f"rule: added {name}")
-            elif rule.config != config or rule.source != CONFIG:
+            elif installed.config != config or installed.source != CONFIG:
                 self.update(config, CONFIG)
                 changes.append(f"rule: updated {name}")
         return changes
@@ -360,7 +362,9 @@ class RuleEngine:
             topic = str(sample.get("topic", ""))
             if not any(filter_matches(f, topic) for f in statement.topics):
                 return {"matched": False, "output": None, "reason": "FROM does not match"}
-        elif not any("$events/" + event.replace(".", "_") == s for s in statement.statement.sources):
+        elif not any(
+            "$events/" + event.replace(".", "_") == s for s in statement.statement.sources
+        ):
             return {"matched": False, "output": None, "reason": "FROM does not match"}
         try:
             if not statement.matches(row):

@@ -307,8 +307,11 @@ FUNCTIONS: dict[str, Function] = {
         2,
         2,
     ),
-    "sprintf": (_nulls(lambda fmt, *a: to_text(fmt).replace("~p", "%s").replace("~s", "%s") % a),
-                1, None),  # fmt: skip
+    "sprintf": (
+        _nulls(lambda fmt, *a: to_text(fmt).replace("~p", "%s").replace("~s", "%s") % a),
+        1,
+        None,
+    ),
     "str": (_nulls(to_text), 1, 1),
     # math
     "abs": (_math(abs), 1, 1),

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 
 __all__ = [
     "Binary",
+    "Call",
     "Case",
     "Expr",
     "Field",
-    "Call",
     "InList",
     "IsNull",
     "Like",

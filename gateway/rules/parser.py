@@ -67,9 +67,7 @@ class RuleSyntaxError(EdgebusError, ValueError):
         self.pos = pos
         self.line = sql.count("\n", 0, pos) + 1
         self.column = pos - (sql.rfind("\n", 0, pos) + 1) + 1
-        super().__init__(
-            f"{message} at position {pos} (line {self.line}, column {self.column})"
-        )
+        super().__init__(f"{message} at position {pos} (line {self.line}, column {self.column})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -350,9 +348,9 @@ class _Parser:
         if self.is_op("-"):
             pos = self.advance().pos
             operand = self.expr_at(self.unary)
-            if isinstance(operand, Literal) and isinstance(operand.value, int | float):
-                if not isinstance(operand.value, bool):
-                    return Literal(-operand.value, pos)
+            value = operand.value if isinstance(operand, Literal) else None
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                return Literal(-value, pos)
             return Unary("-", operand, pos)
         if self.is_op("+"):
             self.advance()

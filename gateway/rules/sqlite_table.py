@@ -132,4 +132,3 @@ class SqliteTables:
             return
         for counts, _, _ in items:
             counts.succeeded += 1
-

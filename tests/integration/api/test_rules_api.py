@@ -69,15 +69,15 @@ def test_bad_rules_are_refused_with_the_position(http: Http, gw: RunningGateway)
 
 def test_testing_a_rule_has_no_side_effect(http: Http, clients: Clients) -> None:
     watcher = clients.subscriber(5, "#")
-    sql = (
-        "SELECT payload.t * 2 AS double, upper(clientid) AS who FROM \"s/#\""
-        " WHERE payload.t > 1"
-    )
+    sql = 'SELECT payload.t * 2 AS double, upper(clientid) AS who FROM "s/#" WHERE payload.t > 1'
     sample = {"topic": "s/1", "payload": {"t": 4}, "clientid": "dev"}
     result = http.post("/api/v1/rules/test", {"sql": sql, "sample": sample})
     assert result.status == 200
     assert result.json() == {
-        "matched": True, "output": {"double": 8, "who": "DEV"}, "reason": None, "error": None
+        "matched": True,
+        "output": {"double": 8, "who": "DEV"},
+        "reason": None,
+        "error": None,
     }
     cold = http.post("/api/v1/rules/test", {"sql": sql, "sample": {**sample, "payload": {"t": 0}}})
     assert cold.json()["matched"] is False

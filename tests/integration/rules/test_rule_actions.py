@@ -36,7 +36,9 @@ webhooks:
 def _rows(path: Path) -> list[tuple[object, ...]]:
     with sqlite3.connect(path) as db:
         try:
-            return db.execute("SELECT temp, clientid, room FROM readings ORDER BY _rowid").fetchall()
+            return db.execute(
+                "SELECT temp, clientid, room FROM readings ORDER BY _rowid"
+            ).fetchall()
         except sqlite3.OperationalError:  # not created yet
             return []
 
@@ -52,7 +54,9 @@ def test_republish_sqlite_and_webhook_actions(tmp_path: Path) -> None:
             device.publish("sensors/attic/temp", b"not json", qos=1)
             got = {m.topic: m.payload for m in alerts.expect_messages(4)}
             assert json.loads(got["alerts/kitchen"]) == {
-                "temp": 35, "clientid": "dev-1", "room": "kitchen"
+                "temp": 35,
+                "clientid": "dev-1",
+                "room": "kitchen",
             }
             assert got["copy/sensors/kitchen/temp"] == b'{"t": 35} at sensors/kitchen/temp'
             assert got["copy/sensors/hall/temp"] == b'{"t": 20} at sensors/hall/temp'
@@ -71,7 +75,10 @@ def test_republish_sqlite_and_webhook_actions(tmp_path: Path) -> None:
             )
             assert (hot["matched"], hot["passed"], hot["failed"]) == (3, 1, 0)
             assert [(a["type"], a["succeeded"], a["failed"]) for a in hot["actions"]] == [
-                ("republish", 1, 0), ("sqlite", 1, 0), ("webhook", 1, 0), ("log", 1, 0)
+                ("republish", 1, 0),
+                ("sqlite", 1, 0),
+                ("webhook", 1, 0),
+                ("log", 1, 0),
             ]
         finally:
             clients.close_all()
@@ -125,13 +132,17 @@ rules:
             car = clients.connect(5, "car-7")
             car.subscribe("orders/#", 0)
             assert json.loads(audit.expect_message().payload) == {
-                "clientid": "car-7", "topic": "orders/#", "qos": 0
+                "clientid": "car-7",
+                "topic": "orders/#",
+                "qos": 0,
             }
             clients.connect(4, "shop").publish("orders/1", b"{}", qos=0)
             car.expect_message()
             delivered = audit.expect_message()
             assert json.loads(delivered.payload) == {
-                "from_clientid": "shop", "clientid": "car-7", "topic": "orders/1"
+                "from_clientid": "shop",
+                "clientid": "car-7",
+                "topic": "orders/1",
             }
             clients.connect(4, "shop2").publish("nobody/listens", b"x", qos=0)
             car.disconnect()
@@ -147,15 +158,18 @@ rules:
                         return []
 
             wait_until(
-                lambda: presence()
-                == [("client.connected", "car-7"), ("client.disconnected", "car-7")],
+                lambda: (
+                    presence() == [("client.connected", "car-7"), ("client.disconnected", "car-7")]
+                ),
                 what="both presence rows",
             )
             drops = wait_until(
-                lambda: (s := {r["name"]: r for r in gw.call(gw.gateway.rules.statuses)})[
-                    "drops"
-                ]["passed"]
-                and s["drops"],
+                lambda: (
+                    (s := {r["name"]: r for r in gw.call(gw.gateway.rules.statuses)})["drops"][
+                        "passed"
+                    ]
+                    and s["drops"]
+                ),
                 what="the no_subscribers drop seen",
             )
             assert drops["failed"] == 0

@@ -59,11 +59,17 @@ webhooks:
         connected = by_event["client.connected"].json()
         assert connected["action"] == "client_connected"
         assert (connected["clientid"], connected["proto_ver"], connected["keepalive"]) == (
-            "w1", 5, 60
+            "w1",
+            5,
+            60,
         )
         assert connected["ipaddress"] == "127.0.0.1"
         published = by_event["message.publish"].json()
-        assert (published["topic"], published["payload"], published["qos"]) == ("plant/a", "hello", 1)
+        assert (published["topic"], published["payload"], published["qos"]) == (
+            "plant/a",
+            "hello",
+            1,
+        )
         assert published["clientid"] == "w1"
         delivered = by_event["message.delivered"].json()
         assert (delivered["from_clientid"], delivered["clientid"]) == ("w1", "w1")
@@ -94,8 +100,9 @@ webhooks:
                 assert base64.b64decode(requests[0].json()["payload"]) == b"\x00\xffdata"
                 assert requests[0].json()["payload_encoding"] == "base64"
                 stats = wait_until(
-                    lambda: (s := gw.call(lambda: gw.gateway.webhooks.statuses()[0]))["failed"]
-                    and s,
+                    lambda: (
+                        (s := gw.call(lambda: gw.gateway.webhooks.statuses()[0]))["failed"] and s
+                    ),
                     what="the failure counted",
                 )
                 assert (stats["sent"], stats["failed"], stats["retried"]) == (0, 1, 2)

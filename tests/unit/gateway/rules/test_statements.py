@@ -41,17 +41,30 @@ MESSAGE = Context(
 
 TABLE: list[tuple[str, dict[str, Any] | None]] = [
     # fields of the message
-    ('SELECT topic, qos, retain, clientid, username FROM "sensors/#"',
-     {"topic": "sensors/kitchen/temp", "qos": 1, "retain": False, "clientid": "dev-1",
-      "username": "alice"}),
-    ('SELECT id, timestamp, origin, peerhost FROM "#"',
-     {"id": 42, "timestamp": 1_700_000_000_123, "origin": "mqtt", "peerhost": "10.0.0.5"}),
-    ('SELECT meta.dds.type AS t, properties.content_type AS ct,'
-     ' properties.user_properties.site AS site FROM "#"',
-     {"t": "Temp", "ct": "application/json", "site": "n1"}),
+    (
+        'SELECT topic, qos, retain, clientid, username FROM "sensors/#"',
+        {
+            "topic": "sensors/kitchen/temp",
+            "qos": 1,
+            "retain": False,
+            "clientid": "dev-1",
+            "username": "alice",
+        },
+    ),
+    (
+        'SELECT id, timestamp, origin, peerhost FROM "#"',
+        {"id": 42, "timestamp": 1_700_000_000_123, "origin": "mqtt", "peerhost": "10.0.0.5"},
+    ),
+    (
+        "SELECT meta.dds.type AS t, properties.content_type AS ct,"
+        ' properties.user_properties.site AS site FROM "#"',
+        {"t": "Temp", "ct": "application/json", "site": "n1"},
+    ),
     # JSON payload paths
-    ('SELECT payload.temp AS t, payload.list[1] AS second, payload.nested.a.b AS d FROM "#"',
-     {"t": 31.5, "second": 20, "d": "deep"}),
+    (
+        'SELECT payload.temp AS t, payload.list[1] AS second, payload.nested.a.b AS d FROM "#"',
+        {"t": 31.5, "second": 20, "d": "deep"},
+    ),
     ('SELECT payload.temp FROM "#"', {"payload": {"temp": 31.5}}),
     ('SELECT payload.missing AS m, payload.list[9] AS far FROM "#"', {"m": None, "far": None}),
     # comparisons, logic
@@ -64,8 +77,7 @@ TABLE: list[tuple[str, dict[str, Any] | None]] = [
     ('SELECT 1 AS x FROM "#" WHERE payload.num_text = 12', {"x": 1}),
     ('SELECT 1 AS x FROM "#" WHERE payload.num_text > 9', {"x": 1}),
     ('SELECT 1 AS x FROM "#" WHERE payload.missing > 9', None),
-    ('SELECT 1 AS x FROM "#" WHERE payload.missing IS NULL AND payload.temp IS NOT NULL',
-     {"x": 1}),
+    ('SELECT 1 AS x FROM "#" WHERE payload.missing IS NULL AND payload.temp IS NOT NULL', {"x": 1}),
     ('SELECT 1 AS x FROM "#" WHERE payload.flag', {"x": 1}),
     ('SELECT 1 AS x FROM "#" WHERE payload.flag = true AND payload.nothing IS NULL', {"x": 1}),
     # IN, LIKE
@@ -77,49 +89,82 @@ TABLE: list[tuple[str, dict[str, Any] | None]] = [
     ("SELECT 1 AS x FROM \"#\" WHERE topic LIKE 'sensors/_/temp'", None),
     ("SELECT 1 AS x FROM \"#\" WHERE payload.name NOT LIKE 'Probe-_'", None),
     # arithmetic and precedence
-    ('SELECT 1 + 2 * 3 AS a, (1 + 2) * 3 AS b, 7 / 2 AS c, 8 / 2 AS d, 7 div 2 AS e,'
-     ' 7 % 3 AS f, 7 mod 3 AS g, -payload.hum AS h FROM "#"',
-     {"a": 7, "b": 9, "c": 3.5, "d": 4, "e": 3, "f": 1, "g": 1, "h": -40}),
+    (
+        "SELECT 1 + 2 * 3 AS a, (1 + 2) * 3 AS b, 7 / 2 AS c, 8 / 2 AS d, 7 div 2 AS e,"
+        ' 7 % 3 AS f, 7 mod 3 AS g, -payload.hum AS h FROM "#"',
+        {"a": 7, "b": 9, "c": 3.5, "d": 4, "e": 3, "f": 1, "g": 1, "h": -40},
+    ),
     ('SELECT payload.temp * 2 + 1 AS t2 FROM "#"', {"t2": 64.0}),
-    ("SELECT 'a' + 'b' AS s, 'n=' || payload.hum AS c, payload.num_text + 1 AS n FROM \"#\"",
-     {"s": "ab", "c": "n=40", "n": 13}),
+    (
+        "SELECT 'a' + 'b' AS s, 'n=' || payload.hum AS c, payload.num_text + 1 AS n FROM \"#\"",
+        {"s": "ab", "c": "n=40", "n": 13},
+    ),
     # CASE
-    ("SELECT CASE WHEN payload.temp > 40 THEN 'hot' WHEN payload.temp > 30 THEN 'warm'"
-     " ELSE 'cold' END AS level FROM \"#\"", {"level": "warm"}),
+    (
+        "SELECT CASE WHEN payload.temp > 40 THEN 'hot' WHEN payload.temp > 30 THEN 'warm'"
+        " ELSE 'cold' END AS level FROM \"#\"",
+        {"level": "warm"},
+    ),
     ("SELECT CASE qos WHEN 0 THEN 'q0' WHEN 1 THEN 'q1' END AS q FROM \"#\"", {"q": "q1"}),
-    ("SELECT CASE WHEN false THEN 1 END AS none FROM \"#\"", {"none": None}),
+    ('SELECT CASE WHEN false THEN 1 END AS none FROM "#"', {"none": None}),
     # functions: strings, math, JSON, time, topics, types
-    ("SELECT upper(payload.name) AS u, lower(payload.name) AS l, strlen(clientid) AS n,"
-     " concat(clientid, '@', username) AS c, substr(topic, 0, 7) AS s,"
-     " replace(topic, '/', '.') AS r, split(topic, '/') AS parts,"
-     " trim('  x ') AS t FROM \"#\"",
-     {"u": "PROBE-7", "l": "probe-7", "n": 5, "c": "dev-1@alice", "s": "sensors",
-      "r": "sensors.kitchen.temp", "parts": ["sensors", "kitchen", "temp"], "t": "x"}),
-    ("SELECT regex_match(payload.name, '^P[a-z]+-\\d$') AS m,"
-     " regex_replace(payload.name, '\\d', 'N') AS r FROM \"#\"", {"m": True, "r": "Probe-N"}),
-    ('SELECT abs(-3) AS a, round(payload.temp) AS r, round(2.345, 2) AS r2, ceil(1.2) AS c,'
-     ' floor(1.8) AS f, sqrt(16) AS s, power(2, 10) AS p, max(1, 5, 3) AS mx,'
-     ' min(4, 2) AS mn FROM "#"',
-     {"a": 3, "r": 32, "r2": 2.35, "c": 2, "f": 1, "s": 4.0, "p": 1024.0, "mx": 5, "mn": 2}),
-    ("SELECT json_encode(payload.nested) AS j, json_decode('{\"k\": [1]}') AS d,"
-     " map_get('a.b', payload.nested) AS g, nth(2, payload.list) AS n FROM \"#\"",
-     {"j": '{"a":{"b":"deep"}}', "d": {"k": [1]}, "g": "deep", "n": 20}),
-    ("SELECT unix_ts_to_rfc3339(timestamp, 'millisecond') AS t,"
-     " rfc3339_to_unix_ts('2023-11-14T22:13:20Z') AS u FROM \"#\"",
-     {"t": "2023-11-14T22:13:20.123Z", "u": 1_700_000_000}),
-    ("SELECT topic_level(topic, 2) AS room, topic_level(topic, -1) AS last,"
-     " topic_levels(topic) AS n, topic_matches(topic, 'sensors/+/temp') AS m FROM \"#\"",
-     {"room": "kitchen", "last": "temp", "n": 3, "m": True}),
-    ("SELECT int('7') AS i, float(payload.hum) AS f, bool('true') AS b, str(12) AS s,"
-     " coalesce(payload.missing, 'dflt') AS c, is_num(payload.temp) AS n,"
-     " is_null(payload.missing) AS z FROM \"#\"",
-     {"i": 7, "f": 40.0, "b": True, "s": "12", "c": "dflt", "n": True, "z": True}),
-    ("SELECT base64_encode('hi') AS e, base64_decode('aGk=') AS d,"
-     " md5('a') AS h FROM \"#\"",
-     {"e": "aGk=", "d": "hi", "h": "0cc175b9c0f1b6a831c399e269772661"}),
+    (
+        "SELECT upper(payload.name) AS u, lower(payload.name) AS l, strlen(clientid) AS n,"
+        " concat(clientid, '@', username) AS c, substr(topic, 0, 7) AS s,"
+        " replace(topic, '/', '.') AS r, split(topic, '/') AS parts,"
+        " trim('  x ') AS t FROM \"#\"",
+        {
+            "u": "PROBE-7",
+            "l": "probe-7",
+            "n": 5,
+            "c": "dev-1@alice",
+            "s": "sensors",
+            "r": "sensors.kitchen.temp",
+            "parts": ["sensors", "kitchen", "temp"],
+            "t": "x",
+        },
+    ),
+    (
+        "SELECT regex_match(payload.name, '^P[a-z]+-\\d$') AS m,"
+        " regex_replace(payload.name, '\\d', 'N') AS r FROM \"#\"",
+        {"m": True, "r": "Probe-N"},
+    ),
+    (
+        "SELECT abs(-3) AS a, round(payload.temp) AS r, round(2.345, 2) AS r2, ceil(1.2) AS c,"
+        " floor(1.8) AS f, sqrt(16) AS s, power(2, 10) AS p, max(1, 5, 3) AS mx,"
+        ' min(4, 2) AS mn FROM "#"',
+        {"a": 3, "r": 32, "r2": 2.35, "c": 2, "f": 1, "s": 4.0, "p": 1024.0, "mx": 5, "mn": 2},
+    ),
+    (
+        "SELECT json_encode(payload.nested) AS j, json_decode('{\"k\": [1]}') AS d,"
+        " map_get('a.b', payload.nested) AS g, nth(2, payload.list) AS n FROM \"#\"",
+        {"j": '{"a":{"b":"deep"}}', "d": {"k": [1]}, "g": "deep", "n": 20},
+    ),
+    (
+        "SELECT unix_ts_to_rfc3339(timestamp, 'millisecond') AS t,"
+        " rfc3339_to_unix_ts('2023-11-14T22:13:20Z') AS u FROM \"#\"",
+        {"t": "2023-11-14T22:13:20.123Z", "u": 1_700_000_000},
+    ),
+    (
+        "SELECT topic_level(topic, 2) AS room, topic_level(topic, -1) AS last,"
+        " topic_levels(topic) AS n, topic_matches(topic, 'sensors/+/temp') AS m FROM \"#\"",
+        {"room": "kitchen", "last": "temp", "n": 3, "m": True},
+    ),
+    (
+        "SELECT int('7') AS i, float(payload.hum) AS f, bool('true') AS b, str(12) AS s,"
+        " coalesce(payload.missing, 'dflt') AS c, is_num(payload.temp) AS n,"
+        ' is_null(payload.missing) AS z FROM "#"',
+        {"i": 7, "f": 40.0, "b": True, "s": "12", "c": "dflt", "n": True, "z": True},
+    ),
+    (
+        "SELECT base64_encode('hi') AS e, base64_decode('aGk=') AS d, md5('a') AS h FROM \"#\"",
+        {"e": "aGk=", "d": "hi", "h": "0cc175b9c0f1b6a831c399e269772661"},
+    ),
     # SELECT *, aliases, an expression named by its text, quoted names
-    ("SELECT upper(clientid), `payload`.hum AS `h` FROM \"#\"",
-     {"upper(clientid)": "DEV-1", "h": 40}),
+    (
+        'SELECT upper(clientid), `payload`.hum AS `h` FROM "#"',
+        {"upper(clientid)": "DEV-1", "h": 40},
+    ),
 ]
 
 
@@ -163,20 +208,20 @@ def test_event_rows_read_like_messages() -> None:
 ERRORS = [
     ('SELECT FROM "a"', 7, "expected a field or an expression, got 'FROM'"),
     ("SELECT a", 8, "expected FROM, got the end of the statement"),
-    ("SELECT a FROM a", 14, 'expected a quoted topic filter, e.g. "sensors/#", got \'a\''),
+    ("SELECT a FROM a", 14, "expected a quoted topic filter, e.g. \"sensors/#\", got 'a'"),
     ('SELECT a FROM "a" WHERE', 23, "expected a value, a field or a function"),
     ('SELECT a FROM "a" WHERE b = = 2', 28, "expected a value, a field or a function, got '='"),
     ('SELECT a FROM "a" WHERE (b = 2', 30, "expected ')', got the end of the statement"),
     ('SELECT a FROM "a" WHERE b NOT 2', 30, "expected IN or LIKE after NOT, got '2'"),
     ('SELECT a FROM "a" WHERE b IN 2', 29, "expected a list after IN"),
     ('SELECT a FROM "a" LIMIT 2', 18, "expected WHERE or the end of the statement, got 'LIMIT'"),
-    ("SELECT 'abc FROM \"a\"", 7, "unterminated quoted text"),
+    ('SELECT \'abc FROM "a"', 7, "unterminated quoted text"),
     ('SELECT a # b FROM "a"', 9, "unexpected character '#'"),
     ('SELECT nope(1) FROM "a"', 7, "unknown function 'nope'"),
     ('SELECT upper(1, 2) FROM "a"', 7, "upper() takes 1 argument, got 2"),
     ('SELECT a FROM "a/#/b"', 14, "bad topic filter 'a/#/b'"),
     ('SELECT a FROM "$events/nope"', 14, "unknown event source '$events/nope'"),
-    ("SELECT CASE END FROM \"a\"", 12, "expected WHEN, got 'END'"),
+    ('SELECT CASE END FROM "a"', 12, "expected WHEN, got 'END'"),
     ('SELECT a.b. FROM "a"', 12, "expected a field name after '.'"),
 ]
 
