@@ -56,7 +56,17 @@ edgebus_adapter_messages_published_total counter  adapter; messages the adapter 
 edgebus_adapter_messages_dropped_total   counter  adapter; its subscription queues overflowed
 edgebus_adapter_queue_depth              gauge    adapter; messages waiting for the adapter
 edgebus_bridge_up                        gauge    bridge; 1 running, 0 otherwise
-edgebus_rule_hits_total                  counter  rule; messages a rule matched
+edgebus_rule_hits_total                  counter  rule; messages a rule matched (its FROM)
+edgebus_rule_passed_total                counter  rule; ... that passed its WHERE
+edgebus_rule_failed_total                counter  rule; evaluations that raised
+edgebus_rule_actions_total               counter  rule, action, type, outcome (succeeded, failed)
+edgebus_rule_queue_dropped_total         counter  entries the full rule-engine queue dropped
+edgebus_rule_queue_depth                 gauge    entries waiting in the rule-engine queue
+edgebus_webhook_sent_total               counter  webhook; posts answered 2xx
+edgebus_webhook_failed_total             counter  webhook; posts failed after their retries
+edgebus_webhook_retried_total            counter  webhook; retries
+edgebus_webhook_dropped_total            counter  webhook; events the full queue dropped
+edgebus_webhook_queue_depth              gauge    webhook; events waiting to be posted
 =======================================  =======  ===============================================
 
 The ``edgebus_component_*`` families cover every component of every kind (adapters,
@@ -67,6 +77,7 @@ them, kept for existing dashboards.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
@@ -170,7 +181,19 @@ def snapshot(gateway: GatewayView) -> Metrics:
         bridges=bridge_infos(gateway),
         rules=rule_infos(gateway),
         components=component_statuses(gateway),
+        rule_engine=_stats_of(gateway, "rules"),
+        webhooks=_statuses_of(gateway, "webhooks"),
     )
+
+
+def _stats_of(gateway: object, attribute: str) -> dict[str, int]:
+    stats = getattr(getattr(gateway, attribute, None), "stats", None)
+    return dict(stats()) if callable(stats) else {}
+
+
+def _statuses_of(gateway: object, attribute: str) -> list[dict[str, Any]]:
+    statuses = getattr(getattr(gateway, attribute, None), "statuses", None)
+    return list(statuses()) if callable(statuses) else []
 
 
 def component_statuses(gateway: object) -> list[InstanceStatus]:
@@ -332,6 +355,63 @@ class BrokerCollector(Collector):
             if rule.hits is not None:
                 hits.add_metric([rule.name], rule.hits)
         yield hits
+        yield from _rule_families(m)
+
+
+def _rule_families(m: Metrics) -> Iterator[Metric]:
+    """The rule engine's and the webhooks' counters (``edgebus_rule_*``, ``edgebus_webhook_*``)."""
+    passed = CounterMetricFamily(
+        "edgebus_rule_passed", "Messages that passed a rule's WHERE", labels=["rule"]
+    )
+    failed = CounterMetricFamily(
+        "edgebus_rule_failed", "Evaluations of a rule that raised", labels=["rule"]
+    )
+    actions = CounterMetricFamily(
+        "edgebus_rule_actions",
+        "Action runs of a rule by outcome",
+        labels=["rule", "action", "type", "outcome"],
+    )
+    for rule in m.rules:
+        details = rule.details
+        if isinstance(details.get("passed"), int):
+            passed.add_metric([rule.name], details["passed"])
+            failed.add_metric([rule.name], details.get("failed", 0))
+        for index, action in enumerate(details.get("actions") or ()):
+            if isinstance(action, dict):
+                for outcome in ("succeeded", "failed"):
+                    labels = [rule.name, str(index), str(action.get("type")), outcome]
+                    actions.add_metric(labels, action.get(outcome, 0))
+    yield from (passed, failed, actions)
+    engine = m.rule_engine
+    yield CounterMetricFamily(
+        "edgebus_rule_queue_dropped",
+        "Entries the full rule-engine queue dropped (oldest first)",
+        value=engine.get("dropped", 0),
+    )
+    yield _gauge(
+        "edgebus_rule_queue_depth", "Entries waiting in the rule-engine queue",
+        engine.get("queue_depth", 0),
+    )  # fmt: skip
+    label = ["webhook"]
+    families: dict[str, CounterMetricFamily | GaugeMetricFamily] = {
+        "sent": CounterMetricFamily("edgebus_webhook_sent", "Posts answered 2xx", labels=label),
+        "failed": CounterMetricFamily(
+            "edgebus_webhook_failed", "Posts that failed after their retries", labels=label
+        ),
+        "retried": CounterMetricFamily(
+            "edgebus_webhook_retried", "Retries of failed posts", labels=["webhook"]
+        ),
+        "dropped": CounterMetricFamily(
+            "edgebus_webhook_dropped", "Events the full queue dropped", labels=["webhook"]
+        ),
+        "queue_depth": GaugeMetricFamily(
+            "edgebus_webhook_queue_depth", "Events waiting to be posted", labels=["webhook"]
+        ),
+    }
+    for hook in m.webhooks:
+        for key, family in families.items():
+            family.add_metric([str(hook.get("name"))], hook.get(key, 0))
+    yield from families.values()
 
 
 def _component_families(components: list[InstanceStatus]) -> Iterator[Metric]:

@@ -361,3 +361,13 @@ class Metrics(BaseModel):
     bridges: list[ComponentInfo]
     rules: list[RuleInfo]
     components: list[InstanceStatus] = Field(default_factory=list)
+    rule_engine: dict[str, int] = Field(
+        default_factory=dict,
+        description="The rule engine's queue: `queue_depth`, `queue_size`, `dropped`,"
+        " `processed`, `rules`.",
+    )
+    webhooks: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="Per webhook: `queued`, `sent`, `failed`, `retried`, `dropped`,"
+        " `queue_depth`.",
+    )

@@ -7,6 +7,9 @@ import json
 import sqlite3
 from pathlib import Path
 
+from prometheus_client import generate_latest
+
+from gateway.api.metrics import new_registry, snapshot
 from tests.helpers.gateway import running_gateway
 from tests.helpers.http_sink import HttpSink
 from tests.integration.broker.support import Clients, wait_until
@@ -80,6 +83,15 @@ def test_republish_sqlite_and_webhook_actions(tmp_path: Path) -> None:
                 ("webhook", 1, 0),
                 ("log", 1, 0),
             ]
+            metrics = gw.call(lambda: snapshot(gw.gateway))
+            assert metrics.rule_engine["dropped"] == 0
+            assert [h["sent"] for h in metrics.webhooks] == [1]
+            scraped = gw.call(lambda: generate_latest(new_registry(gw.gateway)).decode())
+            assert 'edgebus_rule_passed_total{rule="hot"} 1.0' in scraped
+            assert (
+                'edgebus_rule_actions_total{action="1",outcome="succeeded",rule="hot",'
+                'type="sqlite"} 1.0' in scraped
+            )
         finally:
             clients.close_all()
 

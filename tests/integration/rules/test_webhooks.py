@@ -7,9 +7,13 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import re
 import time
 from pathlib import Path
 
+from prometheus_client import generate_latest
+
+from gateway.api.metrics import new_registry
 from tests.helpers.gateway import running_gateway
 from tests.helpers.http_sink import HttpSink, StalledSink
 from tests.helpers.timeouts import unit
@@ -143,5 +147,11 @@ webhooks:
                 assert stats["queue_depth"] <= 100
                 assert stats["sent"] == 0
                 assert elapsed < unit(60)
+                scraped = gw.call(lambda: generate_latest(new_registry(gw.gateway)).decode())
+                dropped = re.search(
+                    r'edgebus_webhook_dropped_total\{webhook="dead"\} (\S+)', scraped
+                )
+                assert dropped is not None
+                assert float(dropped.group(1)) >= stats["dropped"]
             finally:
                 clients.close_all()
