@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from broker_core.context import Context, Origin
+from broker_core.errors import AdapterError
 from broker_core.mqtt.properties import Properties
 from broker_core.mqtt.topics import filter_matches
 from broker_core.observe import BrokerEvent
@@ -69,6 +70,7 @@ class Rule:
         self.passed = 0  # ... and passed WHERE
         self.failed = 0  # evaluating it raised
         self.dropped = 0  # its entries dropped from the full queue
+        self.error: str | None = None  # why it could not be installed
 
     @property
     def enabled(self) -> bool:
@@ -77,7 +79,7 @@ class Rule:
     def status(self) -> dict[str, Any]:
         return {
             "name": self.name,
-            "state": "running" if self.enabled else "disabled",
+            "state": "error" if self.error else "running" if self.enabled else "disabled",
             "hits": self.matched,
             "enabled": self.enabled,
             "source": self.source,
@@ -87,6 +89,7 @@ class Rule:
             "passed": self.passed,
             "failed": self.failed,
             "dropped": self.dropped,
+            "error": self.error,
             "actions": [action.stats() for action in self.actions]
             or [{"type": a.type, "succeeded": 0, "failed": 0} for a in self.config.actions],
         }
@@ -177,7 +180,14 @@ class RuleEngine:
         self._running = True
         try:
             for config in self._configured:
-                self._install(Rule(config, CONFIG))
+                rule = Rule(config, CONFIG)
+                try:
+                    self._install(rule)
+                except AdapterError as exc:  # the ACL denies its filters
+                    self._uninstall(rule)
+                    rule.error = str(exc)
+                    self._rules[rule.name] = rule
+                    log.error("rule %s not installed: %s", rule.name, exc)
             await self._work()
         finally:
             self._running = False

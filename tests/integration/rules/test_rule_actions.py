@@ -187,3 +187,24 @@ rules:
             assert drops["failed"] == 0
         finally:
             clients.close_all()
+
+
+def test_a_rule_the_acl_denies_is_reported_and_the_others_run(tmp_path: Path) -> None:
+    config = """
+acl:
+  default: deny
+  rules:
+    - {permission: allow, clientid: "rule:allowed", topics: ["open/#", "copied/#"]}
+rules:
+  - name: denied
+    sql: 'SELECT * FROM "secret/#"'
+    actions: [{type: log}]
+  - name: allowed
+    sql: 'SELECT payload FROM "open/#"'
+    actions: [{type: republish, topic: "copied/x"}]
+"""
+    with running_gateway(tmp_path, config) as gw:
+        states = {s["name"]: s for s in gw.call(gw.gateway.rules.statuses)}
+        assert states["denied"]["state"] == "error"
+        assert "the ACL denies subscribing to 'secret/#'" in states["denied"]["error"]
+        assert states["allowed"]["state"] == "running"
