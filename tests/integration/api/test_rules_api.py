@@ -3,7 +3,12 @@ time, checked through MQTT traffic and the counters."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import yaml
+
 from tests.helpers.gateway import RunningGateway
+from tests.integration.api.conftest import API_CONFIG
 from tests.integration.api.support import Http
 from tests.integration.broker.support import Clients
 
@@ -96,3 +101,34 @@ def test_testing_a_rule_has_no_side_effect(http: Http, clients: Clients) -> None
     assert broken.json()["detail"]["position"] == 25
     watcher.expect_no_message()
     assert http.get("/api/v1/rules").json() == []
+
+
+def test_a_reload_applies_the_files_rules_and_keeps_the_apis(
+    tmp_path: Path, gw: RunningGateway, http: Http
+) -> None:
+    assert http.post("/api/v1/rules", RULE).status == 201
+    data = yaml.safe_load(API_CONFIG)
+    data.update(
+        {
+            "listeners": [{"type": "tcp", "bind": "127.0.0.1:0"}],
+            "data_dir": str(gw.gateway.config.data_dir),
+            "persistence": "memory",
+            "sys": {"interval": 0},
+            "rules": [
+                {"name": "filed", "sql": 'SELECT * FROM "f/#"', "actions": [{"type": "log"}]}
+            ],
+        }
+    )
+    data["api"]["bind"] = "127.0.0.1:0"
+    path = tmp_path / "edgebus.yaml"
+    path.write_text(yaml.safe_dump(data))
+    gw.call(lambda: setattr(gw.gateway, "config_path", path))
+    reply = http.post("/api/v1/reload")
+    assert reply.status == 200
+    assert "rule: added filed" in reply.json()["reloaded"]
+    listed = {r["name"]: r["details"]["source"] for r in http.get("/api/v1/rules").json()}
+    assert listed == {"copy": "api", "filed": "config"}
+    data["rules"] = []
+    path.write_text(yaml.safe_dump(data))
+    assert "rule: removed filed" in http.post("/api/v1/reload").json()["reloaded"]
+    assert [r["name"] for r in http.get("/api/v1/rules").json()] == ["copy"]
