@@ -6,7 +6,8 @@
         requests = sink.wait_for(3)        # bounded wait for 3 requests
         requests[0].json(), requests[0].headers["X-Edgebus-Signature"]
 
-``status`` sets the answer (e.g. 500 to make the sender retry). ``StalledSink`` accepts
+``status`` sets the answer (e.g. 500 to make the sender retry); ``tls`` (a server
+``ssl.SSLContext``) serves HTTPS. ``StalledSink`` accepts
 connections and never answers: a dead endpoint for timeouts.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 import socket
+import ssl
 import threading
 import time
 from dataclasses import dataclass
@@ -43,8 +45,9 @@ class _Server(ThreadingHTTPServer):
 
 
 class HttpSink:
-    def __init__(self, status: int = 200) -> None:
+    def __init__(self, status: int = 200, tls: ssl.SSLContext | None = None) -> None:
         self.status = status
+        self.scheme = "http" if tls is None else "https"
         self.requests: list[Request] = []
         self._lock = threading.Lock()
         sink = self
@@ -66,11 +69,13 @@ class HttpSink:
                 return None
 
         self._server = _Server(("127.0.0.1", 0), Handler)
+        if tls is not None:
+            self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     def url(self, path: str = "/") -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
+        return f"{self.scheme}://127.0.0.1:{self.port}{path}"
 
     def received(self, path: str | None = None) -> list[Request]:
         with self._lock:

@@ -208,3 +208,37 @@ rules:
         assert states["denied"]["state"] == "error"
         assert "the ACL denies subscribing to 'secret/#'" in states["denied"]["error"]
         assert states["allowed"]["state"] == "running"
+
+
+def test_a_full_queue_drops_the_oldest_and_counts(tmp_path: Path) -> None:
+    """100 messages routed in one loop turn, before the engine's worker runs, into a
+    queue of 10: the 90 oldest are dropped and counted; the broker delivers all 100."""
+    config = """
+rules:
+  - name: busy
+    sql: 'SELECT payload FROM "burst/#"'
+    actions: [{type: log, level: debug}]
+"""
+    with running_gateway(tmp_path, config) as gw:
+        clients = Clients(gw)
+        try:
+            watcher = clients.subscriber(4, "burst/#")
+            engine = gw.gateway.rules
+
+            def burst() -> None:
+                engine.queue_size = 10
+                client = gw.gateway.hub.client("api", "burst")
+                for i in range(100):
+                    client.publish(client.context("burst/x", str(i).encode()))
+
+            gw.call(burst)
+            assert len(watcher.expect_messages(100)) == 100
+            status = wait_until(
+                lambda: (s := gw.call(engine.statuses)[0])["matched"] == 10 and s,
+                what="the 10 newest evaluated",
+            )
+            assert (status["dropped"], gw.call(engine.stats)["dropped"]) == (90, 90)
+            scraped = gw.call(lambda: generate_latest(new_registry(gw.gateway)).decode())
+            assert "edgebus_rule_queue_dropped_total 90.0" in scraped
+        finally:
+            clients.close_all()

@@ -8,6 +8,7 @@ import base64
 import hashlib
 import hmac
 import re
+import ssl
 import time
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from gateway.api.metrics import new_registry
 from tests.helpers.gateway import running_gateway
 from tests.helpers.http_sink import HttpSink, StalledSink
 from tests.helpers.timeouts import unit
+from tests.integration.listeners.pki import Pki
 from tests.integration.broker.support import Clients, wait_until
 
 
@@ -153,5 +155,36 @@ webhooks:
                 )
                 assert dropped is not None
                 assert float(dropped.group(1)) >= stats["dropped"]
+            finally:
+                clients.close_all()
+
+
+def test_https_endpoints_are_verified(tmp_path: Path) -> None:
+    pki = Pki.create(tmp_path / "pki")
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(pki.server.cert, pki.server.key)
+    with HttpSink(tls=tls) as sink:
+        config = f"""
+webhooks:
+  - {{name: trusted, url: "{sink.url("/trusted")}", events: [client.connected],
+      cafile: "{pki.ca}"}}
+  - {{name: unverified, url: "{sink.url("/unverified")}", events: [client.connected],
+      tls_verify: false}}
+  - {{name: untrusted, url: "{sink.url("/untrusted")}", events: [client.connected],
+      retries: 0}}
+"""
+        with running_gateway(tmp_path, config) as gw:
+            clients = Clients(gw)
+            try:
+                clients.connect(5, "secure")
+                assert sink.wait_for(1, "/trusted")[0].json()["clientid"] == "secure"
+                assert sink.wait_for(1, "/unverified")[0].json()["clientid"] == "secure"
+
+                def untrusted() -> dict[str, int]:
+                    hooks = gw.call(gw.gateway.webhooks.statuses)
+                    return next(h for h in hooks if h["name"] == "untrusted")
+
+                assert wait_until(lambda: untrusted()["failed"] == 1, what="refused")
+                assert sink.received("/untrusted") == []
             finally:
                 clients.close_all()
