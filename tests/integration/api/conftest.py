@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from tests.helpers.gateway import RunningGateway, running_gateway
 from tests.integration.api.support import KEY, PASSWORD, USER, Http, bearer
@@ -19,6 +21,25 @@ api:
     - username: {USER}
       password: "{PASSWORD}"
 """
+
+
+def config_file(tmp_path: Path, gw: RunningGateway, **sections: Any) -> Path:
+    """The running gateway's configuration as a file (for reloads), with ``sections``
+    replaced."""
+    data = yaml.safe_load(API_CONFIG)
+    data.update(
+        {
+            "listeners": [{"type": "tcp", "bind": "127.0.0.1:0"}],
+            "data_dir": str(gw.gateway.config.data_dir),
+            "persistence": "memory",
+            "sys": {"interval": 0},
+        }
+    )
+    data["api"]["bind"] = "127.0.0.1:0"
+    data.update(sections)
+    path = tmp_path / "edgebus.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
 
 
 def http_of(gw: RunningGateway) -> Http:

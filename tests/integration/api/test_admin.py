@@ -9,7 +9,7 @@ import yaml
 
 from tests.helpers.gateway import RunningGateway, running_gateway
 from tests.helpers.timeouts import unit
-from tests.integration.api.conftest import API_CONFIG, http_of
+from tests.integration.api.conftest import API_CONFIG, config_file, http_of
 from tests.integration.api.support import KEY, PASSWORD, Http
 from tests.integration.broker.support import Clients
 
@@ -40,20 +40,7 @@ def test_config_is_the_effective_one_with_secrets_masked(tmp_path: Path) -> None
 
 def _config_file(tmp_path: Path, gw: RunningGateway, acl: str) -> Path:
     """The running configuration as a file, with another ``acl:`` section."""
-    data = yaml.safe_load(API_CONFIG)
-    data.update(
-        {
-            "listeners": [{"type": "tcp", "bind": "127.0.0.1:0"}],
-            "data_dir": str(gw.gateway.config.data_dir),
-            "persistence": "memory",
-            "sys": {"interval": 0},
-        }
-    )
-    data["api"]["bind"] = "127.0.0.1:0"
-    data["acl"] = yaml.safe_load(acl)
-    path = tmp_path / "edgebus.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
+    return config_file(tmp_path, gw, acl=yaml.safe_load(acl))
 
 
 def test_reload_reads_the_acl_again(

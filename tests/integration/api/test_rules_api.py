@@ -5,10 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
 from tests.helpers.gateway import RunningGateway
-from tests.integration.api.conftest import API_CONFIG
+from tests.integration.api.conftest import config_file
 from tests.integration.api.support import Http
 from tests.integration.broker.support import Clients
 
@@ -107,28 +105,14 @@ def test_a_reload_applies_the_files_rules_and_keeps_the_apis(
     tmp_path: Path, gw: RunningGateway, http: Http
 ) -> None:
     assert http.post("/api/v1/rules", RULE).status == 201
-    data = yaml.safe_load(API_CONFIG)
-    data.update(
-        {
-            "listeners": [{"type": "tcp", "bind": "127.0.0.1:0"}],
-            "data_dir": str(gw.gateway.config.data_dir),
-            "persistence": "memory",
-            "sys": {"interval": 0},
-            "rules": [
-                {"name": "filed", "sql": 'SELECT * FROM "f/#"', "actions": [{"type": "log"}]}
-            ],
-        }
-    )
-    data["api"]["bind"] = "127.0.0.1:0"
-    path = tmp_path / "edgebus.yaml"
-    path.write_text(yaml.safe_dump(data))
+    filed = [{"name": "filed", "sql": 'SELECT * FROM "f/#"', "actions": [{"type": "log"}]}]
+    path = config_file(tmp_path, gw, rules=filed)
     gw.call(lambda: setattr(gw.gateway, "config_path", path))
     reply = http.post("/api/v1/reload")
     assert reply.status == 200
     assert "rule: added filed" in reply.json()["reloaded"]
     listed = {r["name"]: r["details"]["source"] for r in http.get("/api/v1/rules").json()}
     assert listed == {"copy": "api", "filed": "config"}
-    data["rules"] = []
-    path.write_text(yaml.safe_dump(data))
+    config_file(tmp_path, gw, rules=[])
     assert "rule: removed filed" in http.post("/api/v1/reload").json()["reloaded"]
     assert [r["name"] for r in http.get("/api/v1/rules").json()] == ["copy"]

@@ -36,12 +36,11 @@ webhooks:
 """
 
 
-def _rows(path: Path) -> list[tuple[object, ...]]:
+def _rows(path: Path, columns: str, table: str) -> list[tuple[object, ...]]:
+    """The rows the gateway has written so far (none before the table exists)."""
     with sqlite3.connect(path) as db:
         try:
-            return db.execute(
-                "SELECT temp, clientid, room FROM readings ORDER BY _rowid"
-            ).fetchall()
+            return db.execute(f"SELECT {columns} FROM {table} ORDER BY _rowid").fetchall()
         except sqlite3.OperationalError:  # not created yet
             return []
 
@@ -67,7 +66,13 @@ def test_republish_sqlite_and_webhook_actions(tmp_path: Path) -> None:
             posted = sink.wait_for(1, "/rules")
             assert posted[0].json() == {"temp": 35, "clientid": "dev-1", "room": "kitchen"}
             database = tmp_path / "data" / "rules.db"
-            wait_until(lambda: _rows(database) == [(35, "dev-1", "kitchen")], what="a row")
+            wait_until(
+                lambda: (
+                    _rows(database, "temp, clientid, room", "readings")
+                    == [(35, "dev-1", "kitchen")]
+                ),
+                what="a row",
+            )
 
             def counts() -> dict[str, object]:
                 return {s["name"]: s for s in gw.gateway.rules.statuses()}
@@ -161,13 +166,7 @@ rules:
             database = tmp_path / "data" / "rules.db"
 
             def presence() -> list[tuple[object, ...]]:
-                with sqlite3.connect(database) as db:
-                    try:
-                        return db.execute(
-                            "SELECT event, clientid FROM presence ORDER BY _rowid"
-                        ).fetchall()
-                    except sqlite3.OperationalError:
-                        return []
+                return _rows(database, "event, clientid", "presence")
 
             wait_until(
                 lambda: (

@@ -18,8 +18,8 @@ from gateway.api.metrics import new_registry
 from tests.helpers.gateway import running_gateway
 from tests.helpers.http_sink import HttpSink, StalledSink
 from tests.helpers.timeouts import unit
-from tests.integration.listeners.pki import Pki
 from tests.integration.broker.support import Clients, wait_until
+from tests.integration.listeners.pki import Pki
 
 
 def test_lifecycle_and_message_events_with_emqx_fields(tmp_path: Path) -> None:
