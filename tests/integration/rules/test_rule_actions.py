@@ -12,7 +12,8 @@ from prometheus_client import generate_latest
 from gateway.api.metrics import new_registry, snapshot
 from tests.helpers.gateway import running_gateway
 from tests.helpers.http_sink import HttpSink
-from tests.integration.broker.support import Clients, wait_until
+from tests.integration.broker.support import wait_until
+from tests.integration.rules.support import gateway_with_clients
 
 
 def _config(url: str) -> str:
@@ -46,59 +47,57 @@ def _rows(path: Path, columns: str, table: str) -> list[tuple[object, ...]]:
 
 
 def test_republish_sqlite_and_webhook_actions(tmp_path: Path) -> None:
-    with HttpSink() as sink, running_gateway(tmp_path, _config(sink.url("/rules"))) as gw:
-        clients = Clients(gw)
-        try:
-            alerts = clients.subscriber(5, ["alerts/#", "copy/#"], qos=1)
-            device = clients.connect(5, "dev-1")
-            device.publish("sensors/kitchen/temp", json.dumps({"temp": 35}), qos=1)
-            device.publish("sensors/hall/temp", json.dumps({"temp": 20}), qos=1)
-            device.publish("sensors/attic/temp", b"not json", qos=1)
-            got = {m.topic: m.payload for m in alerts.expect_messages(4)}
-            assert json.loads(got["alerts/kitchen"]) == {
-                "temp": 35,
-                "clientid": "dev-1",
-                "room": "kitchen",
-            }
-            assert got["copy/sensors/kitchen/temp"] == b'{"t": 35} at sensors/kitchen/temp'
-            assert got["copy/sensors/hall/temp"] == b'{"t": 20} at sensors/hall/temp'
-            assert got["copy/sensors/attic/temp"] == b'{"t": } at sensors/attic/temp'
-            posted = sink.wait_for(1, "/rules")
-            assert posted[0].json() == {"temp": 35, "clientid": "dev-1", "room": "kitchen"}
-            database = tmp_path / "data" / "rules.db"
-            wait_until(
-                lambda: (
-                    _rows(database, "temp, clientid, room", "readings")
-                    == [(35, "dev-1", "kitchen")]
-                ),
-                what="a row",
-            )
+    with (
+        HttpSink() as sink,
+        gateway_with_clients(tmp_path, _config(sink.url("/rules"))) as (gw, clients),
+    ):
+        alerts = clients.subscriber(5, ["alerts/#", "copy/#"], qos=1)
+        device = clients.connect(5, "dev-1")
+        device.publish("sensors/kitchen/temp", json.dumps({"temp": 35}), qos=1)
+        device.publish("sensors/hall/temp", json.dumps({"temp": 20}), qos=1)
+        device.publish("sensors/attic/temp", b"not json", qos=1)
+        got = {m.topic: m.payload for m in alerts.expect_messages(4)}
+        assert json.loads(got["alerts/kitchen"]) == {
+            "temp": 35,
+            "clientid": "dev-1",
+            "room": "kitchen",
+        }
+        assert got["copy/sensors/kitchen/temp"] == b'{"t": 35} at sensors/kitchen/temp'
+        assert got["copy/sensors/hall/temp"] == b'{"t": 20} at sensors/hall/temp'
+        assert got["copy/sensors/attic/temp"] == b'{"t": } at sensors/attic/temp'
+        posted = sink.wait_for(1, "/rules")
+        assert posted[0].json() == {"temp": 35, "clientid": "dev-1", "room": "kitchen"}
+        database = tmp_path / "data" / "rules.db"
+        wait_until(
+            lambda: (
+                _rows(database, "temp, clientid, room", "readings") == [(35, "dev-1", "kitchen")]
+            ),
+            what="a row",
+        )
 
-            def counts() -> dict[str, object]:
-                return {s["name"]: s for s in gw.gateway.rules.statuses()}
+        def counts() -> dict[str, object]:
+            return {s["name"]: s for s in gw.gateway.rules.statuses()}
 
-            hot = wait_until(
-                lambda: (s := gw.call(counts)["hot"])["actions"][2]["succeeded"] == 1 and s,
-                what="the webhook action counted",
-            )
-            assert (hot["matched"], hot["passed"], hot["failed"]) == (3, 1, 0)
-            assert [(a["type"], a["succeeded"], a["failed"]) for a in hot["actions"]] == [
-                ("republish", 1, 0),
-                ("sqlite", 1, 0),
-                ("webhook", 1, 0),
-                ("log", 1, 0),
-            ]
-            metrics = gw.call(lambda: snapshot(gw.gateway))
-            assert metrics.rule_engine["dropped"] == 0
-            assert [h["sent"] for h in metrics.webhooks] == [1]
-            scraped = gw.call(lambda: generate_latest(new_registry(gw.gateway)).decode())
-            assert 'edgebus_rule_passed_total{rule="hot"} 1.0' in scraped
-            assert (
-                'edgebus_rule_actions_total{action="1",outcome="succeeded",rule="hot",'
-                'type="sqlite"} 1.0' in scraped
-            )
-        finally:
-            clients.close_all()
+        hot = wait_until(
+            lambda: (s := gw.call(counts)["hot"])["actions"][2]["succeeded"] == 1 and s,
+            what="the webhook action counted",
+        )
+        assert (hot["matched"], hot["passed"], hot["failed"]) == (3, 1, 0)
+        assert [(a["type"], a["succeeded"], a["failed"]) for a in hot["actions"]] == [
+            ("republish", 1, 0),
+            ("sqlite", 1, 0),
+            ("webhook", 1, 0),
+            ("log", 1, 0),
+        ]
+        metrics = gw.call(lambda: snapshot(gw.gateway))
+        assert metrics.rule_engine["dropped"] == 0
+        assert [h["sent"] for h in metrics.webhooks] == [1]
+        scraped = gw.call(lambda: generate_latest(new_registry(gw.gateway)).decode())
+        assert 'edgebus_rule_passed_total{rule="hot"} 1.0' in scraped
+        assert (
+            'edgebus_rule_actions_total{action="1",outcome="succeeded",rule="hot",'
+            'type="sqlite"} 1.0' in scraped
+        )
 
 
 def test_a_rule_does_not_see_what_it_republishes(tmp_path: Path) -> None:
@@ -108,17 +107,13 @@ rules:
     sql: 'SELECT payload FROM "loop/#"'
     actions: [{type: republish, topic: "loop/again"}]
 """
-    with running_gateway(tmp_path, config) as gw:
-        clients = Clients(gw)
-        try:
-            watcher = clients.subscriber(4, "loop/#")
-            clients.connect(4).publish("loop/start", b"x", qos=0)
-            assert [m.topic for m in watcher.expect_messages(2)] == ["loop/start", "loop/again"]
-            watcher.expect_no_message()
-            status = gw.call(lambda: gw.gateway.rules.statuses()[0])
-            assert status["matched"] == 1
-        finally:
-            clients.close_all()
+    with gateway_with_clients(tmp_path, config) as (gw, clients):
+        watcher = clients.subscriber(4, "loop/#")
+        clients.connect(4).publish("loop/start", b"x", qos=0)
+        assert [m.topic for m in watcher.expect_messages(2)] == ["loop/start", "loop/again"]
+        watcher.expect_no_message()
+        status = gw.call(lambda: gw.gateway.rules.statuses()[0])
+        assert status["matched"] == 1
 
 
 def test_event_sources(tmp_path: Path) -> None:
@@ -142,50 +137,42 @@ rules:
     sql: 'SELECT reason, topic FROM "$events/message_dropped" WHERE reason = ''no_subscribers'''
     actions: [{type: log}]
 """
-    with running_gateway(tmp_path, config) as gw:
-        clients = Clients(gw)
-        try:
-            audit = clients.subscriber(5, "audit/#", client_id="auditor")
-            car = clients.connect(5, "car-7")
-            car.subscribe("orders/#", 0)
-            assert json.loads(audit.expect_message().payload) == {
-                "clientid": "car-7",
-                "topic": "orders/#",
-                "qos": 0,
-            }
-            clients.connect(4, "shop").publish("orders/1", b"{}", qos=0)
-            car.expect_message()
-            delivered = audit.expect_message()
-            assert json.loads(delivered.payload) == {
-                "from_clientid": "shop",
-                "clientid": "car-7",
-                "topic": "orders/1",
-            }
-            clients.connect(4, "shop2").publish("nobody/listens", b"x", qos=0)
-            car.disconnect()
-            database = tmp_path / "data" / "rules.db"
+    with gateway_with_clients(tmp_path, config) as (gw, clients):
+        audit = clients.subscriber(5, "audit/#", client_id="auditor")
+        car = clients.connect(5, "car-7")
+        car.subscribe("orders/#", 0)
+        assert json.loads(audit.expect_message().payload) == {
+            "clientid": "car-7",
+            "topic": "orders/#",
+            "qos": 0,
+        }
+        clients.connect(4, "shop").publish("orders/1", b"{}", qos=0)
+        car.expect_message()
+        delivered = audit.expect_message()
+        assert json.loads(delivered.payload) == {
+            "from_clientid": "shop",
+            "clientid": "car-7",
+            "topic": "orders/1",
+        }
+        clients.connect(4, "shop2").publish("nobody/listens", b"x", qos=0)
+        car.disconnect()
+        database = tmp_path / "data" / "rules.db"
 
-            def presence() -> list[tuple[object, ...]]:
-                return _rows(database, "event, clientid", "presence")
+        def presence() -> list[tuple[object, ...]]:
+            return _rows(database, "event, clientid", "presence")
 
-            wait_until(
-                lambda: (
-                    presence() == [("client.connected", "car-7"), ("client.disconnected", "car-7")]
-                ),
-                what="both presence rows",
-            )
-            drops = wait_until(
-                lambda: (
-                    (s := {r["name"]: r for r in gw.call(gw.gateway.rules.statuses)})["drops"][
-                        "passed"
-                    ]
-                    and s["drops"]
-                ),
-                what="the no_subscribers drop seen",
-            )
-            assert drops["failed"] == 0
-        finally:
-            clients.close_all()
+        wait_until(
+            lambda: presence() == [("client.connected", "car-7"), ("client.disconnected", "car-7")],
+            what="both presence rows",
+        )
+        drops = wait_until(
+            lambda: (
+                (s := {r["name"]: r for r in gw.call(gw.gateway.rules.statuses)})["drops"]["passed"]
+                and s["drops"]
+            ),
+            what="the no_subscribers drop seen",
+        )
+        assert drops["failed"] == 0
 
 
 def test_a_rule_the_acl_denies_is_reported_and_the_others_run(tmp_path: Path) -> None:
@@ -218,26 +205,22 @@ rules:
     sql: 'SELECT payload FROM "burst/#"'
     actions: [{type: log, level: debug}]
 """
-    with running_gateway(tmp_path, config) as gw:
-        clients = Clients(gw)
-        try:
-            watcher = clients.subscriber(4, "burst/#")
-            engine = gw.gateway.rules
+    with gateway_with_clients(tmp_path, config) as (gw, clients):
+        watcher = clients.subscriber(4, "burst/#")
+        engine = gw.gateway.rules
 
-            def burst() -> None:
-                engine.queue_size = 10
-                client = gw.gateway.hub.client("api", "burst")
-                for i in range(100):
-                    client.publish(client.context("burst/x", str(i).encode()))
+        def burst() -> None:
+            engine.queue_size = 10
+            client = gw.gateway.hub.client("api", "burst")
+            for i in range(100):
+                client.publish(client.context("burst/x", str(i).encode()))
 
-            gw.call(burst)
-            assert len(watcher.expect_messages(100)) == 100
-            status = wait_until(
-                lambda: (s := gw.call(engine.statuses)[0])["matched"] == 10 and s,
-                what="the 10 newest evaluated",
-            )
-            assert (status["dropped"], gw.call(engine.stats)["dropped"]) == (90, 90)
-            scraped = gw.call(lambda: generate_latest(new_registry(gw.gateway)).decode())
-            assert "edgebus_rule_queue_dropped_total 90.0" in scraped
-        finally:
-            clients.close_all()
+        gw.call(burst)
+        assert len(watcher.expect_messages(100)) == 100
+        status = wait_until(
+            lambda: (s := gw.call(engine.statuses)[0])["matched"] == 10 and s,
+            what="the 10 newest evaluated",
+        )
+        assert (status["dropped"], gw.call(engine.stats)["dropped"]) == (90, 90)
+        scraped = gw.call(lambda: generate_latest(new_registry(gw.gateway)).decode())
+        assert "edgebus_rule_queue_dropped_total 90.0" in scraped

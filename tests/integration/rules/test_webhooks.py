@@ -15,11 +15,11 @@ from pathlib import Path
 from prometheus_client import generate_latest
 
 from gateway.api.metrics import new_registry
-from tests.helpers.gateway import running_gateway
 from tests.helpers.http_sink import HttpSink, StalledSink
 from tests.helpers.timeouts import unit
-from tests.integration.broker.support import Clients, wait_until
+from tests.integration.broker.support import wait_until
 from tests.integration.listeners.pki import Pki
+from tests.integration.rules.support import gateway_with_clients
 
 
 def test_lifecycle_and_message_events_with_emqx_fields(tmp_path: Path) -> None:
@@ -36,29 +36,25 @@ webhooks:
     headers: {{X-Site: north}}
     secret: "k3y"
 """
-        with running_gateway(tmp_path, config) as gw:
-            clients = Clients(gw)
-            try:
-                client = clients.connect(5, "w1")
-                client.subscribe("plant/#", 1)
-                client.publish("plant/a", b"hello", qos=1)
-                client.publish("other/a", b"not posted", qos=1)
-                client.expect_message()
-                client.unsubscribe("plant/#")
-                client.disconnect()
-                wanted = {
-                    "client.connect", "client.connack", "client.connected", "client.subscribe",
-                    "session.subscribed", "message.publish", "message.delivered",
-                    "message.acked", "client.unsubscribe", "session.unsubscribed",
-                    "client.disconnected", "session.terminated",
-                }  # fmt: skip
+        with gateway_with_clients(tmp_path, config) as (_, clients):
+            client = clients.connect(5, "w1")
+            client.subscribe("plant/#", 1)
+            client.publish("plant/a", b"hello", qos=1)
+            client.publish("other/a", b"not posted", qos=1)
+            client.expect_message()
+            client.unsubscribe("plant/#")
+            client.disconnect()
+            wanted = {
+                "client.connect", "client.connack", "client.connected", "client.subscribe",
+                "session.subscribed", "message.publish", "message.delivered",
+                "message.acked", "client.unsubscribe", "session.unsubscribed",
+                "client.disconnected", "session.terminated",
+            }  # fmt: skip
 
-                def seen() -> set[str]:
-                    return {r.json()["event"] for r in sink.received("/events")}
+            def seen() -> set[str]:
+                return {r.json()["event"] for r in sink.received("/events")}
 
-                wait_until(lambda: seen() >= wanted, what=f"every event in {wanted}")
-            finally:
-                clients.close_all()
+            wait_until(lambda: seen() >= wanted, what=f"every event in {wanted}")
         requests = sink.received("/events")
         assert all(r.json().get("topic") != "other/a" for r in requests)
         by_event = {r.json()["event"]: r for r in requests}
@@ -98,22 +94,16 @@ webhooks:
     retries: 2
     retry_backoff: 50ms
 """
-        with running_gateway(tmp_path, config) as gw:
-            clients = Clients(gw)
-            try:
-                clients.connect(4).publish("bin/x", b"\x00\xffdata", qos=1)
-                requests = sink.wait_for(3, "/b64")  # the first try and 2 retries
-                assert base64.b64decode(requests[0].json()["payload"]) == b"\x00\xffdata"
-                assert requests[0].json()["payload_encoding"] == "base64"
-                stats = wait_until(
-                    lambda: (
-                        (s := gw.call(lambda: gw.gateway.webhooks.statuses()[0]))["failed"] and s
-                    ),
-                    what="the failure counted",
-                )
-                assert (stats["sent"], stats["failed"], stats["retried"]) == (0, 1, 2)
-            finally:
-                clients.close_all()
+        with gateway_with_clients(tmp_path, config) as (gw, clients):
+            clients.connect(4).publish("bin/x", b"\x00\xffdata", qos=1)
+            requests = sink.wait_for(3, "/b64")  # the first try and 2 retries
+            assert base64.b64decode(requests[0].json()["payload"]) == b"\x00\xffdata"
+            assert requests[0].json()["payload_encoding"] == "base64"
+            stats = wait_until(
+                lambda: (s := gw.call(lambda: gw.gateway.webhooks.statuses()[0]))["failed"] and s,
+                what="the failure counted",
+            )
+            assert (stats["sent"], stats["failed"], stats["retried"]) == (0, 1, 2)
 
 
 def test_a_dead_endpoint_never_slows_the_broker(tmp_path: Path) -> None:
@@ -130,33 +120,27 @@ webhooks:
     timeout: 30s
     pool_size: 2
 """
-        with running_gateway(tmp_path, config) as gw:
-            clients = Clients(gw)
-            try:
-                subscriber = clients.subscriber(4, "fast/#", qos=0)
-                publisher = clients.connect(4)
-                count = 5000
-                started = time.monotonic()
-                for i in range(count):
-                    publisher.publish("fast/t", str(i).encode(), qos=0)
-                publisher.publish("fast/end", b"end", qos=1)  # acknowledged after the others
-                received = subscriber.expect_messages(count + 1, timeout=60)
-                elapsed = time.monotonic() - started
-                assert [m.payload for m in received[-2:]] == [str(count - 1).encode(), b"end"]
-                stats = gw.call(lambda: gw.gateway.webhooks.statuses()[0])
-                # 2 events per message, 100 queued, at most 2 in flight: the rest dropped.
-                assert stats["dropped"] >= 2 * (count + 1) - 100 - 2
-                assert stats["queue_depth"] <= 100
-                assert stats["sent"] == 0
-                assert elapsed < unit(60)
-                scraped = gw.call(lambda: generate_latest(new_registry(gw.gateway)).decode())
-                dropped = re.search(
-                    r'edgebus_webhook_dropped_total\{webhook="dead"\} (\S+)', scraped
-                )
-                assert dropped is not None
-                assert float(dropped.group(1)) >= stats["dropped"]
-            finally:
-                clients.close_all()
+        with gateway_with_clients(tmp_path, config) as (gw, clients):
+            subscriber = clients.subscriber(4, "fast/#", qos=0)
+            publisher = clients.connect(4)
+            count = 5000
+            started = time.monotonic()
+            for i in range(count):
+                publisher.publish("fast/t", str(i).encode(), qos=0)
+            publisher.publish("fast/end", b"end", qos=1)  # acknowledged after the others
+            received = subscriber.expect_messages(count + 1, timeout=60)
+            elapsed = time.monotonic() - started
+            assert [m.payload for m in received[-2:]] == [str(count - 1).encode(), b"end"]
+            stats = gw.call(lambda: gw.gateway.webhooks.statuses()[0])
+            # 2 events per message, 100 queued, at most 2 in flight: the rest dropped.
+            assert stats["dropped"] >= 2 * (count + 1) - 100 - 2
+            assert stats["queue_depth"] <= 100
+            assert stats["sent"] == 0
+            assert elapsed < unit(60)
+            scraped = gw.call(lambda: generate_latest(new_registry(gw.gateway)).decode())
+            dropped = re.search(r'edgebus_webhook_dropped_total\{webhook="dead"\} (\S+)', scraped)
+            assert dropped is not None
+            assert float(dropped.group(1)) >= stats["dropped"]
 
 
 def test_https_endpoints_are_verified(tmp_path: Path) -> None:
@@ -173,18 +157,14 @@ webhooks:
   - {{name: untrusted, url: "{sink.url("/untrusted")}", events: [client.connected],
       retries: 0}}
 """
-        with running_gateway(tmp_path, config) as gw:
-            clients = Clients(gw)
-            try:
-                clients.connect(5, "secure")
-                assert sink.wait_for(1, "/trusted")[0].json()["clientid"] == "secure"
-                assert sink.wait_for(1, "/unverified")[0].json()["clientid"] == "secure"
+        with gateway_with_clients(tmp_path, config) as (gw, clients):
+            clients.connect(5, "secure")
+            assert sink.wait_for(1, "/trusted")[0].json()["clientid"] == "secure"
+            assert sink.wait_for(1, "/unverified")[0].json()["clientid"] == "secure"
 
-                def untrusted() -> dict[str, int]:
-                    hooks = gw.call(gw.gateway.webhooks.statuses)
-                    return next(h for h in hooks if h["name"] == "untrusted")
+            def untrusted() -> dict[str, int]:
+                hooks = gw.call(gw.gateway.webhooks.statuses)
+                return next(h for h in hooks if h["name"] == "untrusted")
 
-                assert wait_until(lambda: untrusted()["failed"] == 1, what="refused")
-                assert sink.received("/untrusted") == []
-            finally:
-                clients.close_all()
+            assert wait_until(lambda: untrusted()["failed"] == 1, what="refused")
+            assert sink.received("/untrusted") == []
