@@ -30,7 +30,7 @@ from typing import Any
 
 from broker_core.mqtt.topics import topic_filter_problem
 from broker_core.observe import EVENT_KINDS, BrokerEvent, MessagePublish
-from gateway.rules.fields import Row
+from gateway.rules.fields import MESSAGE_COLUMNS, MessageRow, Row
 from gateway.rules.functions import FUNCTIONS, RuleEvaluationError, to_number, to_text
 from gateway.rules.nodes import (
     Binary,
@@ -152,6 +152,25 @@ def _compare(op: str, a: Any, b: Any) -> bool | None:
         return bool(_ORDER[op](a, b))
     except TypeError:
         return None
+
+
+_OPERATORS = {**_ORDER, "=": operator.eq, "!=": operator.ne}
+
+
+def _compare_constant(op: str, left: Getter, constant: Any) -> Getter:
+    """A comparison with a literal: values of the literal's own type (the usual case:
+    ``payload.temp > 30``, ``clientid = 'a'``) compare at once, others as ``_compare``."""
+    direct = _OPERATORS[op]
+    numeric = isinstance(constant, int | float) and not isinstance(constant, bool)
+    kinds = (int, float) if numeric else (type(constant),)
+
+    def compare(row: Row) -> bool | None:
+        value = left(row)
+        if type(value) in kinds:
+            return bool(direct(value, constant))
+        return _compare(op, value, constant)
+
+    return compare
 
 
 def _add(a: Any, b: Any) -> Any:
@@ -286,6 +305,15 @@ class _Compiler:
                 return found if found is not None else _walk(row.column("meta"), rest)
 
             return meta
+        column = MESSAGE_COLUMNS.get(head)
+        if column is not None and not rest:  # a message's column straight from its Context
+
+            def message_column(row: Row) -> Any:
+                if type(row) is MessageRow:
+                    return column(row.context)
+                return row.column(head)
+
+            return message_column
         if not rest:
             return lambda row: row.column(head)
         return lambda row: _walk(row.column(head), rest)
@@ -294,10 +322,16 @@ class _Compiler:
         left, right = self.expr(node.left), self.expr(node.right)
         op = node.op
         if op == "AND":
-            return lambda row: _truthy(left(row)) and _truthy(right(row))
+            return lambda row: ((a := left(row)) is True or _truthy(a)) and (
+                (b := right(row)) is True or _truthy(b)
+            )
         if op == "OR":
-            return lambda row: _truthy(left(row)) or _truthy(right(row))
+            return lambda row: ((a := left(row)) is True or _truthy(a)) or (
+                (b := right(row)) is True or _truthy(b)
+            )
         if op in ("=", "!=", "<", "<=", ">", ">="):
+            if isinstance(node.right, Literal) and node.right.value is not None:
+                return _compare_constant(op, left, node.right.value)
             return lambda row: _compare(op, left(row), right(row))
         if op == "+":
             return lambda row: _add(left(row), right(row))
@@ -338,8 +372,20 @@ class _Compiler:
 
     def like(self, node: Like) -> Getter:
         value_of = self.expr(node.value)
-        pattern_of = self.expr(node.pattern)
         negated = node.negated
+        if isinstance(node.pattern, Literal) and isinstance(node.pattern.value, str):
+            match = _like(node.pattern.value).fullmatch
+
+            def like_constant(row: Row) -> bool | None:
+                value = value_of(row)
+                if value is None:
+                    return None
+                return (match(value if type(value) is str else to_text(value)) is not None) != (
+                    negated
+                )
+
+            return like_constant
+        pattern_of = self.expr(node.pattern)
 
         def like(row: Row) -> bool | None:
             value, pattern = value_of(row), pattern_of(row)

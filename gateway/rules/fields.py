@@ -39,7 +39,14 @@ from broker_core.observe import (
     SessionTerminated,
 )
 
-__all__ = ["EventRow", "MessageRow", "Row", "event_row", "properties_fields"]
+__all__ = [
+    "MESSAGE_COLUMNS",
+    "EventRow",
+    "MessageRow",
+    "Row",
+    "event_row",
+    "properties_fields",
+]
 
 _MISSING = object()
 
@@ -94,7 +101,8 @@ def properties_fields(properties: Properties) -> dict[str, Any]:
     return out
 
 
-_MESSAGE_COLUMNS: dict[str, Callable[[Context], Any]] = {
+#: A message's columns, each read from its Context.
+MESSAGE_COLUMNS: dict[str, Callable[[Context], Any]] = {
     "id": lambda c: c.id,
     "topic": lambda c: c.topic,
     "qos": lambda c: c.qos,
@@ -125,7 +133,7 @@ class MessageRow(Row):
         self.node = node
 
     def column(self, name: str) -> Any:
-        getter = _MESSAGE_COLUMNS.get(name)
+        getter = MESSAGE_COLUMNS.get(name)
         if getter is not None:
             return getter(self.context)
         if name == "node":
@@ -136,7 +144,7 @@ class MessageRow(Row):
         return self.context.meta.get(key)
 
     def as_dict(self) -> dict[str, Any]:
-        out = {name: getter(self.context) for name, getter in _MESSAGE_COLUMNS.items()}
+        out = {name: getter(self.context) for name, getter in MESSAGE_COLUMNS.items()}
         out["node"] = self.node
         return out
 
