@@ -168,3 +168,23 @@ webhooks:
 
             assert wait_until(lambda: untrusted()["failed"] == 1, what="refused")
             assert sink.received("/untrusted") == []
+
+
+def test_a_request_that_times_out_is_retried_then_failed(tmp_path: Path) -> None:
+    with StalledSink() as dead:
+        config = f"""
+webhooks:
+  - name: slow
+    url: "{dead.url("/slow")}"
+    events: [client.connected]
+    timeout: 200ms
+    retries: 1
+    retry_backoff: 10ms
+"""
+        with gateway_with_clients(tmp_path, config) as (gw, clients):
+            clients.connect(4, "patient")
+            stats = wait_until(
+                lambda: (s := gw.call(gw.gateway.webhooks.statuses)[0])["failed"] and s,
+                what="the post failed after its retry",
+            )
+            assert (stats["sent"], stats["retried"], stats["failed"]) == (0, 1, 1)
