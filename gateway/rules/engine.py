@@ -1,22 +1,24 @@
 """``RuleEngine``: the rules, the taps and observers feeding them, one bounded queue.
 
-Each rule gets a hub client ``rule:<name>`` (the ACL knows it by that client id). Its
-topic filters become a tap (``HubClient.tap``): while a message is routed, the tap
-appends ``(rule, message)`` to the engine's queue and returns; the router matched the
-filters, so the hot path does no SQL. Its ``$events/...`` sources become broker-event
-observers (``broker.observers``) that append ``(rule, event)`` the same way. One worker
-task on the loop takes the queue in batches, evaluates each rule's WHERE and SELECT on
-the message's row (built once per message, however many rules read it) and runs the
-actions.
+Each rule gets a hub client ``rule:<name>`` (the ACL knows it by that client id; its
+republished messages carry that origin). Rules with the same FROM filters share one tap
+on the broker (``_Group``, identity ``rule:$rules``; the ACL is checked with each rule's
+identity): while a message is routed, the tap appends ``(group, message)`` to the
+engine's queue and returns; the router matched the filters, so the hot path does no
+SQL, and a message is tapped once for all the rules of a group. ``$events/...`` sources
+become broker-event observers (``broker.observers``) that append ``(rule, event)`` the
+same way. One worker task on the loop takes the queue in batches, evaluates each rule's
+WHERE and SELECT on the message's row (built once per message, however many rules read
+it) and runs the actions.
 
 So a slow action never slows the broker: the queue is bounded (``queue_size``, default
 10 000); when it is full the oldest entry is dropped and counted (``dropped``, the
 metric ``edgebus_rule_queue_dropped_total``). SQLite rows and webhook posts go to their
 own bounded queues.
 
-A rule never sees its own messages: the tap is ``no_local`` by origin, so a rule that
-republishes to a topic matching its own FROM does not loop; rules chained through
-republish (A feeds B) do run, as in EMQX.
+A rule never sees its own messages (the worker skips a rule for messages whose origin
+is that rule), so a rule that republishes to a topic matching its own FROM does not
+loop; rules chained through republish (A feeds B) do run, as in EMQX.
 
 Rules come from the configuration (``source: config``) and from the HTTP API
 (``source: api``): ``add``, ``update``, ``enable``, ``delete``; a configuration reload
@@ -34,11 +36,13 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from broker_core.acl import SUBSCRIBE
 from broker_core.context import Context, Origin
 from broker_core.errors import AdapterError
 from broker_core.mqtt.properties import Properties
 from broker_core.mqtt.topics import filter_matches
 from broker_core.observe import BrokerEvent
+from broker_core.tap import Tap
 from gateway.config.models.rules import RuleConfig
 from gateway.hub import Hub, HubClient
 from gateway.rules.actions import Action, ActionContext, WebhookSender, build_action
@@ -71,6 +75,7 @@ class Rule:
         self.failed = 0  # evaluating it raised
         self.dropped = 0  # its entries dropped from the full queue
         self.error: str | None = None  # why it could not be installed
+        self.group: _Group | None = None  # the tap it shares
 
     @property
     def enabled(self) -> bool:
@@ -93,6 +98,17 @@ class Rule:
             "actions": [action.stats() for action in self.actions]
             or [{"type": a.type, "succeeded": 0, "failed": 0} for a in self.config.actions],
         }
+
+
+class _Group:
+    """Rules with the same FROM filters and the one tap they share."""
+
+    __slots__ = ("filters", "rules", "tap")
+
+    def __init__(self, filters: tuple[str, ...]) -> None:
+        self.filters = filters
+        self.rules: list[Rule] = []
+        self.tap: Tap | None = None
 
 
 def sample_row(sample: dict[str, Any], node: str = "edgebus") -> Row:
@@ -145,9 +161,12 @@ class RuleEngine:
         self.processed = 0
         self._configured = list(rules)
         self._rules: dict[str, Rule] = {}
-        self._queue: deque[tuple[Rule, Any]] = deque()
+        self._queue: deque[tuple[Rule | _Group, Any]] = deque()
         self._wake: asyncio.Event | None = None
         self._tables: dict[Path, SqliteTables] = {}
+        self._groups: dict[tuple[str, ...], _Group] = {}
+        # The identity of the engine's taps; no rule can have this name.
+        self._origin = Origin("rule", "$rules", None, "rule:$rules")
         self._running = False
 
     # -- reading ------------------------------------------------------------------------
@@ -202,6 +221,7 @@ class RuleEngine:
         wake = self._wake
         assert wake is not None
         node = self.node
+        evaluate = self._evaluate
         while True:
             if not queue:
                 wake.clear()
@@ -209,14 +229,21 @@ class RuleEngine:
             last: Any = None
             row: Row | None = None
             for _ in range(min(len(queue), _BATCH)):
-                rule, item = queue.popleft()
+                target, item = queue.popleft()
                 if item is not last or row is None:
                     last = item
                     if isinstance(item, Context):
                         row = MessageRow(item, node)
                     else:
                         row = EventRow(event_row(item, node))
-                self._evaluate(rule, row)
+                if type(target) is _Group:
+                    origin = item.origin
+                    own = origin.name if origin.protocol == "rule" else None
+                    for rule in target.rules:
+                        if rule.name != own:  # a rule never sees its own messages
+                            evaluate(rule, row)
+                else:
+                    evaluate(target, row)
                 self.processed += 1
             await asyncio.sleep(0)
 
@@ -241,13 +268,14 @@ class RuleEngine:
                 if action.failed == 1 or action.failed % 1000 == 0:
                     log.exception("rule %s: action %s failed", rule.name, action.type)
 
-    def _enqueue(self, rule: Rule, item: Any) -> None:
+    def _enqueue(self, target: Rule | _Group, item: Any) -> None:
         queue = self._queue
         if len(queue) >= self.queue_size:
             old, _ = queue.popleft()
-            old.dropped += 1
+            for rule in old.rules if type(old) is _Group else (old,):
+                rule.dropped += 1
             self.dropped += 1
-        queue.append((rule, item))
+        queue.append((target, item))
         wake = self._wake
         if wake is not None and not wake.is_set():
             wake.set()
@@ -272,7 +300,7 @@ class RuleEngine:
         rule.actions = [build_action(a, context, rule.name) for a in rule.config.actions]
         enqueue = self._enqueue
         if rule.statement.topics:
-            client.tap(*rule.statement.topics, callback=lambda ctx: enqueue(rule, ctx))
+            self._join_group(rule, client)
         if rule.statement.events:
 
             def observe(event: BrokerEvent) -> None:
@@ -288,7 +316,42 @@ class RuleEngine:
             undo = self.hub.broker.observers.observe(rule.statement.events, observe)
             rule.undo.append(undo)
 
+    def _join_group(self, rule: Rule, client: HubClient) -> None:
+        """Rules with the same FROM filters share one tap (``_Group``): a message is
+        tapped once for all of them. The ACL is checked with the rule's identity."""
+        broker = self.hub.broker
+        filters = tuple(sorted(set(rule.statement.topics)))
+        acl = broker.acl
+        for topic_filter in filters:
+            if acl is not None and not acl.allows(client.origin, SUBSCRIBE, topic_filter):
+                raise AdapterError(
+                    f"rule {rule.name!r}: the ACL denies subscribing to {topic_filter!r}"
+                )
+        group = self._groups.get(filters)
+        if group is None:
+            group = self._groups[filters] = _Group(filters)
+            enqueue = self._enqueue
+            target = group
+            group.tap = broker.tap(
+                self._origin, filters, lambda ctx: enqueue(target, ctx), 2, no_local=False
+            )
+        group.rules.append(rule)
+        rule.group = group
+
+    def _leave_group(self, rule: Rule) -> None:
+        group = rule.group
+        if group is None:
+            return
+        rule.group = None
+        if rule in group.rules:
+            group.rules.remove(rule)
+        if not group.rules:
+            if group.tap is not None:
+                group.tap.close()
+            self._groups.pop(group.filters, None)
+
     def _uninstall(self, rule: Rule) -> None:
+        self._leave_group(rule)
         if rule.client is not None:
             rule.client.close()
             rule.client = None
