@@ -11,10 +11,11 @@ same way. One worker task on the loop takes the queue in batches, evaluates each
 WHERE and SELECT on the message's row (built once per message, however many rules read
 it) and runs the actions.
 
-So a slow action never slows the broker: the queue is bounded (``queue_size``, default
-10 000); when it is full the oldest entry is dropped and counted (``dropped``, the
-metric ``edgebus_rule_queue_dropped_total``). SQLite rows and webhook posts go to their
-own bounded queues.
+So a slow rule or action never slows the broker beyond a bound: the worker takes at most
+``CPU_SHARE`` (a quarter) of the loop's time while entries wait, and the queue is bounded
+(``queue_size``, default 10 000); when it is full the oldest entry is dropped and counted
+(``dropped``, the metric ``edgebus_rule_queue_dropped_total``). SQLite rows and webhook
+posts go to their own bounded queues.
 
 A rule never sees its own messages (the worker skips a rule for messages whose origin
 is that rule), so a rule that republishes to a topic matching its own FROM does not
@@ -31,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -56,10 +58,13 @@ log = logging.getLogger(__name__)
 
 CONFIG = "config"
 API = "api"
-# Rule evaluations per worker turn before it yields to the loop (about a millisecond):
-# the broker's reads and writes run between turns, so rules take a bounded share of the
-# loop; under overload the queue fills and drops (counted) instead of slowing the broker.
-_BUDGET = 512
+#: The share of the loop's time the worker takes while entries wait: after the loop
+#: spent ``t`` seconds elsewhere, a turn may last ``t * CPU_SHARE / (1 - CPU_SHARE)``
+#: (between ``MIN_TURN_S`` and ``MAX_TURN_S``). Under overload rules get this share and
+#: the queue drops the rest (counted); the broker keeps the other three quarters.
+CPU_SHARE = 0.25
+MIN_TURN_S = 0.0002
+MAX_TURN_S = 0.02
 
 
 class Rule:
@@ -225,14 +230,18 @@ class RuleEngine:
         assert wake is not None
         node = self.node
         evaluate = self._evaluate
+        clock = time.perf_counter
+        factor = CPU_SHARE / (1 - CPU_SHARE)
+        ended = clock()
         while True:
             if not queue:
                 wake.clear()
                 await wake.wait()
+            started = clock()
+            deadline = started + min(MAX_TURN_S, max(MIN_TURN_S, (started - ended) * factor))
             last: Any = None
             row: Row | None = None
-            budget = _BUDGET  # rule evaluations this turn
-            while queue and budget > 0:
+            while queue and clock() < deadline:
                 target, item = queue.popleft()
                 if item is not last or row is None:
                     last = item
@@ -246,11 +255,10 @@ class RuleEngine:
                     for rule in target.rules:
                         if rule.name != own:  # a rule never sees its own messages
                             evaluate(rule, row)
-                    budget -= len(target.rules)
                 else:
                     evaluate(target, row)
-                    budget -= 1
                 self.processed += 1
+            ended = clock()
             await asyncio.sleep(0)
 
     def _evaluate(self, rule: Rule, row: Row) -> None:
