@@ -81,13 +81,18 @@ class Rule:
         self.matched = 0  # a message or event of its FROM reached it
         self.passed = 0  # ... and passed WHERE
         self.failed = 0  # evaluating it raised
-        self.dropped = 0  # its entries dropped from the full queue
+        self.dropped = 0  # its entries dropped from the full queue (with its group's)
         self.error: str | None = None  # why it could not be installed
         self.group: _Group | None = None  # the tap it shares
+        self.group_dropped = 0  # the group's drops when it joined
 
     @property
     def enabled(self) -> bool:
         return self.config.enabled
+
+    def group_drops(self) -> int:
+        """Drops of its group's entries since it joined."""
+        return 0 if self.group is None else self.group.dropped - self.group_dropped
 
     def status(self) -> dict[str, Any]:
         return {
@@ -101,7 +106,7 @@ class Rule:
             "matched": self.matched,
             "passed": self.passed,
             "failed": self.failed,
-            "dropped": self.dropped,
+            "dropped": self.dropped + self.group_drops(),
             "error": self.error,
             "actions": [action.stats() for action in self.actions]
             or [{"type": a.type, "succeeded": 0, "failed": 0} for a in self.config.actions],
@@ -111,12 +116,13 @@ class Rule:
 class _Group:
     """Rules with the same FROM filters and the one tap they share."""
 
-    __slots__ = ("filters", "rules", "tap")
+    __slots__ = ("dropped", "filters", "rules", "tap")
 
     def __init__(self, filters: tuple[str, ...]) -> None:
         self.filters = filters
         self.rules: list[Rule] = []
         self.tap: Tap | None = None
+        self.dropped = 0  # its entries dropped from the full queue
 
 
 def sample_row(sample: dict[str, Any], node: str = "edgebus") -> Row:
@@ -286,8 +292,7 @@ class RuleEngine:
         queue = self._queue
         if len(queue) >= self.queue_size:
             old, _ = queue.popleft()
-            for rule in old.rules if isinstance(old, _Group) else (old,):
-                rule.dropped += 1
+            old.dropped += 1  # a group's drops count for each of its rules
             self.dropped += 1
         queue.append((target, item))
         wake = self._wake
@@ -351,11 +356,13 @@ class RuleEngine:
             )
         group.rules.append(rule)
         rule.group = group
+        rule.group_dropped = group.dropped
 
     def _leave_group(self, rule: Rule) -> None:
         group = rule.group
         if group is None:
             return
+        rule.dropped += rule.group_drops()
         rule.group = None
         if rule in group.rules:
             group.rules.remove(rule)
