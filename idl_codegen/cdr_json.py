@@ -35,7 +35,7 @@ import struct
 import sys
 from array import array
 from collections.abc import Callable
-from json.encoder import encode_basestring  # type: ignore[attr-defined]
+from json.encoder import encode_basestring
 from typing import Any
 
 from idl_codegen.json_values import FLOAT32_MAX
@@ -102,7 +102,7 @@ def _floats(values: list[float]) -> str:
 def _chr(code: int) -> str:
     if code > 127:
         raise CdrError("char above 127")
-    return encode_basestring(chr(code))  # type: ignore[no-any-return]
+    return encode_basestring(chr(code))
 
 
 def _b64(data: Any) -> str:

@@ -18,12 +18,14 @@ encapsulation header) and on the JSON codec of ``idl_codegen``.
 
 from __future__ import annotations
 
+import fnmatch
 import json
-from collections.abc import Mapping
-from dataclasses import fields
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
 from time import time_ns
 from typing import Any
 
+from adapters.dds.config import DdsQos, is_pattern
 from broker_core.context import Context, Origin, new_context, next_message_id
 from broker_core.mqtt.fastinit import frozen_factory
 from broker_core.mqtt.properties import Properties
@@ -35,9 +37,12 @@ from idl_codegen.model import ArrayType, NamedType, SequenceType, StructType, Un
 __all__ = [
     "CONTENT_CDR",
     "CONTENT_JSON",
+    "InPlan",
     "InRoute",
+    "OutPlan",
     "OutRoute",
     "SampleTemplate",
+    "TypeRegistry",
     "TypeSupport",
 ]
 
@@ -276,3 +281,59 @@ class InRoute:
         if self.payload == "cdr":
             return support.check_cdr(context.payload)
         return support.cdr_of(context.payload, self.strict)
+
+
+class TypeRegistry:
+    """The DDS types an adapter knows: loaded from IDL by name, or discovered."""
+
+    def __init__(self, classes: Mapping[str, type] = {}) -> None:
+        self._classes = dict(classes)
+        self._supports: dict[str, TypeSupport] = {}
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._classes
+
+    def support(self, name: str) -> TypeSupport:
+        """The support of type ``name``; ``MappingError`` when it is not known."""
+        found = self._supports.get(name)
+        if found is not None:
+            return found
+        cls = self._classes.get(name)
+        if cls is None:
+            known = ", ".join(sorted(self._classes)[:8]) or "none: add idl_files"
+            raise MappingError(f"unknown DDS type {name!r} (known: {known})")
+        support = self._supports[name] = TypeSupport(cls)
+        return support
+
+    def discovered(self, cls: type) -> TypeSupport:
+        """The support of a type rebuilt from the network (kept by name)."""
+        support = TypeSupport(cls)
+        self._classes.setdefault(support.name, cls)
+        return self._supports.setdefault(support.name, support)
+
+
+@dataclass(frozen=True, slots=True)
+class OutPlan:
+    """One DDS -> MQTT mapping in DDS terms: what to read, and its route per topic."""
+
+    topic: str  # a DDS topic name, or a glob pattern over discovered topics
+    type_name: str  # an IDL type name, or "auto"
+    qos: DdsQos
+    route: Callable[[str, TypeSupport], OutRoute]  # the route of one topic and its type
+
+    @property
+    def pattern(self) -> bool:
+        return is_pattern(self.topic)
+
+    def matches(self, topic: str) -> bool:
+        return fnmatch.fnmatchcase(topic, self.topic) if self.pattern else topic == self.topic
+
+
+@dataclass(frozen=True, slots=True)
+class InPlan:
+    """One MQTT -> DDS mapping in DDS terms."""
+
+    route: InRoute
+    type_name: str  # an IDL type name, or "auto"
+    qos: DdsQos
+    mqtt_qos: int

@@ -8,7 +8,6 @@ peers, multicast, or a whole Cyclone DDS configuration) and ``check_profiles``.
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import re
 from collections.abc import Iterable, Sequence
@@ -65,8 +64,6 @@ def _check_type_name(value: str) -> str:
 def _check_dds_topic(value: str) -> str:
     if not value or any(c.isspace() for c in value):
         raise ValueError(f"expected a DDS topic name without spaces, got {value!r}")
-    if is_pattern(value):
-        fnmatch.translate(value)  # any text translates; kept for symmetry with matching
     return value
 
 
@@ -87,9 +84,8 @@ class DdsQos(ConfigModel):
         description="`volatile` (default) or `transient_local`: a writer keeps its last"
         " samples for late-joining readers, and a reader asks writers for them.",
     )
-    history: int | Literal["all"] | None = Field(
+    history: Annotated[int, Field(ge=1)] | Literal["all"] | None = Field(
         default=None,
-        ge=1,
         description="History depth: keep the last N samples per instance, or `all` (the"
         " default: readers and writers keep every sample until it is delivered, within"
         " `max_samples`).",
@@ -337,9 +333,8 @@ class DdsAdapterConfig(AdapterConfigBase):
 
     @model_validator(mode="after")
     def _check(self) -> Self:
-        check_profiles(
-            self.qos_profiles, [("dds_to_mqtt", self.dds_to_mqtt), ("mqtt_to_dds", self.mqtt_to_dds)]
-        )
+        check_profiles(self.qos_profiles, [("dds_to_mqtt", self.dds_to_mqtt),
+                                           ("mqtt_to_dds", self.mqtt_to_dds)])
         if not self.dds_to_mqtt and not self.mqtt_to_dds:
             raise ValueError("expected at least one mapping in dds_to_mqtt or mqtt_to_dds")
         self._digest = sources_digest(self.idl_files)

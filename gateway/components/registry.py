@@ -75,6 +75,14 @@ TYPES: dict[tuple[str, str], ComponentType] = {
         component="adapters.loopback.adapter:LoopbackAdapter",
         config="adapters.loopback.config:LoopbackAdapterConfig",
     ),
+    (ADAPTER, "dds"): ComponentType(
+        ADAPTER,
+        "dds",
+        component="adapters.dds.adapter:DdsAdapter",
+        config="adapters.dds.config:DdsAdapterConfig",
+        extra="dds",
+        library="cyclonedds",
+    ),
 }
 
 #: Config sections holding a list of instances: section -> kind.

@@ -1,0 +1,148 @@
+"""Cyclone DDS in tests: loopback only, a domain per test, peers in their own processes.
+
+Import this module before anything imports ``cyclonedds``: it pins Cyclone to the
+loopback interface through ``CYCLONEDDS_URI`` (inline XML, unicast discovery to
+127.0.0.1, no multicast). The adapters under test get the same settings through their
+``network:`` keys (``NETWORK_YAML``).
+
+Domain ids: ``domain_id()`` draws one at random from 100..232 (ports 7400 + 250 * id),
+skipping the fixed ids of the idl_codegen interop tests (171..173). Other engineers'
+tests may run at the same time on this machine; a random draw per test, plus topic
+names carrying the test process's pid (``unique``), keeps them apart.
+
+``DdsPeer`` runs ``python -m tests.helpers.dds_peer`` (a plain cyclonedds program) in
+its own process and drives it with one JSON command per line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import random
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from tests.helpers.timeouts import unit
+
+__all__ = [
+    "LOOPBACK_URI",
+    "NETWORK_YAML",
+    "DdsPeer",
+    "PeerError",
+    "dds_environment",
+    "domain_id",
+    "unique",
+]
+
+LOOPBACK_URI = (
+    '<CycloneDDS xmlns="https://cdds.io/config"><Domain id="any">'
+    '<General><Interfaces><NetworkInterface name="lo"/></Interfaces>'
+    "<AllowMulticast>false</AllowMulticast></General>"
+    '<Discovery><Peers><Peer address="127.0.0.1"/></Peers></Discovery>'
+    "</Domain></CycloneDDS>"
+)
+os.environ["CYCLONEDDS_URI"] = LOOPBACK_URI
+
+#: The ``network:`` section of a dds or ros2 adapter on loopback.
+NETWORK_YAML = """\
+    network:
+      interfaces: [lo]
+      peers: [127.0.0.1]
+      allow_multicast: false
+"""
+
+_RESERVED = {171, 172, 173}  # tests/interop/idl_codegen
+_random = random.SystemRandom()
+_ROOT = Path(__file__).resolve().parents[2]
+
+
+def domain_id() -> int:
+    """A DDS domain id for one test (100..232, at random)."""
+    while True:
+        candidate = _random.randint(100, 232)
+        if candidate not in _RESERVED:
+            return candidate
+
+
+def unique(name: str) -> str:
+    """``name`` made unique to this test process and draw (DDS topics, MQTT topics)."""
+    return f"{name}_{os.getpid()}_{_random.randrange(1 << 30)}"
+
+
+def dds_environment() -> dict[str, str]:
+    """The environment of a peer process: loopback Cyclone, the project on the path."""
+    path = os.pathsep.join([str(_ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return {**os.environ, "CYCLONEDDS_URI": LOOPBACK_URI, "PYTHONPATH": path}
+
+
+class PeerError(AssertionError):
+    """The peer reported an error, or died."""
+
+
+class DdsPeer:
+    """A cyclonedds peer process; ``call(op, **args)`` returns its JSON reply.
+
+    ``module`` is the peer program (``tests.helpers.dds_peer`` by default; the ROS 2
+    tests use their own).
+    """
+
+    def __init__(self, domain: int, module: str = "tests.helpers.dds_peer",
+                 *args: str) -> None:
+        self.domain = domain
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", module, str(domain), *args],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, env=dds_environment(), cwd=str(_ROOT),
+        )
+        self._lock = threading.Lock()
+        self._stderr: list[str] = []
+        self._replies: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._drain_stderr, daemon=True).start()
+        threading.Thread(target=self._read_replies, daemon=True).start()
+
+    def _drain_stderr(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self._stderr.append(line)
+
+    def _read_replies(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self._replies.put(line)
+
+    def call(self, op: str, timeout: float | None = None, **args: Any) -> dict[str, Any]:
+        """Sends one command and waits (bounded) for its reply."""
+        assert self.process.stdin is not None and self.process.stdout is not None
+        wait = unit(30) if timeout is None else timeout
+        with self._lock:
+            self.process.stdin.write(json.dumps({"op": op, **args}) + "\n")
+            self.process.stdin.flush()
+            try:
+                reply = self._replies.get(timeout=wait)
+            except queue.Empty:
+                raise PeerError(f"peer: no reply to {op} within {wait:.0f}s; stderr:\n"
+                                + "".join(self._stderr[-30:])) from None
+        answer: dict[str, Any] = json.loads(reply)
+        if not answer.get("ok"):
+            raise PeerError(f"peer: {op} failed: {answer.get('error')}")
+        return answer
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            try:
+                assert self.process.stdin is not None
+                self.process.stdin.close()
+                self.process.wait(unit(10))
+            except (OSError, subprocess.TimeoutExpired):
+                self.process.kill()
+                self.process.wait(unit(5))
+
+    def __enter__(self) -> DdsPeer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
