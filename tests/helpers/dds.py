@@ -5,10 +5,12 @@ loopback interface through ``CYCLONEDDS_URI`` (inline XML, unicast discovery to
 127.0.0.1, no multicast). The adapters under test get the same settings through their
 ``network:`` keys (``NETWORK_YAML``).
 
-Domain ids: ``domain_id()`` draws one at random from 100..232 (ports 7400 + 250 * id),
-skipping the fixed ids of the idl_codegen interop tests (171..173). Other engineers'
-tests may run at the same time on this machine; a random draw per test, plus topic
-names carrying the test process's pid (``unique``), keeps them apart.
+Domain ids: ``domain_id()`` draws one at random from 10..99. Cyclone's ports are
+7400 + 250 * id (+ a few per participant), so these stay below Linux's ephemeral port
+range (32768 and up), where a port another socket holds would move a participant off
+its well-known port. Other engineers' tests may run at the same time on this machine;
+a random draw per test, plus topic names carrying the test process's pid (``unique``),
+keeps them apart.
 
 ``DdsPeer`` runs ``python -m tests.helpers.dds_peer`` (a plain cyclonedds program) in
 its own process and drives it with one JSON command per line.
@@ -55,17 +57,13 @@ NETWORK_YAML = """\
       allow_multicast: false
 """
 
-_RESERVED = {171, 172, 173}  # tests/interop/idl_codegen
 _random = random.SystemRandom()
 _ROOT = Path(__file__).resolve().parents[2]
 
 
 def domain_id() -> int:
-    """A DDS domain id for one test (100..232, at random)."""
-    while True:
-        candidate = _random.randint(100, 232)
-        if candidate not in _RESERVED:
-            return candidate
+    """A DDS domain id for one test (10..99, at random)."""
+    return _random.randint(10, 99)
 
 
 def unique(name: str) -> str:
