@@ -22,7 +22,7 @@ import concurrent.futures
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import cyclonedds.domain as dds_domain
@@ -338,7 +338,7 @@ class DdsBus:
             for endpoints, found in discovery:
                 for endpoint in endpoints.take(N=64):
                     info = getattr(endpoint, "sample_info", None)
-                    if info is not None and not info.valid_data or not endpoint.topic_name:
+                    if (info is not None and not info.valid_data) or not endpoint.topic_name:
                         continue  # an endpoint gone
                     if endpoint.participant_key != self._guid:
                         found(endpoint)
@@ -377,6 +377,10 @@ class DdsBus:
         return {"dds_samples_lost": lost, "dds_samples_rejected": rejected}
 
 
+async def _run(awaitable: Awaitable[None]) -> None:
+    await awaitable
+
+
 def _idl_name(cls: type) -> str:
     return str(getattr(cls, "__idl_typename__", cls.__name__)).replace(".", "::")
 
@@ -396,7 +400,7 @@ class DdsBridge:
         self.discovery_timeout_s = discovery_timeout_s
         self.max_writers = max_writers
         self.loop = asyncio.get_running_loop()
-        self.inbox = host.inbox(maxsize=queue_size, overflow=BLOCK, callback=self._publish)
+        self.inbox = host.inbox(maxsize=queue_size, overflow=BLOCK, callback=self._dispatch)
         self.counts = {"dds_to_mqtt": 0, "mqtt_to_dds": 0, "malformed_dds": 0,
                        "malformed_mqtt": 0, "unroutable": 0, "refused": 0, "write_retries": 0,
                        "write_errors": 0, "writers_refused": 0, "no_type": 0,
@@ -421,24 +425,34 @@ class DdsBridge:
         if any(plan.pattern or plan.type_name == AUTO for plan in self._out):
             self.bus.watch(True, lambda endpoint: self._threadsafe(self._publication, endpoint))
 
+    def deliver_to(self, handle: Callable[[bytes, Any], None]) -> Callable[[bytes, Any], bool]:
+        """A reader's ``deliver`` (taker thread) that has ``handle(data, info)`` called on
+        the loop, through the inbox."""
+        put = self.inbox.put
+        return lambda data, info: put((handle, data, info))
+
+    @staticmethod
+    def _dispatch(item: tuple[Callable[[bytes, Any], None], bytes, Any]) -> None:
+        handle, data, info = item
+        handle(data, info)
+
     def _read(self, plan: OutPlan, topic: str, support: TypeSupport) -> None:
         route = plan.route(topic, support)
-        inbox = self.inbox
+        publish = self._publish
 
-        def deliver(data: bytes, info: Any) -> bool:
-            return inbox.put((route, data, info.source_timestamp))
+        def handle(data: bytes, info: Any) -> None:
+            publish(route, data, info.source_timestamp)
 
-        self.bus.reader(topic, support.cls, plan.qos, deliver)
+        self.bus.reader(topic, support.cls, plan.qos, self.deliver_to(handle))
         self._reading.add(topic)
         log.info("dds %s: reading %r (%s)", self.name, topic, support.name)
 
-    def _publish(self, item: tuple[OutRoute, bytes, int]) -> None:
-        route, data, timestamp = item
+    def _publish(self, route: OutRoute, data: bytes, timestamp: int) -> None:
         try:
             context = route.context(data, timestamp)
         except MappingError as exc:
             self.counts["malformed_dds"] += 1
-            self._warn(f"{route.meta.get('dds.topic')}: {exc}")
+            self.warn(f"{route.meta.get('dds.topic')}: {exc}")
             return
         if self.hub.publish(context):
             self.counts["dds_to_mqtt"] += 1
@@ -455,7 +469,7 @@ class DdsBridge:
             return
         if plan.type_name != AUTO:
             if endpoint.type_name.replace(".", "::") != plan.type_name:
-                self._warn(f"{topic}: type {endpoint.type_name}, not {plan.type_name}; skipped")
+                self.warn(f"{topic}: type {endpoint.type_name}, not {plan.type_name}; skipped")
                 return
             self._start_discovered(plan, topic, self.types.support(plan.type_name))
             return
@@ -470,13 +484,13 @@ class DdsBridge:
         self._resolving.discard(topic)
         if cls is None:
             self.counts["no_type"] += 1
-            self._warn(f"{topic}: cannot rebuild its type: {reason}")
+            self.warn(f"{topic}: cannot rebuild its type: {reason}")
             return
         try:
             support = self.types.discovered(cls)
         except (TypeError, ValueError) as exc:
             self.counts["no_type"] += 1
-            self._warn(f"{topic}: discovered type not supported: {exc}")
+            self.warn(f"{topic}: discovered type not supported: {exc}")
             return
         self._start_discovered(plan, topic, support)
 
@@ -484,7 +498,7 @@ class DdsBridge:
         try:
             self._read(plan, topic, support)
         except (AdapterError, MappingError) as exc:
-            self._warn(f"{topic}: {exc}")
+            self.warn(f"{topic}: {exc}")
             return
         self.counts["discovered_topics"] += 1
 
@@ -526,7 +540,7 @@ class DdsBridge:
         if writer is None:
             if len(self._writers) >= self.max_writers:
                 self.counts["writers_refused"] += 1
-                self._warn(f"{topic}: max_writers ({self.max_writers}) reached")
+                self.warn(f"{topic}: max_writers ({self.max_writers}) reached")
                 return None
             writer = self._writers[topic] = self.bus.writer(topic, support.cls, plan.qos)
             log.info("dds %s: writing %r (%s)", self.name, topic, support.name)
@@ -543,17 +557,17 @@ class DdsBridge:
                            else self.types.support(plan.type_name))
                 if support is None:
                     self.counts["no_type"] += 1
-                    self._warn(f"{topic}: no reader discovered yet to take its type from")
+                    self.warn(f"{topic}: no reader discovered yet to take its type from")
                     continue
                 data = route.cdr_of(context, support)
                 writer = self._writer(plan, topic, support)
             except MappingError as exc:
                 self.counts["malformed_mqtt"] += 1
-                self._warn(f"{context.topic} -> {topic}: {exc}")
+                self.warn(f"{context.topic} -> {topic}: {exc}")
                 continue
             except AdapterError as exc:
                 self.counts["unroutable"] += 1
-                self._warn(f"{context.topic} -> {topic}: {exc}")
+                self.warn(f"{context.topic} -> {topic}: {exc}")
                 continue
             if writer is None:
                 continue
@@ -563,14 +577,14 @@ class DdsBridge:
                     await asyncio.sleep(_WRITE_RETRY_S)
             except AdapterError as exc:
                 self.counts["write_errors"] += 1
-                self._warn(f"{topic}: {exc}")
+                self.warn(f"{topic}: {exc}")
                 continue
             self.counts["mqtt_to_dds"] += 1
 
     # -- running -----------------------------------------------------------------------------
 
-    async def serve(self) -> None:
-        """Runs until the host is asked to stop (or a pump fails)."""
+    async def serve(self, *more: Awaitable[None]) -> None:
+        """Runs the pumps (and ``more``) until the host is asked to stop (or one fails)."""
         self.watch_publications()
         self.watch_subscriptions()
         self.bus.start()
@@ -578,6 +592,7 @@ class DdsBridge:
         async with asyncio.TaskGroup() as tg:
             pumps = [tg.create_task(self._pump(plan, subscription))
                      for plan, subscription in self._subscriptions]
+            pumps += [tg.create_task(_run(task)) for task in more]
             await self.host.stopping.wait()
             for pump in pumps:
                 pump.cancel()
@@ -594,7 +609,7 @@ class DdsBridge:
         with contextlib.suppress(RuntimeError):  # the loop is closed: nothing to do
             self.loop.call_soon_threadsafe(fn, *args)
 
-    def _warn(self, message: str) -> None:
+    def warn(self, message: str) -> None:
         """Logs a problem: every time at DEBUG, the first of each kind at WARNING."""
         kind = message.split(":", 1)[0]
         if kind not in self._warned:
