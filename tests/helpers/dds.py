@@ -112,10 +112,12 @@ class DdsPeer:
         for line in self.process.stdout:
             self._replies.put(line)
 
-    def call(self, op: str, timeout: float | None = None, **args: Any) -> dict[str, Any]:
-        """Sends one command and waits (bounded) for its reply."""
+    def call(self, op: str, wait: float | None = None, **args: Any) -> dict[str, Any]:
+        """Sends one command and waits for its reply: ``wait`` seconds, by default the
+        command's own ``timeout`` plus 30 units."""
         assert self.process.stdin is not None and self.process.stdout is not None
-        wait = unit(30) if timeout is None else timeout
+        if wait is None:
+            wait = float(args.get("timeout", 0)) + unit(30)
         with self._lock:
             self.process.stdin.write(json.dumps({"op": op, **args}) + "\n")
             self.process.stdin.flush()

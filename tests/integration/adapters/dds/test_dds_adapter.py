@@ -225,7 +225,7 @@ def test_10000_reliable_samples_arrive_none_lost(bus: Bus, clients: Clients) -> 
     sub = clients.subscriber(5, f"{bus.names['speed']}/+", 1)
     writer(bus, "speed", "vehicle::Speed")
     before = bus.stats()
-    reply = bus.peer.call("bulk", id="speed", n=count, field="seq", timeout=unit(120),
+    reply = bus.peer.call("bulk", id="speed", n=count, field="seq", wait=unit(120),
                           sample={"vin": "BULK", "seq": 0, "kph": 88.5})
     assert reply["written"] == count
     messages = sub.expect_messages(count, unit(120))
