@@ -15,7 +15,7 @@ Reads one JSON command per line on stdin, answers one JSON line on stdout
 - ``write {id, samples: [json]}``; ``bulk {id, n, sample, field}``: ``n`` samples with
   ``field`` set to 0..n-1
 - ``take {id, count, timeout}``: up to ``count`` samples, waiting at most ``timeout``
-- ``quiet {id, wait}``: the samples that arrive within ``wait`` seconds
+- ``quiet {id, seconds}``: the samples that arrive within ``seconds``
 """
 
 from __future__ import annotations
@@ -117,9 +117,9 @@ class Peer:
             time.sleep(0.01)
         return {"samples": got}
 
-    def op_quiet(self, id: str, wait: float) -> dict[str, Any]:  # noqa: A002
+    def op_quiet(self, id: str, seconds: float) -> dict[str, Any]:  # noqa: A002
         reader, codec = self.entities[id]
-        time.sleep(wait)
+        time.sleep(seconds)
         return {"samples": [codec.to_json(s) for s in reader.take(N=1000)
                             if s.sample_info.valid_data]}
 

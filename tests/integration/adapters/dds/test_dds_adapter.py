@@ -275,7 +275,7 @@ def test_no_loops_either_way(bus: Bus, clients: Clients) -> None:
     assert bus.peer.call("take", id="loop_r", count=1, timeout=unit(10))["samples"] == [
         {"vin": "L2", "seq": 2, "kph": 2.0}]
     sub.expect_no_message(unit(1))
-    assert bus.peer.call("quiet", id="loop_r", wait=0.2)["samples"] == []
+    assert bus.peer.call("quiet", id="loop_r", seconds=0.2)["samples"] == []
     after = bus.stats()
     assert after["dds_to_mqtt"] - before["dds_to_mqtt"] == 1
     assert after["mqtt_to_dds"] - before["mqtt_to_dds"] == 1
