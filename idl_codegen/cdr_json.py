@@ -34,7 +34,7 @@ import json
 import struct
 import sys
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from json.encoder import encode_basestring
 from typing import Any
 
@@ -129,11 +129,12 @@ class Transcoder:
         self.type_name = type_name
         self.source = source
         exec(compile(source, f"<cdr_json {type_name}>", "exec"), namespace)
-        self._to_json: Callable[[Any], bytes] = namespace["to_json"]
+        self._to_json: Callable[[Any], Any] = namespace["to_json"]
         self._from_json: Callable[[Any], bytes] = namespace["from_json"]
 
-    def to_json(self, data: bytes | bytearray | memoryview) -> bytes:
-        """Serialized sample -> compact JSON; :class:`CdrError` when not handled here."""
+    def to_json(self, data: bytes | bytearray | memoryview) -> Any:
+        """Serialized sample -> compact JSON (and the values of the requested fields);
+        :class:`CdrError` when not handled here."""
         try:
             return self._to_json(data)
         except CdrError:
@@ -151,14 +152,19 @@ class Transcoder:
             raise CdrError(f"{type(exc).__name__}: {exc}") from None
 
 
-def transcoder_for(schema: Schema, root: str) -> Transcoder | None:
+def transcoder_for(schema: Schema, root: str, fields: Sequence[str] = ()) -> Transcoder | None:
     """The transcoder of struct or union ``root`` of ``schema``; None when the type is
-    outside what it covers (see the module's docstring)."""
+    outside what it covers (see the module's docstring).
+
+    With ``fields`` (member paths through structs: ``vin``, ``pose.position.x``), its
+    ``to_json`` returns ``(json, values)``: the JSON text and the JSON values of those
+    members (enum literals by name), for topic templates. None when one of them is not
+    a single value reached through structs alone."""
     if sys.byteorder != "little":
         return None
     try:
         generator = _Generator(schema)
-        source = generator.module(root)
+        source = generator.module(root, tuple(fields))
     except Unsupported:
         return None
     return Transcoder(root, source, generator.namespace)
@@ -210,10 +216,10 @@ class _Align:
 
 
 # Tokens of a fixed-size value, for the decoder: literal JSON text, or a slot of one
-# struct item (format, alignment, the kinds of the values it unpacks, and its JSON
-# template with "\x00" standing for each value).
+# struct item (format, alignment, the kinds of the values it unpacks, its JSON template
+# with "\x00" standing for each value, and the member path of a single value).
 Lit = tuple[str, str]
-Slot = tuple[str, str, int, tuple[Any, ...], str]
+Slot = tuple[str, str, int, tuple[Any, ...], str, str | None]
 Token = Lit | Slot
 _MAX_SLOTS = 512
 
@@ -273,7 +279,7 @@ class _Generator:
         self.namespace[key] = value
         return key
 
-    def module(self, root: str) -> str:
+    def module(self, root: str, fields: Sequence[str] = ()) -> str:
         declared = self.schema.types.get(root)
         if not isinstance(declared, StructType | UnionType):
             raise Unsupported(root)
@@ -281,10 +287,18 @@ class _Generator:
         for line in ("mv = memoryview(data)", "if len(mv) < 4 or mv[0] != 0 or mv[1] != 1:",
                      "    raise _E('not CDR_LE')", "mv = mv[4:]", "L = len(mv)", "p = 0"):
             decode.add(line)
-        text = _Decoder(self, decode).value(NamedType(root), _Align())
+        wanted = {path: f"f{index}" for index, path in enumerate(fields)}
+        decoder = _Decoder(self, decode, wanted)
+        text = decoder.value(NamedType(root), _Align(), "")
+        missing = set(wanted) - decoder.assigned
+        if missing:
+            raise Unsupported(f"members {sorted(missing)} cannot be extracted")
         decode.add("if p > L:")
         decode.add("    raise _E('short sample')")
-        decode.add(f"return ({text}).encode()")
+        if fields:
+            decode.add(f"return ({text}).encode(), ({''.join(v + ', ' for v in wanted.values())})")
+        else:
+            decode.add(f"return ({text}).encode()")
         encode = _Lines()
         encode.add("o = bytearray(_H)")
         encoder = _Encoder(self, encode)
@@ -370,29 +384,39 @@ class _Generator:
 class _Decoder:
     """Emits statements reading CDR at ``p``; returns expressions of JSON text."""
 
-    def __init__(self, gen: _Generator, out: _Lines) -> None:
+    def __init__(self, gen: _Generator, out: _Lines, wanted: dict[str, str] | None = None
+                 ) -> None:
         self.gen = gen
         self.out = out
+        self.wanted = wanted or {}  # member path -> variable holding its JSON value
+        self.assigned: set[str] = set()
 
-    def value(self, ref: TypeRef, align: _Align) -> str:
-        tokens = self.tokens(ref)
+    def value(self, ref: TypeRef, align: _Align, path: str | None = None) -> str:
+        tokens = self.tokens(ref, path)
         if tokens is not None:
             return self.emit(tokens, align)
-        return self.variable(ref, align)
+        return self.variable(ref, align, path)
+
+    @staticmethod
+    def _member(path: str | None, name: str) -> str | None:
+        if path is None:
+            return None
+        return f"{path}.{name}" if path else name
 
     # -- fixed-size values: tokens, unpacked in runs ----------------------------------------
 
-    def tokens(self, ref: TypeRef) -> list[Token] | None:
+    def tokens(self, ref: TypeRef, path: str | None = None) -> list[Token] | None:
         """The tokens of a fixed-size value; None when its size varies."""
         gen = self.gen
         resolved = gen.resolve(ref)
         kind = gen.primitive(resolved)
         if kind is not None:
             code, size = _FORMATS[kind]
-            return [("slot", code, size, (self._kind(kind),), "\x00")]
+            return [("slot", code, size, (self._kind(kind),), "\x00", path)]
         if isinstance(resolved, EnumType):
             by_value, _ = gen.enum_maps(resolved)
-            return [("slot", "I", 4, (("enum", by_value),), "\x00")]
+            names = gen.constant("_EL", dict((v, n) for n, v in resolved.literals))
+            return [("slot", "I", 4, (("enum", by_value, names),), "\x00", path)]
         if isinstance(resolved, ArrayType):
             return self._array_tokens(resolved)
         if isinstance(resolved, StructType):
@@ -400,7 +424,7 @@ class _Decoder:
             try:
                 out: list[Token] = []
                 for position, member in enumerate(gen.members(resolved)):
-                    member_tokens = self.tokens(member.type)
+                    member_tokens = self.tokens(member.type, self._member(path, member.name))
                     if member_tokens is None:
                         return None
                     out.append(_lit(("{" if position == 0 else ",")
@@ -419,7 +443,8 @@ class _Decoder:
         dims = list(array_type.dims)
         if kind == "octet":
             inner = dims.pop()
-            return _nest_tokens(dims, lambda: [("slot", f"{inner}s", 1, ("octets",), "\x00")])
+            return _nest_tokens(dims,
+                                lambda: [("slot", f"{inner}s", 1, ("octets",), "\x00", None)])
         count = _product(dims)
         if kind is not None or isinstance(element, EnumType):
             if kind is not None:
@@ -429,7 +454,7 @@ class _Decoder:
                 by_value, _ = gen.enum_maps(element)
                 code, size, one = "I", 4, ("enum", by_value)
             template = _nest_text(dims, "\x00")
-            return [("slot", f"{count}{code}", size, (one,) * count, template)]
+            return [("slot", f"{count}{code}", size, (one,) * count, template, None)]
         element_tokens = self.tokens(array_type.element)
         if element_tokens is None or count * _slots(element_tokens) > _MAX_SLOTS:
             return None
@@ -452,7 +477,7 @@ class _Decoder:
             if token[0] == "lit":
                 run.text.append(token[1].replace("%", "%%"))
                 continue
-            _, code, alignment, kinds, template = token  # type: ignore[misc]
+            _, code, alignment, kinds, template, path = token  # type: ignore[misc]
             pad = align.pad(alignment)
             if pad is None:
                 if run.slots:
@@ -462,6 +487,9 @@ class _Decoder:
                 align.aligned(alignment)
                 pad = 0
             run.add(code, pad, kinds, template)
+            if path is not None and path in self.wanted:
+                run.extract.append((run.values - 1, kinds[0], self.wanted[path]))
+                self.assigned.add(path)
             align.advance(pad + struct.calcsize("<" + code))
         if run.slots:
             pieces.append(self._flush(run))
@@ -481,19 +509,28 @@ class _Decoder:
             self.out.add(f"s = {total}")
             self.out.add("if s - s != 0.0:")
             self.out.add(f"    {var} = _fix({var})")
+        for index, kind, target in run.extract:
+            value = f"{var}[{index}]"
+            if kind == "bool":
+                value = f"{value} == 1"
+            elif kind == "char":
+                value = f"chr({value})"
+            elif isinstance(kind, tuple):
+                value = f"{kind[2]}[{value}]"
+            self.out.add(f"{target} = {value}")
         args = ", ".join(arg.replace("@", var) for arg in run.args)
         return f"({''.join(run.text)!r} % ({args},))"
 
     # -- variable-size values ---------------------------------------------------------------
 
-    def variable(self, ref: TypeRef, align: _Align) -> str:
+    def variable(self, ref: TypeRef, align: _Align, path: str | None = None) -> str:
         resolved = self.gen.resolve(ref)
         if isinstance(resolved, StructType):
-            return self.struct(resolved, align)
+            return self.struct(resolved, align, path)
         if isinstance(resolved, UnionType):
             return self.union(resolved, align)
         if isinstance(resolved, StringType):
-            return self.string(resolved.bound, align)
+            return self.string(resolved.bound, align, path)
         if isinstance(resolved, SequenceType):
             count = self.length(align)
             if resolved.bound is not None:
@@ -508,7 +545,7 @@ class _Decoder:
             return text
         raise Unsupported(repr(resolved))
 
-    def struct(self, struct_type: StructType, align: _Align) -> str:
+    def struct(self, struct_type: StructType, align: _Align, path: str | None = None) -> str:
         gen = self.gen
         gen.enter(struct_type.name)
         try:
@@ -518,14 +555,15 @@ class _Decoder:
             for position, member in enumerate(members):
                 lead = _lit(("{" if position == 0 else ",")
                             + encode_basestring(member.name) + ":")
-                member_tokens = self.tokens(member.type)
+                member_path = self._member(path, member.name)
+                member_tokens = self.tokens(member.type, member_path)
                 if member_tokens is not None:
                     pending += [lead, *member_tokens]
                     continue
                 pending.append(lead)
                 pieces.append(self.emit(pending, align))
                 pending = []
-                pieces.append(self.variable(member.type, align))
+                pieces.append(self.variable(member.type, align, member_path))
             pending.append(_lit("}" if members else "{}"))
             pieces.append(self.emit(pending, align))
             var = gen.name("j")
@@ -550,9 +588,14 @@ class _Decoder:
         align.advance(4)
         return var
 
-    def string(self, bound: int | None, align: _Align) -> str:
+    def string(self, bound: int | None, align: _Align, path: str | None = None) -> str:
         n = self.length(align)
         var = self.gen.name("s")
+        if path is not None and path in self.wanted:
+            self.assigned.add(path)
+            target = self.wanted[path]
+        else:
+            target = None
         self.out.add(f"if {n} == 0 or p + {n} > L or mv[p + {n} - 1] != 0:")
         self.out.add("    raise _E('bad string')")
         self.out.add(f"{var} = _utf8(mv[p:p + {n} - 1], 'utf-8')")
@@ -562,6 +605,8 @@ class _Decoder:
             check += f" or {n} - 1 > {bound}"
         self.out.add(f"if {check}:")
         self.out.add("    raise _E('bad string')")
+        if target is not None:
+            self.out.add(f"{target} = {var}")
         align.forget()
         return f"_str({var})"
 
@@ -671,7 +716,12 @@ class _Run:
         self.args: list[str] = []  # "@" stands for the tuple variable
         self.slots = 0
         self.floats: list[int] = []
+        self.extract: list[tuple[int, Any, str]] = []  # (value index, kind, variable)
         self._index = 0
+
+    @property
+    def values(self) -> int:
+        return self._index
 
     def add(self, code: str, pad: int, kinds: tuple[Any, ...], template: str) -> None:
         self.format += "x" * pad + code
@@ -697,7 +747,7 @@ class _Run:
             elif kind == "octets":
                 placeholders.append("%s")
                 self.args.append(f"_b64(@[{index}])")
-            else:  # ("enum", constant)
+            else:  # ("enum", text constant, name constant)
                 placeholders.append("%s")
                 self.args.append(f"{kind[1]}[@[{index}]]")
         parts = template.replace("%", "%%").split("\x00")

@@ -142,16 +142,18 @@ class Writer:
         return len(self.entity.get_matched_subscriptions())
 
 
-class _Reader:
-    __slots__ = ("deliver", "entity", "invalid", "ref", "topic")
+#: What a reader hands over: serialized samples with their SampleInfo, as taken.
+Batch = list[tuple[bytes, Any]]
 
-    def __init__(self, entity: DataReader, topic: str,
-                 deliver: Callable[[bytes, Any], bool]) -> None:
+
+class _Reader:
+    __slots__ = ("deliver", "entity", "ref", "topic")
+
+    def __init__(self, entity: DataReader, topic: str, deliver: Callable[[Batch], bool]) -> None:
         self.entity = entity
         self.ref = entity._ref
         self.topic = topic
         self.deliver = deliver
-        self.invalid = 0  # dispose / unregister notifications (no data)
 
 
 class DdsBus:
@@ -253,10 +255,11 @@ class DdsBus:
             self._topics[name] = (cls, topic)
             return topic
 
-    def reader(self, name: str, cls: type, qos: DdsQos, deliver: Callable[[bytes, Any], bool],
+    def reader(self, name: str, cls: type, qos: DdsQos, deliver: Callable[[Batch], bool],
                user_data: bytes | None = None) -> DataReader:
-        """A reader whose samples (serialized, with their SampleInfo) go to ``deliver``, on
-        the taker thread; ``deliver`` returns False when they can no longer be taken."""
+        """A reader whose samples go to ``deliver`` in batches (up to 256 serialized
+        samples with their SampleInfo, dispose notifications included), on the taker
+        thread; ``deliver`` returns False when they can no longer be taken."""
         listener = Listener(on_requested_incompatible_qos=_Incompatible(self, f"reader {name}"))
         try:
             entity = DataReader(self._subscriber or self.participant, self.topic(name, cls),
@@ -356,12 +359,8 @@ class DdsBus:
                 return True
             if not batch:
                 return True
-            deliver = reader.deliver
-            for data, info in batch:
-                if not info.valid_data:
-                    reader.invalid += 1
-                elif not deliver(data, info):
-                    return False
+            if not reader.deliver(batch):
+                return False
             if len(batch) < _TAKE_BATCH:
                 return True
 
@@ -400,11 +399,13 @@ class DdsBridge:
         self.discovery_timeout_s = discovery_timeout_s
         self.max_writers = max_writers
         self.loop = asyncio.get_running_loop()
-        self.inbox = host.inbox(maxsize=queue_size, overflow=BLOCK, callback=self._dispatch)
+        # batches of up to _TAKE_BATCH samples: queue_size samples at most
+        self.inbox = host.inbox(maxsize=max(2, queue_size // _TAKE_BATCH), overflow=BLOCK,
+                                callback=self._dispatch)
         self.counts = {"dds_to_mqtt": 0, "mqtt_to_dds": 0, "malformed_dds": 0,
                        "malformed_mqtt": 0, "unroutable": 0, "refused": 0, "write_retries": 0,
                        "write_errors": 0, "writers_refused": 0, "no_type": 0,
-                       "discovered_topics": 0}
+                       "discovered_topics": 0, "samples_taken": 0, "disposed": 0}
         self._out: list[OutPlan] = []
         self._reading: set[str] = set()  # DDS topics with a reader
         self._resolving: set[str] = set()
@@ -425,16 +426,21 @@ class DdsBridge:
         if any(plan.pattern or plan.type_name == AUTO for plan in self._out):
             self.bus.watch(True, lambda endpoint: self._threadsafe(self._publication, endpoint))
 
-    def deliver_to(self, handle: Callable[[bytes, Any], None]) -> Callable[[bytes, Any], bool]:
+    def deliver_to(self, handle: Callable[[bytes, Any], None]) -> Callable[[Batch], bool]:
         """A reader's ``deliver`` (taker thread) that has ``handle(data, info)`` called on
-        the loop, through the inbox."""
+        the loop for each sample with data, through the inbox."""
         put = self.inbox.put
-        return lambda data, info: put((handle, data, info))
+        return lambda batch: put((handle, batch))
 
-    @staticmethod
-    def _dispatch(item: tuple[Callable[[bytes, Any], None], bytes, Any]) -> None:
-        handle, data, info = item
-        handle(data, info)
+    def _dispatch(self, item: tuple[Callable[[bytes, Any], None], Batch]) -> None:
+        handle, batch = item
+        counts = self.counts
+        counts["samples_taken"] += len(batch)
+        for data, info in batch:
+            if info.valid_data:
+                handle(data, info)
+            else:
+                counts["disposed"] += 1  # an instance disposed or unregistered: no data
 
     def _read(self, plan: OutPlan, topic: str, support: TypeSupport) -> None:
         route = plan.route(topic, support)

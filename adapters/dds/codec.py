@@ -50,25 +50,45 @@ CONTENT_JSON = "application/json"
 CONTENT_CDR = "application/x-dds-cdr"
 
 _new_properties = frozen_factory(Properties)
-_PROPERTY_DEFAULTS = {f.name: f.default for f in fields(Properties)}
+_PROPERTY_NAMES = [f.name for f in fields(Properties)]
+_USER = _PROPERTY_NAMES.index("user_properties")
 
 
-def _properties(**values: Any) -> Properties:
-    """A Properties instance, built without the frozen dataclass's per-field cost."""
-    result: Properties = _new_properties(**{**_PROPERTY_DEFAULTS, **values})
-    return result
+class _PropertiesMaker:
+    """Properties with fixed fields and per-message user properties, built without the
+    frozen dataclass's per-field cost (one positional call)."""
+
+    __slots__ = ("_after", "_before")
+
+    def __init__(self, **fixed: Any) -> None:
+        values = [fixed.get(f.name, f.default) for f in fields(Properties)]
+        self._before = tuple(values[:_USER])
+        self._after = tuple(values[_USER + 1:])
+
+    def __call__(self, user_properties: tuple[tuple[str, str], ...]) -> Properties:
+        made: Properties = _new_properties(*self._before, user_properties, *self._after)
+        return made
 
 
 class TypeSupport:
     """One DDS type: its class, IDL name, JSON codec and CDR transcoder."""
 
-    __slots__ = ("cls", "codec", "fast", "name")
+    __slots__ = ("_extractors", "cls", "codec", "fast", "name")
 
     def __init__(self, cls: type) -> None:
         self.cls = cls
         self.codec: TypeCodec = codec_for(cls)
         self.name: str = self.codec.type_name
         self.fast: Transcoder | None = transcoder_for(self.codec.schema, self.name)
+        self._extractors: dict[tuple[str, ...], Transcoder | None] = {}
+
+    def extractor(self, paths: tuple[str, ...]) -> Transcoder | None:
+        """A transcoder that also returns the values of member ``paths`` (None when the
+        direct path cannot give them: the JSON is parsed instead)."""
+        if paths not in self._extractors:
+            self._extractors[paths] = (transcoder_for(self.codec.schema, self.name, paths)
+                                       if self.fast is not None else None)
+        return self._extractors[paths]
 
     def __repr__(self) -> str:
         return f"TypeSupport({self.name})"
@@ -126,7 +146,7 @@ class SampleTemplate:
     """A topic template over metadata (``dds.topic``, ``ros.type``, ...) and sample
     members: ``vehicle/{vin}/speed``, ``{pose.position.x}``, ``{payload.vin}``."""
 
-    __slots__ = ("members", "needs_payload", "static", "template")
+    __slots__ = ("members", "needs_payload", "paths", "sample_fields", "static", "template")
 
     def __init__(self, text: str, meta: Mapping[str, Any]) -> None:
         self.template = TopicTemplate(text)
@@ -137,6 +157,10 @@ class SampleTemplate:
         )
         self.needs_payload = any(field not in meta for field in self.template.fields)
         self.static: str | None = None if self.needs_payload else self.template.render(meta)
+        # the fields read from the sample, and their member paths
+        self.sample_fields = tuple(f for f in self.template.fields if f not in meta)
+        self.paths = tuple(f.partition(".")[2] if f.startswith(("payload.", "key.")) else f
+                           for f in self.sample_fields)
 
     def check(self, support: TypeSupport) -> None:
         """Every member the template names exists in ``support``'s type."""
@@ -150,6 +174,12 @@ class SampleTemplate:
             problem = _member_problem(support.codec, path)
             if problem is not None:
                 raise MappingError(f"topic template {self.template.text!r}: {problem}")
+
+    def render_values(self, meta: Mapping[str, Any], values: tuple[Any, ...]) -> str:
+        """The topic, given the values of ``sample_fields`` (from an extractor)."""
+        found = dict(meta)
+        found.update(zip(self.sample_fields, values, strict=True))
+        return self.template.render(found)
 
     def render(self, meta: Mapping[str, Any], payload: Any) -> str:
         if self.members:
@@ -189,6 +219,8 @@ class OutRoute:
     """DDS -> MQTT for one DDS topic: builds the Context of each sample."""
 
     __slots__ = (
+        "_extractor",
+        "_properties",
         "meta",
         "origin",
         "payload",
@@ -220,32 +252,35 @@ class OutRoute:
         self.retain = retain
         self.payload = payload
         self.type_property = type_property or (("dds.type", support.name),)
+        self._extractor = (support.extractor(self.template.paths)
+                           if self.template.static is None else None)
+        text = payload == "json"
+        self._properties = _PropertiesMaker(
+            payload_format_indicator=1 if text else None,
+            content_type=CONTENT_JSON if text else CONTENT_CDR)
 
     def context(self, data: bytes, source_timestamp: int) -> Context:
         """The Context of one serialized sample; ``MappingError`` when it does not fit."""
         support = self.support
-        if self.payload == "json":
-            body = support.json_of(data)
-            content_type = CONTENT_JSON
-            text = 1
-        else:
-            body = support.check_cdr(data)
-            content_type = CONTENT_CDR
-            text = None
         template = self.template
-        if template.static is not None:
-            topic = template.static
+        found = None
+        if self._extractor is not None:  # a topic from members: the direct path gives them
+            try:
+                found = self._extractor.to_json(data)
+            except CdrError:
+                pass
+        if found is not None:
+            body = found[0] if self.payload == "json" else data
+            topic = template.render_values(self.meta, found[1])
         else:
-            value = json.loads(body) if self.payload == "json" else support.value_of(data)
-            topic = template.render(self.meta, value)
-        properties = _properties(
-            payload_format_indicator=text,
-            content_type=content_type,
-            user_properties=(
-                *self.type_property,
-                ("dds.source_timestamp", str(source_timestamp)),
-            ),
-        )
+            body = support.json_of(data) if self.payload == "json" else support.check_cdr(data)
+            if template.static is not None:
+                topic = template.static
+            else:
+                value = json.loads(body) if self.payload == "json" else support.value_of(data)
+                topic = template.render(self.meta, value)
+        properties = self._properties(
+            (*self.type_property, ("dds.source_timestamp", str(source_timestamp))))
         return new_context(
             topic, body, self.qos, self.retain, properties, self.origin, self.meta,
             next_message_id(), time_ns(),
