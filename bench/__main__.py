@@ -103,16 +103,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON")
     p.add_argument("--no-idl", action="store_true", help="skip bench/bench_idl.py")
+    p.add_argument("--no-dds", action="store_true", help="skip bench/bench_dds.py")
     p.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     return p
 
 
-def _idl_lines() -> list[str]:
-    """Lines from bench/bench_idl.py's ``run()``, if that module exists."""
+def _module_lines(name: str = "bench_idl") -> list[str]:
+    """Lines from bench/<name>.py's ``run()``, if that module exists."""
     try:
-        module = importlib.import_module("bench.bench_idl")
+        module = importlib.import_module(f"bench.{name}")
     except ModuleNotFoundError as exc:
-        if exc.name != "bench.bench_idl":
+        if exc.name != f"bench.{name}":
             raise
         return []
     run = getattr(module, "run", None)
@@ -121,7 +122,7 @@ def _idl_lines() -> list[str]:
     try:
         return [str(line) for line in run()]
     except Exception as exc:  # another engineer's module: report it, keep our table
-        return [f"bench_idl failed: {type(exc).__name__}: {exc}"]
+        return [f"{name} failed: {type(exc).__name__}: {exc}"]
 
 
 def _terminate(signum: int, frame: FrameType | None) -> None:
@@ -161,8 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     emit(["", *format_table(summary)])
     if args.json:
         write_json(summary, args.json)
-    if not args.no_idl:
-        lines = _idl_lines()
+    for skip, name in ((args.no_idl, "bench_idl"), (args.no_dds, "bench_dds")):
+        lines = [] if skip else _module_lines(name)
         if lines:
             emit(["", *lines])
     if results.failed or results.errors():
