@@ -619,6 +619,8 @@ class DdsBridge:
         """Logs a problem: every time at DEBUG, the first of each kind at WARNING."""
         kind = message.split(":", 1)[0]
         if kind not in self._warned:
+            if len(self._warned) >= 1000:  # bounded: topics built from captures vary
+                self._warned.clear()
             self._warned.add(kind)
             log.warning("dds %s: %s", self.name, message)
         elif log.isEnabledFor(logging.DEBUG):
