@@ -18,6 +18,7 @@ encapsulation header) and on the JSON codec of ``idl_codegen``.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import json
 from collections.abc import Callable, Mapping
@@ -265,10 +266,8 @@ class OutRoute:
         template = self.template
         found = None
         if self._extractor is not None:  # a topic from members: the direct path gives them
-            try:
+            with contextlib.suppress(CdrError):
                 found = self._extractor.to_json(data)
-            except CdrError:
-                pass
         if found is not None:
             body = found[0] if self.payload == "json" else data
             topic = template.render_values(self.meta, found[1])

@@ -69,17 +69,17 @@ class Peer:
         self.types.update(schema.types)
         return {"types": sorted(schema.types)}
 
-    def op_writer(self, id: str, topic: str, type: str, qos: dict[str, Any] = {}) -> dict[str, Any]:  # noqa: A002, B006
+    def op_writer(self, id: str, topic: str, type: str, qos: dict[str, Any] = {}) -> dict[str, Any]:  # noqa: B006
         dds_topic, codec = self.topic(topic, type)
         self.entities[id] = (DataWriter(self.participant, dds_topic, qos=qos_of(qos)), codec)
         return {}
 
-    def op_reader(self, id: str, topic: str, type: str, qos: dict[str, Any] = {}) -> dict[str, Any]:  # noqa: A002, B006
+    def op_reader(self, id: str, topic: str, type: str, qos: dict[str, Any] = {}) -> dict[str, Any]:  # noqa: B006
         dds_topic, codec = self.topic(topic, type)
         self.entities[id] = (DataReader(self.participant, dds_topic, qos=qos_of(qos)), codec)
         return {}
 
-    def op_matched(self, id: str, count: int = 1, timeout: float = 10) -> dict[str, Any]:  # noqa: A002
+    def op_matched(self, id: str, count: int = 1, timeout: float = 10) -> dict[str, Any]:
         entity, _ = self.entities[id]
         deadline = time.monotonic() + timeout
         while True:
@@ -91,13 +91,13 @@ class Peer:
                 return {"matched": matched}
             time.sleep(0.02)
 
-    def op_write(self, id: str, samples: list[Any]) -> dict[str, Any]:  # noqa: A002
+    def op_write(self, id: str, samples: list[Any]) -> dict[str, Any]:
         writer, codec = self.entities[id]
         for value in samples:
             writer.write(codec.from_json(value))
         return {"written": len(samples)}
 
-    def op_bulk(self, id: str, n: int, sample: dict[str, Any], field: str) -> dict[str, Any]:  # noqa: A002
+    def op_bulk(self, id: str, n: int, sample: dict[str, Any], field: str) -> dict[str, Any]:
         writer, codec = self.entities[id]
         template = codec.from_json(sample)
         started = time.monotonic()
@@ -106,7 +106,7 @@ class Peer:
             writer.write(template)
         return {"written": n, "seconds": time.monotonic() - started}
 
-    def op_take(self, id: str, count: int, timeout: float = 10) -> dict[str, Any]:  # noqa: A002
+    def op_take(self, id: str, count: int, timeout: float = 10) -> dict[str, Any]:
         reader, codec = self.entities[id]
         deadline = time.monotonic() + timeout
         got: list[Any] = []
@@ -117,7 +117,7 @@ class Peer:
             time.sleep(0.01)
         return {"samples": got}
 
-    def op_quiet(self, id: str, seconds: float) -> dict[str, Any]:  # noqa: A002
+    def op_quiet(self, id: str, seconds: float) -> dict[str, Any]:
         reader, codec = self.entities[id]
         time.sleep(seconds)
         return {"samples": [codec.to_json(s) for s in reader.take(N=1000)

@@ -191,21 +191,21 @@ class Node:
             self.topics[name] = Topic(self.participant, name, cls)
         return self.topics[name]
 
-    def op_publisher(self, id: str, topic: str, type: str, profile_name: str = "default") -> dict[str, Any]:  # noqa: A002, E501
+    def op_publisher(self, id: str, topic: str, type: str, profile_name: str = "default") -> dict[str, Any]:  # noqa: E501
         cls = TYPES[type]
         writer = DataWriter(self.participant, self.topic("rt" + topic, cls),
                             qos=profile(profile_name))
         self.entities[id] = (writer, cls)
         return {}
 
-    def op_subscriber(self, id: str, topic: str, type: str, profile_name: str = "default") -> dict[str, Any]:  # noqa: A002, E501
+    def op_subscriber(self, id: str, topic: str, type: str, profile_name: str = "default") -> dict[str, Any]:  # noqa: E501
         cls = TYPES[type]
         reader = DataReader(self.participant, self.topic("rt" + topic, cls),
                             qos=profile(profile_name))
         self.entities[id] = (reader, cls)
         return {}
 
-    def op_matched(self, id: str, timeout: float = 10) -> dict[str, Any]:  # noqa: A002
+    def op_matched(self, id: str, timeout: float = 10) -> dict[str, Any]:
         entity, _ = self.entities[id]
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -216,13 +216,13 @@ class Node:
             time.sleep(0.02)
         return {"matched": 0}
 
-    def op_publish(self, id: str, messages: list[dict[str, Any]]) -> dict[str, Any]:  # noqa: A002
+    def op_publish(self, id: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
         writer, cls = self.entities[id]
         for message in messages:
             writer.write(from_json(cls, message))
         return {}
 
-    def op_take(self, id: str, count: int, timeout: float = 10) -> dict[str, Any]:  # noqa: A002
+    def op_take(self, id: str, count: int, timeout: float = 10) -> dict[str, Any]:
         reader, _ = self.entities[id]
         got: list[Any] = []
         deadline = time.monotonic() + timeout
@@ -251,7 +251,7 @@ class Node:
         self.entities[service] = (requests, replies)
         return {}
 
-    def op_call_trigger(self, id: str, service: str, timeout: float = 10) -> dict[str, Any]:  # noqa: A002
+    def op_call_trigger(self, id: str, service: str, timeout: float = 10) -> dict[str, Any]:
         user_data = "clientid=peer.2;"
         requests = DataWriter(self.participant, self.topic(f"rq{service}Request", TriggerRequest),
                               qos=service_qos(user_data))
@@ -279,7 +279,7 @@ class Node:
         self.entities[id] = (requests, replies)
         return {}
 
-    def op_result(self, id: str, timeout: float = 10) -> dict[str, Any]:  # noqa: A002
+    def op_result(self, id: str, timeout: float = 10) -> dict[str, Any]:
         call = self.calls[id]
         call["done"].wait(timeout)
         return {"response": call.get("response")}

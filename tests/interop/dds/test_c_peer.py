@@ -56,7 +56,9 @@ def c_peer(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningGateway, dict[str, Any]]]:
+def setup(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[RunningGateway, dict[str, Any]]]:
     names = {"domain": domain_id(), "out": unique("c_out"), "in": unique("c_in")}
     config = f"""
 mqtt:

@@ -102,7 +102,7 @@ def test_mqtt_payloads_name_the_member_path_of_a_problem() -> None:
 
 
 def test_unknown_types_say_what_is_known() -> None:
-    with pytest.raises(MappingError, match="unknown DDS type 'vehicle::Nope'.*vehicle::Speed"):
+    with pytest.raises(MappingError, match=r"unknown DDS type 'vehicle::Nope'.*vehicle::Speed"):
         types().support("vehicle::Nope")
     assert "vehicle::State" in types()
     assert isinstance(types().support("vehicle::State"), TypeSupport)

@@ -114,7 +114,7 @@ def test_errors_name_file_and_line(text: str, problem: str) -> None:
 def test_misplaced_files_and_bad_services_are_errors(tmp_path: Path) -> None:
     wrong = tmp_path / "Status.msg"
     wrong.write_text("int32 x\n")
-    with pytest.raises(IdlErrors, match="expected PACKAGE/msg/Name.msg"):
+    with pytest.raises(IdlErrors, match=r"expected PACKAGE/msg/Name\.msg"):
         convert([wrong], tmp_path / "out")
     with pytest.raises(IdlErrors, match="one '---'"):
         srv_to_idl("int32 a\n", "pkg", "NoSeparator")
@@ -125,12 +125,13 @@ def test_the_shipped_types_load_and_take_the_direct_path() -> None:
     assert len(files) >= 70
     loaded = idl_codegen.load(files, include_dirs=[SHIPPED])
     for name in loaded.topic_types:
-        package, kind, dds, type_name = name.split("::")
+        _, _, dds, type_name = name.split("::")
         assert dds == "dds_" and type_name.endswith("_")
         codec = loaded.codec(name)
         assert transcoder_for(codec.schema, name) is not None, name
     for required in ("std_msgs::msg::dds_::String_", "geometry_msgs::msg::dds_::Twist_",
                      "sensor_msgs::msg::dds_::Imu_", "nav_msgs::msg::dds_::Odometry_",
-                     "builtin_interfaces::msg::dds_::Time_", "std_srvs::srv::dds_::Trigger_Request_",
+                     "builtin_interfaces::msg::dds_::Time_",
+                     "std_srvs::srv::dds_::Trigger_Request_",
                      "example_interfaces::srv::dds_::AddTwoInts_Response_"):
         assert required in loaded, required
