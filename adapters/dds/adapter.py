@@ -323,34 +323,36 @@ class DdsBus:
     # -- the taker thread ------------------------------------------------------------------------
 
     def _take_loop(self) -> None:
-        assert self._waitset is not None and self._guard is not None
-        waitset, guard = self._waitset, self._guard
         while not self._stop.is_set():
             try:
-                waitset.wait(duration(seconds=1))
-            except DDSException:
-                if self._stop.is_set():
+                if not self._take_once():
                     return
-                raise
-            guard.set(False)
-            if self._stop.is_set():
-                return
-            with self._lock:
-                readers = list(self._readers)
-                discovery = list(self._discovery)
-            for endpoints, found in discovery:
-                for endpoint in endpoints.take(N=64):
-                    info = getattr(endpoint, "sample_info", None)
-                    if (info is not None and not info.valid_data) or not endpoint.topic_name:
-                        continue  # an endpoint gone
-                    if endpoint.participant_key != self._guid:
-                        found(endpoint)
-            for reader in readers:
-                if not self._drain(reader):
-                    return
+            except Exception:  # never let the thread die silently: log, count, go on
+                self.take_errors += 1
+                log.exception("dds %s: taking samples failed", self.name)
+                self._stop.wait(0.5)
+
+    def _take_once(self) -> bool:
+        """Waits for data and takes it; False when the thread is to end."""
+        assert self._waitset is not None and self._guard is not None
+        self._waitset.wait(duration(seconds=1))
+        self._guard.set(False)
+        if self._stop.is_set():
+            return False
+        with self._lock:
+            readers = list(self._readers)
+            discovery = list(self._discovery)
+        for endpoints, found in discovery:
+            for endpoint in endpoints.take(N=64):
+                info = getattr(endpoint, "sample_info", None)
+                if (info is not None and not info.valid_data) or not endpoint.topic_name:
+                    continue  # an endpoint gone
+                if endpoint.participant_key != self._guid:
+                    found(endpoint)
+        return all(self._drain(reader) for reader in readers)
 
     def _drain(self, reader: _Reader) -> bool:
-        while True:
+        while not self._stop.is_set():
             batch = ddspy_take(reader.ref, _ANY, _TAKE_BATCH)
             if type(batch) is int:
                 self.take_errors += 1
@@ -363,6 +365,7 @@ class DdsBus:
                 return False
             if len(batch) < _TAKE_BATCH:
                 return True
+        return False
 
     def reader_status(self) -> dict[str, int]:
         """Samples DDS itself lost or rejected at the adapter's readers."""
@@ -595,13 +598,17 @@ class DdsBridge:
         self.watch_subscriptions()
         self.bus.start()
         self.host.ready()
-        async with asyncio.TaskGroup() as tg:
-            pumps = [tg.create_task(self._pump(plan, subscription))
-                     for plan, subscription in self._subscriptions]
-            pumps += [tg.create_task(_run(task)) for task in more]
-            await self.host.stopping.wait()
-            for pump in pumps:
-                pump.cancel()
+        try:
+            async with asyncio.TaskGroup() as tg:
+                pumps = [tg.create_task(self._pump(plan, subscription))
+                         for plan, subscription in self._subscriptions]
+                pumps += [tg.create_task(_run(task)) for task in more]
+                await self.host.stopping.wait()
+                for pump in pumps:
+                    pump.cancel()
+        finally:
+            # what waits in the inbox is still published; the taker thread stops taking
+            self.inbox.close()
 
     def writer_for(self, topic: str) -> Writer | None:
         return self._writers.get(topic)

@@ -100,6 +100,16 @@ class Imu_(IdlStruct, typename="sensor_msgs::msg::dds_::Imu_"):
     linear_acceleration_covariance: t.array[t.float64, 9] = field(default_factory=_nine)
 
 
+@dataclass
+@annotate.final
+class Status_(IdlStruct, typename="my_robot::msg::dds_::Status_"):
+    """my_robot/msg/Status.msg: ``string name``, ``uint8 level``, ``float32[3] position``."""
+
+    name: str = ""
+    level: t.uint8 = 0
+    position: t.array[t.float32, 3] = field(default_factory=lambda: [0.0] * 3)
+
+
 # services: rmw_cyclonedds's request header, then the request's or response's members
 @dataclass
 @annotate.final
@@ -140,6 +150,7 @@ TYPES: dict[str, type] = {
     "std_msgs/msg/String": String_,
     "geometry_msgs/msg/Twist": Twist_,
     "sensor_msgs/msg/Imu": Imu_,
+    "my_robot/msg/Status": Status_,
 }
 
 

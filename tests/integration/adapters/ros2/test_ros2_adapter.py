@@ -20,7 +20,9 @@ from tests.helpers.timeouts import unit
 from tests.integration.broker.support import Clients, wait_until
 
 NAMES = ("chatter", "chatter_in", "cmd_vel", "imu", "imu_in", "add_two_ints", "get_status",
-         "robot")
+         "robot", "status")
+STATUS_MSG = ("# a message of the user's own package\n"
+              "string name\nuint8 level\nfloat32[3] position\n")
 
 CONFIG = """
 adapters:
@@ -28,7 +30,11 @@ adapters:
     name: robot
     domain_id: {domain}
     namespace: /{robot}
+    msg_files: [{msg_file}]
 {network}    ros_to_mqtt:
+      - from_ros: /{status}
+        type: my_robot/msg/Status
+        to_mqtt: ros/status/{{name}}
       - from_ros: /{chatter}
         type: std_msgs/msg/String
         to_mqtt: ros/{{ros.topic}}
@@ -76,7 +82,10 @@ class Ros:
 def ros(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ros]:
     domain = domain_id()
     names = {name: unique(name) for name in NAMES}
-    config = CONFIG.format(domain=domain, network=NETWORK_YAML, **names)
+    msg_file = tmp_path_factory.mktemp("msgs") / "my_robot" / "msg" / "Status.msg"
+    msg_file.parent.mkdir(parents=True)
+    msg_file.write_text(STATUS_MSG)
+    config = CONFIG.format(domain=domain, network=NETWORK_YAML, msg_file=msg_file, **names)
     with running_gateway(tmp_path_factory.mktemp("ros2"), config) as gw, \
             DdsPeer(domain, "tests.helpers.ros2_peer") as peer:
         wait_until(lambda: gw.call(lambda: gw.gateway.adapters.status("robot"))["state"]
@@ -224,3 +233,14 @@ def test_an_mqtt5_responder_exposed_as_a_ros2_service(ros: Ros, clients: Clients
     clients.connect(5).publish(request.properties.ResponseTopic, json.dumps(reply).encode(), 1,
                                properties=props)
     assert ros.peer.call("result", id="status", timeout=unit(20))["response"] == reply
+
+
+def test_a_message_of_the_users_own_msg_file(ros: Ros, clients: Clients) -> None:
+    status = ros.names["status"]
+    sub = clients.subscriber(5, "ros/status/+", 1)
+    publisher(ros, f"/{status}", "my_robot/msg/Status")
+    message = {"name": "arm", "level": 3, "position": [0.5, -1.25, 2.0]}
+    ros.peer.call("publish", id=f"/{status}", messages=[message])
+    got = sub.expect_message(unit(10))
+    assert (got.topic, json.loads(got.payload)) == ("ros/status/arm", message)
+    assert dict(got.properties.UserProperty)["ros.type"] == "my_robot/msg/Status"
