@@ -337,3 +337,25 @@ adapters:
                 assert message.retain
             finally:
                 factory.close_all()
+
+
+def test_an_unknown_type_fails_the_adapter_with_its_reason_and_nothing_else(bus: Bus) -> None:
+    from adapters.dds.config import DdsAdapterConfig
+    from gateway.components import Spec
+    from gateway.components.component import ADAPTER
+
+    config = DdsAdapterConfig.model_validate({
+        "type": "dds", "name": "broken", "domain_id": 0, "idl_files": [str(VEHICLE)],
+        "restart_backoff": "30s",
+        "dds_to_mqtt": [{"from_dds": "x", "type": "vehicle::Nope", "to_mqtt": "x"}]})
+    supervisor = bus.gw.gateway.components
+    bus.gw.call(lambda: supervisor.add(Spec.of(ADAPTER, config)))
+    try:
+        def status() -> dict[str, Any]:
+            return bus.gw.call(lambda: bus.gw.gateway.adapters.status("broken"))
+
+        wait_until(lambda: status()["state"] == "backing_off", unit(15), "it backs off")
+        assert "unknown DDS type 'vehicle::Nope'" in status()["last_error"]
+        assert bus.gw.call(lambda: bus.gw.gateway.adapters.status("car"))["state"] == "running"
+    finally:
+        bus.gw.call(lambda: supervisor.remove(ADAPTER, "broken"))
