@@ -78,32 +78,46 @@ def writer(args: dict[str, Any]) -> dict[str, Any]:
     return {"started": started, "written": written, "acked": time.monotonic()}
 
 
-def reader(args: dict[str, Any]) -> dict[str, Any]:
-    from cyclonedds._clayer import ddspy_take
-    from cyclonedds.core import InstanceState, ReadCondition, SampleState, ViewState, WaitSet
-    from cyclonedds.sub import DataReader
-    from cyclonedds.topic import Topic
-    from cyclonedds.util import duration
+class _Counter:
+    """A DDS reader counting what arrives: plain (``take()`` into sample objects) or raw
+    (serialized samples, counted only)."""
 
-    cls = _types(args)
-    participant = _participant(args)
-    entity = DataReader(participant, Topic(participant, args["topic"], cls), qos=_qos())
-    waitset = WaitSet(participant)
-    mask = SampleState.Any | ViewState.Any | InstanceState.Any
-    waitset.attach(ReadCondition(entity, mask))
+    def __init__(self, args: dict[str, Any], raw: bool) -> None:
+        from cyclonedds.core import InstanceState, ReadCondition, SampleState, ViewState, WaitSet
+        from cyclonedds.sub import DataReader
+        from cyclonedds.topic import Topic
+
+        participant = _participant(args)
+        self.entity = DataReader(participant, Topic(participant, args["topic"], _types(args)),
+                                 qos=_qos())
+        self.waitset = WaitSet(participant)
+        self.mask = SampleState.Any | ViewState.Any | InstanceState.Any
+        self.waitset.attach(ReadCondition(self.entity, self.mask))
+        self.raw = raw
+        self.n = args["n"]
+        self.deadline = time.monotonic() + args["timeout"]
+        self.count, self.first, self.last = 0, 0.0, 0.0
+
+    def run(self) -> dict[str, Any]:
+        from cyclonedds._clayer import ddspy_take
+        from cyclonedds.util import duration
+
+        while self.count < self.n and time.monotonic() < self.deadline:
+            self.waitset.wait(duration(milliseconds=200))
+            got = (len(ddspy_take(self.entity._ref, self.mask, 1000)) if self.raw
+                   else len(self.entity.take(N=1000)))
+            if got:
+                self.last = time.monotonic()
+                if not self.count:
+                    self.first = self.last
+                self.count += got
+        return {"received": self.count, "first": self.first, "last": self.last}
+
+
+def reader(args: dict[str, Any]) -> dict[str, Any]:
+    counter = _Counter(args, args.get("raw", False))
     print(json.dumps({"ready": True}), flush=True)
-    count, first, last = 0, 0.0, 0.0
-    deadline = time.monotonic() + args["timeout"]
-    raw = args.get("raw", False)
-    while count < args["n"] and time.monotonic() < deadline:
-        waitset.wait(duration(milliseconds=200))
-        got = len(ddspy_take(entity._ref, mask, 1000)) if raw else len(entity.take(N=1000))
-        if got:
-            last = time.monotonic()
-            if not count:
-                first = last
-            count += got
-    return {"received": count, "first": first, "last": last}
+    return counter.run()
 
 
 def mqtt_sub(args: dict[str, Any]) -> dict[str, Any]:
@@ -136,39 +150,16 @@ def mqtt_sub(args: dict[str, Any]) -> dict[str, Any]:
 
 
 def mqtt_to_dds(args: dict[str, Any]) -> dict[str, Any]:
-    from cyclonedds._clayer import ddspy_take
-    from cyclonedds.core import InstanceState, ReadCondition, SampleState, ViewState, WaitSet
-    from cyclonedds.sub import DataReader
-    from cyclonedds.topic import Topic
-    from cyclonedds.util import duration
-
     from bench.client import mqtt_connect
     from bench.frames import encode_publish
 
-    cls = _types(args)
-    participant = _participant(args)
-    entity = DataReader(participant, Topic(participant, args["topic"], cls), qos=_qos())
-    waitset = WaitSet(participant)
-    mask = SampleState.Any | ViewState.Any | InstanceState.Any
-    waitset.attach(ReadCondition(entity, mask))
-    state = {"count": 0, "first": 0.0, "last": 0.0}
-    n = args["n"]
-    deadline = time.monotonic() + args["timeout"]
-
-    def count() -> None:
-        while state["count"] < n and time.monotonic() < deadline:
-            waitset.wait(duration(milliseconds=200))
-            got = len(ddspy_take(entity._ref, mask, 1000))
-            if got:
-                state["last"] = time.monotonic()
-                if not state["count"]:
-                    state["first"] = state["last"]
-                state["count"] += got
-
-    thread = threading.Thread(target=count, daemon=True)
+    counter = _Counter(args, raw=True)
+    n, deadline = counter.n, counter.deadline
+    result: dict[str, Any] = {}
+    thread = threading.Thread(target=lambda: result.update(counter.run()), daemon=True)
     thread.start()
     # wait for the gateway's writer to match this reader
-    while not entity.get_matched_publications():
+    while not counter.entity.get_matched_publications():
         if time.monotonic() > deadline:
             return {"error": "the gateway's writer did not match"}
         time.sleep(0.02)
@@ -184,7 +175,7 @@ def mqtt_to_dds(args: dict[str, Any]) -> dict[str, Any]:
     started = time.monotonic()
     sent = 0
     while sent < n and time.monotonic() < deadline:
-        room = window - (sent - state["count"])
+        room = window - (sent - counter.count)
         if room <= 0:
             time.sleep(0.0005)
             continue
@@ -193,8 +184,7 @@ def mqtt_to_dds(args: dict[str, Any]) -> dict[str, Any]:
         sent += len(batch)
     thread.join(max(deadline - time.monotonic(), 0))
     sock.close()
-    return {"received": state["count"], "first": state["first"], "last": state["last"],
-            "started": started}
+    return {**result, "started": started}
 
 
 ROLES = {"writer": writer, "reader": reader, "mqtt_sub": mqtt_sub, "mqtt_to_dds": mqtt_to_dds}

@@ -33,7 +33,10 @@ __all__ = [
     "DdsQos",
     "DdsQosProfile",
     "DdsToMqtt",
+    "FromMqttOptions",
     "MqttToDds",
+    "QosChoice",
+    "ToMqttOptions",
     "check_profiles",
     "is_pattern",
     "sources_digest",
@@ -186,7 +189,47 @@ def _looks_like_address(text: str) -> bool:
     return bool(re.match(r"^[0-9.]+$", text)) or ":" in text
 
 
-class DdsToMqtt(ConfigModel):
+class QosChoice(ConfigModel):
+    """The DDS QoS of a mapping's reader or writer: a profile, and keys over it."""
+
+    qos_profile: str | None = Field(
+        default=None,
+        description="Name of a `qos_profiles` entry; null: the one named `default`, if any.",
+    )
+    dds_qos: DdsQos | None = Field(
+        default=None, description="DDS QoS keys over the profile's (`history: 50`, ...)."
+    )
+
+
+class ToMqttOptions(QosChoice):
+    """How samples become MQTT messages (shared by `dds_to_mqtt` and `ros_to_mqtt`)."""
+
+    qos: Literal[0, 1, 2] = Field(default=1, description="MQTT QoS of the messages.")
+    retain: bool = Field(default=False, description="Publish with the retain flag.")
+    payload: Literal["json", "cdr"] = Field(
+        default="json",
+        description="`json` through the IDL codec, or `cdr`: the serialized sample as it"
+        " came (with its encapsulation header).",
+    )
+
+
+class FromMqttOptions(QosChoice):
+    """How MQTT messages become samples (shared by `mqtt_to_dds` and `mqtt_to_ros`)."""
+
+    qos: Literal[0, 1, 2] = Field(default=1, description="QoS of the MQTT subscription.")
+    payload: Literal["json", "cdr"] = Field(
+        default="json",
+        description="`json` (checked against the type) or `cdr` (a serialized sample with"
+        " its encapsulation header, checked too).",
+    )
+    strict: bool = Field(
+        default=True,
+        description="JSON must name every member and no other; false: missing members take"
+        " their defaults and unknown ones are ignored.",
+    )
+
+
+class DdsToMqtt(ToMqttOptions):
     """Samples of a DDS topic published as MQTT messages."""
 
     from_dds: DdsTopic = Field(
@@ -201,22 +244,9 @@ class DdsToMqtt(ConfigModel):
         description="MQTT topic template: `{dds.topic}`, `{dds.type}`, and members of the"
         " sample (`vehicle/{vin}/speed`, `{pose.position.x}`)."
     )
-    qos: Literal[0, 1, 2] = Field(default=1, description="MQTT QoS of the messages.")
-    retain: bool = Field(default=False, description="Publish with the retain flag.")
-    payload: Literal["json", "cdr"] = Field(
-        default="json",
-        description="`json` through the IDL codec, or `cdr`: the serialized sample as it"
-        " came (with its encapsulation header).",
-    )
-    qos_profile: str | None = Field(
-        default=None, description="Name of a `qos_profiles` entry for the DDS reader."
-    )
-    dds_qos: DdsQos | None = Field(
-        default=None, description="DDS QoS of the reader, over `qos_profile`."
-    )
 
 
-class MqttToDds(ConfigModel):
+class MqttToDds(FromMqttOptions):
     """MQTT messages written as samples to a DDS topic."""
 
     from_mqtt: FilterTemplateText = Field(
@@ -228,23 +258,6 @@ class MqttToDds(ConfigModel):
     type: TypeName = Field(
         description="IDL type (`Module::Type`), or `auto`: taken from a discovered reader"
         " of the topic."
-    )
-    qos: Literal[0, 1, 2] = Field(default=1, description="QoS of the MQTT subscription.")
-    payload: Literal["json", "cdr"] = Field(
-        default="json",
-        description="`json` (checked against the type) or `cdr` (a serialized sample with"
-        " its encapsulation header, checked too).",
-    )
-    strict: bool = Field(
-        default=True,
-        description="JSON must name every member and no other; false: missing members take"
-        " their defaults and unknown ones are ignored.",
-    )
-    qos_profile: str | None = Field(
-        default=None, description="Name of a `qos_profiles` entry for the DDS writer."
-    )
-    dds_qos: DdsQos | None = Field(
-        default=None, description="DDS QoS of the writer, over `qos_profile`."
     )
 
     @model_validator(mode="after")

@@ -13,6 +13,9 @@ from adapters.dds.config import (
     DdsNetworkConfig,
     DdsQos,
     DdsQosProfile,
+    FromMqttOptions,
+    QosChoice,
+    ToMqttOptions,
     check_profiles,
     sources_digest,
 )
@@ -77,7 +80,7 @@ MessageType = Annotated[str, AfterValidator(_check_message_type)]
 ServiceType = Annotated[str, AfterValidator(_check_service_type)]
 
 
-class _QosChoice(ConfigModel):
+class _RosQosChoice(QosChoice):
     qos_profile: str | None = Field(
         default=None,
         description="ROS 2 QoS profile: `default` (reliable, keep last 10), `sensor_data`"
@@ -85,12 +88,9 @@ class _QosChoice(ConfigModel):
         " keep last 1), `services_default`, `system_default`, or a `qos_profiles` name;"
         " null: `default`.",
     )
-    dds_qos: DdsQos | None = Field(
-        default=None, description="QoS keys over the profile's (`history: 50`, ...)."
-    )
 
 
-class RosToMqtt(_QosChoice):
+class RosToMqtt(_RosQosChoice, ToMqttOptions):
     """A ROS 2 topic published to MQTT."""
 
     from_ros: RosName = Field(
@@ -105,14 +105,9 @@ class RosToMqtt(_QosChoice):
         description="MQTT topic template: `{ros.topic}` (without the leading `/`),"
         " `{ros.type}`, and members of the message (`{header.frame_id}`)."
     )
-    qos: Literal[0, 1, 2] = Field(default=1, description="MQTT QoS of the messages.")
-    retain: bool = Field(default=False, description="Publish with the retain flag.")
-    payload: Literal["json", "cdr"] = Field(
-        default="json", description="`json` through the IDL codec, or `cdr` as received."
-    )
 
 
-class MqttToRos(_QosChoice):
+class MqttToRos(_RosQosChoice, FromMqttOptions):
     """MQTT messages published on a ROS 2 topic."""
 
     from_mqtt: FilterTemplateText = Field(
@@ -124,15 +119,6 @@ class MqttToRos(_QosChoice):
     type: MessageType = Field(
         description="Message type (`geometry_msgs/msg/Twist`), or `auto` (from a"
         " discovered subscriber)."
-    )
-    qos: Literal[0, 1, 2] = Field(default=1, description="QoS of the MQTT subscription.")
-    payload: Literal["json", "cdr"] = Field(
-        default="json", description="`json` (checked against the type) or `cdr`."
-    )
-    strict: bool = Field(
-        default=True,
-        description="JSON must name every member and no other; false: missing members take"
-        " their defaults.",
     )
 
     @model_validator(mode="after")

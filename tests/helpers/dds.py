@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.helpers.timeouts import unit
+from tests.interop.idl_codegen.dds_env import LOOPBACK_URI  # the same loopback settings
 
 __all__ = [
     "LOOPBACK_URI",
@@ -40,13 +41,6 @@ __all__ = [
     "unique",
 ]
 
-LOOPBACK_URI = (
-    '<CycloneDDS xmlns="https://cdds.io/config"><Domain id="any">'
-    '<General><Interfaces><NetworkInterface name="lo"/></Interfaces>'
-    "<AllowMulticast>false</AllowMulticast></General>"
-    '<Discovery><Peers><Peer address="127.0.0.1"/></Peers></Discovery>'
-    "</Domain></CycloneDDS>"
-)
 os.environ["CYCLONEDDS_URI"] = LOOPBACK_URI
 
 #: The ``network:`` section of a dds or ros2 adapter on loopback.

@@ -124,8 +124,8 @@ class Peer:
                             if s.sample_info.valid_data]}
 
 
-def main() -> None:
-    peer = Peer(int(sys.argv[1]))
+def serve(peer: Any) -> None:
+    """Runs ``peer.op_<op>(**args)`` for each command line of stdin, answers on stdout."""
     for line in sys.stdin:
         command = json.loads(line)
         op = command.pop("op")
@@ -139,4 +139,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    serve(Peer(int(sys.argv[1])))

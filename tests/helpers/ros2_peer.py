@@ -22,7 +22,6 @@ One JSON command per line on stdin, one JSON reply per line on stdout:
 # no "from __future__ import annotations": cyclonedds reads the annotations as objects
 
 import dataclasses
-import json
 import sys
 import threading
 import time
@@ -296,19 +295,7 @@ class Node:
         return {"response": call.get("response")}
 
 
-def main() -> None:
-    node = Node(int(sys.argv[1]))
-    for line in sys.stdin:
-        command = json.loads(line)
-        op = command.pop("op")
-        try:
-            answer = getattr(node, f"op_{op}")(**command)
-            answer["ok"] = True
-        except Exception as exc:  # reported to the test, which fails with it
-            answer = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
-        sys.stdout.write(json.dumps(answer) + "\n")
-        sys.stdout.flush()
-
-
 if __name__ == "__main__":
-    main()
+    from tests.helpers.dds_peer import serve
+
+    serve(Node(int(sys.argv[1])))
