@@ -289,7 +289,7 @@ class OutRoute:
 class InRoute:
     """MQTT -> DDS for one mapping: the DDS topic of a message and its sample's CDR."""
 
-    __slots__ = ("payload", "source", "strict", "target")
+    __slots__ = ("payload", "source", "static_topic", "strict", "target")
 
     def __init__(self, from_mqtt: str, to_dds: str, *, payload: str = "json",
                  strict: bool = True) -> None:
@@ -297,14 +297,13 @@ class InRoute:
         self.target = TopicTemplate(to_dds)
         self.payload = payload
         self.strict = strict
-
-    @property
-    def static_topic(self) -> str | None:
-        """The DDS topic when it uses no captures."""
-        return None if self.target.fields else self.target.render({})
+        #: The DDS topic when it uses no captures.
+        self.static_topic: str | None = None if self.target.fields else self.target.render({})
 
     def topic_of(self, context: Context) -> str | None:
         """The DDS topic ``context`` goes to; None when its topic does not match."""
+        if self.static_topic is not None and not self.source.captures:
+            return self.static_topic  # the subscription is the source filter: it matches
         captures = self.source.match(context.topic)
         if captures is None:
             return None
