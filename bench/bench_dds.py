@@ -87,6 +87,7 @@ class Case:
     plain_topic: str
     mqtt: str  # MQTT filter (dds_to_mqtt) or topic (mqtt_to_dds)
     rates: dict[str, list[float]] = field(default_factory=lambda: {"edgebus": [], "plain": []})
+    cpu: dict[str, list[float]] = field(default_factory=lambda: {"edgebus": [], "plain": []})
     notes: list[str] = field(default_factory=list)
 
 
@@ -157,8 +158,14 @@ def _env() -> dict[str, str]:
             "PYTHONUNBUFFERED": "1"}
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @contextmanager
-def _gateway(domain: int, workdir: Path, idl_dir: Path) -> Iterator[int]:
+def _gateway(domain: int, workdir: Path, idl_dir: Path) -> Iterator[tuple[int, int]]:
     port = free_port()
     config = workdir / "edgebus.yaml"
     config.write_text(_config(port, domain, workdir / "data", idl_dir))
@@ -181,7 +188,7 @@ def _gateway(domain: int, workdir: Path, idl_dir: Path) -> Iterator[int]:
                     raise
                 time.sleep(0.1)
         time.sleep(1.0)  # the adapters load their types and join the domain
-        yield port
+        yield port, process.pid
     finally:
         process.terminate()
         try:
@@ -232,9 +239,13 @@ def _common(case: Case, domain: int) -> dict[str, Any]:
     return {"domain": domain, "type": case.type_name, "idl": case.idl, "include": case.include}
 
 
-def _run_case(case: Case, who: str, domain: int, port: int) -> float:
+def _run_case(case: Case, who: str, domain: int, gateway: tuple[int, int]) -> float:
+    """One run; returns samples/s and records the CPU per sample of the side under test
+    (the gateway, or the plain reader / writer)."""
+    port, pid = gateway
     common = _common(case, domain)
     timeout = 120
+    before = _cpu_seconds(pid)
     if case.direction == "dds_to_mqtt":
         if who == "edgebus":
             counter = _Worker("mqtt_sub", {"port": port, "filter": case.mqtt, "n": case.n,
@@ -248,6 +259,8 @@ def _run_case(case: Case, who: str, domain: int, port: int) -> float:
                                     "sample": case.sample, "field": case.field})
         result = counter.result()
         writer.result()
+        cpu = _cpu_seconds(pid) - before if who == "edgebus" else result["cpu"]
+        case.cpu[who].append(cpu / max(result["received"], 1))
         return _rate(result, case.n, case.notes, who)
     if who == "edgebus":
         worker = _Worker("mqtt_to_dds", {**common, "topic": case.edgebus_topic, "port": port,
@@ -255,14 +268,16 @@ def _run_case(case: Case, who: str, domain: int, port: int) -> float:
                                          "sample": case.sample,
                                          "field": case.field if "." not in case.field else "",
                                          "timeout": timeout})
-        return _rate(worker.result(), case.n, case.notes, who)
+        result = worker.result()
+        case.cpu[who].append((_cpu_seconds(pid) - before) / max(result["received"], 1))
+        return _rate(result, case.n, case.notes, who)
     counter = _Worker("reader", {**common, "topic": case.plain_topic, "n": case.n, "raw": True,
                                  "timeout": timeout})
     counter.ready()
     writer = _Worker("writer", {**common, "topic": case.plain_topic, "n": case.n, "readers": 1,
                                 "sample": case.sample, "field": case.field})
     result = counter.result()
-    writer.result()
+    case.cpu[who].append(writer.result()["cpu"] / case.n)
     return _rate(result, case.n, case.notes, who)
 
 
@@ -276,13 +291,13 @@ def measure(rounds: int = 3, n_small: int = 30_000, n_imu: int = 15_000) -> list
         workdir = Path(tmp)
         (workdir / "small.idl").write_text(SMALL_IDL)
         cases = _cases(workdir, n_small, n_imu)
-        with _gateway(domain, workdir, workdir) as port:
+        with _gateway(domain, workdir, workdir) as gateway:
             for case in cases:
                 for index in range(rounds):
                     order = ("edgebus", "plain") if index % 2 == 0 else ("plain", "edgebus")
                     for who in order:
                         try:
-                            rate = _run_case(case, who, domain, port)
+                            rate = _run_case(case, who, domain, gateway)
                         except (RuntimeError, OSError) as exc:
                             case.notes.append(f"{who}: {exc}")
                             rate = 0.0
@@ -308,6 +323,11 @@ def report(cases: list[Case], rounds: int) -> list[str]:
         runs = " ".join(f"{e:,.0f}/{p:,.0f}" for e, p in
                         zip(case.rates["edgebus"], case.rates["plain"], strict=False))
         lines.append(f"  per round (edgebus/plain): {runs}")
+        if case.cpu["edgebus"] and case.cpu["plain"]:
+            mine = statistics.median(case.cpu["edgebus"]) * 1e6
+            theirs = statistics.median(case.cpu["plain"]) * 1e6
+            side = "reader" if case.direction == "dds_to_mqtt" else "writer"
+            lines.append(f"  CPU per sample: gateway {mine:.1f} us, plain {side} {theirs:.1f} us")
         lines += [f"  note: {note}" for note in case.notes]
     return lines
 

@@ -69,13 +69,14 @@ def writer(args: dict[str, Any]) -> dict[str, Any]:
     target = sample
     for part in field[:-1]:
         target = getattr(target, part)
-    started = time.monotonic()
+    started, cpu = time.monotonic(), time.process_time()
     for index in range(args["n"]):
         setattr(target, field[-1], index)
         entity.write(sample)
     written = time.monotonic()
     entity.wait_for_acks(duration(seconds=60))
-    return {"started": started, "written": written, "acked": time.monotonic()}
+    return {"started": started, "written": written, "acked": time.monotonic(),
+            "cpu": time.process_time() - cpu}
 
 
 class _Counter:
@@ -97,6 +98,7 @@ class _Counter:
         self.n = args["n"]
         self.deadline = time.monotonic() + args["timeout"]
         self.count, self.first, self.last = 0, 0.0, 0.0
+        self.cpu_first = 0.0
 
     def run(self) -> dict[str, Any]:
         from cyclonedds._clayer import ddspy_take
@@ -110,8 +112,10 @@ class _Counter:
                 self.last = time.monotonic()
                 if not self.count:
                     self.first = self.last
+                    self.cpu_first = time.process_time()
                 self.count += got
-        return {"received": self.count, "first": self.first, "last": self.last}
+        return {"received": self.count, "first": self.first, "last": self.last,
+                "cpu": time.process_time() - self.cpu_first}
 
 
 def reader(args: dict[str, Any]) -> dict[str, Any]:
