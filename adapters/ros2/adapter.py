@@ -150,6 +150,9 @@ class ServiceCaller:
         if len(self.pending) >= self.config.max_pending:
             self._fail(context, "too many calls pending")
             return
+        if not self.writer.matched():
+            self._fail(context, "the service is not available (no server discovered)")
+            return
         try:
             body = self.request.cdr_of(context.payload)
         except MappingError as exc:

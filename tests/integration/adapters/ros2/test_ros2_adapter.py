@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +21,7 @@ from tests.helpers.timeouts import unit
 from tests.integration.broker.support import Clients, wait_until
 
 NAMES = ("chatter", "chatter_in", "cmd_vel", "imu", "imu_in", "add_two_ints", "get_status",
-         "robot", "status")
+         "robot", "status", "nobody")
 STATUS_MSG = ("# a message of the user's own package\n"
               "string name\nuint8 level\nfloat32[3] position\n")
 
@@ -61,6 +62,9 @@ adapters:
         to_ros: /{add_two_ints}
         type: example_interfaces/srv/AddTwoInts
         timeout: 10s
+      - from_mqtt: call/nobody
+        to_ros: /{nobody}
+        type: std_srvs/srv/Trigger
     ros_services_to_mqtt:
       - from_ros: /{get_status}
         to_mqtt: svc/{{ros.service}}
@@ -194,7 +198,6 @@ def test_a_ros2_service_called_over_mqtt5(ros: Ros, clients: Clients) -> None:
     ros.peer.call("serve_add_two_ints", service=service)
     caller = clients.connect(5)
     assert caller.subscribe("replies/add", 1) == [1]
-    wait_until(lambda: ros.stats().get("incompatible_qos", 0) == 0, unit(1), "compatible")
 
     def call(a: int, b: int, correlation: bytes) -> Any:
         props = Properties(PacketTypes.PUBLISH)
@@ -204,12 +207,15 @@ def test_a_ros2_service_called_over_mqtt5(ros: Ros, clients: Clients) -> None:
                        properties=props)
         return caller.expect_message(unit(15))
 
-    # the first call may race the discovery of the peer's service: retry until answered
+    # until the adapter discovered the peer's service, a call is answered with an error
     first = None
-    for _ in range(20):
+    deadline = time.monotonic() + unit(15)
+    while time.monotonic() < deadline:
         first = call(20, 22, b"first")
         if "error" not in json.loads(first.payload):
             break
+        assert "not available" in json.loads(first.payload)["error"]
+        time.sleep(0.1)
     assert first is not None
     assert json.loads(first.payload) == {"sum": 42}
     assert first.properties.CorrelationData == b"first"
@@ -244,3 +250,16 @@ def test_a_message_of_the_users_own_msg_file(ros: Ros, clients: Clients) -> None
     got = sub.expect_message(unit(10))
     assert (got.topic, json.loads(got.payload)) == ("ros/status/arm", message)
     assert dict(got.properties.UserProperty)["ros.type"] == "my_robot/msg/Status"
+
+
+def test_a_service_nobody_serves_is_answered_with_an_error(ros: Ros, clients: Clients) -> None:
+    caller = clients.connect(5)
+    assert caller.subscribe("replies/nobody", 1) == [1]
+    props = Properties(PacketTypes.PUBLISH)
+    props.ResponseTopic = "replies/nobody"
+    props.CorrelationData = b"x"
+    caller.publish("call/nobody", b"{}", 1, properties=props)
+    reply = caller.expect_message(unit(10))
+    assert "not available" in json.loads(reply.payload)["error"]
+    assert dict(reply.properties.UserProperty)["ros2.error"].startswith("the service is not")
+    assert reply.properties.CorrelationData == b"x"
