@@ -1,8 +1,9 @@
 """The ``ros2`` adapter: ROS 2 topics and services over Cyclone DDS, no ROS installed.
 
 The only module of ``adapters/ros2`` that imports cyclonedds. Topics go through the
-DDS adapter's machinery (``adapters.dds.adapter``: ``DdsBus``, ``DdsBridge``) with ROS 2
-names, types and QoS profiles; services are this module's own:
+DDS adapter's machinery (``DdsBus`` in ``adapters.dds.adapter``, ``DdsBridge`` in
+``adapters.dds.bridge``) with ROS 2 names, types and QoS profiles; services are this
+module's own:
 
 - ``ServiceCaller`` (``mqtt_to_ros_services``): an MQTT 5 request (a JSON request, a
   response topic, correlation data) becomes a ROS 2 request with rmw_cyclonedds's
@@ -29,7 +30,8 @@ import cyclonedds.idl.types as dds_types
 from cyclonedds.idl import IdlStruct
 
 import idl_codegen
-from adapters.dds.adapter import DdsBridge, DdsBus, Writer
+from adapters.dds.adapter import DdsBus, Writer
+from adapters.dds.bridge import DdsBridge
 from adapters.dds.codec import (
     CONTENT_JSON,
     InPlan,

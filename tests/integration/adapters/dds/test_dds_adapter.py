@@ -243,7 +243,7 @@ def test_a_malformed_payload_is_counted_logged_and_dropped(
     publisher = clients.connect(5)
     topic = f"{bus.names['bad_cmd']}/json"
     before = bus.stats()["malformed_mqtt"]
-    with caplog.at_level(logging.DEBUG, logger="adapters.dds.adapter"):
+    with caplog.at_level(logging.DEBUG, logger="adapters.dds"):
         publisher.publish(topic, b"{not json", 1)
         publisher.publish(topic, json.dumps({"vin": "X", "seq": -1, "kph": 1}).encode(), 1)
         publisher.publish(topic, json.dumps({"vin": "X", "seq": 1}).encode(), 1)
