@@ -107,6 +107,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--no-sockets", action="store_true", help="skip bench/bench_sockets.py (ZeroMQ, NNG)"
     )
+    p.add_argument("--no-dds", action="store_true", help="skip bench/bench_dds.py")
     p.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     return p
 
@@ -169,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         ("bench_idl", args.no_idl),
         ("bench_someip", args.no_someip),
         ("bench_sockets", args.no_sockets),
+        ("bench_dds", args.no_dds),
     ):
         lines = [] if skip else _module_lines(name)
         if lines:

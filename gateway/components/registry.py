@@ -99,6 +99,22 @@ TYPES: dict[tuple[str, str], ComponentType] = {
         extra="nng",
         library="pynng",
     ),
+    (ADAPTER, "dds"): ComponentType(
+        ADAPTER,
+        "dds",
+        component="adapters.dds.adapter:DdsAdapter",
+        config="adapters.dds.config:DdsAdapterConfig",
+        extra="dds",
+        library="cyclonedds",
+    ),
+    (ADAPTER, "ros2"): ComponentType(
+        ADAPTER,
+        "ros2",
+        component="adapters.ros2.adapter:Ros2Adapter",
+        config="adapters.ros2.config:Ros2AdapterConfig",
+        extra="dds",
+        library="cyclonedds",
+    ),
 }
 
 #: Config sections holding a list of instances: section -> kind.
