@@ -108,8 +108,15 @@ def run(config_path: Path | None) -> None:
     "-c", "--config", "config_path", required=True, type=click.Path(path_type=Path, dir_okay=False)
 )
 def check(config_path: Path) -> None:
-    """Validate a configuration file without starting anything."""
-    _load(config_path)
+    """Validate a configuration file without starting anything; what runs but not as
+    written (e.g. QoS 2 toward AWS IoT Core) is printed as a warning."""
+    from gateway.config.errors import format_path
+
+    config = _load(config_path)
+    for index, bridge in enumerate(config.bridges):
+        for path, message in bridge.warnings():
+            where = format_path(("bridges", index, *path))
+            click.echo(f"{config_path}: warning: {where}: {message}", err=True)
     click.echo(f"{config_path}: OK")
 
 

@@ -75,6 +75,25 @@ TYPES: dict[tuple[str, str], ComponentType] = {
         component="adapters.loopback.adapter:LoopbackAdapter",
         config="adapters.loopback.config:LoopbackAdapterConfig",
     ),
+    (BRIDGE, "mqtt"): ComponentType(
+        BRIDGE,
+        "mqtt",
+        component="bridge.bridge:MqttBridge",
+        config="gateway.config.models.bridges:BridgeConfig",
+        api="bridge.api:router",
+    ),
+    (BRIDGE, "emqx_cloud"): ComponentType(
+        BRIDGE,
+        "emqx_cloud",
+        component="bridge.bridge:MqttBridge",
+        config="gateway.config.models.bridges:BridgeConfig",
+    ),
+    (BRIDGE, "aws_iot"): ComponentType(
+        BRIDGE,
+        "aws_iot",
+        component="bridge.bridge:MqttBridge",
+        config="gateway.config.models.bridges:BridgeConfig",
+    ),
 }
 
 #: Config sections holding a list of instances: section -> kind.

@@ -249,7 +249,9 @@ class Supervisor:
         else:
             protocol = self._protocol(spec)
             client = self.hub.client(protocol, spec.name)
-            host = Host(ComponentStatus(spec.kind, spec.type, spec.name), self.data_dir)
+            host = Host(
+                ComponentStatus(spec.kind, spec.type, spec.name), self.data_dir, self._sys_event
+            )
         instance = self._instances[key] = _Instance(spec, client, host)
         if spec.enabled:
             instance.task = self._tg.create_task(
@@ -257,6 +259,11 @@ class Supervisor:
             )
         else:
             instance.status.set(STOPPED)
+
+    def _sys_event(self, kind: str, name: str, what: str, body: dict[str, object]) -> None:
+        sys_topics = self.hub.broker.sys_topics
+        if sys_topics is not None:
+            sys_topics.component_event(kind, name, what, body)
 
     @staticmethod
     def _protocol(spec: Spec) -> str:
