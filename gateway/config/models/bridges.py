@@ -392,14 +392,9 @@ class BridgeConfig(ConfigModel):
             )
         if self.type == "aws_iot":
             problems += self._aws_problems()
-        if self.type == "emqx_cloud" and not (
-            (self.username and self.password) or (self.tls and self.tls.certfile)
-        ):
+        if self.type == "emqx_cloud" and not (self.username or (self.tls and self.tls.certfile)):
             problems.append(
-                (
-                    ("username",),
-                    "EMQX Cloud needs a username and password (or tls.certfile)",
-                )
+                (("username",), "EMQX Cloud needs a username and password (or tls.certfile)")
             )
         if self.protocol_version != "5" and self.connect_properties != BridgeConnectProperties():
             problems.append((("connect_properties",), "MQTT 5 only (protocol_version: 5)"))
