@@ -28,6 +28,7 @@ import contextlib
 import logging
 import random
 import time
+from functools import partial
 from typing import Any
 
 from broker_core.errors import BridgeError
@@ -47,6 +48,7 @@ from broker_core.mqtt.packets import (
 from bridge.forward import Forwarder
 from bridge.inbound import Receiver
 from bridge.link import Link, open_link, reason_name
+from bridge.mapping import Outbound
 from bridge.queue import DiskQueue
 from gateway.components import Host
 from gateway.config.models.bridges import BridgeConfig
@@ -96,14 +98,28 @@ class MqttBridge:
         self.client_id = config.default_client_id(hub.hub.broker.node_name)
         for path, message in config.warnings():
             log.warning("bridge %s: %s: %s", config.name, ".".join(map(str, path)), message)
-        queue = await DiskQueue.open(host.data_dir / "queue.db", f"bridge-{config.name}")
+        # The tap before the first await: nothing published while the bridge starts
+        # escapes it (its queue's earlier rows are read meanwhile).
+        queue = DiskQueue.open(host.data_dir / "queue.db", f"bridge-{config.name}")
         queue.on_error = self._queue_failed
-        forwarder = self.forwarder = Forwarder(config, queue)
-        self.receiver = Receiver(config, hub)
+        outbound = Outbound(config)
+        early: dict[str, int] = {}
         tap = None
+        forwarder = None
         try:
-            if forwarder.outbound.filters:
-                tap = hub.tap(*forwarder.outbound.filters, callback=forwarder.offer, durable=queue)
+            if outbound.filters:
+                tap = hub.tap(
+                    *outbound.filters,
+                    callback=partial(Forwarder.offer_early, outbound, queue, config.queue.qos0, early),
+                    durable=queue,
+                )
+            await queue.loaded()
+            forwarder = self.forwarder = Forwarder(config, queue, outbound)
+            for reason, count in early.items():
+                forwarder.dropped[reason] += count
+            if tap is not None:
+                tap.callback = forwarder.offer
+            self.receiver = Receiver(config, hub)
             host.degraded(f"connecting to {self.server or 'the AWS IoT Core endpoint'}")
             await self._serve(host)
         finally:
@@ -111,7 +127,8 @@ class MqttBridge:
                 tap.close()
             if self.link is not None:
                 self.link.close("the bridge stops")
-            forwarder.close()
+            if forwarder is not None:
+                forwarder.close()
             queue.close()
             self.state = STOPPED
             self._finished.set()

@@ -14,7 +14,9 @@ Where a queued message is, in the order of the queue (``seq``)::
   (``spilled``). A message is sent only once its row is committed, so a sequence
   number never names two messages on the remote side.
 - ``inflight`` holds at most the window: ``max_inflight``, and at most the remote's
-  Receive Maximum. Its Packet Identifier follows from the sequence number
+  Receive Maximum. A message acknowledged by the remote keeps its place in the window
+  until its row's delete is committed, so that after a crash at most the window is on
+  disk and sent before. Its Packet Identifier follows from the sequence number
   (``seq % 65000 + 1``), so a message keeps its identifier across reconnects and
   restarts; Packet Identifiers above 65000 are left for SUBSCRIBE.
 - The remote's PUBACK (QoS 1) or PUBCOMP (QoS 2) deletes the row; a PUBACK or PUBREC
@@ -74,11 +76,13 @@ class Wire(Protocol):
 
 
 class Forwarder:
-    def __init__(self, config: BridgeConfig, queue: DiskQueue) -> None:
+    def __init__(
+        self, config: BridgeConfig, queue: DiskQueue, outbound: Outbound | None = None
+    ) -> None:
         self.name = config.name
         self.config = config
         self.queue = queue
-        self.outbound = Outbound(config)
+        self.outbound = outbound or Outbound(config)
         self.overflow = config.queue.overflow
         self.max_messages = config.queue.max_messages
         self.max_bytes = config.queue.max_bytes
@@ -112,6 +116,22 @@ class Forwarder:
         queue.on_commit = self._committed
 
     # -- the tap -------------------------------------------------------------------------
+
+    @staticmethod
+    def offer_early(outbound: Outbound, queue: DiskQueue, qos0: bool, dropped: dict[str, int], context: Context) -> None:
+        """The tap while the queue reads what earlier runs left: every message to disk
+        (the forwarder, once built, reads them back in order); nothing is sent yet."""
+        try:
+            route = outbound.route(context)
+        except MappingError:
+            dropped["mapping"] = dropped.get("mapping", 0) + 1
+            return
+        if route is None:
+            return
+        if route.qos == 0 and not qos0:
+            dropped["qos0"] = dropped.get("qos0", 0) + 1
+            return
+        queue.append(route)
 
     def offer(self, context: Context) -> None:
         """A local message matching a forward; runs during routing (must not block)."""
@@ -266,6 +286,7 @@ class Forwarder:
     # -- sending -------------------------------------------------------------------------
 
     def _committed(self, seq: int) -> None:
+        """A commit: new rows may be sent, and deleted rows free their place."""
         if self.ready and self.wire is not None:
             self._schedule_pump()
 
@@ -288,7 +309,9 @@ class Forwarder:
     def _send(self, wire: Wire) -> None:
         ready = self.ready
         inflight = self.inflight
-        committed = self.queue.committed
+        queue = self.queue
+        committed = queue.committed
+        room = self.window - queue.pending_deletes
         level = wire.level
         limit = self._allowance()
         now = time.time()
@@ -299,7 +322,7 @@ class Forwarder:
                 break
             qos = item.qos
             if qos:
-                if len(inflight) >= self.window:
+                if len(inflight) >= room:
                     break
                 if inflight and item.seq - next(iter(inflight.values())).seq >= MID_SPAN:
                     break

@@ -23,7 +23,7 @@ import logging
 import ssl
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from broker_core.errors import BridgeError, ProtocolError
 from broker_core.mqtt.codec import MAX_PACKET_SIZE, Decoder
@@ -111,7 +111,7 @@ class Link(asyncio.Protocol):
     # -- asyncio.Protocol ------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses
         self.transport = transport
         transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
         self.writable = True

@@ -21,6 +21,11 @@ The loop keeps an index of the queue (``QueueIndex``: the size and arrival time 
 every row, a few bytes each), so the queue's depth, bytes, oldest age and the
 overflow decisions never wait for the disk.
 
+``DiskQueue.open`` is quick and synchronous (the file, its schema, the last sequence
+number), so a bridge taps the broker before its first ``await`` and nothing published
+while it starts escapes it; the index of what an earlier run left is read by the
+writer thread meanwhile (``await queue.loaded()``), and ``append`` works from the start.
+
 A write that fails calls its barriers back with False (the publishers are disconnected
 without a PUBACK and send again) and leaves ``error`` set: the bridge then fails and is
 restarted, and its state is read back from the disk.
@@ -217,39 +222,54 @@ class _Barrier:
 class DiskQueue:
     """See the module docstring. Build it with ``await DiskQueue.open(path, name)``."""
 
-    def __init__(self, conn: sqlite3.Connection, index: QueueIndex, name: str) -> None:
+    def __init__(self, conn: sqlite3.Connection, last: int, name: str) -> None:
         self.name = name
-        self.index = index
+        self.index = QueueIndex()  # what is appended until the earlier rows are read
+        self.index.base = last + 1
         self.error: BaseException | None = None
         self.on_commit: Callable[[int], None] | None = None  # called with the seq committed
         self.on_error: Callable[[BaseException], None] | None = None  # a write failed
-        self.committed = index.last  # every seq <= this is on disk
+        self.committed = last  # every seq <= this is on disk
+        self._last_at_open = last
         self._conn = conn
         self._loop = asyncio.get_running_loop()
-        self._seq = index.last
+        self._loaded: asyncio.Future[None] = self._loop.create_future()
+        self._seq = last
         self._inserts: list[tuple[Any, ...]] = []
         self._deletes: list[tuple[int]] = []
         self._reads: list[_Read] = []
         self._barriers: list[_Barrier] = []
         self._flush_scheduled = False
         self._in_thread = 0  # inserts handed to the thread, not yet committed
+        self._deletes_in_thread = 0
         self._jobs: thread_queue.SimpleQueue[tuple[Any, ...] | None] = thread_queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name=f"edgebus-{name}", daemon=True)
         self._thread.start()
         self._closed = False
 
     @classmethod
-    async def open(cls, path: Path, name: str) -> DiskQueue:
-        """Opens (creating) the queue at ``path`` and reads its index; ``BridgeError``
-        when the file is not a queue this edgebus can use."""
-        conn, index = await asyncio.to_thread(_open, path)
-        return cls(conn, index, name)
+    def open(cls, path: Path, name: str) -> DiskQueue:
+        """Opens (creating) the queue at ``path``; ``BridgeError`` when the file is not a
+        queue this edgebus can use. Call on the loop; then ``await loaded()``."""
+        conn, last = _open(path)
+        return cls(conn, last, name)
+
+    async def loaded(self) -> None:
+        """Until the index holds the rows of earlier runs too."""
+        await asyncio.shield(self._loaded)
+        if self.error is not None:
+            raise BridgeError(f"{self.name}: cannot read the queue: {self.error}")
 
     # -- what the bridge asks, on the loop ----------------------------------------------
 
     @property
     def pending(self) -> int:
         return self._in_thread + len(self._inserts)
+
+    @property
+    def pending_deletes(self) -> int:
+        """Rows removed whose delete is not committed yet (after a crash they are back)."""
+        return self._deletes_in_thread + len(self._deletes)
 
     @property
     def last(self) -> int:
@@ -314,12 +334,14 @@ class DiskQueue:
             return
         job = (self._inserts, self._deletes, self._reads, self._barriers, self._seq)
         self._in_thread += len(self._inserts)
+        self._deletes_in_thread += len(self._deletes)
         self._inserts, self._deletes, self._reads, self._barriers = [], [], [], []
         self._jobs.put(job)
 
     def _run(self) -> None:
         conn = self._conn
         try:
+            self._load(conn)
             while True:
                 job = self._jobs.get()
                 if job is None:
@@ -337,6 +359,35 @@ class DiskQueue:
                 self._write(conn, jobs)
         finally:
             conn.close()
+
+    def _load(self, conn: sqlite3.Connection) -> None:
+        index = QueueIndex()
+        error: BaseException | None = None
+        try:
+            rows = conn.execute(
+                "SELECT seq, length(topic) + length(payload), received_at FROM queue"
+                " WHERE seq < ? ORDER BY seq",
+                (self._last_at_open + 1,),
+            )
+            for seq, size, received_at in rows:
+                index.add(seq, size, received_at)
+        except sqlite3.Error as exc:
+            error = exc
+        try:
+            self._loop.call_soon_threadsafe(self._index_loaded, index, error)
+        except RuntimeError:
+            pass
+
+    def _index_loaded(self, index: QueueIndex, error: BaseException | None) -> None:
+        if error is not None:
+            self.error = error
+        new = self.index
+        for position, size in enumerate(new.sizes):
+            if size >= 0:
+                index.add(new.base + position, size, new.times[position])
+        self.index = index
+        if not self._loaded.done():
+            self._loaded.set_result(None)
 
     def _write(self, conn: sqlite3.Connection, jobs: list[tuple[Any, ...]]) -> None:
         inserts: list[tuple[Any, ...]] = []
@@ -377,7 +428,7 @@ class DiskQueue:
             results.append((callback, items, items[-1].seq if items else 0))
         try:
             self._loop.call_soon_threadsafe(
-                self._done, len(inserts), upto, barriers, results, error
+                self._done, len(inserts), len(deletes), upto, barriers, results, error
             )
         except RuntimeError:  # the loop is closed: nobody waits any more
             return
@@ -385,12 +436,14 @@ class DiskQueue:
     def _done(
         self,
         inserted: int,
+        deleted: int,
         upto: int,
         barriers: list[_Barrier],
         results: list[tuple[Callable[[list[Queued], int], None], list[Queued], int]],
         error: BaseException | None,
     ) -> None:
         self._in_thread -= inserted
+        self._deletes_in_thread -= deleted
         if error is not None:
             self.error = error
             if self.on_error is not None:
@@ -405,7 +458,7 @@ class DiskQueue:
             self.on_commit(self.committed)
 
 
-def _open(path: Path) -> tuple[sqlite3.Connection, QueueIndex]:
+def _open(path: Path) -> tuple[sqlite3.Connection, int]:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
@@ -426,12 +479,7 @@ def _open(path: Path) -> tuple[sqlite3.Connection, QueueIndex]:
                 f"{path}: bridge queue schema version {row[0]} is not {SCHEMA_VERSION};"
                 " move the file away to start with an empty queue"
             )
-        index = QueueIndex()
-        rows = conn.execute(
-            "SELECT seq, length(topic) + length(payload), received_at FROM queue ORDER BY seq"
-        )
-        for seq, size, received_at in rows:
-            index.add(seq, size, received_at)
+        last = conn.execute("SELECT max(seq) FROM queue").fetchone()[0] or 0
     except sqlite3.Error as exc:
         conn.close()
         raise BridgeError(
@@ -441,4 +489,4 @@ def _open(path: Path) -> tuple[sqlite3.Connection, QueueIndex]:
     except BridgeError:
         conn.close()
         raise
-    return conn, index
+    return conn, last

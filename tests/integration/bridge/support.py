@@ -26,7 +26,9 @@ from typing import Any, TypeVar
 import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion
 
+from tests.helpers import mqtt_builder as mb
 from tests.helpers.brokers import BrokerHandle, free_port, start_mosquitto
+from tests.helpers.raw_client import RawClient
 from tests.helpers.timeouts import unit
 from tests.integration.listeners.pki import Pki
 
@@ -35,6 +37,7 @@ __all__ = [
     "PASSWORD",
     "Collector",
     "Remote",
+    "StreamPublisher",
     "first_occurrences",
     "paho_client",
     "wait_until",
@@ -181,3 +184,58 @@ def first_occurrences(numbers: list[int]) -> list[int]:
             seen.add(number)
             out.append(number)
     return out
+
+
+class StreamPublisher(threading.Thread):
+    """Publishes ``count`` numbered QoS 1 messages (payload ``b"<n>"``) to the gateway with a
+    window of unacknowledged ones, on a raw socket (paho is too slow for a stream); records
+    the numbers acknowledged, in order."""
+
+    def __init__(
+        self, port: int, topic: str, count: int, *, first: int = 1, window: int = 100
+    ) -> None:
+        super().__init__(daemon=True)
+        self.port = port
+        self.topic = topic
+        self.numbers = range(first, first + count)
+        self.window = window
+        self.acked: list[int] = []
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            client = RawClient("127.0.0.1", self.port, protocol_level=4)
+            client.send(mb.gen_connect(f"pub-{self.topic}-{self.numbers[0]}", keepalive=60))
+            assert client.recv_packet().reason_code == 0
+            inflight: dict[int, int] = {}
+            numbers = iter(self.numbers)
+            left = len(self.numbers)
+            mid = 0
+            while left:
+                frames = []
+                while len(inflight) < self.window and (number := next(numbers, None)) is not None:
+                    mid = mid % 65535 + 1
+                    inflight[mid] = number
+                    frames.append(mb.gen_publish(self.topic, str(number), qos=1, mid=mid))
+                if frames:
+                    client.send(b"".join(frames))
+                packet = client.recv_packet(unit(30))
+                if packet.type == mb.PacketType.PUBACK and packet.packet_id in inflight:
+                    self.acked.append(inflight.pop(packet.packet_id))
+                    left -= 1
+            client.send(mb.gen_disconnect())
+            client.close()
+        except BaseException as exc:  # reported by done()
+            self.error = exc
+
+    def done_after_start(self, seconds: float = 60) -> list[int]:
+        """Starts, waits until every message is acknowledged; the numbers acknowledged."""
+        self.start()
+        return self.done(seconds)
+
+    def done(self, seconds: float = 60) -> list[int]:
+        self.join(unit(seconds))
+        assert not self.is_alive(), "the publisher did not finish"
+        if self.error is not None:
+            raise self.error
+        return self.acked

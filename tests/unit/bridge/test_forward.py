@@ -58,7 +58,9 @@ async def _settle(f: Forwarder) -> None:
     quiet = 0
     for _ in range(5000):
         await asyncio.sleep(0.001)
-        busy = f.queue.pending or f.reading or f._pump_scheduled or f.queue._in_thread
+        queue = f.queue
+        busy = queue.pending or queue.pending_deletes or f.reading or f._pump_scheduled
+        busy = busy or queue._flush_scheduled or not queue._loaded.done()
         quiet = 0 if busy else quiet + 1
         if quiet >= 3:
             return
@@ -67,7 +69,8 @@ async def _settle(f: Forwarder) -> None:
 
 def _run(tmp_path: Path, config: BridgeConfig, body: Callable[[Forwarder], Awaitable[None]]) -> None:
     async def main() -> None:
-        queue = await DiskQueue.open(tmp_path / "queue.db", "q")
+        queue = DiskQueue.open(tmp_path / "queue.db", "q")
+        await queue.loaded()
         forwarder = Forwarder(config, queue)
         try:
             await body(forwarder)

@@ -33,7 +33,8 @@ def test_rows_are_committed_in_order_and_survive_reopening(tmp_path: Path) -> No
     path = tmp_path / "queue.db"
 
     async def first_run() -> None:
-        queue = await DiskQueue.open(path, "q")
+        queue = DiskQueue.open(path, "q")
+        await queue.loaded()
         items = [queue.append(_route(n)) for n in range(1, 11)]
         assert [item.seq for item in items] == list(range(1, 11))
         assert queue.pending == 10
@@ -44,7 +45,8 @@ def test_rows_are_committed_in_order_and_survive_reopening(tmp_path: Path) -> No
         queue.close()
 
     async def second_run() -> None:
-        queue = await DiskQueue.open(path, "q")
+        queue = DiskQueue.open(path, "q")
+        await queue.loaded()
         index = queue.index
         assert (index.count, index.first(), queue.last) == (8, 2, 10)
         assert index.bytes == sum(len(f"t/{n}") + len(str(n)) for n in range(1, 11) if n not in (1, 3))
@@ -64,7 +66,8 @@ def test_properties_and_flags_round_trip(tmp_path: Path) -> None:
     props = Properties(message_expiry_interval=30, content_type="text/plain", user_properties=(("a", "b"),))
 
     async def main() -> None:
-        queue = await DiskQueue.open(tmp_path / "queue.db", "q")
+        queue = DiskQueue.open(tmp_path / "queue.db", "q")
+        await queue.loaded()
         queue.append(OutboundRoute("a/b", b"\x00\xff", 2, True, props, 5.5))
         items, _ = await _read(queue, 1, 10)
         queue.close()
@@ -83,7 +86,8 @@ def test_properties_and_flags_round_trip(tmp_path: Path) -> None:
 
 def test_a_read_leaves_out_rows_removed_meanwhile(tmp_path: Path) -> None:
     async def main() -> None:
-        queue = await DiskQueue.open(tmp_path / "queue.db", "q")
+        queue = DiskQueue.open(tmp_path / "queue.db", "q")
+        await queue.loaded()
         for n in range(1, 6):
             queue.append(_route(n))
         await _barrier(queue)
@@ -102,7 +106,7 @@ def test_a_file_that_is_not_a_queue_is_a_clear_error(tmp_path: Path) -> None:
 
     async def main() -> None:
         with pytest.raises(BridgeError, match="move it away"):
-            await DiskQueue.open(path, "q")
+            DiskQueue.open(path, "q")
 
     asyncio.run(main())
 
@@ -132,3 +136,26 @@ def test_the_index_sheds_its_dead_prefix() -> None:
     assert len(index.sizes) <= 5_000 + 4096
     assert (index.count, index.first(), index.nth(0), index.last) == (5_000, 15_001, 15_001, 20_000)
     assert index.contains(20_000) and not index.contains(15_000)
+
+
+def test_appends_while_the_earlier_rows_are_read_come_after_them(tmp_path: Path) -> None:
+    path = tmp_path / "queue.db"
+
+    async def first_run() -> None:
+        queue = DiskQueue.open(path, "q")
+        await queue.loaded()
+        for n in range(1, 4):
+            queue.append(_route(n))
+        queue.close()
+
+    async def second_run() -> None:
+        queue = DiskQueue.open(path, "q")
+        assert queue.append(_route(4)).seq == 4  # at once, before the index is read
+        await queue.loaded()
+        assert (queue.index.count, queue.index.first(), queue.index.nth(3)) == (4, 1, 4)
+        items, _ = await _read(queue, 1, 10)
+        assert [item.seq for item in items] == [1, 2, 3, 4]
+        queue.close()
+
+    asyncio.run(first_run())
+    asyncio.run(second_run())
