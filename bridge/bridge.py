@@ -242,7 +242,11 @@ class MqttBridge:
         woken = asyncio.ensure_future(self._wake.wait())
         try:
             while not link.lost.done():
-                await asyncio.wait({link.lost, woken}, timeout=max(0.25, keepalive / 4))
+                await asyncio.wait(
+                    {link.lost, woken},
+                    timeout=max(0.25, keepalive / 4),
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
                 if self._stopping or self._failed():
                     link.close("the bridge stops")
                     break
