@@ -100,7 +100,7 @@ def _config(body: dict[str, Any], name: str | None = None) -> BridgeConfig:
     if name is not None:
         if body.get("name", name) != name:
             raise HTTPException(
-                status.HTTP_422_UNPROCESSABLE_ENTITY,
+                status.HTTP_422_UNPROCESSABLE_CONTENT,
                 f"the body names the bridge {body.get('name')!r}, the path {name!r}",
             )
         body = {**body, "name": name}
@@ -109,7 +109,7 @@ def _config(body: dict[str, Any], name: str | None = None) -> BridgeConfig:
     except ValidationError as exc:
         problems = problems_from_validation_error(exc, BridgeConfig, lambda loc: 0)
         raise HTTPException(
-            status.HTTP_422_UNPROCESSABLE_ENTITY,
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
             [f"{format_path(p.path) or 'bridge'}: {p.message}" for p in problems],
         ) from None
 

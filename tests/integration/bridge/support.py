@@ -40,6 +40,7 @@ __all__ = [
     "StreamPublisher",
     "first_occurrences",
     "paho_client",
+    "settles",
     "wait_until",
 ]
 
@@ -239,3 +240,16 @@ class StreamPublisher(threading.Thread):
         if self.error is not None:
             raise self.error
         return self.acked
+
+
+def settles(what: Callable[[], T], quiet_s: float = 0.5, seconds: float = 10) -> T:
+    """Waits until ``what()`` stays the same for ``quiet_s``; returns that value. (A count
+    that must stop growing: a loop, a bridge that should have stopped.)"""
+
+    def quiet() -> tuple[bool, T]:
+        before = what()
+        time.sleep(quiet_s)
+        after = what()
+        return before == after, after
+
+    return wait_until(quiet, lambda q: q[0], seconds)[1]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tests.helpers.gateway import running_gateway
 from tests.helpers.timeouts import unit
-from tests.integration.bridge.support import Collector, Remote, paho_client, wait_until
+from tests.integration.bridge.support import Collector, Remote, paho_client, settles, wait_until
 from tests.integration.components.support import API, http_of, metric
 
 
@@ -96,16 +96,9 @@ def test_add_pause_resume_update_delete_while_traffic_flows(tmp_path: Path) -> N
             assert http.delete("/api/v1/bridges/cloud").status == 204
             assert http.get("/api/v1/bridges/cloud").status == 404
             assert http.delete("/api/v1/bridges/cloud").status == 404
-
-
-            def quiet_for_half_a_second() -> bool:
-                before = cloud.count()
-                time.sleep(0.5)
-                return cloud.count() == before
-
             # The ticker goes on publishing: a count that stops growing means nothing
             # is forwarded any more.
-            wait_until(quiet_for_half_a_second, lambda quiet: quiet)
+            settles(cloud.count)
         finally:
             ticker.stop()
             watcher.disconnect()

@@ -9,7 +9,7 @@ import pytest
 
 from tests.helpers.gateway import running_gateway
 from tests.helpers.timeouts import unit
-from tests.integration.bridge.support import Collector, Remote, paho_client, wait_until
+from tests.integration.bridge.support import Collector, Remote, paho_client, settles, wait_until
 from tests.integration.components.support import status_of
 
 
@@ -73,3 +73,43 @@ def test_forwards_and_subscriptions_with_templates(tmp_path: Path, version: str)
             remote_pub.disconnect()
             remote_pub.loop_stop()
         cloud.close()
+
+
+def test_what_a_bridge_brought_in_never_goes_back_out_on_it(tmp_path: Path) -> None:
+    """Forwards and subscriptions on the same topics, MQTT 3.1.1 (no no-local at the
+    remote, so it echoes the bridge's own messages back): no message goes round."""
+    config = """
+bridges:
+  - name: cloud
+    server: "127.0.0.1:{port}"
+    protocol_version: "3.1.1"
+    forwards: [{{local: "shared/#", qos: 1}}]
+    subscriptions: [{{remote: "shared/#", qos: 1}}]
+"""
+    with Remote(tmp_path / "remote") as remote:
+        cloud = Collector(remote.port, "shared/#", "cloud-sub")
+        with running_gateway(tmp_path, config.format(port=remote.port)) as gw:
+            wait_until(lambda: status_of(gw, "bridge", "cloud")["state"], lambda s: s == "running")
+            remote_pub = paho_client("remote-pub")
+            remote_pub.connect("127.0.0.1", remote.port)
+            remote_pub.loop_start()
+            remote_pub.publish("shared/from-cloud", b"c", qos=1).wait_for_publish(unit(5))
+            local = paho_client("local-pub")
+            local.connect("127.0.0.1", gw.port)
+            local.loop_start()
+            local.publish("shared/from-edge", b"e", qos=1).wait_for_publish(unit(5))
+            stats = wait_until(
+                lambda: status_of(gw, "bridge", "cloud")["component_stats"],
+                lambda s: s["received"] >= 2 and s["acked"] >= 1,
+            )
+            # A loop would keep these growing.
+            settles(cloud.count)
+            stats = settles(lambda: status_of(gw, "bridge", "cloud")["component_stats"])
+            for client in (remote_pub, local):
+                client.disconnect()
+                client.loop_stop()
+        cloud.close()
+    # The cloud's message came in once and was not sent back; the edge's went out once
+    # and its echo, brought in, was not sent out again.
+    assert sorted(cloud.messages) == [("shared/from-cloud", b"c"), ("shared/from-edge", b"e")]
+    assert (stats["sent"], stats["received"]) == (1, 2)
