@@ -26,7 +26,7 @@ from typing import Any
 from broker_core.errors import BridgeError
 from gateway.config.models.bridges import AWS_IOT_ALPN, AwsIotConfig
 
-__all__ = ["Provisioned", "bridge_yaml", "discover_endpoint", "iot_client", "provision", "policy"]
+__all__ = ["Provisioned", "bridge_yaml", "discover_endpoint", "iot_client", "policy", "provision"]
 
 
 def iot_client(region: str | None, endpoint_url: str | None = None) -> Any:
@@ -142,7 +142,15 @@ def provision(
         file.write(created["keyPair"]["PrivateKey"])
     os.chmod(keyfile, 0o600)
     return Provisioned(
-        thing, region, endpoint, arn, created["certificateId"], name, certfile, keyfile, endpoint_url
+        thing,
+        region,
+        endpoint,
+        arn,
+        created["certificateId"],
+        name,
+        certfile,
+        keyfile,
+        endpoint_url,
     )
 
 

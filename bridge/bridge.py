@@ -31,6 +31,11 @@ import time
 from functools import partial
 from typing import Any
 
+from bridge.forward import Forwarder
+from bridge.inbound import Receiver
+from bridge.link import Link, open_link, reason_name
+from bridge.mapping import Outbound
+from bridge.queue import DiskQueue
 from broker_core.errors import BridgeError
 from broker_core.mqtt.packets import (
     Auth,
@@ -45,11 +50,6 @@ from broker_core.mqtt.packets import (
     SubscriptionOptions,
     TopicSubscription,
 )
-from bridge.forward import Forwarder
-from bridge.inbound import Receiver
-from bridge.link import Link, open_link, reason_name
-from bridge.mapping import Outbound
-from bridge.queue import DiskQueue
 from gateway.components import Host
 from gateway.config.models.bridges import BridgeConfig
 from gateway.hub import HubClient
@@ -110,7 +110,9 @@ class MqttBridge:
             if outbound.filters:
                 tap = hub.tap(
                     *outbound.filters,
-                    callback=partial(Forwarder.offer_early, outbound, queue, config.queue.qos0, early),
+                    callback=partial(
+                        Forwarder.offer_early, outbound, queue, config.queue.qos0, early
+                    ),
                     durable=queue,
                 )
             await queue.loaded()
@@ -239,11 +241,12 @@ class MqttBridge:
             self.server,
             session_present,
         )
-        woken = asyncio.ensure_future(self._wake.wait())
+        woken: asyncio.Future[Any] = asyncio.ensure_future(self._wake.wait())
+        waiters: set[asyncio.Future[Any]] = {link.lost, woken}
         try:
             while not link.lost.done():
                 await asyncio.wait(
-                    {link.lost, woken},
+                    waiters,
                     timeout=max(0.25, keepalive / 4),
                     return_when=asyncio.FIRST_COMPLETED,
                 )
@@ -286,27 +289,28 @@ class MqttBridge:
         """Every packet from the remote after CONNACK, on the loop."""
         forwarder, receiver = self.forwarder, self.receiver
         assert forwarder is not None and receiver is not None
-        kind = type(packet)
-        if kind is Puback:
-            forwarder.puback(packet.packet_id, packet.reason_code)  # type: ignore[union-attr]
-        elif kind is Publish:
-            receiver.publish(packet)  # type: ignore[arg-type]
-        elif kind is Pubrec:
-            forwarder.pubrec(packet.packet_id, packet.reason_code)  # type: ignore[union-attr]
-        elif kind is Pubcomp:
-            forwarder.pubcomp(packet.packet_id, packet.reason_code)  # type: ignore[union-attr]
-        elif kind is Pubrel:
-            receiver.pubrel(packet.packet_id)  # type: ignore[union-attr]
-        elif kind is Suback:
-            self._suback(packet)  # type: ignore[arg-type]
-        elif kind is Auth and self.link is not None:
+        if isinstance(packet, Puback):
+            forwarder.puback(packet.packet_id, packet.reason_code)
+        elif isinstance(packet, Publish):
+            receiver.publish(packet)
+        elif isinstance(packet, Pubrec):
+            forwarder.pubrec(packet.packet_id, packet.reason_code)
+        elif isinstance(packet, Pubcomp):
+            forwarder.pubcomp(packet.packet_id, packet.reason_code)
+        elif isinstance(packet, Pubrel):
+            receiver.pubrel(packet.packet_id)
+        elif isinstance(packet, Suback):
+            self._suback(packet)
+        elif isinstance(packet, Auth) and self.link is not None:
             self.link.close("the remote asked for enhanced authentication, not supported")
 
     def _suback(self, packet: Suback) -> None:
         filters = self._subscribe_ids.pop(packet.packet_id, ())
         for topic_filter, code in zip(filters, packet.reason_codes, strict=False):
             if code >= 0x80:
-                reason = f"the remote refused the subscription {topic_filter!r}: {reason_name(code)}"
+                reason = (
+                    f"the remote refused the subscription {topic_filter!r}: {reason_name(code)}"
+                )
                 log.warning("bridge %s: %s", self.config.name, reason)
                 if self._host is not None:
                     self._host.degraded(reason)
@@ -329,6 +333,9 @@ class MqttBridge:
             "client_id": self.client_id,
             "session_present": self.session_present,
             "at": int(time.time() * 1000),
-            **{key: stats[key] for key in ("queue_depth", "sent", "acked", "dropped") if key in stats},
+            **{
+                key: stats[key]
+                for key in ("queue_depth", "sent", "acked", "dropped")
+                if key in stats
+            },
         }
-

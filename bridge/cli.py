@@ -63,6 +63,8 @@ def provision(
         )
     except BridgeError as exc:
         raise click.ClickException(str(exc)) from exc
-    click.echo(f"# thing {done.thing}: certificate {done.certificate_id}, policy {done.policy}", err=True)
+    click.echo(
+        f"# thing {done.thing}: certificate {done.certificate_id}, policy {done.policy}", err=True
+    )
     click.echo(f"# wrote {done.certfile} and {done.keyfile}", err=True)
     click.echo(bridge_yaml(done, bridge_name), nl=False)

@@ -40,11 +40,11 @@ import time
 from collections import deque
 from typing import Protocol
 
+from bridge.mapping import MappingError, Outbound, OutboundRoute, expiry_left
+from bridge.queue import DiskQueue, Queued
 from broker_core.context import Context
 from broker_core.mqtt.encoder import encode
 from broker_core.mqtt.packets import Pubrel, new_publish
-from bridge.mapping import MappingError, Outbound, OutboundRoute, expiry_left
-from bridge.queue import DiskQueue, Queued
 from gateway.config.models.bridges import BridgeConfig
 
 __all__ = ["DROP_REASONS", "MID_SPAN", "READY_BYTES", "Forwarder", "Wire"]
@@ -118,7 +118,9 @@ class Forwarder:
     # -- the tap -------------------------------------------------------------------------
 
     @staticmethod
-    def offer_early(outbound: Outbound, queue: DiskQueue, qos0: bool, dropped: dict[str, int], context: Context) -> None:
+    def offer_early(
+        outbound: Outbound, queue: DiskQueue, qos0: bool, dropped: dict[str, int], context: Context
+    ) -> None:
         """The tap while the queue reads what earlier runs left: every message to disk
         (the forwarder, once built, reads them back in order); nothing is sent yet."""
         try:
@@ -216,8 +218,9 @@ class Forwarder:
 
     # -- the link ------------------------------------------------------------------------
 
-    def attach(self, wire: Wire, session_present: bool, receive_maximum: int | None,
-               max_packet: int | None) -> None:
+    def attach(
+        self, wire: Wire, session_present: bool, receive_maximum: int | None, max_packet: int | None
+    ) -> None:
         """A new link is up: resend what was in flight, then drain."""
         self.wire = wire
         self.session_present = session_present
@@ -440,4 +443,3 @@ class Forwarder:
             "dropped": dropped,
             **{f"dropped_{reason}": count for reason, count in self.dropped.items()},
         }
-

@@ -24,10 +24,10 @@ from __future__ import annotations
 import logging
 from typing import Protocol
 
+from bridge.mapping import Inbound, MappingError, forwarded_properties
 from broker_core.errors import ProtocolViolation
 from broker_core.mqtt.packets import Puback, Pubcomp, Publish, Pubrec
 from broker_core.mqtt.reason_codes import ReasonCode
-from bridge.mapping import Inbound, MappingError, forwarded_properties
 from gateway.config.models.bridges import BridgeConfig
 from gateway.hub import HubClient
 
@@ -159,4 +159,3 @@ class Receiver:
 
     def stats(self) -> dict[str, int]:
         return {"received": self.received, "refused": self.refused, "unmatched": self.unmatched}
-

@@ -75,11 +75,11 @@ def tls_context(config: BridgeConfig) -> ssl.SSLContext | None:
         return None
     tls = config.tls or BridgeTlsConfig()
     try:
-        context = ssl.create_default_context(
-            cafile=None if tls.cafile is None else str(tls.cafile)
-        )
+        context = ssl.create_default_context(cafile=None if tls.cafile is None else str(tls.cafile))
         if tls.certfile is not None:
-            context.load_cert_chain(str(tls.certfile), None if tls.keyfile is None else str(tls.keyfile))
+            context.load_cert_chain(
+                str(tls.certfile), None if tls.keyfile is None else str(tls.keyfile)
+            )
     except (OSError, ssl.SSLError) as exc:
         raise BridgeError(f"bridge {config.name}: TLS files: {exc}") from exc
     if not tls.verify:
@@ -94,7 +94,9 @@ def tls_context(config: BridgeConfig) -> ssl.SSLContext | None:
 class Link(asyncio.Protocol):
     """One MQTT connection to the remote broker; see the module docstring."""
 
-    def __init__(self, level: int, on_packet: Callable[[Packet], None], max_packet: int | None) -> None:
+    def __init__(
+        self, level: int, on_packet: Callable[[Packet], None], max_packet: int | None
+    ) -> None:
         self.level = level
         self.on_packet = on_packet
         self.on_writable: Callable[[], None] | None = None
@@ -137,7 +139,9 @@ class Link(asyncio.Protocol):
             if kind is Disconnect:
                 code = packet.reason_code  # type: ignore[union-attr]
                 text = packet.properties.reason_string  # type: ignore[union-attr]
-                self.close(f"the remote disconnected: {reason_name(code)}" + (f" ({text})" if text else ""))
+                self.close(
+                    f"the remote disconnected: {reason_name(code)}" + (f" ({text})" if text else "")
+                )
                 return
             try:
                 self.on_packet(packet)
@@ -148,7 +152,9 @@ class Link(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
         self.writable = False
-        reason = self.reason or (f"connection lost: {exc}" if exc else "the remote closed the connection")
+        reason = self.reason or (
+            f"connection lost: {exc}" if exc else "the remote closed the connection"
+        )
         if not self.connack.done():
             self.connack.set_exception(BridgeError(reason))
         if not self.lost.done():
@@ -183,7 +189,11 @@ class Link(asyncio.Protocol):
         if transport is None:
             return
         self.reason = self.reason or reason
-        if self.connack.done() and not self.connack.cancelled() and self.connack.exception() is None:
+        if (
+            self.connack.done()
+            and not self.connack.cancelled()
+            and self.connack.exception() is None
+        ):
             self.send(Disconnect(code if self.level == 5 else 0))
         transport.close()
 

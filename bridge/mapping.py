@@ -167,4 +167,3 @@ def expiry_left(properties: Properties, received_at: float, now: float) -> Prope
     if left <= 0:
         return None
     return properties if left == interval else replace(properties, message_expiry_interval=left)
-

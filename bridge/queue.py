@@ -34,6 +34,7 @@ restarted, and its state is read back from the disk.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import queue as thread_queue
 import sqlite3
@@ -44,11 +45,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bridge.mapping import OutboundRoute
 from broker_core.errors import BridgeError
 from broker_core.mqtt.properties import EMPTY, PacketKind, Properties, decode_properties
-from bridge.mapping import OutboundRoute
 
-__all__ = ["DiskQueue", "Queued", "QueueIndex"]
+__all__ = ["DiskQueue", "QueueIndex", "Queued"]
 
 log = logging.getLogger(__name__)
 
@@ -373,10 +374,8 @@ class DiskQueue:
                 index.add(seq, size, received_at)
         except sqlite3.Error as exc:
             error = exc
-        try:
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
             self._loop.call_soon_threadsafe(self._index_loaded, index, error)
-        except RuntimeError:
-            pass
 
     def _index_loaded(self, index: QueueIndex, error: BaseException | None) -> None:
         if error is not None:
@@ -413,10 +412,8 @@ class DiskQueue:
         except sqlite3.Error as exc:
             error = exc
             log.error("%s: writing the queue failed: %s", self.name, exc)
-            try:
+            with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
-            except sqlite3.Error:
-                pass
         results: list[tuple[Callable[[list[Queued], int], None], list[Queued], int]] = []
         for first, limit, callback in reads:
             try:

@@ -76,9 +76,7 @@ def aws_topic_problem(topic: str, limits: AwsIotLimits = AWS_IOT_LIMITS) -> str 
         return f"AWS IoT Core allows topics of {limits.topic_bytes} bytes at most, got {size}"
     slashes = topic.count("/")
     if slashes > limits.topic_slashes:
-        return (
-            f"AWS IoT Core allows {limits.topic_slashes} '/' in a topic at most, got {slashes}"
-        )
+        return f"AWS IoT Core allows {limits.topic_slashes} '/' in a topic at most, got {slashes}"
     if topic.startswith("$") and not topic.startswith("$aws/"):
         return "AWS IoT Core reserves topics starting with '$' (except $aws/...)"
     return None
@@ -228,20 +226,19 @@ class BridgeQueueConfig(ConfigModel):
 class BridgeConnectProperties(ConfigModel):
     """MQTT 5 CONNECT properties sent to the remote broker (`protocol_version: 5`)."""
 
-    session_expiry_interval: Annotated[
-        float, DurationSpec(le=4294967295, whole_seconds=True)
-    ] = Field(
-        default=0.0,
-        description="How long the remote keeps this bridge's session (its subscriptions and"
-        " the QoS 1/2 messages queued for it) after a disconnect; 0: it ends with the"
-        " connection. Use it with `clean_start: false`.",
+    session_expiry_interval: Annotated[float, DurationSpec(le=4294967295, whole_seconds=True)] = (
+        Field(
+            default=0.0,
+            description="How long the remote keeps this bridge's session (its subscriptions and"
+            " the QoS 1/2 messages queued for it) after a disconnect; 0: it ends with the"
+            " connection. Use it with `clean_start: false`.",
+        )
     )
     receive_maximum: int | None = Field(
         default=None,
         ge=1,
         le=65535,
-        description="QoS 1/2 messages the remote may have in flight to this bridge;"
-        " null: 65535.",
+        description="QoS 1/2 messages the remote may have in flight to this bridge; null: 65535.",
     )
     maximum_packet_size: Annotated[int, SizeSpec(ge=16, le=268435460)] | None = Field(
         default=None, description="Largest packet the remote may send; null: no limit."
@@ -329,8 +326,7 @@ class BridgeConfig(ConfigModel):
     )
     tls: BridgeTlsConfig | None = Field(
         default=None,
-        description="TLS; null: plain TCP (`emqx_cloud` and `aws_iot`: TLS with the"
-        " system's CAs).",
+        description="TLS; null: plain TCP (`emqx_cloud` and `aws_iot`: TLS with the system's CAs).",
         json_schema_extra=doc_default("null: plain TCP; `emqx_cloud`, `aws_iot`: TLS"),
     )
     aws: AwsIotConfig | None = Field(default=None, description="AWS IoT Core settings.")
@@ -438,7 +434,11 @@ class BridgeConfig(ConfigModel):
         """What runs, but not as written: (YAML path below this bridge, message)."""
         found: list[tuple[tuple[str | int, ...], str]] = []
         if self.type == "aws_iot":
-            for section, items in (("forwards", self.forwards), ("subscriptions", self.subscriptions)):
+            sections: tuple[tuple[str, tuple[BridgeForward | BridgeSubscription, ...]], ...] = (
+                ("forwards", self.forwards),
+                ("subscriptions", self.subscriptions),
+            )
+            for section, items in sections:
                 for index, item in enumerate(items):
                     if item.qos == 2:
                         found.append(

@@ -33,8 +33,8 @@ from tests.helpers.timeouts import unit
 from tests.integration.listeners.pki import Pki
 
 __all__ = [
-    "USER",
     "PASSWORD",
+    "USER",
     "Collector",
     "Remote",
     "StreamPublisher",

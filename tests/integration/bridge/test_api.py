@@ -64,11 +64,15 @@ def test_add_pause_resume_update_delete_while_traffic_flows(tmp_path: Path) -> N
             assert reply.status == 201, reply.text
             assert reply.json()["name"] == "cloud"
             assert http.post("/api/v1/bridges", _body(remote, "one")).status == 409
-            wait_until(lambda: http.get("/api/v1/bridges/cloud").json()["state"], lambda s: s == "running")
+            wait_until(
+                lambda: http.get("/api/v1/bridges/cloud").json()["state"], lambda s: s == "running"
+            )
             wait_until(cloud.count, lambda n: n >= 20)
 
             assert http.post("/api/v1/bridges/cloud/pause").status == 200
-            wait_until(lambda: http.get("/api/v1/bridges/cloud").json()["state"], lambda s: s == "paused")
+            wait_until(
+                lambda: http.get("/api/v1/bridges/cloud").json()["state"], lambda s: s == "paused"
+            )
             quiet = cloud.count()
             time.sleep(0.3)  # paused: nothing goes out
             assert cloud.count() == quiet
@@ -78,7 +82,10 @@ def test_add_pause_resume_update_delete_while_traffic_flows(tmp_path: Path) -> N
 
             reply = http.request("PUT", "/api/v1/bridges/cloud", _body(remote, "two"))
             assert reply.status == 200, reply.text
-            wait_until(lambda: [t for t, _ in cloud.messages if t.startswith("two/")], lambda m: len(m) >= 20)
+            wait_until(
+                lambda: [t for t, _ in cloud.messages if t.startswith("two/")],
+                lambda m: len(m) >= 20,
+            )
             view = http.get("/api/v1/bridges/cloud").json()
             assert view["link"]["link"] == "connected"
             assert view["config"]["forwards"] == ["flow/{rest#}"]
@@ -86,12 +93,18 @@ def test_add_pause_resume_update_delete_while_traffic_flows(tmp_path: Path) -> N
 
             text = http.get("/metrics").text
             assert metric(text, "edgebus_bridge_up", bridge="cloud") == 1
-            assert metric(
-                text, "edgebus_component_stat", kind="bridge", name="cloud", stat="connected"
-            ) == 1
-            assert metric(
-                text, "edgebus_component_stat", kind="bridge", name="cloud", stat="queue_depth"
-            ) >= 0
+            assert (
+                metric(
+                    text, "edgebus_component_stat", kind="bridge", name="cloud", stat="connected"
+                )
+                == 1
+            )
+            assert (
+                metric(
+                    text, "edgebus_component_stat", kind="bridge", name="cloud", stat="queue_depth"
+                )
+                >= 0
+            )
 
             assert http.delete("/api/v1/bridges/cloud").status == 204
             assert http.get("/api/v1/bridges/cloud").status == 404

@@ -91,7 +91,9 @@ def test_an_outage_longer_than_the_queue_drops_the_oldest_and_counts_them(
         cloud = Collector(remote.port, "cloud/#", "cloud-sub")
         with running_gateway(tmp_path, _bridge(remote, extra)) as gw:
             wait_until(lambda: status_of(gw, "bridge", "cloud")["state"], lambda s: s == "running")
-            assert StreamPublisher(gw.port, "stream/x", 100).done_after_start() == list(range(1, 101))
+            assert StreamPublisher(gw.port, "stream/x", 100).done_after_start() == list(
+                range(1, 101)
+            )
             wait_until(cloud.count, lambda n: n >= 100)
             remote.stop()
             wait_until(lambda: status_of(gw, "bridge", "cloud")["state"], lambda s: s == "degraded")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import paho.mqtt.client as paho
 import pytest
 
 from tests.helpers.gateway import running_gateway
@@ -43,7 +42,9 @@ def test_forwards_and_subscriptions_with_templates(tmp_path: Path, version: str)
             local.on_message = lambda c, u, m: got.append((m.topic, m.payload))
             local.subscribe([("commands/#", 1), ("twoway/#", 1)])
             for number in range(5):
-                local.publish(f"site/dev{number}/temp/c", f"t{number}", qos=1).wait_for_publish(unit(5))
+                local.publish(f"site/dev{number}/temp/c", f"t{number}", qos=1).wait_for_publish(
+                    unit(5)
+                )
             local.publish("plain/x", b"zero", qos=0)
             local.publish("elsewhere/x", b"not forwarded", qos=1).wait_for_publish(unit(5))
             wait_until(cloud.count, lambda n: n >= 6)

@@ -11,10 +11,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from broker_core.context import Context
-from broker_core.mqtt.properties import Properties
 from bridge.forward import MID_SPAN, Forwarder
 from bridge.queue import DiskQueue
+from broker_core.context import Context
+from broker_core.mqtt.properties import Properties
 from gateway.config.models.bridges import BridgeConfig
 from tests.helpers import mqtt_builder as mb
 
@@ -67,7 +67,9 @@ async def _settle(f: Forwarder) -> None:
     raise AssertionError("the forwarder did not settle")
 
 
-def _run(tmp_path: Path, config: BridgeConfig, body: Callable[[Forwarder], Awaitable[None]]) -> None:
+def _run(
+    tmp_path: Path, config: BridgeConfig, body: Callable[[Forwarder], Awaitable[None]]
+) -> None:
     async def main() -> None:
         queue = DiskQueue.open(tmp_path / "queue.db", "q")
         await queue.loaded()
@@ -94,7 +96,8 @@ def test_the_window_packet_ids_and_acknowledgements(tmp_path: Path) -> None:
         await _settle(f)
         sent = wire.packets()
         assert _numbers(sent) == [1, 2, 3, 4]
-        assert [(p.topic, p.qos, p.packet_id, p.dup) for p in sent][0] == ("out/1", 1, 2, False)
+        first = sent[0]
+        assert (first.topic, first.qos, first.packet_id, first.dup) == ("out/1", 1, 2, False)
         f.puback(2, 0)  # seq 1 -> Packet Identifier 2
         f.puback(3, 0)
         await _settle(f)

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
+from bridge.mapping import Inbound, MappingError, Outbound, expiry_left, forwarded_properties
 from broker_core.context import Context
 from broker_core.mqtt.properties import Properties
-from bridge.mapping import Inbound, MappingError, Outbound, expiry_left, forwarded_properties
 from gateway.config.models.bridges import BridgeConfig
 
 

@@ -7,14 +7,21 @@ from pathlib import Path
 
 import pytest
 
-from broker_core.errors import BridgeError
-from broker_core.mqtt.properties import Properties
 from bridge.mapping import OutboundRoute
 from bridge.queue import DiskQueue, Queued, QueueIndex
+from broker_core.errors import BridgeError
+from broker_core.mqtt.properties import Properties
 
 
 def _route(number: int, qos: int = 1, **kw: object) -> OutboundRoute:
-    return OutboundRoute(f"t/{number}", str(number).encode(), qos, False, kw.get("properties", Properties()), 1000.0 + number)  # type: ignore[arg-type]
+    return OutboundRoute(
+        f"t/{number}",
+        str(number).encode(),
+        qos,
+        False,
+        kw.get("properties", Properties()),
+        1000.0 + number,
+    )  # type: ignore[arg-type]
 
 
 async def _barrier(queue: DiskQueue) -> bool:
@@ -49,7 +56,9 @@ def test_rows_are_committed_in_order_and_survive_reopening(tmp_path: Path) -> No
         await queue.loaded()
         index = queue.index
         assert (index.count, index.first(), queue.last) == (8, 2, 10)
-        assert index.bytes == sum(len(f"t/{n}") + len(str(n)) for n in range(1, 11) if n not in (1, 3))
+        assert index.bytes == sum(
+            len(f"t/{n}") + len(str(n)) for n in range(1, 11) if n not in (1, 3)
+        )
         assert index.oldest_time() == 1002.0
         items, last = await _read(queue, 0, 4)
         assert [item.seq for item in items] == [2, 4, 5, 6]
@@ -63,7 +72,9 @@ def test_rows_are_committed_in_order_and_survive_reopening(tmp_path: Path) -> No
 
 
 def test_properties_and_flags_round_trip(tmp_path: Path) -> None:
-    props = Properties(message_expiry_interval=30, content_type="text/plain", user_properties=(("a", "b"),))
+    props = Properties(
+        message_expiry_interval=30, content_type="text/plain", user_properties=(("a", "b"),)
+    )
 
     async def main() -> None:
         queue = DiskQueue.open(tmp_path / "queue.db", "q")

@@ -34,7 +34,9 @@ def test_aws_iot_profile_defaults_and_warnings() -> None:
         ("x-amzn-mqtt-ca",),
         True,
     )
-    assert bridge.warnings() == [(("forwards", 0, "qos"), "AWS IoT Core has no QoS 2: QoS 1 is used")]
+    assert bridge.warnings() == [
+        (("forwards", 0, "qos"), "AWS IoT Core has no QoS 2: QoS 1 is used")
+    ]
     assert bridge.max_qos() == 1
 
 
@@ -54,7 +56,10 @@ def test_aws_iot_limits_are_checked_before_anything_runs() -> None:
 
 
 def test_emqx_cloud_needs_credentials_and_uses_tls() -> None:
-    base = 'bridges:\n  - {name: e, type: emqx_cloud, server: "x.emqxsl.com:8883", forwards: [{local: "#"}]'
+    base = (
+        "bridges:\n  - {name: e, type: emqx_cloud, server: \"x.emqxsl.com:8883\","
+        ' forwards: [{local: "#"}]'
+    )
     assert _problems(base + "}\n") == [
         "e.yaml:2 bridges[0].username: EMQX Cloud needs a username and password (or tls.certfile)"
     ]
