@@ -21,7 +21,7 @@ Changes made here last until the gateway stops or its configuration file is relo
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, HTTPException, Response, status
 from pydantic import BaseModel, Field, ValidationError
@@ -37,17 +37,12 @@ log = logging.getLogger(__name__)
 
 router = APIRouter(tags=["bridges"])
 
+BridgeBody = Annotated[
+    dict[str, Any], Body(description="A `bridges[]` entry (docs/configuration.md), as JSON.")
+]
+
 _NOT_FOUND: Responses = {404: {"description": "No such bridge"}}
 _INVALID: Responses = {422: {"description": "The bridge's configuration is not valid"}}
-
-_EXAMPLE = {
-    "name": "cloud",
-    "type": "mqtt",
-    "server": "broker.example.com:8883",
-    "tls": {"verify": True},
-    "forwards": [{"local": "site/{device}/{rest#}", "remote": "plants/{device}/{rest}"}],
-}
-
 
 class BridgeView(BaseModel):
     """One bridge: its supervisor's status, its link and its configuration."""
@@ -123,7 +118,7 @@ def _config(body: dict[str, Any], name: str | None = None) -> BridgeConfig:
 async def add_bridge(
     supervisor: Components,
     caller: Caller,
-    body: dict[str, Any] = Body(description="A `bridges[]` entry.", examples=[_EXAMPLE]),  # noqa: B008
+    body: BridgeBody,
 ) -> BridgeView:
     config = _config(body)
     try:
@@ -150,7 +145,7 @@ async def update_bridge(
     supervisor: Components,
     caller: Caller,
     name: str,
-    body: dict[str, Any] = Body(description="A `bridges[]` entry.", examples=[_EXAMPLE]),  # noqa: B008
+    body: BridgeBody,
 ) -> BridgeView:
     _view(supervisor, name)
     config = _config(body, name)
