@@ -44,6 +44,7 @@ BridgeBody = Annotated[
 _NOT_FOUND: Responses = {404: {"description": "No such bridge"}}
 _INVALID: Responses = {422: {"description": "The bridge's configuration is not valid"}}
 
+
 class BridgeView(BaseModel):
     """One bridge: its supervisor's status, its link and its configuration."""
 

@@ -193,13 +193,21 @@ class StreamPublisher(threading.Thread):
     the numbers acknowledged, in order."""
 
     def __init__(
-        self, port: int, topic: str, count: int, *, first: int = 1, window: int = 100
+        self,
+        port: int,
+        topic: str,
+        count: int,
+        *,
+        first: int = 1,
+        window: int = 100,
+        rate: float | None = None,
     ) -> None:
         super().__init__(daemon=True)
         self.port = port
         self.topic = topic
         self.numbers = range(first, first + count)
         self.window = window
+        self.rate = rate  # messages per second at most (a stream spread over time)
         self.acked: list[int] = []
         self.error: BaseException | None = None
 
@@ -212,14 +220,27 @@ class StreamPublisher(threading.Thread):
             numbers = iter(self.numbers)
             left = len(self.numbers)
             mid = 0
+            started = time.monotonic()
+            sent = 0
             while left:
                 frames = []
-                while len(inflight) < self.window and (number := next(numbers, None)) is not None:
+                due = len(self.numbers)
+                if self.rate is not None:
+                    due = int((time.monotonic() - started) * self.rate) + 1
+                while (
+                    len(inflight) < self.window
+                    and sent < due
+                    and (number := next(numbers, None)) is not None
+                ):
+                    sent += 1
                     mid = mid % 65535 + 1
                     inflight[mid] = number
                     frames.append(mb.gen_publish(self.topic, str(number), qos=1, mid=mid))
                 if frames:
                     client.send(b"".join(frames))
+                if not inflight:
+                    time.sleep(0.005)  # paced: nothing to wait for yet
+                    continue
                 packet = client.recv_packet(unit(30))
                 if packet.type == mb.PacketType.PUBACK and packet.packet_id in inflight:
                     self.acked.append(inflight.pop(packet.packet_id))
