@@ -127,12 +127,10 @@ class RemoteNamespace:
             assert time.monotonic() < deadline, "mosquitto in the namespace did not start"
             time.sleep(0.05)
         out = self.received.open("wb")
+        argv = ["ip", "netns", "exec", self.ns, "mosquitto_sub", "-h", "127.0.0.1"]
+        argv += ["-p", str(self.local_port), "-t", "cloud/#", "-q", "1", "-c", "-i", "ns-rec"]
         self.subscriber = subprocess.Popen(
-            [
-                "ip", "netns", "exec", self.ns, "mosquitto_sub", "-h", "127.0.0.1",
-                "-p", str(self.local_port), "-t", "cloud/#", "-q", "1", "-c",
-                "-i", "ns-recorder",
-            ],  # fmt: skip
+            argv,
             stdout=out,
             stderr=subprocess.DEVNULL,
             stdin=subprocess.DEVNULL,

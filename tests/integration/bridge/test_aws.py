@@ -70,10 +70,8 @@ def test_provision_creates_the_thing_certificate_policy_and_prints_a_bridge(
     tmp_path: Path, moto_url: str
 ) -> None:
     out = tmp_path / "certs"
-    done = _edgebus(
-        "aws", "provision", "--thing", "gw-1", "--region", REGION,
-        "--endpoint-url", moto_url, "--out", str(out),
-    )  # fmt: skip
+    provision = ("aws", "provision", "--thing", "gw-1", "--region", REGION)
+    done = _edgebus(*provision, "--endpoint-url", moto_url, "--out", str(out))
     assert done.returncode == 0, done.stderr
     iot = boto3.client("iot", region_name=REGION, endpoint_url=moto_url)
     principals = iot.list_thing_principals(thingName="gw-1")["principals"]
@@ -102,10 +100,7 @@ def test_provision_creates_the_thing_certificate_policy_and_prints_a_bridge(
     assert bridge.tls is not None and bridge.tls.certfile == certfile.resolve()
 
     # Again: the thing and the policy are reused, a second certificate is attached.
-    again = _edgebus(
-        "aws", "provision", "--thing", "gw-1", "--region", REGION,
-        "--endpoint-url", moto_url, "--out", str(tmp_path / "second"),
-    )  # fmt: skip
+    again = _edgebus(*provision, "--endpoint-url", moto_url, "--out", str(tmp_path / "second"))
     assert again.returncode == 0, again.stderr
     assert len(iot.list_thing_principals(thingName="gw-1")["principals"]) == 2
 
