@@ -11,8 +11,11 @@ Where a queued message is, in the order of the queue (``seq``)::
 
 - ``ready`` holds what arrived while the link keeps up, and what was read back from the
   disk in batches (``queue.batch_size``) when a backlog did not fit in memory
-  (``spilled``). A message is sent only once its row is committed, so a sequence
-  number never names two messages on the remote side.
+  (``spilled``). QoS 1 goes out at once, its row's commit under way; QoS 2 only once
+  its row is committed, so that a sequence number (a Packet Identifier, below) never
+  names two messages in the remote's QoS 2 state after a crash. (A QoS 1 message sent
+  and lost with an uncommitted row was not acknowledged to its publisher either, which
+  sends it again.)
 - ``inflight`` holds at most the window: ``max_inflight``, and at most the remote's
   Receive Maximum. A message acknowledged by the remote keeps its place in the window
   until its row's delete is committed, so that after a crash at most the window is on
@@ -183,6 +186,8 @@ class Forwarder:
         self.queued += 1
         if not self.spilled and self._ready_has_room(size):
             self._hold(item)
+            if self.wire is not None:
+                self._schedule_pump()
         elif not self.spilled:
             self.spilled = True
             self.next_read = item.seq
@@ -321,8 +326,8 @@ class Forwarder:
         frames: list[bytes] = []
         while ready and limit > 0:
             item = ready[0]
-            if item.seq > committed:
-                break
+            if item.seq > committed and item.qos == 2:
+                break  # see the module docstring: QoS 2 goes out once on disk
             qos = item.qos
             if qos:
                 if len(inflight) >= room:

@@ -67,6 +67,9 @@ class OutboundRoute:
         return len(self.topic) + len(self.payload)
 
 
+_UNKNOWN = object()
+
+
 class _Forward:
     __slots__ = ("local", "qos", "remote", "retain")
 
@@ -77,40 +80,62 @@ class _Forward:
         self.retain = config.retain
 
 
+_CACHE_LIMIT = 10_000
+
+
 class Outbound:
-    """The forwards of one bridge."""
+    """The forwards of one bridge. What a topic maps to is remembered (up to
+    ``_CACHE_LIMIT`` topics, then forgotten all at once): a stream reuses its topics."""
 
     def __init__(self, config: BridgeConfig) -> None:
         self.aws = config.type == "aws_iot"
         self.forwards = [_Forward(forward, config.max_qos()) for forward in config.forwards]
         self.filters = [forward.local.topic_filter for forward in self.forwards]
+        self._topics: dict[str, tuple[_Forward, str] | None] = {}
 
     def route(self, context: Context) -> OutboundRoute | None:
         """The message to send, or None when no forward matches; ``MappingError`` when
         it cannot be sent (template, AWS IoT Core's limits)."""
+        found = self._topics.get(context.topic, _UNKNOWN)
+        if found is _UNKNOWN:
+            found = self._remote_topic(context.topic)
+        if found is None:
+            return None
+        forward, topic = found  # type: ignore[misc]
+        payload = context.payload
+        if self.aws and len(payload) > AWS_IOT_LIMITS.payload_bytes:
+            raise MappingError(
+                f"{topic!r}: AWS IoT Core takes payloads of {AWS_IOT_LIMITS.payload_bytes}"
+                f" bytes at most, got {len(payload)}"
+            )
+        qos = context.qos
+        properties = context.properties
+        return OutboundRoute(
+            topic,
+            payload,
+            qos if qos < forward.qos else forward.qos,
+            context.retain and forward.retain,
+            properties if properties is EMPTY else forwarded_properties(properties),
+            context.received_at / 1e9,
+        )
+
+    def _remote_topic(self, local: str) -> tuple[_Forward, str] | None:
+        found: tuple[_Forward, str] | None = None
         for forward in self.forwards:
-            captures = forward.local.match(context.topic)
+            captures = forward.local.match(local)
             if captures is None:
                 continue
-            topic = context.topic if forward.remote is None else forward.remote.render(captures)
+            topic = local if forward.remote is None else forward.remote.render(captures)
             if self.aws:
                 problem = aws_topic_problem(topic)
-                if problem is None and len(context.payload) > AWS_IOT_LIMITS.payload_bytes:
-                    problem = (
-                        f"AWS IoT Core takes payloads of {AWS_IOT_LIMITS.payload_bytes} bytes at"
-                        f" most, got {len(context.payload)}"
-                    )
                 if problem is not None:
                     raise MappingError(f"{topic!r}: {problem}")
-            return OutboundRoute(
-                topic,
-                context.payload,
-                min(context.qos, forward.qos),
-                context.retain and forward.retain,
-                forwarded_properties(context.properties),
-                context.received_at / 1e9,
-            )
-        return None
+            found = (forward, topic)
+            break
+        if len(self._topics) >= _CACHE_LIMIT:
+            self._topics.clear()
+        self._topics[local] = found
+        return found
 
 
 @dataclass(frozen=True, slots=True)

@@ -68,7 +68,7 @@ CREATE TABLE IF NOT EXISTS queue (
 );
 """
 _INSERT = "INSERT INTO queue VALUES (?, ?, ?, ?, ?, ?, ?)"
-_DELETE = "DELETE FROM queue WHERE seq = ?"
+_DELETE = "DELETE FROM queue WHERE seq BETWEEN ? AND ?"
 _READ = "SELECT * FROM queue WHERE seq >= ? ORDER BY seq LIMIT ?"
 
 
@@ -83,12 +83,9 @@ class Queued:
     retain: bool
     properties: Properties
     received_at: float
+    size: int  # topic and payload: what counts against queue.max_bytes
     dup: bool = False  # it may have been sent before: DUP on the next send
     released: bool = False  # QoS 2: PUBREC received, PUBREL sent
-
-    @property
-    def size(self) -> int:
-        return len(self.topic) + len(self.payload)
 
     @classmethod
     def of(cls, seq: int, route: OutboundRoute) -> Queued:
@@ -100,6 +97,7 @@ class Queued:
             route.retain,
             route.properties,
             route.received_at,
+            len(route.topic) + len(route.payload),
         )
 
 
@@ -113,7 +111,10 @@ def _queued(row: tuple[Any, ...]) -> Queued:
     properties = EMPTY
     if props:
         properties, _ = decode_properties(props, 0, len(props), PacketKind.PUBLISH)
-    return Queued(seq, topic, bytes(payload), qos, bool(retain), properties, received_at)
+    payload = bytes(payload)
+    return Queued(
+        seq, topic, payload, qos, bool(retain), properties, received_at, len(topic) + len(payload)
+    )
 
 
 class QueueIndex:
@@ -237,7 +238,7 @@ class DiskQueue:
         self._loaded: asyncio.Future[None] = self._loop.create_future()
         self._seq = last
         self._inserts: list[tuple[Any, ...]] = []
-        self._deletes: list[tuple[int]] = []
+        self._deletes: list[int] = []
         self._reads: list[_Read] = []
         self._barriers: list[_Barrier] = []
         self._flush_scheduled = False
@@ -293,7 +294,7 @@ class DiskQueue:
         """Deletes the row ``seq``; returns its size, -1 when it was not queued."""
         size = self.index.remove(seq)
         if size >= 0 and not self._closed:
-            self._deletes.append((seq,))
+            self._deletes.append(seq)
             self._schedule()
         return size
 
@@ -390,7 +391,7 @@ class DiskQueue:
 
     def _write(self, conn: sqlite3.Connection, jobs: list[tuple[Any, ...]]) -> None:
         inserts: list[tuple[Any, ...]] = []
-        deletes: list[tuple[int]] = []
+        deletes: list[int] = []
         reads: list[_Read] = []
         barriers: list[_Barrier] = []
         upto = 0
@@ -407,7 +408,7 @@ class DiskQueue:
                 if inserts:
                     conn.executemany(_INSERT, inserts)
                 if deletes:
-                    conn.executemany(_DELETE, deletes)
+                    conn.executemany(_DELETE, _ranges(deletes))
                 conn.execute("COMMIT")
         except sqlite3.Error as exc:
             error = exc
@@ -453,6 +454,21 @@ class DiskQueue:
             callback([item for item in items if self.index.contains(item.seq)], last)
         if error is None and self.on_commit is not None:
             self.on_commit(self.committed)
+
+
+def _ranges(seqs: list[int]) -> list[tuple[int, int]]:
+    """Sequence numbers as inclusive runs: acknowledgements come mostly in order, so a
+    few ``BETWEEN`` deletes do the work of many."""
+    seqs.sort()
+    out: list[tuple[int, int]] = []
+    first = last = seqs[0]
+    for seq in seqs[1:]:
+        if seq != last + 1:
+            out.append((first, last))
+            first = seq
+        last = seq
+    out.append((first, last))
+    return out
 
 
 def _open(path: Path) -> tuple[sqlite3.Connection, int]:
