@@ -67,9 +67,6 @@ class OutboundRoute:
         return len(self.topic) + len(self.payload)
 
 
-_UNKNOWN = object()
-
-
 class _Forward:
     __slots__ = ("local", "qos", "remote", "retain")
 
@@ -96,12 +93,12 @@ class Outbound:
     def route(self, context: Context) -> OutboundRoute | None:
         """The message to send, or None when no forward matches; ``MappingError`` when
         it cannot be sent (template, AWS IoT Core's limits)."""
-        found = self._topics.get(context.topic, _UNKNOWN)
-        if found is _UNKNOWN:
-            found = self._remote_topic(context.topic)
+        topics = self._topics
+        local = context.topic
+        found = topics[local] if local in topics else self._remote_topic(local)
         if found is None:
             return None
-        forward, topic = found  # type: ignore[misc]
+        forward, topic = found
         payload = context.payload
         if self.aws and len(payload) > AWS_IOT_LIMITS.payload_bytes:
             raise MappingError(
