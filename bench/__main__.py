@@ -103,16 +103,20 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON")
     p.add_argument("--no-idl", action="store_true", help="skip bench/bench_idl.py")
+    p.add_argument(
+        "--no-bridge", action="store_true", help="skip bench/bench_bridge.py (about 2 minutes)"
+    )
     p.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     return p
 
 
-def _idl_lines() -> list[str]:
-    """Lines from bench/bench_idl.py's ``run()``, if that module exists."""
+def _idl_lines(name: str = "bench.bench_idl") -> list[str]:
+    """Lines from a bench module's ``run()`` (bench/bench_idl.py, bench/bench_bridge.py),
+    if that module exists."""
     try:
-        module = importlib.import_module("bench.bench_idl")
+        module = importlib.import_module(name)
     except ModuleNotFoundError as exc:
-        if exc.name != "bench.bench_idl":
+        if exc.name != name:
             raise
         return []
     run = getattr(module, "run", None)
@@ -121,7 +125,7 @@ def _idl_lines() -> list[str]:
     try:
         return [str(line) for line in run()]
     except Exception as exc:  # another engineer's module: report it, keep our table
-        return [f"bench_idl failed: {type(exc).__name__}: {exc}"]
+        return [f"{name} failed: {type(exc).__name__}: {exc}"]
 
 
 def _terminate(signum: int, frame: FrameType | None) -> None:
@@ -163,6 +167,10 @@ def main(argv: list[str] | None = None) -> int:
         write_json(summary, args.json)
     if not args.no_idl:
         lines = _idl_lines()
+        if lines:
+            emit(["", *lines])
+    if not args.no_bridge:
+        lines = _idl_lines("bench.bench_bridge")
         if lines:
             emit(["", *lines])
     if results.failed or results.errors():

@@ -46,8 +46,10 @@ from typing import Protocol
 from bridge.mapping import MappingError, Outbound, OutboundRoute, expiry_left
 from bridge.queue import DiskQueue, Queued
 from broker_core.context import Context
-from broker_core.mqtt.encoder import encode
+from broker_core.mqtt.encoder import encode, fixed_header
 from broker_core.mqtt.packets import Pubrel, new_publish
+from broker_core.mqtt.properties import EMPTY, Properties
+from broker_core.mqtt.wire import encode_utf8
 from gateway.config.models.bridges import BridgeConfig
 
 __all__ = ["DROP_REASONS", "MID_SPAN", "READY_BYTES", "Forwarder", "Wire"]
@@ -116,6 +118,7 @@ class Forwarder:
         self._pump_scheduled = False
         self._timer: asyncio.TimerHandle | None = None
         self._warned: set[str] = set()
+        self._topic_bytes: dict[str, bytes] = {}
         queue.on_commit = self._committed
 
     # -- the tap -------------------------------------------------------------------------
@@ -336,21 +339,18 @@ class Forwarder:
                     break
             ready.popleft()
             self.ready_bytes -= item.size
-            properties = expiry_left(item.properties, item.received_at, now)
-            if properties is None:
-                self._discard(item, "expired")
-                continue
-            mid = item.seq % MID_SPAN + 1 if qos else None
+            properties: Properties | None = item.properties
+            if properties is not EMPTY:
+                properties = expiry_left(item.properties, item.received_at, now)
+                if properties is None:
+                    self._discard(item, "expired")
+                    continue
+            mid = item.seq % MID_SPAN + 1 if qos else 0
             if item.released and self.session_present:
-                frame = encode(Pubrel(mid or 0), level)  # QoS 2 after PUBREC: finish it
+                frame = encode(Pubrel(mid), level)  # QoS 2 after PUBREC: finish it
             else:
                 dup = item.dup or (qos > 0 and item.seq <= self.dup_upto)
-                frame = encode(
-                    new_publish(
-                        item.topic, item.payload, qos, item.retain, dup, mid, properties, None
-                    ),
-                    level,
-                )
+                frame = self._frame(item, qos, dup, mid, properties, level)
                 if self.max_packet is not None and len(frame) > self.max_packet:
                     self._discard(item, "too_large")
                     continue
@@ -359,12 +359,32 @@ class Forwarder:
             self.sent += 1
             if qos:
                 item.dup = True
-                inflight[mid or 0] = item
+                inflight[mid] = item
             elif item.seq:
                 self.queue.remove(item.seq)
         if frames:
             self._spend(len(frames))
             wire.write(b"".join(frames))
+
+    def _frame(
+        self, item: Queued, qos: int, dup: bool, mid: int, properties: Properties, level: int
+    ) -> bytes:
+        """The PUBLISH of ``item``: the encoder's, with the topic's bytes remembered (a
+        stream reuses its topics)."""
+        topic = self._topic_bytes.get(item.topic)
+        if topic is None:
+            if len(self._topic_bytes) >= 10_000:
+                self._topic_bytes.clear()
+            topic = self._topic_bytes[item.topic] = encode_utf8(item.topic)
+        body = [topic]
+        if qos:
+            body.append(mid.to_bytes(2, "big"))
+        if level == 5:
+            body.append(b"\x00" if properties is EMPTY else properties.encoded())
+        body.append(item.payload)
+        data = b"".join(body)
+        b0 = 0x30 | (qos << 1) | (0x08 if dup else 0) | (0x01 if item.retain else 0)
+        return fixed_header(b0, len(data)) + data
 
     def _send_qos0(self, wire: Wire, item: Queued) -> None:
         properties = expiry_left(item.properties, item.received_at, time.time())

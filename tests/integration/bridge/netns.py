@@ -72,7 +72,10 @@ class RemoteNamespace:
         self._made = False
 
     def open(self) -> RemoteNamespace:
-        done = _ip("netns", "add", self.ns, check=False)
+        try:
+            done = _ip("netns", "add", self.ns, check=False)
+        except FileNotFoundError as exc:
+            raise NamespaceUnavailable("the `ip` program (iproute2) is not installed") from exc
         if done.returncode != 0:
             raise NamespaceUnavailable(f"ip netns add failed: {done.stderr.strip()}")
         self._made = True
