@@ -30,6 +30,7 @@ from tests.helpers import mqtt_builder as mb
 from tests.helpers.brokers import BrokerHandle, free_port, start_mosquitto
 from tests.helpers.raw_client import RawClient
 from tests.helpers.timeouts import unit
+from tests.integration.components.support import wait_for
 from tests.integration.listeners.pki import Pki
 
 __all__ = [
@@ -46,19 +47,11 @@ __all__ = [
 
 T = TypeVar("T")
 
+#: Polls ``what()`` until ``done`` says yes (scaled deadline); the components tests' own.
+wait_until = wait_for
+
 USER = "gateway-1"
 PASSWORD = "cloud-secret-1"
-
-
-def wait_until(what: Callable[[], T], done: Callable[[T], bool], seconds: float = 10) -> T:
-    """Polls ``what()`` until ``done`` says yes; fails with the last value at the deadline."""
-    deadline = time.monotonic() + unit(seconds)
-    while True:
-        value = what()
-        if done(value):
-            return value
-        assert time.monotonic() < deadline, value
-        time.sleep(0.02)
 
 
 class Remote:
