@@ -176,3 +176,37 @@ bridges:
         stop.set()
         thread.join(unit(5))
     assert offered[0] == "x-amzn-mqtt-ca"
+
+
+@pytest.mark.parametrize(
+    ("tls", "connects"),
+    [
+        ('{{cafile: "{ca}", server_name: localhost}}', True),  # a name of the certificate
+        ('{{cafile: "{ca}", server_name: not-this-host}}', False),  # the name is checked
+        ("{{verify: false}}", True),  # no CA trusts it, and nothing is verified
+        ("{{}}", False),  # the system's CAs do not know the test CA
+    ],
+)
+def test_tls_server_name_and_verification(
+    tmp_path: Path, secure_remote: Remote, pki: Pki, tls: str, connects: bool
+) -> None:
+    config = f"""
+bridges:
+  - name: b
+    server: "127.0.0.1:{secure_remote.tls_port}"
+    username: {USER}
+    password: {PASSWORD}
+    reconnect_backoff: 100ms
+    tls: {tls.format(ca=pki.ca)}
+    forwards: [{{local: "up/#"}}]
+"""
+    with running_gateway(tmp_path, config) as gw:
+        status = wait_until(
+            lambda: status_of(gw, "bridge", "b"),
+            lambda s: s["state"] == "running" or s["component_stats"].get("connect_failures", 0),
+        )
+    if connects:
+        assert status["state"] == "running"
+    else:
+        assert status["state"] == "degraded"
+        assert "TLS" in status["reason"] or "certificate" in status["reason"]

@@ -276,3 +276,21 @@ def test_templates_that_cannot_be_filled_are_counted(tmp_path: Path) -> None:
 def test_packet_ids_wrap_within_their_span() -> None:
     assert 65535 - MID_SPAN >= 500  # room for SUBSCRIBE's identifiers
     assert {seq % MID_SPAN + 1 for seq in range(1, MID_SPAN + 1)} == set(range(1, MID_SPAN + 1))
+
+
+def test_the_byte_bound_drops_the_oldest_too(tmp_path: Path) -> None:
+    # each message: topic "out/N" is routed from "in/N": 5 + len(payload) bytes counted
+    config = _config(queue={"max_bytes": 100})
+
+    async def body(f: Forwarder) -> None:
+        for n in range(10):
+            f.offer(Context(f"in/{n}", b"x" * 15, 1))  # 20 bytes each
+        assert (f.queue.index.count, f.queue.index.bytes, f.dropped["overflow"]) == (5, 100, 5)
+        f.offer(Context("in/big", b"x" * 200, 1))  # larger than the whole bound
+        assert f.dropped["too_large"] == 1
+        wire = FakeWire()
+        f.attach(wire, False, None, None)
+        await _settle(f)
+        assert [p.topic for p in wire.packets()] == [f"out/{n}" for n in range(5, 10)]
+
+    _run(tmp_path, config, body)
