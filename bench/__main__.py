@@ -103,6 +103,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON")
     p.add_argument("--no-idl", action="store_true", help="skip bench/bench_idl.py")
+    p.add_argument("--no-someip", action="store_true", help="skip bench/bench_someip.py")
     p.add_argument(
         "--no-bridge", action="store_true", help="skip bench/bench_bridge.py (about 2 minutes)"
     )
@@ -110,13 +111,12 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _idl_lines(name: str = "bench.bench_idl") -> list[str]:
-    """Lines from a bench module's ``run()`` (bench/bench_idl.py, bench/bench_bridge.py),
-    if that module exists."""
+def _module_lines(name: str) -> list[str]:
+    """Lines from ``bench.<name>``'s ``run()``, if that module exists."""
     try:
-        module = importlib.import_module(name)
+        module = importlib.import_module(f"bench.{name}")
     except ModuleNotFoundError as exc:
-        if exc.name != name:
+        if exc.name != f"bench.{name}":
             raise
         return []
     run = getattr(module, "run", None)
@@ -165,12 +165,12 @@ def main(argv: list[str] | None = None) -> int:
     emit(["", *format_table(summary)])
     if args.json:
         write_json(summary, args.json)
-    if not args.no_idl:
-        lines = _idl_lines()
-        if lines:
-            emit(["", *lines])
-    if not args.no_bridge:
-        lines = _idl_lines("bench.bench_bridge")
+    for name, skip in (
+        ("bench_idl", args.no_idl),
+        ("bench_someip", args.no_someip),
+        ("bench_bridge", args.no_bridge),
+    ):
+        lines = [] if skip else _module_lines(name)
         if lines:
             emit(["", *lines])
     if results.failed or results.errors():

@@ -154,10 +154,13 @@ class BridgeBench:
 
     def forward_once(self, kind: str) -> FlowResult:
         remote_port = free_port()
-        bridge = _edgebus_bridge if kind == "edgebus" else _mosquitto_bridge
+        if kind == "edgebus":
+            bridging_broker = launch(kind, edgebus_yaml=_edgebus_bridge(remote_port))
+        else:
+            bridging_broker = launch(kind, mosquitto_conf=_mosquitto_bridge(remote_port))
         with (
-            launch("mosquitto", port=remote_port, extra=_remote()) as remote,
-            launch(kind, extra=bridge(remote_port)) as bridging,
+            launch("mosquitto", port=remote_port, mosquitto_conf=_remote()) as remote,
+            bridging_broker as bridging,
         ):
             _wait_bridged(bridging, remote)
             spec = FlowSpec(
@@ -183,14 +186,14 @@ class BridgeBench:
         state = Path(tempfile.mkdtemp(prefix="bench-bridge-remote-"))
         try:
             remote_port = free_port()
-            with launch("mosquitto", port=remote_port, extra=_remote(state)):
+            with launch("mosquitto", port=remote_port, mosquitto_conf=_remote(state)):
                 sock = _persistent_connect(remote_port, "bench-drain-sub")
                 mqtt_subscribe(sock, "bench/q1/#", 1)
                 sock.sendall(encode_disconnect())
                 sock.close()
-            with launch("edgebus", extra=_edgebus_bridge(remote_port)) as gateway:
+            with launch("edgebus", edgebus_yaml=_edgebus_bridge(remote_port)) as gateway:
                 publish_rate = _publish_all(gateway.port, self.backlog)
-                with launch("mosquitto", port=remote_port, extra=_remote(state)):
+                with launch("mosquitto", port=remote_port, mosquitto_conf=_remote(state)):
                     up = time.perf_counter()
                     sock = _persistent_connect(remote_port, "bench-drain-sub")
                     counter = PacketCounter(PUBLISH, ack_publishes=True)

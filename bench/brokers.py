@@ -73,7 +73,7 @@ def _log_tail(path: Path, lines: int = 15) -> str:
     return "; log tail:\n    " + "\n    ".join(text.splitlines()[-lines:])
 
 
-def _mosquitto_command(port: int, workdir: Path, extra: str = "") -> list[str]:
+def _mosquitto_command(port: int, workdir: Path, extra_conf: str = "") -> list[str]:
     # max_queued_messages: the fan-out and QoS 1 runs keep up to e2e_window (32768) messages
     # queued per subscriber; mosquitto's default (1000) would drop QoS 0 beyond that.
     # Everything else is Debian's default. In particular set_tcp_nodelay stays false:
@@ -90,7 +90,7 @@ def _mosquitto_command(port: int, workdir: Path, extra: str = "") -> list[str]:
         "max_queued_messages 1000000\n"
         "max_queued_bytes 0\n"
         "log_dest stderr\n"
-        "log_type error\n" + extra
+        "log_type error\n" + extra_conf
     )
     # Should mosquitto still switch users, it must be able to read its directory.
     workdir.chmod(0o755)
@@ -98,7 +98,7 @@ def _mosquitto_command(port: int, workdir: Path, extra: str = "") -> list[str]:
     return [MOSQUITTO, "-c", str(config)]
 
 
-def _edgebus_command(port: int, workdir: Path, extra: str = "") -> list[str]:
+def _edgebus_command(port: int, workdir: Path, extra_yaml: str = "") -> list[str]:
     data_dir = workdir / "data"
     data_dir.mkdir()
     config = workdir / "edgebus.yaml"
@@ -114,7 +114,7 @@ def _edgebus_command(port: int, workdir: Path, extra: str = "") -> list[str]:
         "  max_queued_bytes: 2GB\n"
         # The HTTP API on an ephemeral port, out of the way of anything on 8081.
         "api:\n"
-        "  bind: 127.0.0.1:0\n" + extra
+        "  bind: 127.0.0.1:0\n" + extra_yaml
     )
     script = Path(sys.executable).parent / "edgebus"
     if script.exists():
@@ -155,19 +155,28 @@ def _stop(process: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
 
 @contextlib.contextmanager
 def launch(
-    kind: str, ready_timeout_s: float = 30.0, *, port: int | None = None, extra: str = ""
+    kind: str,
+    ready_timeout_s: float = 30.0,
+    edgebus_yaml: str = "",
+    *,
+    port: int | None = None,
+    mosquitto_conf: str = "",
 ) -> Iterator[RunningBroker]:
     """Start a fresh broker of ``kind`` ("mosquitto" or "edgebus"); stop it on exit.
 
-    ``port``: that port instead of a free one; ``extra``: appended to its configuration
-    file (mosquitto lines, or edgebus YAML), e.g. a bridge (``bench.bench_bridge``)."""
-    builders = {"mosquitto": _mosquitto_command, "edgebus": _edgebus_command}
+    ``edgebus_yaml``: top-level keys added to edgebus's configuration (an adapter, a
+    bridge); ``mosquitto_conf``: lines added to mosquitto's (a bridge's ``connection``);
+    ``port``: that port instead of a free one (a broker started again where it was)."""
+    builders = {
+        "mosquitto": lambda port, workdir: _mosquitto_command(port, workdir, mosquitto_conf),
+        "edgebus": lambda port, workdir: _edgebus_command(port, workdir, edgebus_yaml),
+    }
     if kind not in builders:
         raise ValueError(f"unknown broker {kind!r}; expected one of {BROKER_KINDS}")
     workdir = Path(tempfile.mkdtemp(prefix=f"bench-{kind}-"))
     try:
         port = port or free_port()
-        command = builders[kind](port, workdir, extra)
+        command = builders[kind](port, workdir)
         log_path = workdir / "broker.log"
         with open(log_path, "wb") as log:
             try:

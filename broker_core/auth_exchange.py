@@ -130,18 +130,31 @@ class AuthExchanges:
         try:
             result = await authenticator.authenticate(request)
         except ProtocolError as exc:
-            log.info("re-authentication of %s failed: %s", request.client_id, exc)
+            log.info(
+                "re-authentication of %s failed: %s",
+                request.client_id,
+                exc,
+                extra={"client_id": request.client_id},
+            )
             session.disconnect(exc.reason_code)
             return
         except Exception as exc:
-            log.error("re-authentication of %s failed", request.client_id, exc_info=exc)
+            log.error(
+                "re-authentication of %s failed",
+                request.client_id,
+                exc_info=exc,
+                extra={"client_id": request.client_id},
+            )
             session.disconnect(ReasonCode.UNSPECIFIED_ERROR)
             return
         if session.closed:
             return
         if not result.allowed or result.username != session.origin.username:
             log.info(
-                "re-authentication of %s refused (0x%02X)", request.client_id, result.reason_code
+                "re-authentication of %s refused (0x%02X)",
+                request.client_id,
+                result.reason_code,
+                extra={"client_id": request.client_id},
             )
             session.disconnect(ReasonCode.NOT_AUTHORIZED)
             return

@@ -16,7 +16,8 @@ User Name it must be the SCRAM user. Re-authentication (AUTH 0x19 with a new
 client-first-message) runs the same exchange and ends with AUTH 0x00 carrying the
 server-final-message; it must authenticate the same user.
 
-Users and passwords come from the password file: its hashes are SCRAM's SaltedPassword.
+Users and passwords come from the password file: its hashes are SCRAM's SaltedPassword
+(users with a mosquitto hash are unknown to SCRAM).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ class ScramAuthenticator:
         exchange = request.exchange
         if exchange is None:
             raise ValueError("SCRAM needs an AUTH exchange")
-        server = ScramServer(self.passwords.lookup)
+        server = ScramServer(self.passwords.scram_lookup)
         try:
             server_first = server.client_first(request.auth_data or b"")
             if request.username is not None and request.username != server.username:
@@ -51,6 +52,11 @@ class ScramAuthenticator:
             client_final = await exchange.challenge(server_first)
             server_final = server.client_final(client_final or b"")
         except ScramError as exc:
-            log.info("SCRAM authentication of %s failed: %s", request.client_id, exc)
+            log.info(
+                "SCRAM authentication of %s failed: %s",
+                request.client_id,
+                exc,
+                extra={"client_id": request.client_id},
+            )
             return AuthResult.refuse(ReasonCode.BAD_USER_NAME_OR_PASSWORD)
         return AuthResult(True, username=server.username, auth_data=server_final)

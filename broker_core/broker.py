@@ -420,7 +420,11 @@ class Broker:
             result = await throttle.authenticate(self.authenticator, request, now, budget)
         if not result.allowed:
             log.info(
-                "client %s from %s refused (0x%02X)", client_id, session.peer, result.reason_code
+                "client %s from %s refused (0x%02X)",
+                client_id,
+                session.peer,
+                result.reason_code,
+                extra={"client_id": client_id},
             )
             session.reject(result.reason_code)
             return
@@ -537,6 +541,7 @@ class Broker:
                 connect.protocol_level,
                 connect.clean_start,
                 present,
+                extra={"client_id": client_id},
             )
         if self.sys_topics is not None:
             self.sys_topics.client_connected(session)
@@ -642,7 +647,10 @@ class Broker:
             self.wills.schedule(state.client_id, will, session.origin, delay)
         if log.isEnabledFor(logging.INFO):
             log.info(
-                "client %s disconnected (reason 0x%02X)", state.client_id, session.close_reason or 0
+                "client %s disconnected (reason 0x%02X)",
+                state.client_id,
+                session.close_reason or 0,
+                extra={"client_id": state.client_id},
             )
         if self.sys_topics is not None:
             self.sys_topics.client_disconnected(session)

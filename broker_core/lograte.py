@@ -23,7 +23,13 @@ class RateLimitedLog:
         self.suppressed = 0
 
     def info(self, now: float, message: str, *args: object) -> None:
-        if not self.logger.isEnabledFor(logging.INFO):
+        self.log(logging.INFO, now, message, *args)
+
+    def warning(self, now: float, message: str, *args: object) -> None:
+        self.log(logging.WARNING, now, message, *args)
+
+    def log(self, level: int, now: float, message: str, *args: object) -> None:
+        if not self.logger.isEnabledFor(level):
             return
         bucket = self._bucket
         if bucket is None:
@@ -35,4 +41,4 @@ class RateLimitedLog:
             message += " (%d similar lines left out)"
             args = (*args, self.suppressed)
             self.suppressed = 0
-        self.logger.info(message, *args)
+        self.logger.log(level, message, *args)

@@ -9,6 +9,13 @@ That hash is exactly SCRAM-SHA-256's ``SaltedPassword`` (RFC 5802 section 3, RFC
 so the same file serves plain MQTT username/password and SCRAM enhanced authentication
 (``broker_core.scram``) without storing anything else.
 
+The hashes of a mosquitto password file are read too, so that users migrating from
+mosquitto keep their file (``MosquittoHash``): ``$7$<iterations>$<salt>$<hash>``,
+PBKDF2-HMAC-SHA512 (mosquitto 2.x's default), and ``$6$<salt>$<hash>``, SHA-512 of the
+password followed by the salt (mosquitto 1.x). Both hash the password's bytes as sent,
+without SASLprep. Their users log in with a username and password; SCRAM needs the
+``pbkdf2-sha256`` form, which ``edgebus passwd`` writes when it sets a password.
+
 Usernames are 1 to 65535 bytes of UTF-8 without ``:``, control characters or leading or
 trailing spaces (``:`` separates the fields, as in mosquitto's password file).
 ``edgebus passwd`` writes the file (mode 0600, replaced atomically).
@@ -30,6 +37,7 @@ import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from broker_core.errors import ConfigError
 
@@ -37,10 +45,13 @@ __all__ = [
     "DEFAULT_ITERATIONS",
     "MIN_ITERATIONS",
     "SCHEME",
+    "MosquittoHash",
     "PasswordFile",
     "PasswordHash",
+    "StoredPassword",
     "hash_password",
     "normalize_password",
+    "parse_stored_password",
     "read_password_file",
     "saslprep",
     "username_problem",
@@ -60,6 +71,13 @@ SALT_BYTES = 16
 HASH_BYTES = 32  # one SHA-256 block: PBKDF2 equals SCRAM's Hi()
 
 
+def _b64(text: str, what: str) -> bytes:
+    try:
+        return base64.b64decode(text, validate=True)
+    except binascii.Error as exc:
+        raise ValueError(f"{what} must be base64: {exc}") from None
+
+
 @dataclass(frozen=True, slots=True)
 class PasswordHash:
     """One stored password: SaltedPassword = PBKDF2-HMAC-SHA256(password, salt, iterations)."""
@@ -77,25 +95,86 @@ class PasswordHash:
     def parse(cls, text: str) -> PasswordHash:
         """Reads ``$pbkdf2-sha256$<iterations>$<salt>$<hash>``; ValueError says what is wrong."""
         parts = text.split("$")
+        if len(parts) > 2 and parts[0] == "" and parts[1] != SCHEME:
+            raise ValueError(
+                f"unknown hash scheme {parts[1]!r} (expected {SCHEME!r}, or mosquitto's"
+                " '6' or '7')"
+            )
         if len(parts) != 5 or parts[0] != "":
             raise ValueError(f"expected ${SCHEME}$<iterations>$<salt>$<hash>")
-        if parts[1] != SCHEME:
-            raise ValueError(f"unknown hash scheme {parts[1]!r} (expected {SCHEME!r})")
         if not parts[2].isdigit():
             raise ValueError(f"iterations must be a number, got {parts[2]!r}")
         iterations = int(parts[2])
         if not MIN_ITERATIONS <= iterations <= MAX_ITERATIONS:
             raise ValueError(f"iterations must be {MIN_ITERATIONS} to {MAX_ITERATIONS}")
-        try:
-            salt = base64.b64decode(parts[3], validate=True)
-            digest = base64.b64decode(parts[4], validate=True)
-        except binascii.Error as exc:
-            raise ValueError(f"salt and hash must be base64: {exc}") from None
+        salt, digest = _b64(parts[3], "salt"), _b64(parts[4], "hash")
         if not salt:
             raise ValueError("empty salt")
         if len(digest) != HASH_BYTES:
             raise ValueError(f"the hash must be {HASH_BYTES} bytes, got {len(digest)}")
         return cls(iterations, salt, digest)
+
+
+@dataclass(frozen=True, slots=True)
+class MosquittoHash:
+    """A hash written by ``mosquitto_passwd``: ``$7$`` (PBKDF2-HMAC-SHA512, ``iterations``
+    rounds) or ``$6$`` (one SHA-512 of password + salt; ``iterations`` is 1)."""
+
+    kind: Literal["6", "7"]
+    iterations: int
+    salt: bytes
+    digest: bytes
+
+    def encode(self) -> str:
+        salt = base64.b64encode(self.salt).decode("ascii")
+        digest = base64.b64encode(self.digest).decode("ascii")
+        if self.kind == "6":
+            return f"$6${salt}${digest}"
+        return f"$7${self.iterations}${salt}${digest}"
+
+    @classmethod
+    def parse(cls, text: str) -> MosquittoHash:
+        """Reads ``$6$<salt>$<hash>`` or ``$7$<iterations>$<salt>$<hash>``."""
+        parts = text.split("$")
+        if parts[:2] == ["", "6"] and len(parts) == 4:
+            iterations, salt_text, digest_text = 1, parts[2], parts[3]
+        elif parts[:2] == ["", "7"] and len(parts) == 5:
+            if not parts[2].isdigit() or not 1 <= int(parts[2]) <= MAX_ITERATIONS:
+                raise ValueError(f"iterations must be a number from 1 to {MAX_ITERATIONS}")
+            iterations, salt_text, digest_text = int(parts[2]), parts[3], parts[4]
+        else:
+            raise ValueError(
+                "expected mosquitto's $6$<salt>$<hash> or $7$<iterations>$<salt>$<hash>"
+            )
+        salt, digest = _b64(salt_text, "salt"), _b64(digest_text, "hash")
+        if not salt:
+            raise ValueError("empty salt")
+        if len(digest) != hashlib.sha512().digest_size:
+            raise ValueError(f"the hash must be 64 bytes (SHA-512), got {len(digest)}")
+        return cls("6" if parts[1] == "6" else "7", iterations, salt, digest)
+
+    def matches(self, password: bytes) -> bool:
+        if self.kind == "6":
+            digest = hashlib.sha512(password + self.salt).digest()
+        else:
+            digest = hashlib.pbkdf2_hmac("sha512", password, self.salt, self.iterations)
+        return hmac.compare_digest(digest, self.digest)
+
+
+#: One user's entry of the password file.
+StoredPassword = PasswordHash | MosquittoHash
+
+
+def parse_stored_password(text: str) -> StoredPassword:
+    """The hash after ``user:``, in any form the file accepts; ValueError says why not."""
+    if text.startswith(("$6$", "$7$")):
+        return MosquittoHash.parse(text)
+    if not text.startswith("$"):
+        raise ValueError(
+            "not a password hash (a plain-text password? `mosquitto_passwd -U` or"
+            " `edgebus passwd` hashes it)"
+        )
+    return PasswordHash.parse(text)
 
 
 # -- SASLprep (RFC 4013, a stringprep profile) --------------------------------------------
@@ -163,8 +242,10 @@ def hash_password(
     return PasswordHash(iterations, salt, digest)
 
 
-def verify_password(password: str | bytes, stored: PasswordHash) -> bool:
+def verify_password(password: str | bytes, stored: StoredPassword) -> bool:
     """True when ``password`` hashes to ``stored`` (constant-time comparison); slow."""
+    if isinstance(stored, MosquittoHash):
+        return stored.matches(password.encode("utf-8") if isinstance(password, str) else password)
     digest = hashlib.pbkdf2_hmac(
         "sha256", normalize_password(password), stored.salt, stored.iterations
     )
@@ -189,13 +270,14 @@ def username_problem(username: str) -> str | None:
 # -- the file -----------------------------------------------------------------------------
 
 
-def read_password_file(path: Path) -> dict[str, PasswordHash]:
+def read_password_file(path: Path) -> dict[str, StoredPassword]:
     """Every user of ``path``; ConfigError lists each bad line as ``file:line: problem``."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read the password file: {exc}") from exc
-    users: dict[str, PasswordHash] = {}
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(f"{path}: cannot read the password file: {reason}") from exc
+    users: dict[str, StoredPassword] = {}
     problems: list[str] = []
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip() or line.lstrip().startswith("#"):
@@ -209,7 +291,7 @@ def read_password_file(path: Path) -> dict[str, PasswordHash]:
             problem = f"user {username!r} appears twice"
         if problem is None:
             try:
-                users[username] = PasswordHash.parse(encoded.strip())
+                users[username] = parse_stored_password(encoded.strip())
             except ValueError as exc:
                 problem = str(exc)
         if problem is not None:
@@ -219,7 +301,7 @@ def read_password_file(path: Path) -> dict[str, PasswordHash]:
     return users
 
 
-def write_password_file(path: Path, users: Mapping[str, PasswordHash]) -> None:
+def write_password_file(path: Path, users: Mapping[str, StoredPassword]) -> None:
     """Writes ``users`` to ``path`` with mode 0600, replacing the old file atomically."""
     lines = "".join(f"{user}:{stored.encode()}\n" for user, stored in users.items())
     directory = path.parent if str(path.parent) else Path(".")
@@ -248,7 +330,7 @@ class PasswordFile:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._users: dict[str, PasswordHash] = {}
+        self._users: dict[str, StoredPassword] = {}
         self._signature: tuple[int, int, int] | None = None
         self.reload()
 
@@ -258,9 +340,14 @@ class PasswordFile:
         self._signature = signature
         log.info("password file %s: %d user(s)", self.path, len(self._users))
 
-    def lookup(self, username: str) -> PasswordHash | None:
+    def lookup(self, username: str) -> StoredPassword | None:
         self._refresh()
         return self._users.get(username)
+
+    def scram_lookup(self, username: str) -> PasswordHash | None:
+        """The user's SCRAM SaltedPassword; None also for a user with a mosquitto hash."""
+        stored = self.lookup(username)
+        return stored if isinstance(stored, PasswordHash) else None
 
     def __len__(self) -> int:
         return len(self._users)

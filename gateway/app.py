@@ -21,8 +21,15 @@ from broker_core.mqtt.reason_codes import ReasonCode
 from broker_core.store.base import MemoryStore, Store
 from broker_core.store.sqlite import SqliteStore
 from broker_core.sys_topics import SysTopics
+from gateway.binding import bind_error
 from gateway.components import ADAPTER, BRIDGE, KindView, Supervisor, registry
-from gateway.config import GatewayConfig, ListenerConfig, MqttConfig, load_config
+from gateway.config import (
+    GatewayConfig,
+    ListenerConfig,
+    MqttConfig,
+    inactive_sections,
+    load_config,
+)
 from gateway.hub import Hub
 from gateway.security import build_security
 
@@ -101,7 +108,7 @@ class Gateway:
         self.broker.sys_topics = self.sys_topics
         self.security.install(self.broker)  # authenticator, acl, acl_deny_action
         self.hub = Hub(self.broker)
-        specs, self._not_run = registry.specs_from_config(config)
+        specs = registry.specs_from_config(config)[0]
         self.components = Supervisor(self.hub, Path(config.data_dir), specs)
         self.adapters: KindView = self.components.view(ADAPTER)
         # Until a bridge type is registered, the API lists the configured bridges.
@@ -132,8 +139,8 @@ class Gateway:
 
         Clients stay connected. Components (adapters, bridges, sinks) whose configuration
         changed restart; new ones start, removed ones stop. Sections that need a restart
-        (listeners, mqtt, persistence, data_dir, node_name, api) are reported, not
-        applied. Returns what was reloaded; raises ConfigError (and changes nothing)
+        (listeners, mqtt, persistence, data_dir, node_name, api, logging) are reported,
+        not applied. Returns what was reloaded; raises ConfigError (and changes nothing)
         when the file is invalid.
         """
         if self.config_path is None:
@@ -142,7 +149,7 @@ class Gateway:
         new = load_config(self.config_path)
         self.security.reload(new.acl)
         done = ["acl", "password_file"]
-        specs, self._not_run = registry.specs_from_config(new)
+        specs = registry.specs_from_config(new)[0]
         done += self.components.reconcile(specs)
         fixed = [
             name
@@ -151,6 +158,8 @@ class Gateway:
         ]
         if getattr(new, "api", None) != getattr(self.config, "api", None):
             fixed.append("api")
+        if new.logging != self.config.logging:
+            fixed.append("logging")  # the CLI installed its handler at the start
         for name in fixed:
             log.warning("reload: the change to %r takes effect at the next restart", name)
         self.config = new.model_copy(update={name: getattr(self.config, name) for name in fixed})
@@ -163,10 +172,17 @@ class Gateway:
         try:
             async with asyncio.TaskGroup() as tg:
                 self._tg = tg
-                for listener in self.config.listeners:
-                    self._servers.append(await self._start_listener(listener))
+                for index, listener in enumerate(self.config.listeners):
+                    try:
+                        self._servers.append(await self._start_listener(listener))
+                    except OSError as exc:
+                        where = ("listeners", index, "bind")
+                        raise bind_error(where, listener.name, listener.bind, exc) from exc
                 if self.api is not None:
-                    await self.api.start()
+                    try:
+                        await self.api.start()
+                    except OSError as exc:
+                        raise bind_error(("api", "bind"), None, self.config.api.bind, exc) from exc
                     tg.create_task(self.api.serve(), name="http-api")
                 housekeeping = tg.create_task(self.broker.run(), name="broker-housekeeping")
                 sys_task = tg.create_task(self.sys_topics.run(), name="sys-topics")
@@ -189,20 +205,8 @@ class Gateway:
 
     def _warn_inactive_sections(self) -> None:
         """Sections this release validates and lists but does not run (yet)."""
-        config = self.config
-        inactive: dict[str, list[str]] = {}
-        for section, name in self._not_run:  # component types not registered yet
-            inactive.setdefault(section, []).append(name)
-        inactive["rules"] = [r.name for r in config.rules if r.enabled]
-        inactive["webhooks"] = [w.name for w in config.webhooks]
-        for section, names in inactive.items():
-            if names:
-                log.warning(
-                    "%s configured (%s) but not run by this release; see docs/%s.md",
-                    section,
-                    ", ".join(names),
-                    {"bridges": "bridges", "stream": "spark"}.get(section, "rules"),
-                )
+        for path, message in inactive_sections(self.config):
+            log.warning("%s %s", path[0], message)
 
     async def _start_listener(self, listener: ListenerConfig) -> asyncio.Server:
         host, port = listener.bind.host, listener.bind.port

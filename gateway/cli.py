@@ -1,44 +1,57 @@
 """The ``edgebus`` command: ``run``, ``check`` and the tools built in.
 
-The only module that configures logging handlers and prints.
+The only module that configures logging handlers and prints. ``run`` and ``check``
+validate with the same function (``gateway.config.validate_config``): ``run`` starts
+nothing (no data directory, database or API key) when ``check`` would report a problem.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import signal
-import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 import click
 
 from broker_core.errors import ConfigError
 from broker_core.store.schema import StoreError
-from gateway.config import GatewayConfig, load_config
+from gateway.binding import BindError, unavailable_addresses
+from gateway.config import ValidConfig, validate_config
+from gateway.logs import configure_logging
 
 if TYPE_CHECKING:
     from gateway.app import Gateway
 
 __all__ = ["main"]
 
+#: Every command takes -h as well as --help.
+CONTEXT = {"help_option_names": ["-h", "--help"]}
 
-def _configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+_CONFIG_PATH = click.Path(path_type=Path, dir_okay=False)
+
+E = TypeVar("E", bound=BaseException)
 
 
-def _load(config_path: Path | None) -> GatewayConfig:
+def _leaves(group: BaseExceptionGroup[E]) -> list[E]:
+    """The exceptions of ``group``, nested groups flattened."""
+    out: list[E] = []
+    for exc in group.exceptions:
+        out.extend(_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
+    return out
+
+
+def _refuse(problems: list[str], status: int, prefix: str = "") -> NoReturn:
+    for problem in problems:
+        click.echo(f"{prefix}{problem}", err=True)
+    raise SystemExit(status)
+
+
+def _validate(config_path: Path | None) -> ValidConfig:
     try:
-        return load_config(config_path)
+        return validate_config(config_path)
     except ConfigError as exc:
-        for problem in exc.problems:
-            click.echo(problem, err=True)
-        raise SystemExit(2) from exc
+        _refuse(exc.problems, 2)
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:
@@ -58,8 +71,8 @@ def _reload(gateway: Gateway) -> None:
             click.echo(f"edgebus: reload refused: {problem}", err=True)
 
 
-@click.group()
-@click.version_option(package_name="edgebus")
+@click.group(context_settings=CONTEXT)
+@click.version_option(package_name="edgebus", prog_name="edgebus", message="%(prog)s %(version)s")
 def main() -> None:
     """edgebus: an edge data bus around an embedded MQTT broker."""
 
@@ -69,17 +82,24 @@ def main() -> None:
     "-c",
     "--config",
     "config_path",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=_CONFIG_PATH,
     help="YAML configuration file; without one the embedded defaults serve.",
 )
 def run(config_path: Path | None) -> None:
-    """Start the gateway and serve until SIGTERM or SIGINT."""
-    config = _load(config_path)
-    _configure_logging(config.logging.level)
+    """Start the gateway and serve until SIGTERM or SIGINT (SIGHUP reloads).
+
+    The configuration is checked first, as `edgebus check` does: on any problem
+    nothing starts and nothing is written.
+    """
+    valid = _validate(config_path)
+    configure_logging(valid.config.logging)
+    busy = unavailable_addresses(valid.config)
+    if busy:
+        _refuse([f"{valid.where(error.path)}: {error}" for error in busy], 1)
     from gateway.app import Gateway
 
     async def serve() -> None:
-        gateway = Gateway(config, config_path)
+        gateway = Gateway(valid.config, config_path)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, gateway.stop)
@@ -89,35 +109,39 @@ def run(config_path: Path | None) -> None:
     try:
         with asyncio.Runner(loop_factory=_new_loop) as runner:
             runner.run(serve())
+    except* BindError as bind_errors:
+        lines = [f"{valid.where(error.path)}: {error}" for error in _leaves(bind_errors)]
+        _refuse(lines, 1)
     except* ConfigError as config_errors:
-        for exc in config_errors.exceptions:
-            click.echo(f"edgebus: {exc}", err=True)
-        raise SystemExit(2) from None
+        lines = [line for exc in _leaves(config_errors) for line in exc.problems]
+        _refuse(lines, 2, "edgebus: ")
     except* StoreError as store_errors:  # a lost or corrupt store: one line, no traceback
-        for store_error in store_errors.exceptions:
-            click.echo(f"edgebus: {store_error}", err=True)
-        raise SystemExit(1) from None
+        _refuse([str(error) for error in _leaves(store_errors)], 1, "edgebus: ")
     except* OSError as os_errors:
-        for error in os_errors.exceptions:
-            click.echo(f"edgebus: {error}", err=True)
-        raise SystemExit(1) from None
+        _refuse([str(error) for error in _leaves(os_errors)], 1, "edgebus: ")
 
 
 @main.command()
+@click.argument("file", required=False, type=_CONFIG_PATH)
 @click.option(
-    "-c", "--config", "config_path", required=True, type=click.Path(path_type=Path, dir_okay=False)
+    "-c", "--config", "config_path", type=_CONFIG_PATH, help="The file, given as an option."
 )
-def check(config_path: Path) -> None:
-    """Validate a configuration file without starting anything; what runs but not as
-    written (e.g. QoS 2 toward AWS IoT Core) is printed as a warning."""
-    from gateway.config.errors import format_path
+def check(file: Path | None, config_path: Path | None) -> None:
+    """Check a configuration file as `edgebus run` would, starting nothing.
 
-    config = _load(config_path)
-    for index, bridge in enumerate(config.bridges):
-        for path, message in bridge.warnings():
-            where = format_path(("bridges", index, *path))
-            click.echo(f"{config_path}: warning: {where}: {message}", err=True)
-    click.echo(f"{config_path}: OK")
+    Prints every problem with file, line and YAML path (exit status 2), or FILE: OK.
+    Warnings (sections this release does not run) do not fail the check.
+    """
+    if file is not None and config_path is not None and file != config_path:
+        raise click.UsageError("give the file once: edgebus check FILE, or -c FILE")
+    path = file or config_path
+    if path is None:
+        raise click.UsageError("which file? edgebus check FILE")
+    valid = _validate(path)
+    warnings = valid.warnings()
+    for warning in warnings:
+        click.echo(warning, err=True)
+    click.echo(f"{path}: OK" + (f" ({len(warnings)} warning(s))" if warnings else ""))
 
 
 @main.command()
@@ -150,7 +174,7 @@ def passwd(
     """
     from broker_core.passwords import (
         DEFAULT_ITERATIONS,
-        PasswordHash,
+        StoredPassword,
         hash_password,
         read_password_file,
         username_problem,
@@ -166,7 +190,7 @@ def passwd(
     problem = username_problem(username)
     if problem is not None:
         raise click.BadParameter(problem, param_hint="USERNAME")
-    users: dict[str, PasswordHash] = {}
+    users: dict[str, StoredPassword] = {}
     if not create:
         if not file.exists():
             raise click.ClickException(f"{file} does not exist (-c creates it)")

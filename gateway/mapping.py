@@ -6,7 +6,8 @@ Topic templates (native -> MQTT)
     ``dds.topic`` or ``zmq.topic``), then, for ``payload.a.b`` or ``key.vin``, inside
     the decoded payload (``key.`` reads the same fields as ``payload.``; it documents
     that the field is a key). A value may contain ``/`` (it then spans levels) but not
-    ``+``, ``#`` or NUL, and must not be empty.
+    ``+``, ``#`` or NUL, and must not be empty. A field may carry a format spec, as in
+    ``str.format``: ``someip/{service:04x}`` renders 4660 as ``1234``.
 
 Filter templates (MQTT -> native)
     ``cmd/{vin}/set`` or ``robots/{robot}/{rest#}``: an MQTT filter whose ``{name}``
@@ -59,10 +60,12 @@ class TopicTemplate:
 
     __slots__ = ("_parts", "fields", "text")
 
+    _parts: tuple[tuple[str, str | None, str], ...]
+
     def __init__(self, text: str) -> None:
         if not text:
             raise ValueError("a topic template must not be empty")
-        parts: list[tuple[str, str | None]] = []
+        parts: list[tuple[str, str | None, str]] = []
         fields: list[str] = []
         try:
             parsed = list(string.Formatter().parse(text))
@@ -72,10 +75,10 @@ class TopicTemplate:
             if "+" in literal or "#" in literal:
                 raise ValueError(f"a topic template cannot contain '+' or '#': {text!r}")
             if field is not None:
-                if spec or conversion or not _FIELD.match(field):
+                if conversion or not _FIELD.match(field) or not _valid_spec(spec or ""):
                     raise ValueError(f"bad field {{{field}}} in topic template {text!r}")
                 fields.append(field)
-            parts.append((literal, field))
+            parts.append((literal, field, spec or ""))
         self.text = text
         self.fields = tuple(fields)
         self._parts = tuple(parts)
@@ -85,16 +88,32 @@ class TopicTemplate:
 
     def render(self, values: Mapping[str, Any], payload: Any = None) -> str:
         out: list[str] = []
-        for literal, field in self._parts:
+        for literal, field, spec in self._parts:
             out.append(literal)
             if field is None:
                 continue
             value = lookup(field, values, payload)
-            text = str(value)
+            try:
+                text = format(value, spec) if spec else str(value)
+            except (TypeError, ValueError) as exc:
+                raise MappingError(f"field {field!r} = {value!r}: format {spec!r}: {exc}") from None
             if not text or "+" in text or "#" in text or "\x00" in text:
                 raise MappingError(f"field {field!r} = {text!r} cannot be a topic level")
             out.append(text)
         return "".join(out)
+
+
+def _valid_spec(spec: str) -> bool:
+    """True when ``spec`` formats an integer or a string (``04x``, ``>8``)."""
+    if "{" in spec:
+        return False
+    for sample in (0, ""):
+        try:
+            format(sample, spec)
+        except (TypeError, ValueError):
+            continue
+        return True
+    return False
 
 
 def lookup(field: str, values: Mapping[str, Any], payload: Any) -> Any:

@@ -302,9 +302,15 @@ class MqttConnection(asyncio.Protocol):
 
     def _fail(self, exc: BaseException) -> None:
         code = reason_for_exception(exc)
-        if not isinstance(exc, ProtocolError):
-            log.error("error handling client %s", self.session.peer, exc_info=exc)
         session = self.session
+        if not isinstance(exc, ProtocolError):
+            known = session.state
+            log.error(
+                "error handling client %s",
+                session.peer,
+                exc_info=exc,
+                extra=None if known is None else {"client_id": known.client_id},
+            )
         if session.state is None and not session.closed:
             session.reject(code)
         else:

@@ -30,7 +30,7 @@ from broker_core.listeners.settings import ListenerSettings
 if TYPE_CHECKING:
     from broker_core.broker import Broker
 
-__all__ = ["certificate_identity", "server_ssl_context", "start_tls"]
+__all__ = ["certificate_identity", "server_ssl_context", "start_tls", "tls_problems"]
 
 log = logging.getLogger(__name__)
 
@@ -40,14 +40,76 @@ HANDSHAKE_TIMEOUT_S = 10.0
 _VERSIONS = {"1.2": ssl.TLSVersion.TLSv1_2, "1.3": ssl.TLSVersion.TLSv1_3}
 
 
-def _readable(path: Path, what: str) -> None:
-    """Fails with a ``ConfigError`` naming ``what`` and ``path`` unless it can be read."""
+def _unreadable(path: Path) -> str | None:
+    """Why ``path`` cannot be read, or None."""
     try:
         with open(path, "rb"):
             pass
     except OSError as exc:
-        reason = exc.strerror or type(exc).__name__
-        raise ConfigError(f"{what} {str(path)!r}: cannot read it: {reason}") from exc
+        return exc.strerror or type(exc).__name__
+    return None
+
+
+def _load(
+    certfile: Path,
+    keyfile: Path,
+    cafile: Path | None,
+    min_version: Literal["1.2", "1.3"],
+    ciphers: str | None,
+    keyfile_password: str | None,
+) -> tuple[ssl.SSLContext, list[tuple[str, str]]]:
+    """A server context loaded with the files, and every problem on the way as
+    ``(option, message)``: an unreadable file, a file that is not PEM, a key that does not
+    match the certificate or needs another ``keyfile_password``, unusable ``ciphers``."""
+    problems: list[tuple[str, str]] = []
+    files = {"certfile": certfile, "keyfile": keyfile, "cafile": cafile}
+    for option, path in files.items():
+        reason = None if path is None else _unreadable(path)
+        if reason is not None:
+            problems.append((option, f"cannot read {str(path)!r}: {reason}"))
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = _VERSIONS[min_version]
+    context.options |= ssl.OP_NO_COMPRESSION
+    if ciphers is not None:
+        try:
+            context.set_ciphers(ciphers)
+        except ssl.SSLError:
+            problems.append(("ciphers", f"no usable cipher in {ciphers!r}"))
+    if not any(option in ("certfile", "keyfile") for option, _ in problems):
+        try:
+            context.load_cert_chain(
+                certfile, keyfile, password=keyfile_password.encode() if keyfile_password else None
+            )
+        except (ssl.SSLError, ValueError) as exc:
+            problems.append(
+                (
+                    "certfile",
+                    f"cannot load {str(certfile)!r} with keyfile {str(keyfile)!r} (not PEM,"
+                    f" not a pair, or a wrong or missing keyfile_password): {exc}",
+                )
+            )
+    if cafile is not None and not any(option == "cafile" for option, _ in problems):
+        try:
+            context.load_verify_locations(cafile=cafile)
+        except ssl.SSLError as exc:
+            message = f"{str(cafile)!r} is not a PEM bundle of CA certificates: {exc}"
+            problems.append(("cafile", message))
+    return context, problems
+
+
+def tls_problems(
+    certfile: Path,
+    keyfile: Path,
+    *,
+    cafile: Path | None = None,
+    min_version: Literal["1.2", "1.3"] = "1.2",
+    ciphers: str | None = None,
+    keyfile_password: str | None = None,
+) -> list[tuple[str, str]]:
+    """Every reason ``server_ssl_context`` would refuse these settings, as ``(option,
+    message)`` pairs (``option`` is ``certfile``, ``keyfile``, ``cafile`` or ``ciphers``);
+    empty when it would build a context. Loads the files and keeps nothing."""
+    return _load(certfile, keyfile, cafile, min_version, ciphers, keyfile_password)[1]
 
 
 def server_ssl_context(
@@ -62,42 +124,16 @@ def server_ssl_context(
     keyfile_password: str | None = None,
     where: str = "tls",
 ) -> ssl.SSLContext:
-    """A server-side ``SSLContext``; ``ConfigError`` names the file or option at fault.
+    """A server-side ``SSLContext``; ``ConfigError`` names every file or option at fault.
 
     ``where`` prefixes the option names in error messages (e.g. ``listener 'tls:...' tls``).
     """
-    _readable(certfile, f"{where}.certfile")
-    _readable(keyfile, f"{where}.keyfile")
-    if cafile is not None:
-        _readable(cafile, f"{where}.cafile")
+    context, problems = _load(certfile, keyfile, cafile, min_version, ciphers, keyfile_password)
     if verify_peer and cafile is None:
-        raise ConfigError(f"{where}.verify_peer: needs 'cafile' to verify client certificates")
-
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.minimum_version = _VERSIONS[min_version]
-    context.options |= ssl.OP_NO_COMPRESSION
-    if ciphers is not None:
-        try:
-            context.set_ciphers(ciphers)
-        except ssl.SSLError as exc:
-            raise ConfigError(f"{where}.ciphers: no usable cipher in {ciphers!r}") from exc
-    try:
-        context.load_cert_chain(
-            certfile, keyfile, password=keyfile_password.encode() if keyfile_password else None
-        )
-    except (ssl.SSLError, ValueError) as exc:
-        raise ConfigError(
-            f"{where}.certfile {str(certfile)!r} / {where}.keyfile {str(keyfile)!r}: cannot"
-            f" load the certificate and key (not PEM, not a pair, or a wrong or missing"
-            f" keyfile_password): {exc}"
-        ) from exc
-    if cafile is not None:
-        try:
-            context.load_verify_locations(cafile=cafile)
-        except ssl.SSLError as exc:
-            raise ConfigError(
-                f"{where}.cafile {str(cafile)!r}: not a PEM bundle of CA certificates: {exc}"
-            ) from exc
+        problems.append(("verify_peer", "needs 'cafile' to verify client certificates"))
+    if problems:
+        lines = [f"{where}.{option}: {message}" for option, message in problems]
+        raise ConfigError("\n".join(lines), lines)
     if verify_peer:
         context.verify_mode = ssl.CERT_REQUIRED if fail_if_no_peer_cert else ssl.CERT_OPTIONAL
     else:

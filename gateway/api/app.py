@@ -7,10 +7,16 @@ false. Request bodies are limited (``body_limit``): nothing larger is read into 
 Component types may bring routes of their own (the registry's ``api``: a bridge's CRUD,
 the stream log's offset ranges); they are mounted under ``/api/v1`` like the others,
 behind the same authentication.
+
+A refused body of at most ``DRAIN_LIMIT`` bytes is read and discarded before the 413
+goes out, so a client that sends its whole body before it reads (urllib, requests) gets
+the answer instead of a reset connection; a larger one, or one sent with ``Expect:
+100-continue``, gets the answer at once.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from typing import Any
@@ -39,11 +45,16 @@ from gateway.api.routes import (
 )
 from gateway.components import registry
 
-__all__ = ["PREFIX", "BodyLimit", "body_limit", "component_routers", "create_app"]
+__all__ = ["DRAIN_LIMIT", "PREFIX", "BodyLimit", "body_limit", "component_routers", "create_app"]
 
 log = logging.getLogger(__name__)
 
 PREFIX = "/api/v1"
+
+#: Most bytes of a refused request body read (and discarded) before answering 413.
+DRAIN_LIMIT = 8 * 1024 * 1024
+#: Longest wait for a refused body to arrive before answering anyway.
+DRAIN_TIMEOUT_S = 5.0
 
 _DESCRIPTION = """\
 Management API of an edgebus node: clients, subscriptions, topics, retained messages,
@@ -71,18 +82,24 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        for name, value in scope["headers"]:
+        headers = scope["headers"]
+        for name, value in headers:
             if name == b"content-length" and (not value.isdigit() or int(value) > self.limit):
-                await self._refuse(scope, receive, send)
+                # A client that sent Expect: 100-continue waits for this answer unsent.
+                waits = (b"expect", b"100-continue") in ((n, v.lower()) for n, v in headers)
+                drain = value.isdigit() and int(value) <= DRAIN_LIMIT and not waits
+                await self._refuse(scope, receive, send, drain=drain)
                 return
         received = 0
         started = False
+        more_body = True
 
         async def limited_receive() -> Message:
-            nonlocal received
+            nonlocal received, more_body
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
+                more_body = bool(message.get("more_body"))
                 if received > self.limit:
                     raise _BodyTooLarge
             return message
@@ -98,9 +115,11 @@ class BodyLimit:
         except _BodyTooLarge:
             if started:
                 raise
-            await self._refuse(scope, receive, send)
+            await self._refuse(scope, receive, send, drain=more_body)
 
-    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send, *, drain: bool) -> None:
+        if drain:
+            await _drain(receive)
         response = JSONResponse(
             {"detail": f"request body larger than {self.limit} bytes"}, status_code=413
         )
@@ -109,6 +128,23 @@ class BodyLimit:
 
 class _BodyTooLarge(Exception):
     pass
+
+
+async def _drain(receive: Receive) -> None:
+    """Reads and discards the rest of a request body, at most ``DRAIN_LIMIT`` bytes and
+    ``DRAIN_TIMEOUT_S`` seconds."""
+    drained = 0
+    try:
+        async with asyncio.timeout(DRAIN_TIMEOUT_S):
+            while drained <= DRAIN_LIMIT:
+                message = await receive()
+                if message["type"] != "http.request":
+                    return
+                drained += len(message.get("body", b""))
+                if not message.get("more_body"):
+                    return
+    except TimeoutError:
+        return
 
 
 async def _invalid_request(request: Request, exc: Exception) -> Response:

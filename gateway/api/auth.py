@@ -35,7 +35,7 @@ from fastapi.security import (
 )
 
 from broker_core.errors import ConfigError
-from gateway.config.models.api import MIN_KEY_LENGTH, ApiConfig
+from gateway.config.models.api import ApiConfig, default_key_file, key_problem
 
 __all__ = [
     "GENERATED_KEY_NAME",
@@ -89,10 +89,6 @@ class Credentials:
         return Principal(username, "user") if ok and expected is not None else None
 
 
-def default_key_file(data_dir: Path) -> Path:
-    return data_dir / "api-key"
-
-
 def load_or_create_key(path: Path) -> str:
     """The key kept in ``path``; a new random one (written with mode 0600) when missing.
 
@@ -105,11 +101,9 @@ def load_or_create_key(path: Path) -> str:
     except OSError as exc:
         raise ConfigError(f"api.key_file: cannot read {path}: {exc.strerror or exc}") from exc
     else:
-        if len(text) < MIN_KEY_LENGTH or any(char.isspace() for char in text):
-            raise ConfigError(
-                f"api.key_file: {path} holds no usable key (at least {MIN_KEY_LENGTH}"
-                " characters without white space); delete it to generate a new one"
-            )
+        problem = key_problem(text)
+        if problem is not None:
+            raise ConfigError(f"api.key_file: {path} {problem}")
         log.info("API key read from %s", path)
         return text
     key = secrets.token_urlsafe(32)

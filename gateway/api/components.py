@@ -77,10 +77,8 @@ def adapter_statuses(gateway: object) -> list[AdapterStatus]:
         return []
     out = []
     for status in source.statuses():
-        fields, details = _split(status, ("name", "type", "state", "error", "restarts"))
+        fields, details = _split(status, ("name", "type", "state", "last_error", "restarts"))
         fields.setdefault("state", "unknown")
-        if "error" not in fields and "last_error" in details:
-            fields["error"] = details.pop("last_error")
         out.append(AdapterStatus(**fields, details=details))
     return out
 

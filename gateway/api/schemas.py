@@ -226,7 +226,9 @@ class AdapterStatus(BaseModel):
     name: str
     type: str | None = None
     state: str = Field(description="`running`, `starting`, `backoff`, `stopped`, ...")
-    error: str | None = Field(default=None, description="The last error, if any.")
+    last_error: str | None = Field(
+        default=None, description="Why it last failed, if it did (kept while it runs again)."
+    )
     restarts: int | None = None
     details: dict[str, Any] = Field(default_factory=dict)
 

@@ -75,6 +75,14 @@ TYPES: dict[tuple[str, str], ComponentType] = {
         component="adapters.loopback.adapter:LoopbackAdapter",
         config="adapters.loopback.config:LoopbackAdapterConfig",
     ),
+    (ADAPTER, "someip"): ComponentType(
+        ADAPTER,
+        "someip",
+        component="adapters.someip.adapter:SomeipAdapter",
+        config="adapters.someip.config:SomeipAdapterConfig",
+        extra="someip",
+        library="someipy",
+    ),
     (BRIDGE, "mqtt"): ComponentType(
         BRIDGE,
         "mqtt",

@@ -5,14 +5,21 @@
     config.listeners[0].bind.port
 
 Problems raise ``ConfigError``; its ``problems`` lists every one, each naming file,
-line and YAML path. docs/configuration.md is generated from these models by
-``python -m gateway.config.docgen``.
+line and YAML path. ``validate_config`` also checks the files the configuration names
+(certificates, password file, data directory), as ``edgebus check`` and ``run`` do.
+docs/configuration.md is generated from these models by ``python -m gateway.config.docgen``.
 """
 
 from __future__ import annotations
 
 from broker_core.errors import ConfigError
-from gateway.config.loader import dump_config, load_config, parse_config, parse_model
+from gateway.config.loader import (
+    dump_config,
+    load_config,
+    load_config_document,
+    parse_config,
+    parse_model,
+)
 from gateway.config.models import (
     AclConfig,
     AclRule,
@@ -35,6 +42,7 @@ from gateway.config.models import (
     TlsConfig,
     WebhookConfig,
 )
+from gateway.config.validate import ValidConfig, inactive_sections, validate_config
 from gateway.config.values import BindAddress
 
 __all__ = [
@@ -59,9 +67,13 @@ __all__ = [
     "StreamConfig",
     "SysConfig",
     "TlsConfig",
+    "ValidConfig",
     "WebhookConfig",
     "dump_config",
+    "inactive_sections",
     "load_config",
+    "load_config_document",
     "parse_config",
     "parse_model",
+    "validate_config",
 ]

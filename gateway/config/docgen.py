@@ -61,6 +61,14 @@ edgebus.yaml:27 mqtt.max_qos: expected 0, 1 or 2, got 3
 Unknown keys are errors, with the nearest valid key suggested. Duplicate keys are errors
 too (plain YAML would silently keep the last one).
 
+The files the configuration names are checked with it: every TLS listener's certificate,
+key (with its `keyfile_password`) and CA bundle are loaded, the password file is read
+(a bad line is named `passwd:3: problem`), and the data directory, the API key file and
+the log file must be usable. `edgebus check FILE` reports all of that without starting
+anything, and warns about sections this release does not run (bridges, rules, webhooks,
+stream); `edgebus run` checks the same before it writes anything. YAML syntax errors name
+the line and column, with a hint (`line 3 is indented more than line 2, ...`).
+
 ## Values
 
 - **Durations** are written `500ms`, `30s`, `5m`, `1h`, `7d`, or combined (`1h30m`); a

@@ -195,6 +195,67 @@ class _Builder:
         return sources
 
 
+def _indent(line: str) -> int:
+    """The column where ``line``'s content starts (after spaces and a list's ``- ``)."""
+    stripped = line.lstrip(" ")
+    while stripped.startswith("- "):
+        stripped = stripped[2:].lstrip(" ")
+    return len(line) - len(stripped)
+
+
+def _previous_line(lines: list[str], index: int) -> int | None:
+    """The index of the last line before ``index`` with content (not blank, not a comment)."""
+    for before in range(min(index, len(lines)) - 1, -1, -1):
+        content = lines[before].strip()
+        if content and not content.startswith("#"):
+            return before
+    return None
+
+
+def _mapping_value_hint(lines: list[str], line: int, column: int) -> str:
+    """Why "mapping values are not allowed here" at ``line`` (0-based), for people."""
+    here = lines[line] if line < len(lines) else ""
+    if ": " in here[:column].strip():
+        return "a value that holds ': ' must be quoted, like \"a: b\""
+    previous = _previous_line(lines, line)
+    if previous is not None and previous != line:
+        above = lines[previous]
+        if ":" not in above and not above.strip().startswith("-"):
+            return f"line {previous + 1} has no ':' after its key"
+        if _indent(here) > _indent(above) and not above.rstrip().endswith(":"):
+            return (
+                f"line {line + 1} is indented more than line {previous + 1}, so YAML reads it"
+                f" as part of that line's value: indent the keys of one mapping alike"
+            )
+    return "check this line's indentation, and quote a value that holds ': '"
+
+
+def _hint(exc: yaml.MarkedYAMLError, text: str) -> str | None:
+    """A sentence telling a person what usually causes ``exc``, or None."""
+    problem, context = exc.problem or "", exc.context or ""
+    mark = exc.problem_mark
+    assert mark is not None
+    opened = "" if exc.context_mark is None else f" on line {exc.context_mark.line + 1}"
+    if "'\\t'" in problem:
+        return "YAML indents with spaces, never with tabs"
+    if "quoted scalar" in context:
+        return f"the quote opened{opened} is not closed"
+    if "flow sequence" in context:
+        return f"the '[' opened{opened} is not closed, or a ',' is missing between items"
+    if "flow mapping" in context:
+        return f"the '{{' opened{opened} is not closed, or a ',' is missing between items"
+    if "another document" in problem:
+        return "a configuration file holds one YAML document: remove the '---' line"
+    if problem == "mapping values are not allowed here":
+        return _mapping_value_hint(text.splitlines(), mark.line, mark.column)
+    if problem.startswith("expected <block end>") or "expected ':'" in problem:
+        return (
+            f"line {mark.line + 1} does not line up with the lines above it: the keys of one"
+            " mapping start in the same column, each with ':' after it"
+        )
+    return None
+
+
 def _syntax_error(exc: yaml.YAMLError, filename: str, text: str) -> ConfigError:
     if isinstance(exc, yaml.reader.ReaderError):
         before = text[: exc.position]
@@ -215,6 +276,9 @@ def _syntax_error(exc: yaml.YAMLError, filename: str, text: str) -> ConfigError:
             message = f"{context}, {message}"
         elif context:
             message = f"{message} ({context})"
+        hint = _hint(exc, text)
+        if hint is not None:
+            message = f"{message}. Hint: {hint}"
         problem = Problem((), mark.line + 1, f"YAML syntax error: {message}", mark.column + 1)
         line = problem.render(filename)
         return ConfigError(line, [line])

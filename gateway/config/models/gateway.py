@@ -12,8 +12,9 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from gateway.config.errors import FieldProblems, format_path
+from gateway.config.files import checks_files, data_dir_problem, key_file_problem
 from gateway.config.models.adapters import AdapterConfig
-from gateway.config.models.api import ApiConfig
+from gateway.config.models.api import ApiConfig, default_key_file
 from gateway.config.models.base import ConfigModel
 from gateway.config.models.bridges import BridgeConfig
 from gateway.config.models.listeners import ListenerConfig
@@ -42,15 +43,16 @@ class GatewayConfig(ConfigModel):
         min_length=1,
         description="This node's name in `$SYS` topics, logs and the API.",
     )
-    data_dir: Annotated[Path, PathSpec()] = Field(
-        default=Path("edgebus-data"),
-        description="Directory of the persistent state (created when missing); relative"
-        " to the working directory.",
-    )
     persistence: Literal["sqlite", "memory"] = Field(
         default="sqlite",
         description="`sqlite`: sessions, retained messages and queues survive a restart"
         " (SQLite in WAL mode, in `data_dir`); `memory`: nothing survives a restart.",
+    )
+    data_dir: Annotated[Path, PathSpec()] = Field(
+        default=Path("edgebus-data"),
+        description="Directory of the persistent state (created when missing); relative"
+        " to the working directory.",
+        validate_default=True,
     )
     listeners: tuple[ListenerConfig, ...] = Field(
         default_factory=_default_listeners,
@@ -64,7 +66,9 @@ class GatewayConfig(ConfigModel):
     acl: AclConfig = Field(default_factory=AclConfig, description="Topic access control.")
     sys: SysConfig = Field(default_factory=SysConfig, description="`$SYS` topics.")
     api: ApiConfig = Field(
-        default_factory=ApiConfig, description="HTTP management API and `/metrics`."
+        default_factory=ApiConfig,
+        description="HTTP management API and `/metrics`.",
+        validate_default=True,
     )
     logging: LoggingConfig = Field(default_factory=LoggingConfig, description="Logging.")
     adapters: tuple[AdapterConfig, ...] = Field(
@@ -118,6 +122,32 @@ class GatewayConfig(ConfigModel):
         if problems:
             raise FieldProblems(problems)
         return self
+
+    # The file checks run in field validators, not in an "after" model validator, so
+    # that they report even when another section has a problem. Fields validate in
+    # declaration order: `persistence` before `data_dir`, both before `api`.
+
+    @field_validator("data_dir")
+    @classmethod
+    def _state_can_be_kept(cls, value: Path, info: ValidationInfo) -> Path:
+        if checks_files(info.context) and info.data.get("persistence") == "sqlite":
+            problem = data_dir_problem(value)
+            if problem is not None:
+                raise ValueError(problem)
+        return value
+
+    @field_validator("api")
+    @classmethod
+    def _key_can_be_kept(cls, api: ApiConfig, info: ValidationInfo) -> ApiConfig:
+        data_dir = info.data.get("data_dir")
+        if not checks_files(info.context) or data_dir is None:
+            return api
+        if api.enabled and not api.keys and not api.users:
+            problem = key_file_problem(api.key_file or default_key_file(data_dir))
+            if problem is not None:
+                at: tuple[str | int, ...] = ("key_file",) if api.key_file else ()
+                raise FieldProblems([(at, f"the API key file: {problem}")])
+        return api
 
     @field_validator("listeners")
     @classmethod

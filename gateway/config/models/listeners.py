@@ -16,6 +16,7 @@ from pydantic import (
 )
 
 from gateway.config.errors import FieldProblems, show_value
+from gateway.config.files import checks_files, tls_file_problems
 from gateway.config.models.base import ConfigModel, doc_default
 from gateway.config.values import BindAddress, PathSpec
 
@@ -93,7 +94,7 @@ class TlsConfig(ConfigModel):
         return str(value)
 
     @model_validator(mode="after")
-    def _peer_verification(self) -> Self:
+    def _peer_verification_and_files(self, info: ValidationInfo) -> Self:
         problems: list[tuple[tuple[str | int, ...], str]] = []
         if self.verify_peer and self.cafile is None:
             problems.append((("verify_peer",), "needs 'cafile' to verify client certificates"))
@@ -101,6 +102,17 @@ class TlsConfig(ConfigModel):
             problems.append((("fail_if_no_peer_cert",), "only works with 'verify_peer: true'"))
         if self.use_identity_as_username and not self.verify_peer:
             problems.append((("use_identity_as_username",), "only works with 'verify_peer: true'"))
+        if checks_files(info.context):
+            password = self.keyfile_password
+            found = tls_file_problems(
+                self.certfile,
+                self.keyfile,
+                self.cafile,
+                self.min_version,
+                self.ciphers,
+                None if password is None else password.get_secret_value(),
+            )
+            problems += [((option,), message) for option, message in found]
         if problems:
             raise FieldProblems(problems)
         return self

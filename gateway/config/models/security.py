@@ -6,8 +6,10 @@ from ipaddress import IPv4Network, IPv6Network
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
+from gateway.config.errors import FieldProblems
+from gateway.config.files import checks_files, password_file_problems
 from gateway.config.models.base import ConfigModel
 from gateway.config.values import DurationSpec, HttpUrlSpec, NetworkSpec, PathSpec, TopicFilterSpec
 
@@ -77,7 +79,8 @@ class AuthConfig(ConfigModel):
 
     password_file: Annotated[Path, PathSpec()] | None = Field(
         default=None,
-        description="File of `user:$pbkdf2-sha256$...` lines, written by `edgebus passwd`.",
+        description="File of `user:$pbkdf2-sha256$...` lines, written by `edgebus passwd`;"
+        " a file written by `mosquitto_passwd` (`$6$`, `$7$` hashes) works too.",
     )
     http: HttpAuthConfig | None = Field(
         default=None,
@@ -92,6 +95,15 @@ class AuthConfig(ConfigModel):
         default_factory=LoginThrottleConfig,
         description="Throttling of failed logins (password guessing).",
     )
+
+    @field_validator("password_file")
+    @classmethod
+    def _readable_users(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        if value is not None and checks_files(info.context):
+            problems = password_file_problems(value)
+            if problems:
+                raise FieldProblems(((), problem) for problem in problems)
+        return value
 
 
 class AclRule(ConfigModel):

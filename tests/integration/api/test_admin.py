@@ -109,12 +109,14 @@ def test_adapters_status_and_restart(tmp_path: Path) -> None:
             assert time.monotonic() < deadline
             time.sleep(0.02)
         [echo] = http.get("/api/v1/adapters").json()
-        assert (echo["name"], echo["type"], echo["error"], echo["restarts"]) == (
+        assert (echo["name"], echo["type"], echo["last_error"], echo["restarts"]) == (
             "echo",
             "loopback",
             None,
             0,
         )
+        assert "error" not in echo  # docs/adapters.md and docs/api.md call it last_error
+        assert "last_error" not in echo["details"]
         assert echo["details"]["stats"]["published"] == 0
         reply = http.post("/api/v1/adapters/echo/restart")
         assert reply.status == 200

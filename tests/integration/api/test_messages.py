@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import base64
+import http.client
+import json
 from pathlib import Path
 
+import pytest
+
 from broker_core.context import Origin
+from gateway.api.app import DRAIN_LIMIT, body_limit
 from tests.helpers.gateway import RunningGateway, running_gateway
 from tests.helpers.timeouts import unit
 from tests.integration.api.conftest import API_CONFIG, http_of
-from tests.integration.api.support import Http
+from tests.integration.api.support import KEY, Http, bearer
 from tests.integration.broker.support import Clients, SubscribeOptions, publish_props, wait_until
 
 
@@ -102,6 +107,7 @@ def test_payload_and_body_limits(tmp_path: Path) -> None:
         reply = http.post("/api/v1/publish", {"topic": "big", "payload": "x" * 3000})
         assert reply.status == 413
         assert reply.json()["detail"].startswith("payload: larger than mqtt.max_packet_size")
+        # urllib sends the whole body before it reads: the server drains it, then answers
         huge = b'{"topic": "big", "payload": "' + b"x" * (1024 * 1024 + 8000) + b'"}'
         reply = http.post("/api/v1/publish", raw=huge, headers={"Content-Type": "application/json"})
         assert reply.status == 413
@@ -109,6 +115,42 @@ def test_payload_and_body_limits(tmp_path: Path) -> None:
             "detail": f"request body larger than {2 * 2000 + 1024 * 1024} bytes"
         }
         assert http.post("/api/v1/publish", {"topic": "ok", "payload": "x" * 1000}).status == 200
+
+
+def early_answer(port: int, headers: dict[str, str]) -> tuple[int, bytes]:
+    """Sends a request head announcing a body, reads the answer before sending any of it
+    (what curl does for a large body), and returns status and body."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=unit(10))
+    try:
+        connection.putrequest("POST", "/api/v1/publish")
+        for name, value in {**bearer(KEY), "Content-Type": "application/json", **headers}.items():
+            connection.putheader(name, value)
+        connection.endheaders()
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Content-Length": str(DRAIN_LIMIT + 1)},  # past the drain limit: answered at once
+        {"Content-Length": "{too_large}", "Expect": "100-continue"},
+    ],
+    ids=["past-drain-limit", "expect-continue"],
+)
+def test_a_body_too_large_is_answered_before_it_is_sent(
+    gw: RunningGateway, headers: dict[str, str]
+) -> None:
+    address = gw.gateway.api_address
+    assert address is not None
+    too_large = body_limit(gw.broker.limits.max_packet_size) + 1
+    assert too_large < DRAIN_LIMIT
+    sent = {name: value.format(too_large=too_large) for name, value in headers.items()}
+    status, body = early_answer(address[1], sent)
+    assert status == 413
+    assert json.loads(body)["detail"].startswith("request body larger than")
 
 
 def test_delayed_publish(gw: RunningGateway, http: Http, clients: Clients) -> None:

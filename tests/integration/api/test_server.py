@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from gateway.app import Gateway
+from gateway.binding import BindError
 from gateway.config import parse_config
 from tests.helpers.gateway import running_gateway
 from tests.integration.api.conftest import API_CONFIG, http_of
@@ -40,8 +41,12 @@ def test_a_busy_port_stops_the_start(tmp_path: Path) -> None:
         with pytest.raises(ExceptionGroup) as info:
             asyncio.run(start())
     [error] = info.value.exceptions
-    assert isinstance(error, OSError)
-    assert str(error).endswith(f"api.bind 127.0.0.1:{port}: Address already in use")
+    assert isinstance(error, BindError)
+    assert error.path == ("api", "bind")
+    assert str(error) == (
+        f"the HTTP API cannot listen on 127.0.0.1:{port}: the address is already in use"
+        " (another edgebus or MQTT broker?)"
+    )
 
 
 def test_the_api_can_be_disabled(tmp_path: Path) -> None:

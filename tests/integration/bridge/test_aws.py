@@ -129,7 +129,7 @@ bridges:
     good.write_text(base + '    forwards: [{local: "a/{x}", remote: "dt/{x}", qos: 2}]\n')
     done = _edgebus("check", "-c", str(good))
     assert done.returncode == 0, done.stderr
-    assert "warning: bridges[0].forwards[0].qos: AWS IoT Core has no QoS 2: QoS 1 is used" in (
+    assert "bridges[0].forwards[0].qos: warning: AWS IoT Core has no QoS 2: QoS 1 is used" in (
         done.stderr
     )
     bad = tmp_path / "bad.yaml"

@@ -155,6 +155,8 @@ class PahoClient:
             manual_ack=manual_ack,
         )
         self.client_id = client_id
+        #: set by ``Clients``: True once the broker has ended this client's connection
+        self.broker_saw_the_end: Callable[[], bool] | None = None
         self.messages: queue.Queue[mqtt.MQTTMessage] = queue.Queue()
         self.connack: ConnackInfo | None = None
         self.disconnect_info: DisconnectInfo | None = None
@@ -298,7 +300,9 @@ class PahoClient:
     def disconnect(
         self, reason_code: int | None = None, properties: Properties | None = None
     ) -> None:
-        """A normal DISCONNECT (MQTT 5: with ``reason_code``), then waits for the close."""
+        """A normal DISCONNECT (MQTT 5: with ``reason_code``), then waits for the close and,
+        for a client of ``Clients``, until the broker has read it: a message published by
+        another client after this returns is never routed to this connection."""
         if reason_code is not None:
             from paho.mqtt.reasoncodes import ReasonCode
 
@@ -308,6 +312,8 @@ class PahoClient:
             self.client.disconnect(properties=properties)
         self.wait_disconnected()
         self._stop()
+        if self.broker_saw_the_end is not None:
+            wait_until(self.broker_saw_the_end, unit(5), f"{self.client_id}: DISCONNECT handled")
 
     def abort(self) -> None:
         """Closes the connection without DISCONNECT (an abnormal close: the will is due)."""
@@ -416,8 +422,20 @@ class Clients:
         client = PahoClient(
             self.host, self.port, proto, cid, clean_session=clean_session, manual_ack=manual_ack
         )
+        if cid:
+            client.broker_saw_the_end = lambda: self.offline(cid)
         self._paho.append(client)
         return client
+
+    def offline(self, client_id: str) -> bool:
+        """True when the broker has no connection for ``client_id`` (session or not)."""
+        broker = self.gw.broker
+
+        def check() -> bool:
+            state = broker.sessions.get(client_id)
+            return state is None or state.connection is None
+
+        return self.gw.call(check)
 
     def connect(
         self,

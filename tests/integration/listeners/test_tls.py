@@ -235,7 +235,7 @@ def test_unusable_files_are_config_errors_naming_them(tmp_path: Path, pki: Pki) 
     assert str(not_pem) in str(caught.value)
     with pytest.raises(ConfigError) as caught:
         server_ssl_context(pki.server.cert, pki.server.key, cafile=not_pem, verify_peer=True)
-    assert f"tls.cafile {str(not_pem)!r}" in str(caught.value)
+    assert f"tls.cafile: {str(not_pem)!r} is not a PEM bundle" in str(caught.value)
     with pytest.raises(ConfigError) as caught:
         server_ssl_context(pki.server.cert, pki.server.key, ciphers="NO-SUCH-CIPHER")
     assert "tls.ciphers" in str(caught.value)

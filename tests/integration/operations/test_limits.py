@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import resource
+import select
 import socket
 import threading
 import time
@@ -82,6 +82,42 @@ def _rss_kib() -> int:
     return 0
 
 
+def _recv_exactly(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError(f"closed after {len(data)} of {size} bytes")
+        data += chunk
+    return data
+
+
+class _AckCounter(threading.Thread):
+    """Reads a publisher's socket on its own thread, counting PUBACK bytes (4 each).
+
+    It polls with ``select`` and never changes the socket's timeout, which the thread
+    flooding the same socket relies on."""
+
+    def __init__(self, sock: socket.socket, expected_bytes: int) -> None:
+        super().__init__(daemon=True)
+        self.sock = sock
+        self.expected_bytes = expected_bytes
+        self.received = 0
+        self.done = threading.Event()
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set() and self.received < self.expected_bytes:
+            readable, _, _ = select.select([self.sock], [], [], 0.1)
+            if not readable:
+                continue
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                break
+            self.received += len(chunk)
+        self.done.set()
+
+
 def test_a_subscriber_that_stops_reading_does_not_grow_memory(tmp_path: Path) -> None:
     """A QoS 0/1 flood to a subscriber that never reads: the broker pauses writing at
     its high-water mark, queues up to max_queued_messages and drops the rest by policy."""
@@ -89,9 +125,10 @@ def test_a_subscriber_that_stops_reading_does_not_grow_memory(tmp_path: Path) ->
     with running_gateway(tmp_path, config) as gw:
         slow = socket.socket()
         slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        slow.settimeout(unit(5))
         slow.connect(("127.0.0.1", gw.port))
         slow.sendall(mb.gen_connect("slow", proto_ver=4) + mb.gen_subscribe(1, "flood/#", 1))
-        time.sleep(0.2)
+        assert _recv_exactly(slow, 9) == bytes.fromhex("20020000" "9003000101")  # CONNACK, SUBACK
         pub = RawClient("127.0.0.1", gw.port)
         pub.send(mb.gen_connect("flooder"))
         pub.recv_packet()
@@ -99,25 +136,19 @@ def test_a_subscriber_that_stops_reading_does_not_grow_memory(tmp_path: Path) ->
         chunk = b"".join(
             mb.gen_publish("flood/t", payload, qos=1, mid=(i % 60000) + 1) for i in range(1000)
         )
+        chunks = 100  # 100 000 messages, 100 MiB of payload
         before = _rss_kib()
-        stop = threading.Event()
-
-        def drain_acks() -> None:
-            pub.sock.settimeout(0.2)
-            while not stop.is_set():
-                try:
-                    if not pub.sock.recv(65536):
-                        return
-                except OSError:
-                    continue
-
-        reader = threading.Thread(target=drain_acks, daemon=True)
-        reader.start()
-        for _ in range(100):  # 100 000 messages, 100 MiB of payload
-            pub.sock.sendall(chunk)
-        time.sleep(0.5)
-        stop.set()
-        reader.join(unit(2))
+        acks = _AckCounter(pub.sock, 4 * 1000 * chunks)
+        acks.start()
+        pub.sock.settimeout(unit(60))  # the broker may pause reading under load
+        try:
+            for _ in range(chunks):
+                pub.sock.sendall(chunk)
+            assert acks.done.wait(unit(60))  # every PUBLISH handled: all acknowledged
+        finally:
+            acks.stop.set()
+            acks.join(unit(5))
+        assert acks.received == 4 * 1000 * chunks
         grown_mib = (_rss_kib() - before) / 1024
 
         def backlog() -> tuple[int, int]:
@@ -130,4 +161,4 @@ def test_a_subscriber_that_stops_reading_does_not_grow_memory(tmp_path: Path) ->
         assert dropped > 0
         assert grown_mib < 40
         slow.close()
-        resource.getrusage(resource.RUSAGE_SELF)
+        pub.close()

@@ -213,29 +213,37 @@ def edgebus_command() -> list[str]:
 
 
 class EdgebusProcess:
-    """``edgebus run -c FILE`` with the minimal configuration on a free loopback port."""
+    """``edgebus run -c FILE`` with the minimal configuration on a free loopback port,
+    plus ``extra_config`` (YAML of other sections); ``command`` replaces the ``edgebus``
+    of this environment (an installed wheel's, say)."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(
+        self, workdir: Path, extra_config: str = "", command: Sequence[str] | None = None
+    ) -> None:
         self.workdir = workdir
         self.port = free_port()
+        self.command = list(command) if command is not None else edgebus_command()
         self.config = workdir / "edgebus.yaml"
         self.config.write_text(
             "listeners:\n"
             "  - type: tcp\n"
             f"    bind: {LOOPBACK}:{self.port}\n"
-            f"data_dir: {workdir / 'edgebus-data'}\n"
+            f"data_dir: {workdir / 'edgebus-data'}\n" + extra_config
         )
         self.process: subprocess.Popen[bytes] | None = None
         self.stderr_path = workdir / "edgebus.stderr.log"
 
     def start(self) -> EdgebusProcess:
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(
-            [str(REPO_ROOT), *filter(None, [env.get("PYTHONPATH")])]
-        )
+        if self.command == edgebus_command():
+            env["PYTHONPATH"] = os.pathsep.join(
+                [str(REPO_ROOT), *filter(None, [env.get("PYTHONPATH")])]
+            )
+        else:  # another installation: nothing of this checkout on its path
+            env.pop("PYTHONPATH", None)
         with self.stderr_path.open("ab") as stderr:
             self.process = subprocess.Popen(
-                [*edgebus_command(), "run", "-c", str(self.config)],
+                [*self.command, "run", "-c", str(self.config)],
                 cwd=self.workdir,
                 stdin=subprocess.DEVNULL,
                 stdout=stderr,

@@ -20,6 +20,16 @@ def test_a_value_may_span_levels_but_not_hold_wildcards() -> None:
             template.render({"a": bad})
 
 
+def test_fields_take_format_specs() -> None:
+    template = TopicTemplate("someip/{service:04x}/{instance:04X}/event/{event}")
+    assert template.fields == ("service", "instance", "event")
+    assert template.render({"service": 0x12, "instance": 0xAB, "event": 7}) == (
+        "someip/0012/00AB/event/7"
+    )
+    with pytest.raises(MappingError, match="format '04x'"):
+        TopicTemplate("s/{name:04x}").render({"name": "text"})
+
+
 @pytest.mark.parametrize(
     ("values", "payload", "message"),
     [
@@ -33,7 +43,9 @@ def test_missing_fields(values: dict[str, str], payload: object, message: str) -
         TopicTemplate(f"t/{{{field}}}").render(values, payload)
 
 
-@pytest.mark.parametrize("text", ["", "a/+", "a/#", "a/{", "a/{x!r}", "a/{1x}"])
+@pytest.mark.parametrize(
+    "text", ["", "a/+", "a/#", "a/{", "a/{x!r}", "a/{1x}", "a/{x:04q}", "a/{x:{y}}"]
+)
 def test_bad_topic_templates(text: str) -> None:
     with pytest.raises(ValueError):
         TopicTemplate(text)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -14,10 +15,12 @@ from broker_core.errors import ConfigError
 from broker_core.passwords import (
     DEFAULT_ITERATIONS,
     MIN_ITERATIONS,
+    MosquittoHash,
     PasswordFile,
     PasswordHash,
     hash_password,
     normalize_password,
+    parse_stored_password,
     read_password_file,
     saslprep,
     username_problem,
@@ -197,3 +200,93 @@ def test_broken_update_keeps_the_users_and_reload_raises(tmp_path: Path) -> None
     write_password_file(path, {})
     passwords.reload()
     assert passwords.lookup("alice") is None
+
+
+# -- mosquitto's hashes -------------------------------------------------------------------
+
+MOSQUITTO_FILE = Path(__file__).parents[3] / "golden" / "passwords" / "mosquitto_passwd"
+
+
+def test_a_file_written_by_mosquitto_passwd_is_read() -> None:
+    """$7$ (PBKDF2-HMAC-SHA512, mosquitto 2.x) and $6$ (salted SHA-512, mosquitto 1.x)."""
+    users = read_password_file(MOSQUITTO_FILE)
+    assert sorted(users) == ["alice", "bob", "carol"]
+    alice, bob, carol = users["alice"], users["bob"], users["carol"]
+    assert isinstance(alice, MosquittoHash)
+    assert isinstance(carol, MosquittoHash)
+    assert (alice.kind, alice.iterations, carol.kind, carol.iterations) == ("7", 101, "6", 1)
+    assert verify_password(b"wonderland", alice) is True
+    assert verify_password("wonderland", alice) is True
+    assert verify_password(b"wonderlan", alice) is False
+    assert verify_password("bü ilder", bob) is True
+    assert verify_password(b"hunter2", carol) is True
+    assert verify_password(b"hunter3", carol) is False
+
+
+def test_mosquitto_hashes_are_written_back_unchanged(tmp_path: Path) -> None:
+    """``edgebus passwd`` on a migrated file keeps the users it does not touch."""
+    users = read_password_file(MOSQUITTO_FILE)
+    users["dave"] = hash_password("new", FAST)
+    path = tmp_path / "passwd"
+    write_password_file(path, users)
+    written = path.read_text().splitlines()
+    assert written[:3] == MOSQUITTO_FILE.read_text().splitlines()
+    assert read_password_file(path) == users
+
+
+def test_the_mosquitto_hashes_are_what_mosquitto_computes() -> None:
+    """Independently of the parser: SHA-512(password + salt) and PBKDF2-HMAC-SHA512."""
+    salt = bytes(range(12))
+    six = f"$6${base64.b64encode(salt).decode()}$" + base64.b64encode(
+        hashlib.sha512(b"pw" + salt).digest()
+    ).decode()
+    seven = f"$7$101${base64.b64encode(salt).decode()}$" + base64.b64encode(
+        hashlib.pbkdf2_hmac("sha512", b"pw", salt, 101)
+    ).decode()
+    for text in (six, seven):
+        stored = parse_stored_password(text)
+        assert stored.encode() == text
+        assert verify_password(b"pw", stored) is True
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("$6$AAAA", "expected mosquitto's"),
+        ("$7$AAAA$AAAA", "expected mosquitto's"),
+        ("$7$0$AAAA$" + "A" * 88, "iterations must be a number from 1"),
+        ("$7$many$AAAA$" + "A" * 88, "iterations must be a number"),
+        ("$6$!!!!$" + "A" * 88, "salt must be base64"),
+        ("$6$$" + "A" * 88, "empty salt"),
+        ("$6$AAAA$AAAA", "must be 64 bytes"),
+        ("plain-text-password", "mosquitto_passwd -U"),
+        ("$md5$x", "unknown hash scheme 'md5'"),
+    ],
+)
+def test_malformed_mosquitto_hashes_are_refused(text: str, problem: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(problem)):
+        parse_stored_password(text)
+
+
+def test_a_bad_line_of_a_mosquitto_file_names_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "passwd"
+    lines = MOSQUITTO_FILE.read_text().splitlines()
+    path.write_text("\n".join([lines[0], "eve:plaintext", lines[2], "$7$101$x$y"]) + "\n")
+    with pytest.raises(ConfigError) as caught:
+        read_password_file(path)
+    assert caught.value.problems == [
+        f"{path}:2: not a password hash (a plain-text password? `mosquitto_passwd -U` or"
+        " `edgebus passwd` hashes it)",
+        f"{path}:4: expected user:hash",
+    ]
+
+
+def test_scram_does_not_know_users_with_a_mosquitto_hash(tmp_path: Path) -> None:
+    path = tmp_path / "passwd"
+    users = read_password_file(MOSQUITTO_FILE)
+    users["dave"] = hash_password("new", FAST)
+    write_password_file(path, users)
+    passwords = PasswordFile(path)
+    assert passwords.lookup("alice") == users["alice"]
+    assert passwords.scram_lookup("alice") is None
+    assert passwords.scram_lookup("dave") == users["dave"]

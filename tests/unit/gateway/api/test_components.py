@@ -47,7 +47,7 @@ def test_adapter_statuses_keep_extra_fields_as_details() -> None:
         )
     )
     first, second = adapter_statuses(gateway)
-    assert (first.name, first.type, first.state, first.error, first.restarts) == (
+    assert (first.name, first.type, first.state, first.last_error, first.restarts) == (
         "a",
         "zmq",
         "running",

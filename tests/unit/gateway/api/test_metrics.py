@@ -147,7 +147,7 @@ def test_adapters_are_counted_under_their_protocol() -> None:
     )
     m = snapshot(gateway, ApiStats())
     assert m.messages.received == {"mqtt": 2, "api": 0, "zmq": 5, "dds": 0}
-    assert [(a.name, a.state, a.error, a.restarts) for a in m.adapters] == [
+    assert [(a.name, a.state, a.last_error, a.restarts) for a in m.adapters] == [
         ("floor", "running", None, 2),
         ("cam", "backing_off", "gone", None),
     ]

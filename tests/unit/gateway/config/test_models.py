@@ -99,7 +99,13 @@ def test_other_section_defaults() -> None:
     }
     assert AclConfig().model_dump() == {"default": "allow", "deny_action": "ignore", "rules": ()}
     assert SysConfig().model_dump() == {"interval": 10.0, "events": True}
-    assert LoggingConfig().model_dump() == {"level": "info", "format": "text"}
+    assert LoggingConfig().model_dump() == {
+        "level": "info",
+        "format": "text",
+        "file": None,
+        "max_size": 10_000_000,
+        "backups": 5,
+    }
     http = HttpAuthConfig.model_validate({"url": "https://auth.example"})
     assert (http.method, http.timeout, http.cache_ttl, http.headers) == ("POST", 5.0, 60.0, {})
     tls = TlsConfig.model_validate({"certfile": "a.crt", "keyfile": "a.key"})

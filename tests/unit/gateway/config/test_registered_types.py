@@ -49,10 +49,9 @@ def test_errors_name_file_line_and_path_of_the_registered_model() -> None:
 def test_an_unregistered_type_is_an_error_and_the_reference_omits_it() -> None:
     with pytest.raises(ConfigError) as raised:
         parse_config(BOTH, "edgebus.yaml")
-    assert (
-        "edgebus.yaml:5 adapters[1].type: expected one of loopback, got 'test-flaky'"
-        in raised.value.problems
-    )
+    (problem,) = raised.value.problems
+    assert problem.startswith("edgebus.yaml:5 adapters[1].type: expected one of loopback")
+    assert problem.endswith("got 'test-flaky'")
     assert "test-flaky" not in render_reference()
 
 

@@ -246,27 +246,33 @@ def test_yaml_oddities_are_problems(text: str, message: str) -> None:
     [
         (
             "mqtt:\n  max_qos: 1\n   max_inflight: 2\n",
-            "edgebus.yaml:3:16: YAML syntax error: mapping values are not allowed here",
+            "edgebus.yaml:3:16: YAML syntax error: mapping values are not allowed here. Hint:"
+            " line 3 is indented more than line 2, so YAML reads it as part of that line's"
+            " value: indent the keys of one mapping alike",
         ),
         (
             "a: [1\n",
             "edgebus.yaml:2:1: YAML syntax error: expected ',' or ']', but got '<stream end>'"
-            " (while parsing a flow sequence started on line 1)",
+            " (while parsing a flow sequence started on line 1). Hint: the '[' opened on line 1"
+            " is not closed, or a ',' is missing between items",
         ),
         (
             "listeners:\n\t- type: tcp\n",
             "edgebus.yaml:2:1: YAML syntax error: found character '\\t' that cannot start any"
-            " token (while scanning for the next token)",
+            " token (while scanning for the next token). Hint: YAML indents with spaces, never"
+            " with tabs",
         ),
         (
             "a: 1\n---\nb: 2\n",
             "edgebus.yaml:2:1: YAML syntax error: expected a single document in the stream"
-            " started on line 1, but found another document",
+            " started on line 1, but found another document. Hint: a configuration file holds"
+            " one YAML document: remove the '---' line",
         ),
         (
             'a: "unterminated\n',
             "edgebus.yaml:2:1: YAML syntax error: found unexpected end of stream"
-            " (while scanning a quoted scalar started on line 1)",
+            " (while scanning a quoted scalar started on line 1). Hint: the quote opened on"
+            " line 1 is not closed",
         ),
         (
             "a: 1\nb: x\x00\n",
@@ -279,3 +285,21 @@ def test_syntax_errors_name_file_line_and_column(text: str, message: str) -> Non
         read(text)
     assert caught.value.problems == [message]
     assert str(caught.value) == message
+
+
+@pytest.mark.parametrize(
+    ("text", "hint"),
+    [
+        ("listeners:\n  - type: tcp\n     bind: 1\n", "line 3 is indented more than line 2"),
+        ("mqtt:\n  max_qos: 1\n bad: 2\n", "line 3 does not line up with the lines above it"),
+        ("a: b: c\n", "a value that holds ': ' must be quoted"),
+        ("mqtt:\n  max_qos 1\n  x: 2\n", "line 2 has no ':' after its key"),
+        ("a: {x: 1\n", "the '{' opened on line 1 is not closed"),
+    ],
+)
+def test_indentation_and_syntax_errors_carry_a_hint(text: str, hint: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        read(text)
+    [message] = caught.value.problems
+    assert message.startswith("edgebus.yaml:")
+    assert f". Hint: {hint}" in message

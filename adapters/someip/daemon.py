@@ -1,0 +1,103 @@
+"""someipy's daemon, ``someipyd``, with the workarounds for its known bugs: the one place.
+
+Run as ``python -m adapters.someip.daemon --config someipyd.json``; it takes the
+arguments of ``someipyd``. The SOME/IP adapter starts its own daemon this way; run it
+the same way when the adapter connects to a daemon you start (``daemon.socket_path``).
+
+Bugs of someipy 2.1.2's daemon worked around here (see docs/adapters/someip.md), each
+applied only while the bug is present, so a fixed someipy makes them no-ops; drop them
+when the minimum someipy version has the fixes:
+
+1. ``someipy.service.Method`` is an unhashable dataclass (it defines ``__eq__`` but no
+   ``__hash__``); the daemon hashes the services it offers, methods included, when a
+   remote client subscribes, and crashes. Fix: hash ``(id, protocol)``, the fields its
+   ``__eq__`` compares.
+2. The daemon's expiry task logs ``Subscription.eventgroup_id``, which does not exist;
+   the task dies with the first expired subscription and found services then never
+   expire. Fix: a read-only ``eventgroup_id`` property, ``self.eventgroup.id``.
+3. The daemon forwards method responses of message type RESPONSE (0x80) only; a response
+   of type ERROR (0x81), how a SOME/IP server reports an error code, is dropped and the
+   caller times out. Fix: hand an ERROR response to the daemon's RESPONSE path (the
+   return code is kept; the client library reports it).
+
+Started with ``EDGEBUS_SOMEIPYD_PARENT=<pid>`` (as the adapter does), the daemon exits
+when that parent dies (Linux ``PR_SET_PDEATHSIG``), so a gateway killed with
+``kill -9`` leaves no daemon behind.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import sys
+from typing import Any
+
+__all__ = ["PARENT_ENV", "apply_workarounds", "main"]
+
+_PR_SET_PDEATHSIG = 1
+#: The pid of the process that started the daemon, when it wants the daemon to end with it.
+PARENT_ENV = "EDGEBUS_SOMEIPYD_PARENT"
+
+
+def apply_workarounds() -> list[str]:
+    """Patches someipy's daemon classes where the bugs are present; the names of those
+    applied."""
+    from someipy import someipyd
+    from someipy._internal._daemon.subscription import Subscription
+    from someipy._internal.message_types import MessageType
+    from someipy.service import Method
+
+    applied: list[str] = []
+    if Method.__hash__ is None:
+
+        def method_hash(self: Any) -> int:
+            return hash((self.id, self.protocol))
+
+        Method.__hash__ = method_hash
+        applied.append("Method.__hash__")
+    if not hasattr(Subscription, "eventgroup_id"):
+        Subscription.eventgroup_id = property(lambda self: self.eventgroup.id)
+        applied.append("Subscription.eventgroup_id")
+    daemon_class: Any = someipyd.SomeipDaemon
+    original = daemon_class._someip_message_callback
+    if not getattr(original, "_edgebus_error_responses", False):
+
+        def someip_message_callback(
+            self: Any, message: Any, src_addr: Any, dst_addr: Any, protocol: Any
+        ) -> None:
+            if message.header.message_type == MessageType.ERROR.value:
+                message.header.message_type = MessageType.RESPONSE.value
+            original(self, message, src_addr, dst_addr, protocol)
+
+        someip_message_callback._edgebus_error_responses = True  # type: ignore[attr-defined]
+        daemon_class._someip_message_callback = someip_message_callback
+        applied.append("ERROR responses")
+    return applied
+
+
+def _die_with_parent() -> None:
+    """SIGTERM when the parent (``$EDGEBUS_SOMEIPYD_PARENT``) dies; exits at once when
+    it died before this ran."""
+    parent = os.environ.get(PARENT_ENV)
+    if not parent or not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != int(parent):
+        sys.exit(0)
+
+
+def main() -> None:
+    _die_with_parent()
+    apply_workarounds()
+    from someipy import someipyd
+
+    someipyd.main()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,95 @@
+"""``validate_config``: everything ``edgebus run`` refuses, found before it starts.
+
+``edgebus check FILE`` prints what it finds; ``edgebus run`` calls it first and starts
+nothing (no data directory, database or API key) when it finds a problem. It loads the
+file with the schema's checks and the file checks of ``gateway.config.files`` (TLS
+certificates, keys and CA bundles, the password file, the data directory, the API key
+file): every problem at once, each with file, line and YAML path.
+
+Warnings do not stop anything: sections this release validates but does not run
+(``inactive_sections``), which the gateway also logs when it starts, and settings a
+profile changes (``profile_warnings``: QoS 2 toward AWS IoT Core, sent as QoS 1).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from gateway.components import registry
+from gateway.config.errors import format_path
+from gateway.config.files import FILE_CHECKS
+from gateway.config.introspect import Loc
+from gateway.config.loader import load_config_document
+from gateway.config.models import GatewayConfig
+from gateway.config.yaml_source import YamlDocument
+
+__all__ = ["ValidConfig", "inactive_sections", "profile_warnings", "validate_config"]
+
+_DOCS = {"bridges": "bridges", "rules": "rules", "webhooks": "rules", "stream": "spark"}
+
+
+def inactive_sections(config: GatewayConfig) -> list[tuple[Loc, str]]:
+    """``(path, message)`` for each configured section this release does not run:
+    ``(("bridges",), "configured (cloud) but not run by this release; see ...")``."""
+    configured: dict[str, list[str]] = {}
+    for section, name in registry.specs_from_config(config)[1]:  # types not registered
+        configured.setdefault(section, []).append(name)
+    configured["rules"] = [rule.name for rule in config.rules if rule.enabled]
+    configured["webhooks"] = [webhook.name for webhook in config.webhooks]
+    return [
+        (
+            (section,),
+            f"configured ({', '.join(names)}) but not run by this release;"
+            f" see docs/{_DOCS[section]}.md",
+        )
+        for section, names in configured.items()
+        if names
+    ]
+
+
+def profile_warnings(config: GatewayConfig) -> list[tuple[Loc, str]]:
+    """What runs, but not as written: a bridge's QoS 2 toward AWS IoT Core, sent as 1."""
+    return [
+        (("bridges", index, *path), message)
+        for index, bridge in enumerate(config.bridges)
+        for path, message in bridge.warnings()
+    ]
+
+
+@dataclass(frozen=True)
+class ValidConfig:
+    """A configuration ``edgebus run`` can start with, and where its keys were written."""
+
+    config: GatewayConfig
+    #: the file as given; None for the embedded defaults
+    filename: str | None
+    document: YamlDocument | None
+
+    def where(self, path: Loc) -> str:
+        """``edgebus.yaml:14 listeners[0].bind``; ``listeners[0].bind (default)`` for a
+        key the file does not write."""
+        written = self.document is not None and path[:1] in self.document.lines
+        if self.document is None or not written:
+            shown = f"{format_path(path)} (default)"
+            return shown if self.filename is None else f"{self.filename}: {shown}"
+        return f"{self.filename}:{self.document.line_of(path)} {format_path(path)}"
+
+    def warnings(self) -> list[str]:
+        """One line per warning, each naming file, line and path."""
+        return [
+            f"{self.where(path)}: warning: {message}"
+            for path, message in [*inactive_sections(self.config), *profile_warnings(self.config)]
+        ]
+
+
+def validate_config(
+    path: str | os.PathLike[str] | None, *, env: Mapping[str, str] | None = None
+) -> ValidConfig:
+    """The configuration at ``path`` (None: the defaults), checked as ``run`` uses it.
+
+    Raises ``ConfigError`` listing every problem; reads files, writes none.
+    """
+    config, document = load_config_document(path, env=env, context=FILE_CHECKS)
+    return ValidConfig(config, None if path is None else os.fspath(path), document)
