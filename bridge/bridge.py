@@ -267,6 +267,7 @@ class MqttBridge:
     def _subscribe(self, link: Link) -> None:
         assert self.receiver is not None
         requests = self.receiver.inbound.requests
+        self._subscribe_ids.clear()  # a new connection: earlier SUBACKs will not come
         per_packet = _FILTERS_PER_SUBSCRIBE if self.config.type == "aws_iot" else 64
         for start in range(0, len(requests), per_packet):
             chunk = requests[start : start + per_packet]
