@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from bridge.inbound import Receiver
 from broker_core.broker import Broker
 from broker_core.errors import ProtocolViolation
 from broker_core.mqtt.packets import Puback, Pubcomp, Publish, Pubrec
 from broker_core.mqtt.properties import Properties
-from bridge.inbound import Receiver
 from gateway.config.models.bridges import BridgeConfig
 from gateway.hub import Hub
 
