@@ -21,11 +21,13 @@ Changes made here last until the gateway stops or its configuration file is relo
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, HTTPException, Response, status
 from pydantic import BaseModel, Field, ValidationError
 
+from gateway.api.auth import Principal
 from gateway.api.deps import Caller, Components, Responses
 from gateway.components import BRIDGE, Spec, Supervisor
 from gateway.config.errors import format_path, problems_from_validation_error
@@ -172,19 +174,21 @@ async def delete_bridge(supervisor: Components, caller: Caller, name: str) -> Re
 _OPERATION: Responses = {**_NOT_FOUND, 409: {"description": "The bridge is disabled"}}
 
 
+def _operation(
+    supervisor: Supervisor, caller: Principal, name: str, operation: Callable[[str, str], bool]
+) -> BridgeView:
+    _view(supervisor, name)
+    if not operation(BRIDGE, name):
+        raise HTTPException(status.HTTP_409_CONFLICT, f"the bridge {name!r} is not running")
+    log.info("bridge %s: %s through the API by %s", name, operation.__name__, caller.name)
+    return _view(supervisor, name)
+
+
 @router.post("/bridges/{name}/pause", summary="Stop a bridge until resumed", responses=_OPERATION)
 async def pause_bridge(supervisor: Components, caller: Caller, name: str) -> BridgeView:
-    _view(supervisor, name)
-    if not supervisor.pause(BRIDGE, name):
-        raise HTTPException(status.HTTP_409_CONFLICT, f"the bridge {name!r} is not running")
-    log.info("bridge %s paused through the API by %s", name, caller.name)
-    return _view(supervisor, name)
+    return _operation(supervisor, caller, name, supervisor.pause)
 
 
 @router.post("/bridges/{name}/resume", summary="Resume a paused bridge", responses=_OPERATION)
 async def resume_bridge(supervisor: Components, caller: Caller, name: str) -> BridgeView:
-    _view(supervisor, name)
-    if not supervisor.resume(BRIDGE, name):
-        raise HTTPException(status.HTTP_409_CONFLICT, f"the bridge {name!r} is not running")
-    log.info("bridge %s resumed through the API by %s", name, caller.name)
-    return _view(supervisor, name)
+    return _operation(supervisor, caller, name, supervisor.resume)
