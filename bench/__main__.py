@@ -105,6 +105,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-idl", action="store_true", help="skip bench/bench_idl.py")
     p.add_argument("--no-someip", action="store_true", help="skip bench/bench_someip.py")
     p.add_argument(
+        "--no-sockets", action="store_true", help="skip bench/bench_sockets.py (ZeroMQ, NNG)"
+    )
+    p.add_argument(
         "--no-bridge", action="store_true", help="skip bench/bench_bridge.py (about 2 minutes)"
     )
     p.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
@@ -112,7 +115,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _module_lines(name: str) -> list[str]:
-    """Lines from ``bench.<name>``'s ``run()``, if that module exists."""
+    """Lines from ``bench/<name>.py``'s ``run()``, if that module exists."""
     try:
         module = importlib.import_module(f"bench.{name}")
     except ModuleNotFoundError as exc:
@@ -168,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, skip in (
         ("bench_idl", args.no_idl),
         ("bench_someip", args.no_someip),
+        ("bench_sockets", args.no_sockets),
         ("bench_bridge", args.no_bridge),
     ):
         lines = [] if skip else _module_lines(name)

@@ -155,7 +155,7 @@ class BridgeBench:
     def forward_once(self, kind: str) -> FlowResult:
         remote_port = free_port()
         if kind == "edgebus":
-            bridging_broker = launch(kind, edgebus_yaml=_edgebus_bridge(remote_port))
+            bridging_broker = launch(kind, extra_config=_edgebus_bridge(remote_port))
         else:
             bridging_broker = launch(kind, mosquitto_conf=_mosquitto_bridge(remote_port))
         with (
@@ -191,7 +191,7 @@ class BridgeBench:
                 mqtt_subscribe(sock, "bench/q1/#", 1)
                 sock.sendall(encode_disconnect())
                 sock.close()
-            with launch("edgebus", edgebus_yaml=_edgebus_bridge(remote_port)) as gateway:
+            with launch("edgebus", extra_config=_edgebus_bridge(remote_port)) as gateway:
                 publish_rate = _publish_all(gateway.port, self.backlog)
                 with launch("mosquitto", port=remote_port, mosquitto_conf=_remote(state)):
                     up = time.perf_counter()

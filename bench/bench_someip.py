@@ -152,7 +152,7 @@ def measure(count: int = 20_000, rounds: int = 3, size: int = 16) -> list[_Round
             client_daemon, role="client", service=SERVICE, instance=INSTANCE,
             eventgroups={EVENTGROUP: [EVENT]}, quiet=True,
         ) as plain,
-        launch("edgebus", edgebus_yaml=_adapter_yaml(net)) as broker,
+        launch("edgebus", extra_config=_adapter_yaml(net)) as broker,
     ):  # fmt: skip
         mqtt = _MqttCounter(broker.port)
         try:

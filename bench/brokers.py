@@ -98,7 +98,7 @@ def _mosquitto_command(port: int, workdir: Path, extra_conf: str = "") -> list[s
     return [MOSQUITTO, "-c", str(config)]
 
 
-def _edgebus_command(port: int, workdir: Path, extra_yaml: str = "") -> list[str]:
+def _edgebus_command(port: int, workdir: Path, extra_config: str = "") -> list[str]:
     data_dir = workdir / "data"
     data_dir.mkdir()
     config = workdir / "edgebus.yaml"
@@ -114,7 +114,7 @@ def _edgebus_command(port: int, workdir: Path, extra_yaml: str = "") -> list[str
         "  max_queued_bytes: 2GB\n"
         # The HTTP API on an ephemeral port, out of the way of anything on 8081.
         "api:\n"
-        "  bind: 127.0.0.1:0\n" + extra_yaml
+        "  bind: 127.0.0.1:0\n" + extra_config  # more sections (adapters) for other benches
     )
     script = Path(sys.executable).parent / "edgebus"
     if script.exists():
@@ -157,26 +157,24 @@ def _stop(process: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
 def launch(
     kind: str,
     ready_timeout_s: float = 30.0,
-    edgebus_yaml: str = "",
+    extra_config: str = "",
     *,
     port: int | None = None,
     mosquitto_conf: str = "",
 ) -> Iterator[RunningBroker]:
     """Start a fresh broker of ``kind`` ("mosquitto" or "edgebus"); stop it on exit.
-
-    ``edgebus_yaml``: top-level keys added to edgebus's configuration (an adapter, a
-    bridge); ``mosquitto_conf``: lines added to mosquitto's (a bridge's ``connection``);
-    ``port``: that port instead of a free one (a broker started again where it was)."""
-    builders = {
-        "mosquitto": lambda port, workdir: _mosquitto_command(port, workdir, mosquitto_conf),
-        "edgebus": lambda port, workdir: _edgebus_command(port, workdir, edgebus_yaml),
-    }
-    if kind not in builders:
+    ``extra_config``: YAML sections added to edgebus's configuration (adapters, a bridge);
+    ``mosquitto_conf``: lines added to mosquitto's (a bridge's ``connection``); ``port``:
+    that port instead of a free one (a broker started again where it was)."""
+    if kind not in BROKER_KINDS:
         raise ValueError(f"unknown broker {kind!r}; expected one of {BROKER_KINDS}")
     workdir = Path(tempfile.mkdtemp(prefix=f"bench-{kind}-"))
     try:
         port = port or free_port()
-        command = builders[kind](port, workdir)
+        if kind == "edgebus":
+            command = _edgebus_command(port, workdir, extra_config)
+        else:
+            command = _mosquitto_command(port, workdir, mosquitto_conf)
         log_path = workdir / "broker.log"
         with open(log_path, "wb") as log:
             try:

@@ -324,6 +324,30 @@ class Broker:
                 for retained in self.retained.match(topic_filter):
                     sub.deliver(retained, min(retained.qos, qos), True, (), {}, now)
 
+    def add_local_filters(
+        self,
+        sub: LocalSubscription,
+        filters: Iterable[str],
+        qos: int = 2,
+        *,
+        no_local: bool = True,
+        retain_as_published: bool = True,
+        send_retained: bool = True,
+    ) -> None:
+        """Adds ``filters`` to a live local subscription (those it has already are
+        skipped); a message matching several of its filters is still delivered once."""
+        if sub.closed:
+            return
+        new = [f for f in dict.fromkeys(filters) if f not in sub.filters]
+        self._add_local(sub, new, qos, no_local, retain_as_published, send_retained)
+
+    def remove_local_filters(self, sub: LocalSubscription, filters: Iterable[str]) -> None:
+        """Removes ``filters`` from a live local subscription; what it queued stays."""
+        for topic_filter in filters:
+            if topic_filter in sub.filters:
+                self.router.unsubscribe(sub, topic_filter)
+                sub.filters.remove(topic_filter)
+
     def _unsubscribe_local(self, sub: LocalSubscription | Tap) -> None:
         for topic_filter in sub.filters:
             self.router.unsubscribe(sub, topic_filter)

@@ -49,11 +49,26 @@ log = logging.getLogger(__name__)
 
 
 class HubSubscription:
-    """Contexts matching some filters, as an async iterator over a bounded queue."""
+    """Contexts matching some filters, as an async iterator over a bounded queue.
 
-    def __init__(self, local: LocalSubscription, origin: Origin) -> None:
+    ``add(*filters)`` and ``remove(*filters)`` change its filters while it runs (a
+    ZeroMQ XPUB's subscribers come and go); a message matching several of them is
+    delivered once.
+    """
+
+    def __init__(
+        self,
+        local: LocalSubscription,
+        origin: Origin,
+        client: HubClient | None = None,
+        qos: int = 2,
+        retained: bool = True,
+    ) -> None:
         self._local = local
         self._origin = origin
+        self._client = client
+        self._qos = qos
+        self._retained = retained
 
     @property
     def filters(self) -> list[str]:
@@ -66,6 +81,20 @@ class HubSubscription:
     @property
     def depth(self) -> int:
         return len(self._local)
+
+    def add(self, *filters: str) -> None:
+        """Subscribes to more filters (retained messages of each arrive as on
+        ``subscribe``). Raises ``AdapterError`` when the ACL denies one of them."""
+        if self._client is None:
+            raise AdapterError("this subscription cannot change its filters")
+        self._client._check_subscribe(filters)
+        broker = self._client.hub.broker
+        broker.add_local_filters(self._local, filters, self._qos, send_retained=self._retained)
+
+    def remove(self, *filters: str) -> None:
+        """Unsubscribes from some of the filters; what is queued already stays."""
+        if self._client is not None:
+            self._client.hub.broker.remove_local_filters(self._local, filters)
 
     def __aiter__(self) -> AsyncIterator[Context]:
         return self._iterate()
@@ -82,6 +111,11 @@ class HubSubscription:
         async for context in self:
             return context
         raise StopAsyncIteration
+
+    def get_nowait(self) -> Context | None:
+        """The next queued Context without waiting, or None when none is queued (a
+        consumer that woke up for one message takes the others queued behind it)."""
+        return self._local.get_nowait()
 
     def close(self) -> None:
         self._local.close()
@@ -185,7 +219,7 @@ class HubClient:
             maxsize=maxsize,
             overflow=overflow,
         )
-        subscription = HubSubscription(local, self.origin)
+        subscription = HubSubscription(local, self.origin, self, qos, retained)
         self._subscriptions.append(subscription)
         return subscription
 

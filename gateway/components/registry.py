@@ -83,6 +83,22 @@ TYPES: dict[tuple[str, str], ComponentType] = {
         extra="someip",
         library="someipy",
     ),
+    (ADAPTER, "zmq"): ComponentType(
+        ADAPTER,
+        "zmq",
+        component="adapters.zmq.adapter:ZmqAdapter",
+        config="adapters.zmq.config:ZmqAdapterConfig",
+        extra="zmq",
+        library="zmq",
+    ),
+    (ADAPTER, "nng"): ComponentType(
+        ADAPTER,
+        "nng",
+        component="adapters.nanomsg.adapter:NngAdapter",
+        config="adapters.nanomsg.config:NngAdapterConfig",
+        extra="nng",
+        library="pynng",
+    ),
     (BRIDGE, "mqtt"): ComponentType(
         BRIDGE,
         "mqtt",

@@ -33,9 +33,9 @@ _DOCS = {"bridges": "bridges", "rules": "rules", "webhooks": "rules", "stream": 
 def inactive_sections(config: GatewayConfig) -> list[tuple[Loc, str]]:
     """``(path, message)`` for each configured section this release does not run:
     ``(("bridges",), "configured (cloud) but not run by this release; see ...")``."""
-    configured: dict[str, list[str]] = {}
+    configured: dict[str, list[str]] = {section: [] for section in _DOCS}
     for section, name in registry.specs_from_config(config)[1]:  # types not registered
-        configured.setdefault(section, []).append(name)
+        configured[section].append(name)
     configured["rules"] = [rule.name for rule in config.rules if rule.enabled]
     configured["webhooks"] = [webhook.name for webhook in config.webhooks]
     return [

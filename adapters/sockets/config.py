@@ -1,0 +1,255 @@
+"""The mapping entries the ZeroMQ and NNG adapters share, before each narrows them.
+
+``zmq_to_mqtt`` / ``nng_to_mqtt`` entries are ``InboundMapping`` s, ``mqtt_to_zmq`` /
+``mqtt_to_nng`` entries ``OutboundMapping`` s. Each adapter's ``config.py`` subclasses
+them, narrowing ``socket`` and ``frames`` to what its library offers and setting the
+class constants below (socket roles, URL schemes, the metadata key of the native topic);
+the checks across keys live here once.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar, Literal, Self
+from urllib.parse import urlsplit
+
+from pydantic import AfterValidator, Field, model_validator
+
+from gateway.config.errors import FieldProblems
+from gateway.config.models.adapter_base import (
+    check_codec,
+    check_filter_template,
+    check_topic_template,
+)
+from gateway.config.models.base import ConfigModel, doc_default
+from gateway.config.values import DurationSpec
+from gateway.mapping import TopicTemplate
+
+__all__ = [
+    "MULTIPART",
+    "PREFIX",
+    "RAW",
+    "Endpoints",
+    "InboundMapping",
+    "OutboundMapping",
+    "SocketMapping",
+    "check_endpoints",
+    "check_mappings",
+]
+
+MULTIPART = "multipart"
+PREFIX = "prefix"
+RAW = "raw"
+
+#: One URL or a list of them.
+Endpoints = str | tuple[str, ...]
+
+_PAYLOAD_FIELDS = ("payload.", "key.")
+
+
+def _urls(value: Endpoints | None) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+def check_endpoints(
+    connect: Endpoints | None, bind: Endpoints | None, schemes: frozenset[str]
+) -> list[tuple[tuple[str | int, ...], str]]:
+    """Problems with ``connect`` / ``bind``: exactly one given, known schemes."""
+    problems: list[tuple[tuple[str | int, ...], str]] = []
+    if (connect is None) == (bind is None):
+        problems.append(((), "give exactly one of connect or bind"))
+    known = ", ".join(f"{s}://" for s in sorted(schemes))
+    for key, value in (("connect", connect), ("bind", bind)):
+        urls = _urls(value)
+        if value is not None and not urls:
+            problems.append(((key,), "expected at least one URL"))
+        for i, url in enumerate(urls):
+            scheme = urlsplit(url).scheme
+            if scheme not in schemes or "://" not in url:
+                where: tuple[str | int, ...] = (key,) if isinstance(value, str) else (key, i)
+                problems.append((where, f"expected a URL starting with {known}, got {url!r}"))
+    return problems
+
+
+def check_mappings(
+    inbound: tuple[InboundMapping, ...], outbound: tuple[OutboundMapping, ...], keys: str
+) -> None:
+    """An adapter has at least one mapping, and its mapping names are unique."""
+    if not inbound and not outbound:
+        raise ValueError(f"expected at least one entry in {keys}")
+    names = [m.name for m in (*inbound, *outbound) if m.name is not None]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ValueError(f"mapping names must be unique: {', '.join(duplicates)}")
+
+
+class SocketMapping(ConfigModel):
+    """What both directions have; an adapter's mixin of its own narrows ``frames`` and
+    sets the class constants below for both of its directions."""
+
+    #: Socket types that answer or ask (request/response), per adapter.
+    REQUEST_SOCKETS: ClassVar[frozenset[str]] = frozenset()
+    #: URL schemes the library speaks.
+    SCHEMES: ClassVar[frozenset[str]] = frozenset()
+    #: The metadata key holding the native topic (``zmq.topic``, ``nng.topic``).
+    TOPIC_KEY: ClassVar[str] = ""
+
+    socket: str = Field(description="Socket type.")
+    connect: Endpoints | None = Field(
+        default=None,
+        description="URL (or list of URLs) to connect to (NNG: dial), e.g."
+        " `tcp://127.0.0.1:5556`, `ipc:///run/robot.sock`. Reconnects by itself.",
+    )
+    bind: Endpoints | None = Field(
+        default=None,
+        description="URL (or list of URLs) to bind (NNG: listen). Exactly one of `connect`"
+        " and `bind`.",
+    )
+    frames: str = Field(
+        default=MULTIPART,
+        description="Frame layout: `multipart` (`[topic, payload]`, ZeroMQ only), `prefix`"
+        " (one frame `topic + delimiter + payload`: NanoMQ's `sub_pre`/`pub_pre` and its"
+        " NNG bridge format) or `raw` (the whole message is the payload).",
+    )
+    delimiter: str = Field(
+        default="",
+        json_schema_extra=doc_default('`""`'),
+        description="`prefix` layout: the bytes between topic and payload (NanoMQ's NNG"
+        " bridge: `/`). Empty: the topic is the `subscribe` prefix the message starts with.",
+    )
+    codec: Annotated[str, AfterValidator(check_codec)] = Field(
+        default="raw",
+        description="Payload codec of the MQTT side (`raw`, `json`, `base64`, `hex`); sets"
+        " the content type.",
+    )
+    high_water_mark: int = Field(
+        default=100_000,
+        ge=1,
+        description="Messages the socket queues per peer and direction before it blocks or"
+        " drops (ZeroMQ SNDHWM/RCVHWM; NNG send/receive buffer, at most 8192).",
+    )
+    timeout: Annotated[float, DurationSpec(gt=0)] = Field(
+        default=10.0,
+        description="Request/response sockets: how long a request waits for its reply.",
+    )
+    max_inflight: int = Field(
+        default=64,
+        ge=1,
+        description="Request/response sockets that allow it (`dealer`, `router`, `req0`,"
+        " `rep0`): requests waiting for replies at once.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _raw_for_requests(cls, data: Any) -> Any:
+        """Request/response sockets carry bare payloads unless told otherwise."""
+        if (
+            isinstance(data, dict)
+            and "frames" not in data
+            and data.get("socket") in cls.REQUEST_SOCKETS
+        ):
+            return {**data, "frames": RAW}
+        return data
+
+    name: str | None = Field(
+        default=None,
+        description="Name of this mapping in the adapter's counters (`<name>.received`, ...);"
+        " null: `<list>[<index>]`, e.g. `zmq_to_mqtt[0]`.",
+    )
+
+    def urls(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(connect URLs, bind URLs)."""
+        return _urls(self.connect), _urls(self.bind)
+
+    def _problems(self) -> list[tuple[tuple[str | int, ...], str]]:
+        problems = check_endpoints(self.connect, self.bind, self.SCHEMES)
+        if "delimiter" in self.model_fields_set and self.delimiter and self.frames != PREFIX:
+            problems.append((("delimiter",), "only the prefix frame layout has a delimiter"))
+        return problems
+
+
+class InboundMapping(SocketMapping):
+    """Native messages to MQTT: one socket, its messages published to `to_mqtt`."""
+
+    subscribe: tuple[str, ...] = Field(
+        default=("",),
+        description='Subscriber sockets: topic prefixes to subscribe to (`""`: everything).',
+        json_schema_extra=doc_default('`[""]`'),
+    )
+    to_mqtt: Annotated[str, AfterValidator(check_topic_template)] = Field(
+        description="Topic template of the MQTT messages, e.g. `robots/{zmq.topic}`"
+        " (`{nng.topic}` for NNG); `payload.` fields of a JSON payload work too."
+    )
+    qos: Literal[0, 1, 2] = Field(default=1, description="QoS of the MQTT messages.")
+    retain: bool = Field(default=False, description="Publish with the retain flag.")
+    response_topic: str | None = Field(
+        default=None,
+        description="Reply sockets: the MQTT topic responders publish their replies to;"
+        " null: `edgebus/replies/<type>/<adapter>/<mapping>`.",
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        problems = self._problems()
+        subscriber = self.socket in ("sub", "sub0")
+        if self.subscribe != ("",) and not subscriber:
+            problems.append((("subscribe",), f"a {self.socket} socket does not subscribe"))
+        if (
+            self.frames == PREFIX
+            and not self.delimiter
+            and not (subscriber and all(self.subscribe))
+        ):
+            problems.append(
+                (
+                    ("delimiter",),
+                    "the prefix layout needs a delimiter, or a subscriber socket whose"
+                    " subscribe prefixes (non-empty) are the topics",
+                )
+            )
+        fields = TopicTemplate(self.to_mqtt).fields
+        if self.frames == RAW and self.TOPIC_KEY in fields:
+            problems.append(
+                (("to_mqtt",), f"the raw layout carries no topic: {{{self.TOPIC_KEY}}}")
+            )
+        if self.response_topic is not None and self.socket not in self.REQUEST_SOCKETS:
+            problems.append((("response_topic",), f"a {self.socket} socket sends no requests"))
+        if self.response_topic is not None:
+            try:
+                TopicTemplate(self.response_topic)
+            except ValueError as exc:
+                problems.append((("response_topic",), str(exc)))
+            else:
+                if "{" in self.response_topic:
+                    problems.append((("response_topic",), "expected a topic, not a template"))
+        if problems:
+            raise FieldProblems(problems)
+        return self
+
+    def needs_payload_fields(self) -> bool:
+        return any(f.startswith(_PAYLOAD_FIELDS) for f in TopicTemplate(self.to_mqtt).fields)
+
+
+class OutboundMapping(SocketMapping):
+    """MQTT messages to native: those matching `from_mqtt`, sent on one socket."""
+
+    from_mqtt: Annotated[str, AfterValidator(check_filter_template)] = Field(
+        description="Filter template of the MQTT messages to send, e.g."
+        " `cmd/{robot}/{rest#}`; `{name}` captures one level, `{name#}` the rest."
+    )
+    topic: Annotated[str, AfterValidator(check_topic_template)] = Field(
+        default="{mqtt.topic}",
+        description="Topic template of the native messages: the captures of `from_mqtt`,"
+        " `{mqtt.topic}`, or `payload.` fields of a JSON payload.",
+    )
+    qos: Literal[0, 1, 2] = Field(default=1, description="QoS of the MQTT subscription.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        problems = self._problems()
+        if problems:
+            raise FieldProblems(problems)
+        return self
+
+    def needs_payload_fields(self) -> bool:
+        return any(f.startswith(_PAYLOAD_FIELDS) for f in TopicTemplate(self.topic).fields)
