@@ -9,8 +9,8 @@ EXTRAS_RUN := all
 EXTRAS_TEST := all,test
 # Debian packages the tests drive as real peers or build against (curl and openssl: the
 # commands of README.md and docs/, which tests/docs runs).
-APT_PACKAGES := mosquitto mosquitto-clients cyclonedds-tools cyclonedds-dev nng-utils gcc curl openssl
-APT_PROGRAMS := mosquitto mosquitto_pub mosquitto_sub mosquitto_passwd idlc nngcat gcc curl openssl
+APT_PACKAGES := mosquitto mosquitto-clients cyclonedds-tools cyclonedds-dev nng-utils gcc curl openssl iproute2
+APT_PROGRAMS := mosquitto mosquitto_pub mosquitto_sub mosquitto_passwd idlc nngcat gcc curl openssl ip
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: run test bench lint system-deps venv clean

@@ -108,6 +108,9 @@ def _parser() -> argparse.ArgumentParser:
         "--no-sockets", action="store_true", help="skip bench/bench_sockets.py (ZeroMQ, NNG)"
     )
     p.add_argument("--no-dds", action="store_true", help="skip bench/bench_dds.py")
+    p.add_argument(
+        "--no-bridge", action="store_true", help="skip bench/bench_bridge.py (about 2 minutes)"
+    )
     p.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     return p
 
@@ -171,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         ("bench_someip", args.no_someip),
         ("bench_sockets", args.no_sockets),
         ("bench_dds", args.no_dds),
+        ("bench_bridge", args.no_bridge),
     ):
         lines = [] if skip else _module_lines(name)
         if lines:

@@ -73,7 +73,7 @@ def _log_tail(path: Path, lines: int = 15) -> str:
     return "; log tail:\n    " + "\n    ".join(text.splitlines()[-lines:])
 
 
-def _mosquitto_command(port: int, workdir: Path) -> list[str]:
+def _mosquitto_command(port: int, workdir: Path, extra_conf: str = "") -> list[str]:
     # max_queued_messages: the fan-out and QoS 1 runs keep up to e2e_window (32768) messages
     # queued per subscriber; mosquitto's default (1000) would drop QoS 0 beyond that.
     # Everything else is Debian's default. In particular set_tcp_nodelay stays false:
@@ -90,7 +90,7 @@ def _mosquitto_command(port: int, workdir: Path) -> list[str]:
         "max_queued_messages 1000000\n"
         "max_queued_bytes 0\n"
         "log_dest stderr\n"
-        "log_type error\n"
+        "log_type error\n" + extra_conf
     )
     # Should mosquitto still switch users, it must be able to read its directory.
     workdir.chmod(0o755)
@@ -155,19 +155,26 @@ def _stop(process: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
 
 @contextlib.contextmanager
 def launch(
-    kind: str, ready_timeout_s: float = 30.0, extra_config: str = ""
+    kind: str,
+    ready_timeout_s: float = 30.0,
+    extra_config: str = "",
+    *,
+    port: int | None = None,
+    mosquitto_conf: str = "",
 ) -> Iterator[RunningBroker]:
     """Start a fresh broker of ``kind`` ("mosquitto" or "edgebus"); stop it on exit.
-    ``extra_config``: YAML sections added to edgebus's configuration."""
+    ``extra_config``: YAML sections added to edgebus's configuration (adapters, a bridge);
+    ``mosquitto_conf``: lines added to mosquitto's (a bridge's ``connection``); ``port``:
+    that port instead of a free one (a broker started again where it was)."""
     if kind not in BROKER_KINDS:
         raise ValueError(f"unknown broker {kind!r}; expected one of {BROKER_KINDS}")
     workdir = Path(tempfile.mkdtemp(prefix=f"bench-{kind}-"))
     try:
-        port = free_port()
+        port = port or free_port()
         if kind == "edgebus":
             command = _edgebus_command(port, workdir, extra_config)
         else:
-            command = _mosquitto_command(port, workdir)
+            command = _mosquitto_command(port, workdir, mosquitto_conf)
         log_path = workdir / "broker.log"
         with open(log_path, "wb") as log:
             try:

@@ -108,7 +108,9 @@ class Gateway:
         self.security.install(self.broker)  # authenticator, acl, acl_deny_action
         self.hub = Hub(self.broker)
         specs = registry.specs_from_config(config)[0]
-        self.components = Supervisor(self.hub, Path(config.data_dir), specs)
+        self.components = Supervisor(
+            self.hub, Path(config.data_dir), specs, events=self.sys_topics
+        )
         self.adapters: KindView = self.components.view(ADAPTER)
         # Until a bridge type is registered, the API lists the configured bridges.
         self.bridges: KindView | None = (

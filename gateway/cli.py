@@ -216,9 +216,11 @@ def passwd(
 
 def _add_tools() -> None:
     """Tools that live in their own packages, under their own names."""
+    from bridge.cli import aws
     from idl_codegen.cli import main as idl_codegen
 
     main.add_command(idl_codegen, name="idl-codegen")
+    main.add_command(aws, name="aws")
 
 
 _add_tools()

@@ -115,6 +115,25 @@ TYPES: dict[tuple[str, str], ComponentType] = {
         extra="dds",
         library="cyclonedds",
     ),
+    (BRIDGE, "mqtt"): ComponentType(
+        BRIDGE,
+        "mqtt",
+        component="bridge.bridge:MqttBridge",
+        config="gateway.config.models.bridges:BridgeConfig",
+        api="bridge.api:router",
+    ),
+    (BRIDGE, "emqx_cloud"): ComponentType(
+        BRIDGE,
+        "emqx_cloud",
+        component="bridge.bridge:MqttBridge",
+        config="gateway.config.models.bridges:BridgeConfig",
+    ),
+    (BRIDGE, "aws_iot"): ComponentType(
+        BRIDGE,
+        "aws_iot",
+        component="bridge.bridge:MqttBridge",
+        config="gateway.config.models.bridges:BridgeConfig",
+    ),
 }
 
 #: Config sections holding a list of instances: section -> kind.

@@ -27,7 +27,7 @@ import random
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from broker_core.errors import AdapterUnavailable
 from gateway.components import registry
@@ -43,6 +43,14 @@ from gateway.components.host import (
     Host,
 )
 from gateway.hub import Hub, HubClient
+
+
+class SysEvents(Protocol):
+    """Where components' ``$SYS`` events go (``broker_core.sys_topics.SysTopics``)."""
+
+    def component_event(self, kind: str, name: str, what: str, body: dict[str, object]) -> None:
+        ...
+
 
 __all__ = ["STABLE_AFTER_S", "KindView", "Supervisor"]
 
@@ -72,8 +80,10 @@ class Supervisor:
         data_dir: Path,
         specs: Iterable[Spec] = (),
         stop_timeout_s: float = 5.0,
+        events: SysEvents | None = None,
     ) -> None:
         self.hub = hub
+        self.events = events  # $SYS component events, when the gateway publishes $SYS
         self.data_dir = Path(data_dir)
         self.stop_timeout_s = stop_timeout_s
         self._pending = list(specs)  # until start()
@@ -249,7 +259,9 @@ class Supervisor:
         else:
             protocol = self._protocol(spec)
             client = self.hub.client(protocol, spec.name)
-            host = Host(ComponentStatus(spec.kind, spec.type, spec.name), self.data_dir)
+            host = Host(
+                ComponentStatus(spec.kind, spec.type, spec.name), self.data_dir, self._sys_event
+            )
         instance = self._instances[key] = _Instance(spec, client, host)
         if spec.enabled:
             instance.task = self._tg.create_task(
@@ -257,6 +269,10 @@ class Supervisor:
             )
         else:
             instance.status.set(STOPPED)
+
+    def _sys_event(self, kind: str, name: str, what: str, body: dict[str, object]) -> None:
+        if self.events is not None:
+            self.events.component_event(kind, name, what, body)
 
     @staticmethod
     def _protocol(spec: Spec) -> str:

@@ -31,7 +31,7 @@ stream:
 )
 
 
-def test_bridges_and_rules_are_listed_and_warned_about(
+def test_bridges_run_and_rules_are_listed_and_warned_about(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     with (
@@ -42,12 +42,13 @@ def test_bridges_and_rules_are_listed_and_warned_about(
         bridges = http.get("/api/v1/bridges").json()
         rules = http.get("/api/v1/rules").json()
         config = http.get("/api/v1/config").json()
-    assert [(b["name"], b["type"], b["state"]) for b in bridges] == [
-        ("cloud", "mqtt", "configured")
-    ]
-    assert bridges[0]["details"]["forwards"] == ["site/{device}/{rest#}"]
+    # Bridges run (docs/bridges.md): this one cannot reach its remote and says so.
+    assert [(b["name"], b["type"]) for b in bridges] == [("cloud", "mqtt")]
+    assert bridges[0]["state"] in ("starting", "degraded")
+    assert bridges[0]["details"]["kind"] == "bridge"
     assert [(r["name"], r["state"]) for r in rules] == [("hot", "configured")]
     assert "s3cret-value" not in str(config)
     warned = " ".join(r.getMessage() for r in caplog.records)
-    for section in ("bridges configured (cloud)", "rules configured (hot)", "webhooks", "stream"):
+    for section in ("rules configured (hot)", "webhooks", "stream"):
         assert section in warned
+    assert "bridges configured" not in warned
