@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 EXTRAS_RUN := all
-EXTRAS_TEST := all,test
+EXTRAS_TEST := all,spark,test
 # Debian packages the tests drive as real peers or build against.
 APT_PACKAGES := mosquitto mosquitto-clients cyclonedds-tools cyclonedds-dev nng-utils gcc
 APT_PROGRAMS := mosquitto mosquitto_pub mosquitto_sub idlc nngcat gcc

@@ -75,6 +75,13 @@ TYPES: dict[tuple[str, str], ComponentType] = {
         component="adapters.loopback.adapter:LoopbackAdapter",
         config="adapters.loopback.config:LoopbackAdapterConfig",
     ),
+    (SINK, "stream"): ComponentType(
+        SINK,
+        "stream",
+        component="spark_sink.sink:StreamSink",
+        config="gateway.config.models.stream:StreamConfig",
+        api="spark_sink.api:router",
+    ),
 }
 
 #: Config sections holding a list of instances: section -> kind.
