@@ -8,8 +8,8 @@ PIP := $(VENV)/bin/pip
 EXTRAS_RUN := all
 EXTRAS_TEST := all,spark,test
 # Debian packages the tests drive as real peers or build against.
-APT_PACKAGES := mosquitto mosquitto-clients cyclonedds-tools cyclonedds-dev nng-utils gcc
-APT_PROGRAMS := mosquitto mosquitto_pub mosquitto_sub idlc nngcat gcc
+APT_PACKAGES := mosquitto mosquitto-clients cyclonedds-tools cyclonedds-dev nng-utils gcc openjdk-17-jre-headless
+APT_PROGRAMS := mosquitto mosquitto_pub mosquitto_sub idlc nngcat gcc java
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: run test bench lint system-deps venv clean
