@@ -48,7 +48,7 @@ from spark_sink.records import (
     encode_batch,
 )
 
-__all__ = ["Bounds", "StreamLog", "StreamLogError"]
+__all__ = ["Bounds", "RecordsDeleted", "StreamLog", "StreamLogError"]
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +61,10 @@ MAX_BATCH_BYTES = 4 * 1024 * 1024
 
 class StreamLogError(EdgebusError):
     """The stream log cannot be opened or written (its files are damaged or missing)."""
+
+
+class RecordsDeleted(StreamLogError):
+    """Records a reader asked for were deleted by retention (before or while reading)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,8 +319,10 @@ class StreamLog:
 
     def read(self, start: int, end: int) -> Iterator[Columns]:
         """The committed batches holding offsets in ``[start, end)``, in order (the first
-        and last may hold records outside it: slice them). Records deleted by retention
-        are skipped: the first batch may start after ``start``."""
+        and last may hold records outside it: slice them), up to the committed end.
+
+        Raises ``RecordsDeleted`` when a record of the range is no longer held (retention
+        deleted it, possibly while this read went on): a reader never sees a gap."""
         offset = start
         while offset < end:
             with self._lock:
@@ -330,7 +336,7 @@ class StreamLog:
             try:
                 file = open(path, "rb")  # noqa: SIM115 - closed below
             except FileNotFoundError:
-                continue  # deleted by retention meanwhile: look again
+                continue  # deleted by retention meanwhile: _locate says so
             with file:
                 progressed = False
                 for position in positions:
@@ -358,13 +364,16 @@ class StreamLog:
                 yield columns, lo, hi
 
     def _locate(self, offset: int) -> tuple[_Segment, int] | None:
-        """The segment and batch index holding ``offset`` (or the first one after it,
-        when retention deleted it); None past the committed end. Call under the lock."""
+        """The segment and batch index holding ``offset``; None past the committed end;
+        ``RecordsDeleted`` when retention deleted it. Call under the lock."""
         segments = self._segments
         if offset >= segments[-1].end:
             return None
         if offset < segments[0].base:
-            offset = segments[0].base
+            raise RecordsDeleted(
+                f"stream log: offsets {offset} to {segments[0].base - 1} were deleted by"
+                " retention"
+            )
         at = bisect.bisect_right([s.base for s in segments], offset) - 1
         segment = segments[at]
         while offset >= segment.end:  # an empty segment (only the last can be)

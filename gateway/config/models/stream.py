@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
 from gateway.config.models.base import ConfigModel
 from gateway.config.values import DurationSpec, PathSpec, SizeSpec, TopicFilterSpec
@@ -26,6 +26,16 @@ FsyncPolicy = Literal["always", "interval", "never"]
 _PROTOCOL = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 
 
+def _check_origin(origin: str) -> str:
+    from gateway.components import registry  # imports no component
+
+    adapters = {entry.origin_protocol for entry in registry.types_of(registry.ADAPTER)}
+    known = set(KNOWN_ORIGINS) | adapters
+    if not _PROTOCOL.match(origin) or origin not in known:
+        raise ValueError(f"expected an origin protocol ({', '.join(sorted(known))}), got {origin!r}")
+    return origin
+
+
 class StreamConfig(ConfigModel):
     """The stream log: messages appended with a global offset, kept for Spark."""
 
@@ -33,7 +43,7 @@ class StreamConfig(ConfigModel):
     topics: tuple[Annotated[str, TopicFilterSpec()], ...] = Field(
         default=("#",), min_length=1, description="Topic filters of the messages recorded."
     )
-    origins: tuple[str, ...] | None = Field(
+    origins: tuple[Annotated[str, AfterValidator(_check_origin)], ...] | None = Field(
         default=None,
         min_length=1,
         description="Origin protocols recorded (`mqtt`, `dds`, `ros2`, `zmq`, `nng`, `someip`,"
@@ -71,19 +81,6 @@ class StreamConfig(ConfigModel):
         " always are: their publishers wait for the log.",
     )
 
-    @field_validator("origins")
-    @classmethod
-    def _origins(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
-        if value is None:
-            return value
-        known = set(KNOWN_ORIGINS) | _registered_protocols()
-        for origin in value:
-            if not _PROTOCOL.match(origin) or origin not in known:
-                raise ValueError(
-                    f"expected an origin protocol ({', '.join(sorted(known))}), got {origin!r}"
-                )
-        return value
-
     @model_validator(mode="after")
     def _sizes(self) -> StreamConfig:
         if self.max_bytes < self.segment_bytes:
@@ -92,10 +89,3 @@ class StreamConfig(ConfigModel):
                 f" ({self.segment_bytes})"
             )
         return self
-
-
-def _registered_protocols() -> set[str]:
-    """The origin protocols of the component types registered now (adapter types)."""
-    from gateway.components import registry  # the registry imports no component
-
-    return {entry.origin_protocol for entry in registry.TYPES.values()}
