@@ -53,7 +53,9 @@ class StreamSink:
             fsync=config.fsync,
             fsync_interval_s=config.fsync_interval,
         )
-        await asyncio.to_thread(stream_log.open)
+        # Opened and tapped before the first await: the gateway opens its listeners once
+        # every component got that far (Supervisor.settle), so the log sees every message.
+        stream_log.open()
         writer: BatchWriter[Context] = BatchWriter(
             self._write, f"stream-{host.name}", max_pending=config.queue_size
         )
