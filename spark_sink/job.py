@@ -173,6 +173,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         SparkSession.builder.appName(APP_NAME)
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     )
     if args.master or not _submitted():
         builder = builder.master(master)
