@@ -49,6 +49,8 @@ ENDPOINTS: list[tuple[str, str, Any, int]] = [
     ("POST", "/api/v1/components/adapter/nothing/resume", None, 404),
     ("GET", "/api/v1/bridges", None, 200),
     ("GET", "/api/v1/rules", None, 200),
+    ("GET", "/api/v1/stream/offsets", None, 404),  # stream.enabled is false here
+    ("GET", "/api/v1/stream/records", None, 404),
     ("GET", "/api/v1/metrics", None, 200),
     ("GET", "/api/v1/config", None, 200),
     ("POST", "/api/v1/reload", None, 200),
