@@ -103,6 +103,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON")
     p.add_argument("--no-idl", action="store_true", help="skip bench/bench_idl.py")
+    p.add_argument(
+        "--no-stream", action="store_true", help="skip bench/bench_stream.py (the stream log)"
+    )
     p.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     return p
 
@@ -165,6 +168,10 @@ def main(argv: list[str] | None = None) -> int:
         lines = _idl_lines()
         if lines:
             emit(["", *lines])
+    if not args.no_stream:
+        from bench.bench_stream import run as run_stream
+
+        emit(run_stream(args.rounds, args.duration, args.warmup))
     if results.failed or results.errors():
         return 2
     missed = any(

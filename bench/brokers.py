@@ -31,12 +31,15 @@ from bench.lifetime import die_with_parent
 
 __all__ = [
     "BROKER_KINDS",
+    "STREAM_API_KEY",
     "RunningBroker",
     "free_port",
     "launch",
 ]
 
-BROKER_KINDS = ("edgebus", "mosquitto")
+BROKER_KINDS = ("edgebus", "mosquitto", "edgebus-stream")
+#: The API key of an ``edgebus-stream`` broker (its API binds a port of its own).
+STREAM_API_KEY = "bench-stream-key-0123456789"
 MOSQUITTO = os.environ.get("BENCH_MOSQUITTO", "/usr/sbin/mosquitto")
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -48,6 +51,7 @@ class RunningBroker:
     pid: int
     log_path: Path
     process: subprocess.Popen[bytes]
+    api_port: int | None = None  # edgebus-stream: its HTTP API, with STREAM_API_KEY
 
     def check_alive(self) -> None:
         code = self.process.poll()
@@ -98,7 +102,21 @@ def _mosquitto_command(port: int, workdir: Path) -> list[str]:
     return [MOSQUITTO, "-c", str(config)]
 
 
-def _edgebus_command(port: int, workdir: Path) -> list[str]:
+def _edgebus_stream_command(port: int, workdir: Path, api_port: int) -> list[str]:
+    """edgebus with the stream log recording every message (``stream.topics: ["#"]``)."""
+    return _edgebus_command(
+        port,
+        workdir,
+        "stream:\n"
+        "  enabled: true\n"
+        '  topics: ["#"]\n'
+        "api:\n"
+        f"  bind: 127.0.0.1:{api_port}\n"
+        f"  keys: [{STREAM_API_KEY}]\n",
+    )
+
+
+def _edgebus_command(port: int, workdir: Path, extra: str = "") -> list[str]:
     data_dir = workdir / "data"
     data_dir.mkdir()
     config = workdir / "edgebus.yaml"
@@ -111,10 +129,8 @@ def _edgebus_command(port: int, workdir: Path) -> list[str]:
         # The same queue bounds as the mosquitto config above.
         "mqtt:\n"
         "  max_queued_messages: 1000000\n"
-        "  max_queued_bytes: 2GB\n"
+        "  max_queued_bytes: 2GB\n" + (extra or "api:\n  bind: 127.0.0.1:0\n")
         # The HTTP API on an ephemeral port, out of the way of anything on 8081.
-        "api:\n"
-        "  bind: 127.0.0.1:0\n"
     )
     script = Path(sys.executable).parent / "edgebus"
     if script.exists():
@@ -156,13 +172,19 @@ def _stop(process: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
 @contextlib.contextmanager
 def launch(kind: str, ready_timeout_s: float = 30.0) -> Iterator[RunningBroker]:
     """Start a fresh broker of ``kind`` ("mosquitto" or "edgebus"); stop it on exit."""
-    builders = {"mosquitto": _mosquitto_command, "edgebus": _edgebus_command}
-    if kind not in builders:
+    if kind not in BROKER_KINDS:
         raise ValueError(f"unknown broker {kind!r}; expected one of {BROKER_KINDS}")
     workdir = Path(tempfile.mkdtemp(prefix=f"bench-{kind}-"))
     try:
         port = free_port()
-        command = builders[kind](port, workdir)
+        api_port = None
+        if kind == "mosquitto":
+            command = _mosquitto_command(port, workdir)
+        elif kind == "edgebus":
+            command = _edgebus_command(port, workdir)
+        else:
+            api_port = free_port()
+            command = _edgebus_stream_command(port, workdir, api_port)
         log_path = workdir / "broker.log"
         with open(log_path, "wb") as log:
             try:
@@ -179,7 +201,7 @@ def launch(kind: str, ready_timeout_s: float = 30.0) -> Iterator[RunningBroker]:
             except OSError as exc:
                 raise BrokerError(f"cannot start {kind}: {command[0]}: {exc}") from exc
         try:
-            broker = RunningBroker(kind, port, process.pid, log_path, process)
+            broker = RunningBroker(kind, port, process.pid, log_path, process, api_port)
             _wait_ready(broker, ready_timeout_s)
             yield broker
         finally:

@@ -11,7 +11,10 @@ as ``Origin("zmq", "factory-floor")``. Through it, it
 - consumes Contexts (``subscribe``, an async iterator over a bounded queue);
 - taps Contexts (``tap``): a synchronous callback during routing, before the
   publisher's PUBACK; with ``durable=`` the component's own store takes part in the
-  acknowledgement, so "acknowledged" means "in that store" (``broker_core.tap``).
+  acknowledgement, so "acknowledged" means "in that store" (``broker_core.tap``);
+- hooks every message (``hook``): the cheapest way to see all of them, as a broker
+  message hook called before routing (no topic matching; filter in batches later),
+  with ``durable=`` as for a tap (the stream log records every message this way).
 
 The ACL applies as to MQTT clients: an ACL rule's ``clientid: <protocol>:<name>``
 (``zmq:factory-floor``) or ``username: <protocol>:<name>`` matches the instance, never
@@ -31,11 +34,11 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 from broker_core.acks import Durable
 from broker_core.acl import SUBSCRIBE
-from broker_core.broker import Broker
+from broker_core.broker import Broker, MessageHook
 from broker_core.context import Context, Origin
 from broker_core.errors import AdapterError
 from broker_core.local import LocalSubscription
@@ -43,7 +46,7 @@ from broker_core.mqtt.limits import DROP_OLDEST
 from broker_core.mqtt.reason_codes import ReasonCode
 from broker_core.tap import Tap
 
-__all__ = ["Hub", "HubClient", "HubSubscription"]
+__all__ = ["Hub", "HubClient", "HubHook", "HubSubscription"]
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +96,33 @@ class HubSubscription:
         self.close()
 
 
+class HubHook:
+    """A broker message hook of one client (``HubClient.hook``); ``close()`` removes it."""
+
+    def __init__(
+        self, broker: Broker, callback: Callable[[Context], None], durable: Durable | None
+    ) -> None:
+        self._broker = broker
+        self.callback = callback
+        self.durable = durable
+        self.closed = False
+        broker.hooks.append(cast(MessageHook, callback))  # list.append: positional only
+        if durable is not None:
+            broker.acks.add(durable)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        hooks = self._broker.hooks
+        for index, hook in enumerate(hooks):
+            if hook is self.callback:
+                del hooks[index]
+                break
+        if self.durable is not None:
+            self._broker.acks.remove(self.durable)
+
+
 class HubClient:
     """One component instance's view of the hub; it outlives the instance's restarts."""
 
@@ -106,6 +136,7 @@ class HubClient:
         self._tap_errors_before = 0
         self._subscriptions: list[HubSubscription] = []
         self._taps: list[Tap] = []
+        self._hooks: list[HubHook] = []
 
     @property
     def dropped(self) -> int:
@@ -213,6 +244,23 @@ class HubClient:
         self._taps.append(tap)
         return tap
 
+    def hook(self, callback: Callable[[Context], None], durable: Durable | None = None) -> HubHook:
+        """Calls ``callback(context)`` for every message the broker routes, on the loop,
+        before it is routed and before its publisher is acknowledged.
+
+        The cheapest way to see every message: one call per message, no topic
+        matching, so ``callback`` can be a C function such as ``list.append`` and the
+        component filters later, in batches. It sees the messages as published (QoS and
+        retain untouched), ``$SYS`` and other ``$`` topics included, this client's own
+        included. ``callback`` must not raise (a hook's exception fails the publish).
+        ``durable``: as for ``tap``. Raises ``AdapterError`` unless the ACL lets this
+        client subscribe to ``#``.
+        """
+        self._check_subscribe(("#",))
+        hook = HubHook(self.hub.broker, callback, durable)
+        self._hooks.append(hook)
+        return hook
+
     def _check_subscribe(self, filters: tuple[str, ...]) -> None:
         acl = self.hub.broker.acl
         if acl is None:
@@ -225,8 +273,8 @@ class HubClient:
                 )
 
     def close(self) -> None:
-        """Ends every subscription and tap of this client (its iterators stop); the
-        client itself stays usable and keeps its counts."""
+        """Ends every subscription, tap and hook of this client (its iterators stop);
+        the client itself stays usable and keeps its counts."""
         for subscription in self._subscriptions:
             self._dropped_before += subscription.dropped
             subscription.close()
@@ -236,6 +284,9 @@ class HubClient:
             self._tap_errors_before += tap.errors
             tap.close()
         self._taps.clear()
+        for hook in self._hooks:
+            hook.close()
+        self._hooks.clear()
 
     def stats(self) -> dict[str, int]:
         return {

@@ -78,8 +78,11 @@ def raw_batch(columns: Columns) -> pa.RecordBatch:
         pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(columns.ids)]),
         pa.Array.from_buffers(_RAW.field("ts").type, n, [None, pa.py_buffer(columns.ts)]),
     ]
-    for name in ("protocol", "source", "topic"):
-        arrays.append(_var(pa.string(), n, columns, name))
+    index = pa.Array.from_buffers(pa.uint16(), n, [None, pa.py_buffer(columns.origin)])
+    for at in (0, 1):  # protocol, source: from the batch's dictionary of origins
+        names = pa.array([origin[at] for origin in columns.origins], pa.string())
+        arrays.append(names.take(index))
+    arrays.append(_var(pa.string(), n, columns, "topic"))
     arrays.append(pa.Array.from_buffers(pa.uint8(), n, [None, pa.py_buffer(columns.qos)]))
     arrays.append(pa.Array.from_buffers(pa.uint8(), n, [None, pa.py_buffer(columns.retain)]))
     arrays.append(_var(pa.string(), n, columns, "content_type"))
@@ -115,7 +118,7 @@ def _maps(n: int, pairs_of: Callable[[int], list[tuple[str, str]]], rows: list[i
 
 
 def _nonempty(column: pa.Array) -> list[int]:
-    return pc.indices_nonzero(pc.greater(pc.binary_length(column), 0)).to_pylist()  # type: ignore[no-any-return]
+    return pc.indices_nonzero(pc.greater(pc.binary_length(column), 0)).to_pylist()
 
 
 def finish(raw: pa.RecordBatch) -> pa.RecordBatch:

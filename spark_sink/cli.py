@@ -29,8 +29,9 @@ def run(args: tuple[str, ...]) -> None:
     [--master local[*]]; `edgebus spark run --help` lists every option.
     """
     try:
-        from spark_sink.job import main
         import pyspark  # noqa: F401
+
+        from spark_sink.job import main
     except ImportError as exc:
         raise click.ClickException(
             f"edgebus spark needs {exc.name}: pip install 'edgebus[spark]'"

@@ -206,7 +206,9 @@ class EdgebusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return ReadAllAvailable() if ReadAllAvailable is not None else None
         return ReadMaxRows(rows)
 
-    def latestOffset(self, start: dict[str, int] | None = None, limit: Any = None) -> dict[str, int]:
+    def latestOffset(
+        self, start: dict[str, int] | None = None, limit: Any = None
+    ) -> dict[str, int]:
         end = self._end()
         if self._target is not None:
             end = min(end, self._target)
@@ -215,7 +217,11 @@ class EdgebusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             rows = self.options.max_rows_per_batch
         else:
             begin = int(start["offset"])
-            rows = limit.max_rows if ReadMaxRows is not None and isinstance(limit, ReadMaxRows) else None
+            rows = (
+                limit.max_rows
+                if ReadMaxRows is not None and isinstance(limit, ReadMaxRows)
+                else None
+            )
         if begin is not None:
             if rows is not None:
                 end = min(end, begin + rows)

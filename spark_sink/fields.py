@@ -8,7 +8,7 @@
   ``correlation_data`` (base64) when set; ``content_type`` is a column of its own;
 - ``meta_map``: the protocol metadata (``dds.type``, ``loopback.source``, ...) as string
   pairs, non-string values as JSON;
-- ``TopicMatcher``: a topic filter applied to many topics, remembering its answers.
+- ``TopicMatcher``: topic filters applied to many topics, remembering the answers.
 """
 
 from __future__ import annotations
@@ -76,10 +76,10 @@ def meta_map(text: str) -> list[tuple[str, str]]:
 
 
 class TopicMatcher:
-    """``matcher(topic)``: whether ``topic`` matches the filter (answers cached)."""
+    """``matcher(topic)``: whether ``topic`` matches one of the filters (answers cached)."""
 
-    def __init__(self, topic_filter: str) -> None:
-        self.topic_filter = topic_filter
+    def __init__(self, *topic_filters: str) -> None:
+        self.topic_filters = topic_filters
         self._known: dict[str, bool] = {}
 
     def __call__(self, topic: str) -> bool:
@@ -87,5 +87,7 @@ class TopicMatcher:
         if known is None:
             if len(self._known) >= _CACHE_LIMIT:
                 self._known.clear()
-            known = self._known[topic] = filter_matches(self.topic_filter, topic)
+            known = self._known[topic] = any(
+                filter_matches(topic_filter, topic) for topic_filter in self.topic_filters
+            )
         return known

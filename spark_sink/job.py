@@ -30,7 +30,15 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-__all__ = ["main", "parse_args", "parse_trigger", "prepare_environment", "progress_line"]
+__all__ = [
+    "main",
+    "parse_args",
+    "parse_trigger",
+    "prepare_environment",
+    "progress_line",
+    "session",
+    "write_parquet",
+]
 
 APP_NAME = "edgebus-stream"
 _TRIGGER = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*$")
@@ -159,38 +167,51 @@ def _source_options(args: argparse.Namespace) -> dict[str, str]:
     return options
 
 
-def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
-    args = parse_args(argv, prog)
-    master = args.master or "local[*]"
-    prepare_environment(master)
-
+def session(master: str | None, app_name: str = APP_NAME) -> Any:
+    """A Spark session with the ``edgebus`` source registered: ``master`` (default
+    ``local[*]``), or, under spark-submit and with ``master`` None, the one it was given."""
+    submitted = master is None and _submitted()
+    prepare_environment("" if submitted else master or "local[*]")
     from pyspark.sql import SparkSession
-    from pyspark.sql import functions as F
 
     from spark_sink.datasource import EdgebusDataSource
 
     builder = (
-        SparkSession.builder.appName(APP_NAME)
+        SparkSession.builder.appName(app_name)
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     )
-    if args.master or not _submitted():
-        builder = builder.master(master)
+    if not submitted:
+        builder = builder.master(master or "local[*]")
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     spark.dataSource.register(EdgebusDataSource)
-    records = spark.readStream.format("edgebus").options(**_source_options(args)).load()
-    query = (
+    return spark
+
+
+def write_parquet(records: Any, out: str, checkpoint: str, trigger: dict[str, Any]) -> Any:
+    """Starts the query writing ``records`` (the source's schema) to Parquet under
+    ``out``, partitioned by ``date`` (of ``ts``) and ``protocol``; returns it."""
+    from pyspark.sql import functions as F
+
+    return (
         records.withColumn("date", F.to_date("ts"))
         .writeStream.format("parquet")
-        .option("path", args.out)
-        .option("checkpointLocation", args.checkpoint)
+        .option("path", out)
+        .option("checkpointLocation", checkpoint)
         .partitionBy("date", "protocol")
         .outputMode("append")
-        .trigger(**args.trigger)
+        .trigger(**trigger)
         .start()
     )
+
+
+def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
+    args = parse_args(argv, prog)
+    spark = session(args.master)
+    records = spark.readStream.format("edgebus").options(**_source_options(args)).load()
+    query = write_parquet(records, args.out, args.checkpoint, args.trigger)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

@@ -18,9 +18,15 @@ Layout, little endian::
              ts      int64[count]     receive time, ns since the epoch
              qos     uint8[count]
              retain  uint8[count]
-             then for protocol, source, topic, content_type, payload, properties, meta:
+             origin  uint16[count]    index into the batch's origins
+    origins  k u32, then protocol and source: int32 offsets[k + 1], then the bytes
+    columns  then for topic, content_type, payload, properties, meta:
                      int32 offsets[count + 1], then offsets[count] bytes
              every column padded to 8 bytes
+
+The origins (protocol and source name) are a dictionary per batch: a batch holds the
+messages of a few clients and adapters, so each is written once, and encoding costs
+one lookup per message instead of two strings.
 
 ``content_type`` empty: none. ``properties``: the MQTT 5 property block of the message
 (``Properties.encoded()``), empty when it has none. ``meta``: the metadata as a JSON
@@ -52,14 +58,19 @@ __all__ = [
     "BatchHeader",
     "Columns",
     "CorruptBatch",
+    "Encoded",
     "decode_batch",
     "decode_header",
     "encode_batch",
+    "encode_columns",
+    "frame",
 ]
 
 HEADER = struct.Struct("<IIQIHHq")
+_PREFIX = struct.Struct("<II")  # length, crc
+_TAIL = struct.Struct("<QIHHq")  # first, count, version, flags, ts_max
 VERSION = 1
-STRING_COLUMNS = ("protocol", "source", "topic", "content_type", "payload", "properties", "meta")
+STRING_COLUMNS = ("topic", "content_type", "payload", "properties", "meta")
 _PAD = bytes(8)
 
 
@@ -86,14 +97,14 @@ class BatchHeader:
         return self.first + self.count
 
 
-def _padded(parts: list[bytes | memoryview], size: int) -> int:
+def _padded(parts: list[bytes], size: int) -> int:
     pad = -size % 8
     if pad:
         parts.append(_PAD[:pad])
     return size + pad
 
 
-def _strings(values: list[str], parts: list[bytes | memoryview]) -> int:
+def _strings(values: list[str], parts: list[bytes]) -> int:
     """Appends offsets and UTF-8 bytes of ``values``; returns the bytes appended."""
     joined = "".join(values)
     if joined.isascii():
@@ -102,7 +113,7 @@ def _strings(values: list[str], parts: list[bytes | memoryview]) -> int:
     return _var(b"".join(encoded), [len(value) for value in encoded], parts)
 
 
-def _var(data: bytes, lengths: list[int], parts: list[bytes | memoryview]) -> int:
+def _var(data: bytes, lengths: list[int], parts: list[bytes]) -> int:
     offsets = array("i", [0])
     offsets.extend(accumulate(lengths))
     raw = offsets.tobytes()
@@ -111,7 +122,7 @@ def _var(data: bytes, lengths: list[int], parts: list[bytes | memoryview]) -> in
     return _padded(parts, len(raw) + len(data))
 
 
-def _empty(count: int, parts: list[bytes | memoryview]) -> int:
+def _empty(count: int, parts: list[bytes]) -> int:
     """A column of ``count`` empty values."""
     parts.append(bytes(4 * (count + 1)))
     return _padded(parts, 4 * (count + 1))
@@ -126,20 +137,42 @@ def _block(properties: Any) -> bytes:
     return b"" if encoded == b"\x00" else encoded
 
 
-def encode_batch(first: int, contexts: Sequence[Context]) -> list[bytes | memoryview]:
-    """The batch of ``contexts`` with offsets from ``first``, as buffers to write in
-    order (``os.writev``); the first is the header."""
+@dataclass(frozen=True, slots=True)
+class Encoded:
+    """The columns of a batch, encoded (``encode_columns``); ``frame`` gives the header
+    once its first offset is known."""
+
+    parts: list[bytes]
+    count: int
+    ts_max: int
+    size: int  # bytes of ``parts``
+
+
+def encode_columns(contexts: Sequence[Context]) -> Encoded:
+    """The columns of ``contexts`` (the batch without its header)."""
     count = len(contexts)
-    parts: list[bytes | memoryview] = [b""]
+    parts: list[bytes] = []
     ts = array("q", [c.received_at for c in contexts])
     parts.append(array("q", [c.id for c in contexts]).tobytes())
     parts.append(ts.tobytes())
     flags = bytes([c.qos for c in contexts] + [c.retain for c in contexts])
     parts.append(flags)
-    size = _padded(parts, 16 * count + len(flags))
+    size = 16 * count + len(flags)
     origins = [c.origin for c in contexts]
-    size += _strings([o.protocol for o in origins], parts)
-    size += _strings([o.name for o in origins], parts)
+    keys = list(map(id, origins))  # the same client: the same Origin object
+    unique = dict(zip(keys, origins, strict=True))
+    if len(unique) == 1:
+        index = bytes(2 * count)
+    else:
+        position = {key: at for at, key in enumerate(unique)}
+        index = array("H", map(position.__getitem__, keys)).tobytes()
+    parts.append(index)
+    size = _padded(parts, size + len(index))
+    names = list(unique.values())
+    parts.append(struct.pack("<Q", len(names)))
+    size += 8
+    size += _strings([o.protocol for o in names], parts)
+    size += _strings([o.name for o in names], parts)
     size += _strings([c.topic for c in contexts], parts)
     properties = [c.properties for c in contexts]
     plain = properties.count(EMPTY) == count  # the common case: no MQTT 5 properties
@@ -159,12 +192,23 @@ def encode_batch(first: int, contexts: Sequence[Context]) -> list[bytes | memory
         size += _empty(count, parts)
     else:
         size += _strings([_meta_json(m) if m else "" for m in metas], parts)
-    tail = struct.pack("<QIHHq", first, count, VERSION, 0, max(ts) if count else 0)
+    return Encoded(parts, count, max(ts) if count else 0, size)
+
+
+def frame(first: int, encoded: Encoded) -> bytes:
+    """The header of ``encoded`` with offsets from ``first`` (its CRC covers it all)."""
+    tail = _TAIL.pack(first, encoded.count, VERSION, 0, encoded.ts_max)
     crc = zlib.crc32(tail)
-    for part in parts[1:]:
+    for part in encoded.parts:
         crc = zlib.crc32(part, crc)
-    parts[0] = struct.pack("<II", len(tail) + size, crc) + tail
-    return parts
+    return _PREFIX.pack(len(tail) + encoded.size, crc) + tail
+
+
+def encode_batch(first: int, contexts: Sequence[Context]) -> list[bytes]:
+    """The whole batch of ``contexts`` with offsets from ``first``: the buffers to write
+    in order (``os.writev``), the header first."""
+    encoded = encode_columns(contexts)
+    return [frame(first, encoded), *encoded.parts]
 
 
 def decode_header(data: bytes | memoryview) -> BatchHeader:
@@ -197,7 +241,15 @@ class Columns:
     ts: memoryview  # int64
     qos: memoryview  # uint8
     retain: memoryview  # uint8
+    origin: memoryview  # uint16, into ``origins``
+    origins: list[tuple[str, str]]  # (protocol, source) of the batch's origins
     strings: dict[str, tuple[memoryview, memoryview]]
+
+    def protocol(self, row: int) -> str:
+        return self.origins[self.origin[row]][0]
+
+    def source(self, row: int) -> str:
+        return self.origins[self.origin[row]][1]
 
     def string(self, name: str, row: int) -> str:
         offsets, data = self.strings[name]
@@ -224,7 +276,22 @@ def decode_batch(data: bytes | memoryview, verify: bool = True) -> Columns:
         qos = view[pos : pos + n]
         retain = view[pos + n : pos + 2 * n]
         pos += 2 * n
+        origin = view[pos : pos + 2 * n].cast("H")
+        pos += 2 * n
         pos += -pos % 8
+        (k,) = struct.unpack_from("<Q", view, pos)
+        pos += 8
+        names: list[list[str]] = []
+        for _ in range(2):
+            offsets = view[pos : pos + 4 * (k + 1)].cast("i")
+            pos += 4 * (k + 1)
+            data = view[pos : pos + offsets[k]]
+            names.append([str(data[offsets[i] : offsets[i + 1]], "utf-8") for i in range(k)])
+            pos += offsets[k]
+            pos += -pos % 8
+        origins = list(zip(names[0], names[1], strict=True))
+        if any(index >= k for index in origin):
+            raise CorruptBatch(f"batch at offset {header.first}: an origin out of range")
         strings: dict[str, tuple[memoryview, memoryview]] = {}
         for name in STRING_COLUMNS:
             offsets = view[pos : pos + 4 * (n + 1)].cast("i")
@@ -233,8 +300,8 @@ def decode_batch(data: bytes | memoryview, verify: bool = True) -> Columns:
             strings[name] = (offsets, view[pos : pos + size])
             pos += size
             pos += -pos % 8
-    except (TypeError, IndexError, ValueError) as exc:
+    except (TypeError, IndexError, ValueError, struct.error) as exc:
         raise CorruptBatch(f"batch at offset {header.first}: bad columns ({exc})") from exc
     if pos != header.size:
         raise CorruptBatch(f"batch at offset {header.first}: {header.size - pos} bytes left over")
-    return Columns(header.first, n, ids, ts, qos, retain, strings)
+    return Columns(header.first, n, ids, ts, qos, retain, origin, origins, strings)

@@ -42,13 +42,15 @@ from spark_sink.records import (
     BatchHeader,
     Columns,
     CorruptBatch,
+    Encoded,
     check_crc,
     decode_batch,
     decode_header,
-    encode_batch,
+    encode_columns,
+    frame,
 )
 
-__all__ = ["Bounds", "RecordsDeleted", "StreamLog", "StreamLogError"]
+__all__ = ["Bounds", "RecordsDeleted", "StreamLog", "StreamLogError", "encode_chunks"]
 
 log = logging.getLogger(__name__)
 
@@ -202,31 +204,36 @@ class StreamLog:
     # -- writing (one thread) --------------------------------------------------------------
 
     def append(self, contexts: Sequence[Context]) -> int:
-        """Writes ``contexts`` with the next offsets; returns the new end once committed.
+        """Writes ``contexts`` with the next offsets; returns the new end once committed
+        (``append_encoded`` of ``encode_chunks(contexts)``)."""
+        return self.append_encoded(encode_chunks(contexts))
+
+    def append_encoded(self, batches: Sequence[Encoded]) -> int:
+        """Writes ``batches`` with the next offsets; returns the new end once committed.
 
         Raises ``OSError`` when the disk refuses; nothing of this call is then visible
         and the file is cut back to where it was.
         """
         with self._write_lock:
-            return self._append(contexts)
+            return self._append(batches)
 
-    def _append(self, contexts: Sequence[Context]) -> int:
+    def _append(self, batches: Sequence[Encoded]) -> int:
         segment = self._segments[-1]
         end, size = segment.end, segment.size
         added: list[tuple[BatchHeader, int]] = []
         try:
-            for chunk in _chunks(contexts):
+            for batch in batches:
                 if size >= self.segment_bytes:
                     self._commit(segment, added)
                     added = []
                     segment = self._roll(segment)
                     end, size = segment.end, segment.size
-                parts = encode_batch(end, chunk)
-                total = sum(len(part) for part in parts)
-                written = os.writev(self._fd, parts)
+                head = frame(end, batch)
+                total = len(head) + batch.size
+                written = os.writev(self._fd, [head, *batch.parts])
                 if written != total:
                     raise OSError(f"short write to {segment.path.name} ({written} of {total})")
-                header = decode_header(parts[0])
+                header = decode_header(head)
                 added.append((header, size))
                 end, size = header.end, size + total
             self._unsynced = True
@@ -371,8 +378,7 @@ class StreamLog:
             return None
         if offset < segments[0].base:
             raise RecordsDeleted(
-                f"stream log: offsets {offset} to {segments[0].base - 1} were deleted by"
-                " retention"
+                f"stream log: offsets {offset} to {segments[0].base - 1} were deleted by retention"
             )
         at = bisect.bisect_right([s.base for s in segments], offset) - 1
         segment = segments[at]
@@ -385,21 +391,22 @@ class StreamLog:
         return segment, max(index, 0)
 
 
-def _chunks(contexts: Sequence[Context]) -> Iterator[Sequence[Context]]:
-    """``contexts`` in batches of at most ``MAX_BATCH_RECORDS`` records and about
+def encode_chunks(contexts: Sequence[Context]) -> list[Encoded]:
+    """``contexts`` encoded in batches of at most ``MAX_BATCH_RECORDS`` records and about
     ``MAX_BATCH_BYTES`` of payload."""
     lengths = [len(c.payload) for c in contexts]
     count = len(contexts)
     if count <= MAX_BATCH_RECORDS and sum(lengths) <= MAX_BATCH_BYTES:
-        yield contexts
-        return
+        return [encode_columns(contexts)] if count else []
+    batches = []
     start = 0
     size = 0
     for index, length in enumerate(lengths):
         size += length
         if size >= MAX_BATCH_BYTES or index - start + 1 >= MAX_BATCH_RECORDS:
-            yield contexts[start : index + 1]
+            batches.append(encode_columns(contexts[start : index + 1]))
             start = index + 1
             size = 0
     if start < count:
-        yield contexts[start:]
+        batches.append(encode_columns(contexts[start:]))
+    return batches

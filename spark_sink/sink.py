@@ -1,15 +1,17 @@
-"""``StreamSink``: the ``stream`` sink component, the durable tap that feeds the log.
+"""``StreamSink``: the ``stream`` sink component, the durable hook that feeds the log.
 
-It taps ``stream.topics`` (keeping ``stream.origins``) and hands every Context to a
-``BatchWriter`` whose thread appends them to the ``StreamLog``. The writer is the tap's
-durable participant: a QoS 1 or 2 publisher is acknowledged only once its message is
-written (and fsync-ed with ``fsync: always``). QoS 0 messages enter the log the same
-way but hold nothing; when more than ``queue_size`` messages wait for the writer, QoS 0
-ones are not recorded and counted as ``dropped`` (QoS 1 and 2 ones always are: their
-publishers' windows bound them).
+It hooks every message the broker routes (``hub.hook``: one C call per message) into a
+``LogWriter``, which hands them, per batch, to its thread: the messages matching
+``stream.topics`` (and ``stream.origins``) are appended to the ``StreamLog``. The
+writer is the hook's durable participant: a QoS 1 or 2 publisher is acknowledged only
+once its message is written (and fsync-ed with ``fsync: always``). QoS 0 messages enter
+the log the same way but hold nothing; when more than ``queue_size`` messages wait for
+the writer, QoS 0 ones are not recorded and are counted as ``dropped`` (QoS 1 and 2
+ones always are: their publishers' windows bound them).
 
-When ``stream.enabled`` is false the component does not run and the broker pays
-nothing: no tap, no durable participant.
+The log is opened and hooked before ``run`` first awaits: the gateway opens its
+listeners only after that (``Supervisor.settle``), so no message gets past it. When
+``stream.enabled`` is false the component does not run and the broker pays nothing.
 """
 
 from __future__ import annotations
@@ -17,13 +19,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
 
 from broker_core.context import Context
-from gateway.components import BatchWriter, Host
+from gateway.components import Host
 from gateway.config.models.stream import StreamConfig
 from gateway.hub import HubClient
-from spark_sink.segments import StreamLog
+from spark_sink.fields import TopicMatcher
+from spark_sink.records import Encoded
+from spark_sink.segments import StreamLog, encode_chunks
+from spark_sink.writer import LogWriter
 
 __all__ = ["StreamSink"]
 
@@ -34,12 +38,15 @@ class StreamSink:
     def __init__(self, config: StreamConfig) -> None:
         self.config = config
         self.log: StreamLog | None = None
-        self.dropped = 0  # QoS 0 messages not recorded: the writer's queue was full
-        self.filtered = 0  # tapped, but not from one of `origins`
-        self._writer: BatchWriter[Context] | None = None
+        self.dropped = 0  # QoS 0 messages not recorded: the writer was behind
+        self.filtered = 0  # of the topics, but not from one of `origins`
+        self._writer: LogWriter | None = None
         self._host: Host | None = None
         self._failing = False
         self._finished: asyncio.Event | None = None
+        self._everything = config.topics == ("#",) and config.origins is None
+        self._matches = TopicMatcher(*config.topics)
+        self._origins = frozenset(config.origins or ())
 
     async def run(self, hub: HubClient, host: Host) -> None:
         config = self.config
@@ -53,16 +60,16 @@ class StreamSink:
             fsync=config.fsync,
             fsync_interval_s=config.fsync_interval,
         )
-        # Opened and tapped before the first await: the gateway opens its listeners once
+        # Opened and hooked before the first await: the gateway opens its listeners once
         # every component got that far (Supervisor.settle), so the log sees every message.
         stream_log.open()
-        writer: BatchWriter[Context] = BatchWriter(
-            self._write, f"stream-{host.name}", max_pending=config.queue_size
+        writer = LogWriter(
+            self._write, self._prepare, f"stream-{host.name}", max_pending=config.queue_size
         )
         self.log, self._writer = stream_log, writer
-        tap = None
+        hook = None
         try:
-            tap = hub.tap(*config.topics, callback=self._recorder(writer), durable=writer)
+            hook = hub.hook(writer.append, durable=writer)
             bounds = stream_log.bounds()
             log.info(
                 "stream log %s: offsets %d to %d, %d segments",
@@ -72,11 +79,11 @@ class StreamSink:
                 bounds.segments,
             )
             host.ready()
-            await self._housekeep(stream_log, host)
+            await asyncio.gather(writer.run(host.stopping), self._housekeep(stream_log, host))
         finally:
-            if tap is not None:
-                tap.close()  # nothing new arrives; then what was appended is written
-            await asyncio.to_thread(writer.close)
+            if hook is not None:
+                hook.close()  # nothing new arrives; then what was taken in is written
+            await writer.close()
             await asyncio.to_thread(stream_log.close)
             self._finished.set()
 
@@ -84,28 +91,36 @@ class StreamSink:
         if self._finished is not None:
             await self._finished.wait()  # run() writes, syncs and closes on `stopping`
 
-    def _recorder(self, writer: BatchWriter[Context]) -> Callable[[Context], None]:
-        """The tap's callback: runs during routing, must not block."""
-        origins = frozenset(self.config.origins) if self.config.origins else None
-        append = writer.append
-        backlogged = writer.backlogged
+    def _prepare(self, items: list[Context], backlogged: bool) -> tuple[list[Encoded], int]:
+        """On the loop, per batch: the messages to record, encoded."""
+        selected = self._select(items, backlogged)
+        return encode_chunks(selected), len(selected)
 
-        def record(context: Context) -> None:
-            if origins is not None and context.origin.protocol not in origins:
+    def _select(self, items: list[Context], backlogged: bool) -> list[Context]:
+        if self._everything and not backlogged:
+            topics = "".join([c.topic for c in items])
+            if "$" not in topics:
+                return items  # the common case: everything, nothing to look at
+        matches = self._matches
+        origins = self._origins
+        selected = []
+        for context in items:
+            if not matches(context.topic):
+                continue
+            if origins and context.origin.protocol not in origins:
                 self.filtered += 1
-                return
-            if context.qos == 0 and backlogged():
+                continue
+            if backlogged and context.qos == 0:
                 self.dropped += 1
-                return
-            append(context)
+                continue
+            selected.append(context)
+        return selected
 
-        return record
-
-    def _write(self, contexts: list[Context]) -> None:
-        """On the writer's thread: one batch into the log."""
+    def _write(self, batches: list[Encoded]) -> None:
+        """On the writer's thread: the batches into the log."""
         assert self.log is not None and self._host is not None
         try:
-            self.log.append(contexts)
+            self.log.append_encoded(batches)
         except OSError as exc:
             self._failing = True
             self._host.degraded(f"cannot write the stream log: {exc}")

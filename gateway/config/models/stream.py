@@ -32,7 +32,9 @@ def _check_origin(origin: str) -> str:
     adapters = {entry.origin_protocol for entry in registry.types_of(registry.ADAPTER)}
     known = set(KNOWN_ORIGINS) | adapters
     if not _PROTOCOL.match(origin) or origin not in known:
-        raise ValueError(f"expected an origin protocol ({', '.join(sorted(known))}), got {origin!r}")
+        raise ValueError(
+            f"expected an origin protocol ({', '.join(sorted(known))}), got {origin!r}"
+        )
     return origin
 
 

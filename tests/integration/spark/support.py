@@ -24,7 +24,9 @@ __all__ = ["committed_files", "committed_rows", "spark_session"]
 
 def spark_session(master: str = "local[2]") -> Iterator[Any]:
     """A local session with the ``edgebus`` source registered (generator for a fixture)."""
-    saved = {name: os.environ.get(name) for name in ("SPARK_LOCAL_IP", "PYSPARK_PYTHON", "PYTHONPATH")}
+    saved = {
+        name: os.environ.get(name) for name in ("SPARK_LOCAL_IP", "PYSPARK_PYTHON", "PYTHONPATH")
+    }
     prepare_environment(master)
     from pyspark.sql import SparkSession
 

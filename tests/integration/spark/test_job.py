@@ -126,7 +126,10 @@ def _kill_mid_batch(gw: RunningGateway, out: Path, checkpoint: Path, log: Path) 
             while True:
                 assert job.poll() is None, log.read_text()[-3000:]
                 assert time.monotonic() < deadline, log.read_text()[-3000:]
-                planned, committed = _batches(checkpoint, "offsets"), _batches(checkpoint, "commits")
+                planned, committed = (
+                    _batches(checkpoint, "offsets"),
+                    _batches(checkpoint, "commits"),
+                )
                 pending = planned - committed
                 if committed and pending and max(pending) > max(committed):
                     os.killpg(job.pid, signal.SIGKILL)

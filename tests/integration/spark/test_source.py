@@ -156,6 +156,7 @@ def test_a_running_query_reads_what_arrives(spark: Any, gateway: RunningGateway)
 
 def test_batch_reads_of_a_range(spark: Any, gateway: RunningGateway) -> None:
     _publish_mix(gateway)
+
     def reader(**options: Any) -> Any:  # a DataFrameReader keeps its options: one per read
         return spark.read.format("edgebus").options(**_options(gateway, **options))
 
@@ -186,10 +187,7 @@ def test_records_deleted_by_retention_fail_the_read_unless_allowed(
         with pytest.raises(Exception, match="deleted by the gateway's retention"):
             spark.read.format("edgebus").options(**options).load().collect()
         rows = (
-            spark.read.format("edgebus")
-            .options(**options, failOnDataLoss="false")
-            .load()
-            .collect()
+            spark.read.format("edgebus").options(**options, failOnDataLoss="false").load().collect()
         )
         assert sorted(row["offset"] for row in rows) == list(range(start, 300))
 
@@ -236,8 +234,10 @@ def test_the_windowed_aggregation_example_runs_as_printed(
     monkeypatch.setenv("EDGEBUS_GATEWAY", http_of(gateway).base)
     monkeypatch.setenv("EDGEBUS_API_KEY", KEY)
     exec(compile(_example("A windowed aggregation"), "docs/spark.md", "exec"), {})
-    rows = spark.sql("SELECT topic, sum(messages) AS n, sum(mean * messages) AS total"
-                     " FROM per_topic GROUP BY topic ORDER BY topic").collect()
+    rows = spark.sql(
+        "SELECT topic, sum(messages) AS n, sum(mean * messages) AS total"
+        " FROM per_topic GROUP BY topic ORDER BY topic"
+    ).collect()
     assert [(row["topic"], row["n"]) for row in rows] == [("sensors/1/t", 30), ("sensors/2/t", 30)]
     assert [round(row["total"] / row["n"], 2) for row in rows] == [21.45, 22.45]
     shown = capsys.readouterr().out

@@ -76,6 +76,8 @@ def test_one_progress_line_per_batch() -> None:
         "batchDuration": 500,
         "sources": [{"startOffset": '{"offset":4800}', "endOffset": {"offset": 6000}}],
     }
-    assert progress_line(progress) == "batch 3: 1200 rows, offsets 4800 -> 6000, 2400 rows/s, 500 ms"
+    assert (
+        progress_line(progress) == "batch 3: 1200 rows, offsets 4800 -> 6000, 2400 rows/s, 500 ms"
+    )
     first = {"batchId": 0, "numInputRows": 5, "durationMs": {"triggerExecution": 9}}
     assert progress_line(first) == "batch 0: 5 rows, offsets - -> -, 0 rows/s, 9 ms"

@@ -49,8 +49,9 @@ def test_a_batch_reads_back_as_written() -> None:
     assert list(columns.qos) == [0, 1, 2]
     assert list(columns.retain) == [0, 1, 0]
     assert [columns.string("topic", r) for r in range(3)] == [c.topic for c in contexts]
-    assert [columns.string("protocol", r) for r in range(3)] == ["mqtt", "loopback", "mqtt"]
-    assert [columns.string("source", r) for r in range(3)] == ["client-1", "units", "client-1"]
+    assert [columns.protocol(r) for r in range(3)] == ["mqtt", "loopback", "mqtt"]
+    assert [columns.source(r) for r in range(3)] == ["client-1", "units", "client-1"]
+    assert columns.origins == [("mqtt", "client-1"), ("loopback", "units")]  # once each
     assert [columns.binary("payload", r) for r in range(3)] == [c.payload for c in contexts]
     assert [columns.string("content_type", r) for r in range(3)] == ["", "application/json", ""]
     assert columns.binary("properties", 0) == b""

@@ -187,9 +187,7 @@ def test_a_failed_write_leaves_nothing_visible(
     log.close()
 
 
-@pytest.mark.parametrize(
-    ("policy", "fsyncs"), [("always", 3), ("never", 0), ("interval", 0)]
-)
+@pytest.mark.parametrize(("policy", "fsyncs"), [("always", 3), ("never", 0), ("interval", 0)])
 def test_fsync_policies(tmp_path: Path, policy: str, fsyncs: int) -> None:
     log = _open(tmp_path, fsync=policy, fsync_interval_s=3600.0)
     for first in range(0, 30, 10):
