@@ -124,10 +124,10 @@ async def stream_records(
         return StreamingResponse(json_lines(slices, limit, matches), 200, headers, JSONL)
     try:
         from spark_sink.arrow import arrow_stream
-    except ImportError as exc:
+    except ImportError:
         raise HTTPException(
             status.HTTP_406_NOT_ACCEPTABLE,
-            f"format=arrow needs pyarrow on the gateway ({exc.name} is missing):"
-            " pip install 'edgebus[spark]'; format=jsonl needs nothing",
+            "format=arrow needs pyarrow on the gateway: pip install 'edgebus[spark]' there;"
+            " format=jsonl needs nothing",
         ) from None
     return StreamingResponse(arrow_stream(slices, limit, matches), 200, headers, ARROW)

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import base64
+import errno
+import os
+import sys
 import threading
 from pathlib import Path
 
+import pytest
+
 from gateway.components import SINK
+from spark_sink import segments as segments_module
 from tests.helpers import mqtt_builder as mb
 from tests.helpers.gateway import running_gateway
 from tests.helpers.raw_client import RawClient
@@ -271,3 +277,50 @@ def test_offsets_go_on_after_a_restart(tmp_path: Path) -> None:
     assert [base64.b64decode(row["payload"]).decode() for row in rows] == [
         f"{r}-{n}" for r in range(2) for n in range(5)
     ]
+
+
+def test_without_pyarrow_arrow_is_refused_clearly_and_json_lines_still_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "spark_sink.arrow", None)  # as if pyarrow were missing
+    with running_gateway(tmp_path, STREAM) as gw:
+        http = http_of(gw)
+        wait_for(lambda: status_of(gw, SINK, "stream")["state"], lambda s: s == "running")
+        reply = http.get("/api/v1/stream/records?format=arrow")
+        assert reply.status == 406
+        assert "pip install 'edgebus[spark]'" in reply.json()["detail"]
+        assert http.get("/api/v1/stream/records").status == 200
+
+
+def test_a_failing_disk_refuses_the_puback_and_degrades_until_it_writes_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_writev = os.writev
+    failing = threading.Event()
+
+    def writev(fd: int, buffers: list[bytes]) -> int:
+        if failing.is_set():
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_writev(fd, buffers)
+
+    monkeypatch.setattr(segments_module.os, "writev", writev)
+    with running_gateway(tmp_path, STREAM) as gw:
+        http = http_of(gw)
+        wait_for(lambda: status_of(gw, SINK, "stream")["state"], lambda s: s == "running")
+        pub = _raw(gw.port, "full-disk")
+        pub.send(mb.gen_publish("disk/ok", b"1", qos=1, mid=1, proto_ver=5))
+        assert pub.wait_for(lambda p: p.type == mb.PacketType.PUBACK).packet_id == 1
+        failing.set()
+        pub.send(mb.gen_publish("disk/full", b"2", qos=1, mid=2, proto_ver=5))
+        # No PUBACK: the publisher is disconnected and will send the message again.
+        closed = pub.wait_for(lambda p: p.type == mb.PacketType.DISCONNECT)
+        assert closed.reason_code == 0x80
+        status = wait_for(lambda: status_of(gw, SINK, "stream"), lambda s: s["state"] == "degraded")
+        assert "No space left on device" in status["reason"]
+        failing.clear()
+        again = _raw(gw.port, "full-disk")
+        again.send(mb.gen_publish("disk/full", b"2", qos=1, mid=2, proto_ver=5))
+        assert again.wait_for(lambda p: p.type == mb.PacketType.PUBACK).packet_id == 2
+        wait_for(lambda: status_of(gw, SINK, "stream")["state"], lambda s: s == "running")
+        rows = records_of(http)
+    assert [(row["offset"], row["topic"]) for row in rows] == [(0, "disk/ok"), (1, "disk/full")]

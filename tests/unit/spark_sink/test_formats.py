@@ -146,3 +146,14 @@ def test_arrow_ranges_limits_and_filters(log: StreamLog) -> None:
     assert offsets(0, 102, 1000, "robots/#") == [1]
     assert offsets(0, 102, 1000, "nothing/#") == []
     assert offsets(50, 50, 1000) == []  # an empty range: the schema only
+
+
+def test_the_spark_source_reads_json_lines_as_it_reads_arrow(log: StreamLog) -> None:
+    """A gateway without pyarrow serves JSON lines only: the source builds the same
+    Arrow batches from them."""
+    from spark_sink.datasource import _from_json_lines
+
+    lines = b"".join(json_lines(log.slices(0, 102), 1000)).splitlines(keepends=True)
+    from_lines = pa.Table.from_batches(list(_from_json_lines(iter(lines), SCHEMA, 40)))
+    from_arrow = pa.ipc.open_stream(b"".join(arrow_stream(log.slices(0, 102), 1000))).read_all()
+    assert from_lines.to_pylist() == from_arrow.to_pylist()
