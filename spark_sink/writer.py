@@ -1,4 +1,4 @@
-"""``LogWriter``: the stream log's writer thread, and the durable participant it is.
+"""``LogWriter``: the stream log's durable participant, a front for a ``BatchWriter``.
 
 The stream log sees every message the broker routes, so its per-message cost is the
 cost of the log on the broker: it is kept to one C call. The hub hook is the
@@ -9,39 +9,31 @@ per batch:
   the loop turn in which a barrier was asked for, the loop takes the list and
   ``prepare(items, backlogged)`` picks what to record (topics, origins, and QoS 0 ones
   dropped when the writer is behind) and encodes it: ``(batches, records)``;
-- the thread writes what it was handed (``write(batches)``: append and fsync, calls
-  that release the GIL), then, back on the loop, calls the barriers' callbacks.
+- that goes, as one item, to a ``gateway.components.BatchWriter``, whose thread writes
+  it (``write(batches)``: append and fsync, calls that release the GIL).
 
 Encoding on the loop rather than on the thread: the same work, but no second thread
-wanting the GIL while the broker works (on a busy machine, the contention cost more
-than the encoding itself).
+wanting the GIL while the broker works (on a busy 2-core machine the contention cost
+more than the encoding itself).
 
 ``pending`` (messages taken in, not yet written) and ``barrier(callback)`` make it a
 durable participant (``broker_core.acks``): a QoS 1 or 2 publisher's acknowledgement
 waits for the barrier, which flushes at the end of the current loop turn, so QoS 1
-traffic does not wait for the linger. ``backlogged``: more than ``max_pending`` taken in
-and not written.
-
-Like ``gateway.components.BatchWriter``, with two differences the hot path needs: the
-append is a list's own, and batches are handed over by time (``linger_s``), not every
-loop turn.
+traffic does not wait for the linger. ``backlogged()``: more than ``max_pending`` taken
+in and not written.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
-import queue
-import threading
 from collections.abc import Callable
 from typing import Any
 
 from broker_core.context import Context
+from gateway.components import BatchWriter
 
 __all__ = ["LogWriter"]
-
-log = logging.getLogger(__name__)
 
 #: ``prepare(items, backlogged) -> (batches, records)``: what to hand to the thread, and
 #: how many messages those batches record.
@@ -59,9 +51,7 @@ class LogWriter:
         linger_s: float = 0.01,
         idle_s: float = 0.1,
     ) -> None:
-        self._write = write
         self._prepare = prepare
-        self.name = name
         self.max_pending = max_pending
         self.linger_s = linger_s
         self.idle_s = idle_s
@@ -73,12 +63,9 @@ class LogWriter:
         self._callbacks: list[Done] = []
         self._flush_scheduled = False
         self._in_thread = 0  # taken in, handed to the thread, not written yet
-        self._queue: queue.SimpleQueue[tuple[list[Any], int, int, list[Done]] | None] = (
-            queue.SimpleQueue()
+        self._thread: BatchWriter[list[Any]] = BatchWriter(
+            lambda prepared: write([batch for batches in prepared for batch in batches]), name
         )
-        self._thread = threading.Thread(target=self._run, name=f"edgebus-{name}", daemon=True)
-        self._thread.start()
-        self._closed = False
 
     @property
     def pending(self) -> int:
@@ -89,8 +76,8 @@ class LogWriter:
 
     def barrier(self, callback: Done) -> None:
         """``callback(ok)`` on the loop once everything taken in so far is written."""
-        if not self.pending:
-            callback(True)
+        if not self.items and not self._callbacks:
+            self._thread.barrier(callback)
             return
         self._callbacks.append(callback)
         if not self._flush_scheduled:
@@ -101,16 +88,24 @@ class LogWriter:
         """Hands what was taken in to the thread; call on the loop."""
         self._flush_scheduled = False
         items = self.items
-        callbacks = self._callbacks
-        if not items and not callbacks:
-            return
-        taken = items.copy()
-        items.clear()  # the same list: the hook appends to it
-        self._callbacks = []
-        backlogged = self._in_thread + len(taken) > self.max_pending
-        batches, records = self._prepare(taken, backlogged) if taken else ([], 0)
-        self._in_thread += len(taken)
-        self._queue.put((batches, len(taken), records, callbacks))
+        if items:
+            taken = items.copy()
+            items.clear()  # the same list: the hook appends to it
+            backlogged = self._in_thread + len(taken) > self.max_pending
+            batches, records = self._prepare(taken, backlogged)
+            self._in_thread += len(taken)
+            self._thread.append(batches)
+            self._thread.barrier(lambda ok: self._written(len(taken), records, ok))
+        callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            self._thread.barrier(callback)
+
+    def _written(self, taken: int, records: int, ok: bool) -> None:
+        self._in_thread -= taken
+        if ok:
+            self.written += records
+        else:
+            self.failed += records
 
     async def run(self, stopping: asyncio.Event) -> None:
         """Hands batches over every ``linger_s`` (``idle_s`` when nothing came) until
@@ -123,59 +118,9 @@ class LogWriter:
             delay = self.linger_s if self.items else self.idle_s
             self.flush()
 
-    async def close(self, timeout_s: float = 10.0) -> None:
-        """Writes what was taken in, then stops the thread (waits up to ``timeout_s``)."""
-        if self._closed:
-            return
-        self._closed = True
+    async def close(self) -> None:
+        """Writes what was taken in, then stops the thread (on the loop: the last write
+        holds it up for as long as it takes)."""
         self.flush()
-        self._queue.put(None)
-        await asyncio.to_thread(self._thread.join, timeout_s)
-        if self._thread.is_alive():
-            log.error("%s: writer did not finish within %.0f s", self.name, timeout_s)
+        self._thread.close()
         await asyncio.sleep(0)  # the last barriers' callbacks run
-
-    def _run(self) -> None:
-        stop = False
-        while not stop:
-            first = self._queue.get()
-            if first is None:
-                return
-            entries = [first]
-            while True:
-                try:
-                    more = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if more is None:
-                    stop = True
-                    break
-                entries.append(more)
-            batches: list[Any] = []
-            taken = records = 0
-            callbacks: list[Done] = []
-            for prepared, count, recorded, done in entries:
-                batches += prepared
-                taken += count
-                records += recorded
-                callbacks += done
-            ok = True
-            if batches:
-                try:
-                    self._write(batches)
-                except Exception:
-                    ok = False
-                    log.exception("%s: writing %d messages failed", self.name, records)
-            try:
-                self._loop.call_soon_threadsafe(self._done, taken, records, callbacks, ok)
-            except RuntimeError:  # the loop is closed: nobody waits any more
-                return
-
-    def _done(self, taken: int, count: int, callbacks: list[Done], ok: bool) -> None:
-        self._in_thread -= taken
-        if ok:
-            self.written += count
-        else:
-            self.failed += count
-        for callback in callbacks:
-            callback(ok)

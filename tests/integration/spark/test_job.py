@@ -28,24 +28,14 @@ from tests.helpers.timeouts import unit
 from tests.integration.api.support import KEY
 from tests.integration.components.support import status_of, wait_for
 from tests.integration.spark.support import committed_files, committed_rows
-from tests.integration.stream.support import STREAM, http_of, offsets_of
+from tests.integration.stream.support import LOOPBACK, STREAM, http_of, offsets_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent
 
-CONFIG = (
-    STREAM
-    + """
-adapters:
-  - type: loopback
-    name: units
-    mappings:
-      - source: raw/{room}
-        target: rooms/{room}
-"""
-)
+CONFIG = STREAM + LOOPBACK
 
 PROGRESS = re.compile(r"^batch (\d+): (\d+) rows, offsets (\d+|-) -> (\d+), \d+ rows/s, \d+ ms$")
 
@@ -88,26 +78,22 @@ def _batches(checkpoint: Path, kind: str) -> set[int]:
     return {int(p.name) for p in folder.iterdir() if p.name.isdigit()}
 
 
+def _job_args(
+    gw: RunningGateway, out: Path, checkpoint: Path, trigger: str, rows: int
+) -> list[str]:
+    """The job's arguments, the same under spark-submit and ``edgebus spark run``."""
+    return [
+        *("--gateway", http_of(gw).base, "--api-key", KEY),
+        *("--out", str(out), "--checkpoint", str(checkpoint)),
+        *("--trigger", trigger, "--max-rows-per-batch", str(rows)),
+    ]
+
+
 def _submit(gw: RunningGateway, out: Path, checkpoint: Path, log: Path) -> subprocess.Popen[bytes]:
     command = [
-        str(BIN / "spark-submit"),
-        "--master",
-        "local[2]",
-        "--conf",
-        "spark.ui.enabled=false",
+        *(str(BIN / "spark-submit"), "--master", "local[2]", "--conf", "spark.ui.enabled=false"),
         str(ROOT / "spark_sink" / "job.py"),
-        "--gateway",
-        http_of(gw).base,
-        "--api-key",
-        KEY,
-        "--out",
-        str(out),
-        "--checkpoint",
-        str(checkpoint),
-        "--trigger",
-        "200ms",
-        "--max-rows-per-batch",
-        "150",
+        *_job_args(gw, out, checkpoint, "200ms", 150),
     ]
     with log.open("ab") as output:
         return subprocess.Popen(
@@ -163,23 +149,8 @@ def test_killed_mid_batch_and_restarted_the_job_writes_every_message_once(
         total += 500 + 50
         wait_for(lambda: offsets_of(http_of(gw))["end"], lambda end: end == total, 30)
         command = [
-            str(BIN / "edgebus"),
-            "spark",
-            "run",
-            "--gateway",
-            http_of(gw).base,
-            "--api-key",
-            KEY,
-            "--out",
-            str(out),
-            "--checkpoint",
-            str(checkpoint),
-            "--trigger",
-            "availableNow",
-            "--master",
-            "local[2]",
-            "--max-rows-per-batch",
-            "1000",
+            *(str(BIN / "edgebus"), "spark", "run", "--master", "local[2]"),
+            *_job_args(gw, out, checkpoint, "availableNow", 1000),
         ]
         done = subprocess.run(command, capture_output=True, env=_env(), timeout=unit(400))
         assert done.returncode == 0, done.stderr.decode()[-3000:]

@@ -23,23 +23,13 @@ from tests.integration.api.support import KEY
 from tests.integration.broker.support import Clients, publish_props
 from tests.integration.components.support import status_of, wait_for
 from tests.integration.spark.support import committed_rows, spark_session
-from tests.integration.stream.support import STREAM, http_of, offsets_of, records_of
+from tests.integration.stream.support import LOOPBACK, STREAM, http_of, offsets_of, records_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 ROOT = Path(__file__).resolve().parents[3]
 
-CONFIG = (
-    STREAM
-    + """
-adapters:
-  - type: loopback
-    name: units
-    mappings:
-      - source: raw/{room}
-        target: rooms/{room}
-"""
-)
+CONFIG = STREAM + LOOPBACK
 
 
 @pytest.fixture(scope="module")

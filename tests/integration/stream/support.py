@@ -10,13 +10,24 @@ import pyarrow as pa
 from tests.helpers.gateway import RunningGateway
 from tests.integration.api.support import KEY, Http, Reply, bearer
 
-__all__ = ["STREAM", "arrow_of", "header", "http_of", "offsets_of", "records_of"]
+__all__ = ["LOOPBACK", "STREAM", "arrow_of", "header", "http_of", "offsets_of", "records_of"]
 
 STREAM = f"""
 api:
   keys: ["{KEY}"]
 stream:
   enabled: true
+"""
+
+#: A loopback adapter republishing ``raw/{room}`` to ``rooms/{room}``: messages of
+#: another protocol than MQTT.
+LOOPBACK = """
+adapters:
+  - type: loopback
+    name: units
+    mappings:
+      - source: raw/{room}
+        target: rooms/{room}
 """
 
 

@@ -20,6 +20,7 @@ from tests.integration.api.support import KEY, PASSWORD, USER, api_key, basic, b
 from tests.integration.broker.support import Clients, publish_props
 from tests.integration.components.support import status_of, wait_for
 from tests.integration.stream.support import (
+    LOOPBACK,
     STREAM,
     arrow_of,
     header,
@@ -27,15 +28,6 @@ from tests.integration.stream.support import (
     offsets_of,
     records_of,
 )
-
-LOOPBACK = """
-adapters:
-  - type: loopback
-    name: units
-    mappings:
-      - source: raw/{room}
-        target: rooms/{room}
-"""
 
 
 def _raw(port: int, client_id: str) -> RawClient:
