@@ -127,7 +127,7 @@ async def stream_records(
     except ImportError:
         raise HTTPException(
             status.HTTP_406_NOT_ACCEPTABLE,
-            "format=arrow needs pyarrow on the gateway: pip install 'edgebus[spark]' there;"
+            "format=arrow needs pyarrow on the gateway: pip install 'edgebus[arrow]' there;"
             " format=jsonl needs nothing",
         ) from None
     return StreamingResponse(arrow_stream(slices, limit, matches), 200, headers, ARROW)

@@ -1,7 +1,7 @@
 """Records as an Arrow IPC stream: what the PySpark source reads. Needs ``pyarrow``.
 
 The gateway imports this module only when a client asks for ``format=arrow`` (the API
-answers 406 naming the package when pyarrow is missing); the base install serves JSON
+answers 406 naming the extra, ``arrow``, when pyarrow is missing); the base install serves JSON
 lines without it.
 
 A batch read from the log becomes Arrow arrays without copying its columns (they are

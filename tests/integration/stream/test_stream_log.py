@@ -280,7 +280,7 @@ def test_without_pyarrow_arrow_is_refused_clearly_and_json_lines_still_work(
         wait_for(lambda: status_of(gw, SINK, "stream")["state"], lambda s: s == "running")
         reply = http.get("/api/v1/stream/records?format=arrow")
         assert reply.status == 406
-        assert "pip install 'edgebus[spark]'" in reply.json()["detail"]
+        assert "pip install 'edgebus[arrow]'" in reply.json()["detail"]
         assert http.get("/api/v1/stream/records").status == 200
 
 
