@@ -111,6 +111,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--no-bridge", action="store_true", help="skip bench/bench_bridge.py (about 2 minutes)"
     )
+    p.add_argument(
+        "--no-stream", action="store_true", help="skip bench/bench_stream.py (the stream log)"
+    )
     p.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     return p
 
@@ -179,6 +182,10 @@ def main(argv: list[str] | None = None) -> int:
         lines = [] if skip else _module_lines(name)
         if lines:
             emit(["", *lines])
+    if not args.no_stream:
+        from bench.bench_stream import run as run_stream
+
+        emit(run_stream(args.rounds, args.duration, args.warmup))
     if results.failed or results.errors():
         return 2
     missed = any(

@@ -173,6 +173,10 @@ class Gateway:
         try:
             async with asyncio.TaskGroup() as tg:
                 self._tg = tg
+                # Components first: their durable taps (the stream log, bridge queues) are
+                # in place before the listeners accept the first message.
+                self.components.start(tg)
+                await self.components.settle()
                 for index, listener in enumerate(self.config.listeners):
                     try:
                         self._servers.append(await self._start_listener(listener))
@@ -187,7 +191,6 @@ class Gateway:
                     tg.create_task(self.api.serve(), name="http-api")
                 housekeeping = tg.create_task(self.broker.run(), name="broker-housekeeping")
                 sys_task = tg.create_task(self.sys_topics.run(), name="sys-topics")
-                self.components.start(tg)
                 self._warn_inactive_sections()
                 log.info(
                     "edgebus node %s ready in %.2fs",

@@ -134,6 +134,13 @@ TYPES: dict[tuple[str, str], ComponentType] = {
         component="bridge.bridge:MqttBridge",
         config="gateway.config.models.bridges:BridgeConfig",
     ),
+    (SINK, "stream"): ComponentType(
+        SINK,
+        "stream",
+        component="spark_sink.sink:StreamSink",
+        config="gateway.config.models.stream:StreamConfig",
+        api="spark_sink.api:router",
+    ),
 }
 
 #: Config sections holding a list of instances: section -> kind.

@@ -68,6 +68,7 @@ class _Instance:
         self.component: Any = None
         self.task: asyncio.Task[None] | None = None
         self.wake = asyncio.Event()  # any request: restart, pause, resume, retire
+        self.entered = asyncio.Event()  # the first run was launched (or could not be)
         self.paused = False
         self.restart_requested = False
         self.retired = False  # removed, replaced, or the gateway stops
@@ -146,6 +147,23 @@ class Supervisor:
         pending, self._pending = self._pending, []
         for spec in pending:
             self.add(spec)
+
+    async def settle(self, timeout_s: float = 10.0) -> None:
+        """Returns once every instance started so far has entered its first ``run()``
+        and run it up to its first ``await`` (or failed to start), at most after
+        ``timeout_s``. The gateway calls it before it opens its listeners: what a
+        component sets up before its first ``await`` (a durable tap) is in place before
+        the first message is accepted."""
+        waiting = [
+            instance.entered.wait()
+            for instance in self._instances.values()
+            if instance.task is not None
+        ]
+        if waiting:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout_s):
+                    await asyncio.gather(*waiting)
+        await asyncio.sleep(0)  # the run() tasks just created take their first step first
 
     def add(self, spec: Spec) -> None:
         """Adds an instance (started when enabled); ValueError if the name is taken."""
@@ -354,13 +372,20 @@ class Supervisor:
         spec = instance.spec
         try:
             entry = registry.lookup(spec.kind, spec.type)
+            cls = registry.load_component(entry)
         except KeyError:
+            instance.entered.set()
             raise AdapterUnavailable(f"no {spec.kind} type {spec.type!r} is registered") from None
-        cls = registry.load_component(entry)
+        except BaseException:
+            instance.entered.set()
+            raise
         host = instance.host
         host.begin_run()
-        component = instance.component = cls(spec.config)
-        run = asyncio.ensure_future(component.run(instance.client, host))
+        try:
+            component = instance.component = cls(spec.config)
+            run = asyncio.ensure_future(component.run(instance.client, host))
+        finally:
+            instance.entered.set()
         wake = asyncio.ensure_future(instance.wake.wait())
         try:
             done, _ = await asyncio.wait({run, wake}, return_when=asyncio.FIRST_COMPLETED)

@@ -199,4 +199,5 @@ def test_every_command_block_is_run_or_says_why_not() -> None:
         ("conformance.md", ".venv/bin/python -m pytest tests/conformance"),
         ("performance.md", "make bench                                    # edgebus vs"
          " mosquitto, all scenarios, ~3.5 min"),
+        ("spark.md", "spark-submit --master spark://spark-master:7077 \\"),
     ]  # fmt: skip

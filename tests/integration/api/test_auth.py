@@ -55,6 +55,8 @@ ENDPOINTS: list[tuple[str, str, Any, int]] = [
     ("POST", "/api/v1/bridges/nothing/pause", None, 404),
     ("POST", "/api/v1/bridges/nothing/resume", None, 404),
     ("GET", "/api/v1/rules", None, 200),
+    ("GET", "/api/v1/stream/offsets", None, 404),  # stream.enabled is false here
+    ("GET", "/api/v1/stream/records", None, 404),
     ("GET", "/api/v1/metrics", None, 200),
     ("GET", "/api/v1/config", None, 200),
     ("POST", "/api/v1/reload", None, 200),
