@@ -6,11 +6,11 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 EXTRAS_RUN := all
-EXTRAS_TEST := all,test
+EXTRAS_TEST := all,spark,test
 # Debian packages the tests drive as real peers or build against (curl and openssl: the
-# commands of README.md and docs/, which tests/docs runs).
-APT_PACKAGES := mosquitto mosquitto-clients cyclonedds-tools cyclonedds-dev nng-utils gcc curl openssl
-APT_PROGRAMS := mosquitto mosquitto_pub mosquitto_sub mosquitto_passwd idlc nngcat gcc curl openssl
+# commands of README.md and docs/, which tests/docs runs; Java: the local Spark session).
+APT_PACKAGES := mosquitto mosquitto-clients cyclonedds-tools cyclonedds-dev nng-utils gcc curl openssl iproute2 openjdk-17-jre-headless
+APT_PROGRAMS := mosquitto mosquitto_pub mosquitto_sub mosquitto_passwd idlc nngcat gcc curl openssl ip java
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: run test bench lint system-deps venv clean

@@ -15,6 +15,7 @@ the scenarios and how to read the report. The modules, one job each:
 - ``scenarios``: the scenarios, their metrics and targets
 - ``runner``: interleaved runs over rounds, medians
 - ``report``: the table and the JSON document
+- ``bench_stream``: the stream log's cost on the broker, and gateway -> Parquet rows/s
 """
 
 __all__: list[str] = []

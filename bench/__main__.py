@@ -107,6 +107,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--no-sockets", action="store_true", help="skip bench/bench_sockets.py (ZeroMQ, NNG)"
     )
+    p.add_argument("--no-dds", action="store_true", help="skip bench/bench_dds.py")
+    p.add_argument(
+        "--no-bridge", action="store_true", help="skip bench/bench_bridge.py (about 2 minutes)"
+    )
+    p.add_argument(
+        "--no-stream", action="store_true", help="skip bench/bench_stream.py (the stream log)"
+    )
     p.add_argument("--no-rules", action="store_true", help="skip bench/bench_rules.py")
     p.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     return p
@@ -170,11 +177,17 @@ def main(argv: list[str] | None = None) -> int:
         ("bench_idl", args.no_idl),
         ("bench_someip", args.no_someip),
         ("bench_sockets", args.no_sockets),
+        ("bench_dds", args.no_dds),
+        ("bench_bridge", args.no_bridge),
         ("bench_rules", args.no_rules),
     ):
         lines = [] if skip else _module_lines(name)
         if lines:
             emit(["", *lines])
+    if not args.no_stream:
+        from bench.bench_stream import run as run_stream
+
+        emit(run_stream(args.rounds, args.duration, args.warmup))
     if results.failed or results.errors():
         return 2
     missed = any(

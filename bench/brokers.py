@@ -31,12 +31,15 @@ from bench.lifetime import die_with_parent
 
 __all__ = [
     "BROKER_KINDS",
+    "STREAM_API_KEY",
     "RunningBroker",
     "free_port",
     "launch",
 ]
 
-BROKER_KINDS = ("edgebus", "mosquitto")
+BROKER_KINDS = ("edgebus", "mosquitto", "edgebus-stream")
+#: The API key of an ``edgebus-stream`` broker (its API binds a port of its own).
+STREAM_API_KEY = "bench-stream-key-0123456789"
 MOSQUITTO = os.environ.get("BENCH_MOSQUITTO", "/usr/sbin/mosquitto")
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -48,6 +51,7 @@ class RunningBroker:
     pid: int
     log_path: Path
     process: subprocess.Popen[bytes]
+    api_port: int | None = None  # edgebus-stream: its HTTP API, with STREAM_API_KEY
 
     def check_alive(self) -> None:
         code = self.process.poll()
@@ -73,7 +77,7 @@ def _log_tail(path: Path, lines: int = 15) -> str:
     return "; log tail:\n    " + "\n    ".join(text.splitlines()[-lines:])
 
 
-def _mosquitto_command(port: int, workdir: Path) -> list[str]:
+def _mosquitto_command(port: int, workdir: Path, extra_conf: str = "") -> list[str]:
     # max_queued_messages: the fan-out and QoS 1 runs keep up to e2e_window (32768) messages
     # queued per subscriber; mosquitto's default (1000) would drop QoS 0 beyond that.
     # Everything else is Debian's default. In particular set_tcp_nodelay stays false:
@@ -90,7 +94,7 @@ def _mosquitto_command(port: int, workdir: Path) -> list[str]:
         "max_queued_messages 1000000\n"
         "max_queued_bytes 0\n"
         "log_dest stderr\n"
-        "log_type error\n"
+        "log_type error\n" + extra_conf
     )
     # Should mosquitto still switch users, it must be able to read its directory.
     workdir.chmod(0o755)
@@ -98,7 +102,23 @@ def _mosquitto_command(port: int, workdir: Path) -> list[str]:
     return [MOSQUITTO, "-c", str(config)]
 
 
+def _edgebus_stream_command(port: int, workdir: Path, api_port: int) -> list[str]:
+    """edgebus with the stream log recording every message (``stream.topics: ["#"]``)."""
+    return _edgebus_command(
+        port,
+        workdir,
+        "stream:\n"
+        "  enabled: true\n"
+        '  topics: ["#"]\n'
+        "api:\n"
+        f"  bind: 127.0.0.1:{api_port}\n"
+        f"  keys: [{STREAM_API_KEY}]\n",
+    )
+
+
 def _edgebus_command(port: int, workdir: Path, extra_config: str = "") -> list[str]:
+    """edgebus on ``port``; ``extra_config``: YAML sections added (adapters, a bridge, the
+    stream log; the HTTP API on an ephemeral port unless it has its own ``api:``)."""
     data_dir = workdir / "data"
     data_dir.mkdir()
     config = workdir / "edgebus.yaml"
@@ -113,8 +133,8 @@ def _edgebus_command(port: int, workdir: Path, extra_config: str = "") -> list[s
         "  max_queued_messages: 1000000\n"
         "  max_queued_bytes: 2GB\n"
         # The HTTP API on an ephemeral port, out of the way of anything on 8081.
-        "api:\n"
-        "  bind: 127.0.0.1:0\n" + extra_config  # more sections (adapters) for other benches
+        + ("" if "\napi:" in "\n" + extra_config else "api:\n  bind: 127.0.0.1:0\n")
+        + extra_config
     )
     script = Path(sys.executable).parent / "edgebus"
     if script.exists():
@@ -155,19 +175,31 @@ def _stop(process: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
 
 @contextlib.contextmanager
 def launch(
-    kind: str, ready_timeout_s: float = 30.0, extra_config: str = ""
+    kind: str,
+    ready_timeout_s: float = 30.0,
+    extra_config: str = "",
+    *,
+    port: int | None = None,
+    mosquitto_conf: str = "",
 ) -> Iterator[RunningBroker]:
-    """Start a fresh broker of ``kind`` ("mosquitto" or "edgebus"); stop it on exit.
-    ``extra_config``: YAML sections added to edgebus's configuration."""
+    """Start a fresh broker of ``kind`` ("mosquitto", "edgebus", or "edgebus-stream":
+    edgebus with the stream log recording every message); stop it on exit.
+    ``extra_config``: YAML sections added to edgebus's configuration (adapters, a bridge);
+    ``mosquitto_conf``: lines added to mosquitto's (a bridge's ``connection``); ``port``:
+    that port instead of a free one (a broker started again where it was)."""
     if kind not in BROKER_KINDS:
         raise ValueError(f"unknown broker {kind!r}; expected one of {BROKER_KINDS}")
     workdir = Path(tempfile.mkdtemp(prefix=f"bench-{kind}-"))
     try:
-        port = free_port()
-        if kind == "edgebus":
+        port = port or free_port()
+        api_port = None
+        if kind == "mosquitto":
+            command = _mosquitto_command(port, workdir, mosquitto_conf)
+        elif kind == "edgebus":
             command = _edgebus_command(port, workdir, extra_config)
         else:
-            command = _mosquitto_command(port, workdir)
+            api_port = free_port()
+            command = _edgebus_stream_command(port, workdir, api_port)
         log_path = workdir / "broker.log"
         with open(log_path, "wb") as log:
             try:
@@ -184,7 +216,7 @@ def launch(
             except OSError as exc:
                 raise BrokerError(f"cannot start {kind}: {command[0]}: {exc}") from exc
         try:
-            broker = RunningBroker(kind, port, process.pid, log_path, process)
+            broker = RunningBroker(kind, port, process.pid, log_path, process, api_port)
             _wait_ready(broker, ready_timeout_s)
             yield broker
         finally:

@@ -373,12 +373,14 @@ class _Run:
         self.shared = _Shared(self.ctx, spec)
         self.procs: list[Any] = []
 
-    def start(self, role: str, body: Any, groups: list[list[int]]) -> None:
+    def start(
+        self, role: str, body: Any, groups: list[list[int]], port: int | None = None
+    ) -> None:
         started = []
         for indices in groups:
             proc = self.ctx.Process(
                 target=_worker,
-                args=(role, body, self.spec, self.shared, indices, self.port),
+                args=(role, body, self.spec, self.shared, indices, port or self.port),
                 name=f"bench-{role}",
                 daemon=True,
             )
@@ -440,12 +442,15 @@ def run_flow(
     check_broker: Callable[[], None],
     warmup_s: float,
     duration_s: float,
+    subscriber_port: int | None = None,
 ) -> FlowResult:
-    """Run one throughput measurement against the broker on ``port``."""
+    """Run one throughput measurement against the broker on ``port``; the subscribers
+    connect to ``subscriber_port`` when given (a bridge's remote broker)."""
     run = _Run(spec, port, check_broker)
     shared = run.shared
     try:
-        run.start("sub", _subscribe, spread(spec.subscribers, spec.subscriber_procs))
+        groups = spread(spec.subscribers, spec.subscriber_procs)
+        run.start("sub", _subscribe, groups, subscriber_port)
         publish = _publish_qos1 if spec.qos else _publish_qos0
         run.start("pub", publish, spread(spec.publishers, spec.publisher_procs))
         shared.go.set()

@@ -5,8 +5,10 @@ Every ``interval_s`` seconds the statistics below are published as retained mess
 ``/metrics`` and the API, so the numbers mean the same everywhere (``broker_core.stats``).
 With ``events``, a client connecting or disconnecting publishes a JSON event (not
 retained) to ``$SYS/brokers/<node>/clients/<client id>/connected`` or
-``.../disconnected``: ``SysTopics`` observes ``ClientConnected`` and
-``ClientDisconnected`` (``broker_core.observe``).
+``.../disconnected`` (``SysTopics`` observes ``ClientConnected`` and
+``ClientDisconnected``, ``broker_core.observe``), and a component (adapter, bridge, sink)
+its own events to ``$SYS/brokers/<node>/<kind>s/<name>/<event>`` (``component_event``),
+e.g. a bridge's ``$SYS/brokers/<node>/bridges/cloud/connected``.
 
 ==============================  =======================================================
 topic (after the node prefix)   value
@@ -42,6 +44,11 @@ if TYPE_CHECKING:
 __all__ = ["SysTopics"]
 
 _UNSAFE = str.maketrans({"/": "_", "+": "_", "#": "_"})
+
+
+def _level(name: str) -> str:
+    """A client id or component name as one topic level ('/', '+', '#' replaced)."""
+    return name.translate(_UNSAFE) or "_"
 
 
 class SysTopics:
@@ -129,12 +136,20 @@ class SysTopics:
                 },
             )
 
+    def component_event(self, kind: str, name: str, what: str, body: dict[str, object]) -> None:
+        """``$SYS/brokers/<node>/<kind>s/<name>/<what>``: a component's JSON event (not
+        retained), when ``events`` is on."""
+        if not self.events:
+            return
+        self._publish(f"{kind}s/{_level(name)}/{what}", body)
+
     def _event(self, client_id: str, what: str, body: dict[str, object]) -> None:
+        self._publish(f"clients/{_level(client_id)}/{what}", body)
+
+    def _publish(self, path: str, body: dict[str, object]) -> None:
         now = time.time()
-        # A client id may hold characters a topic level cannot: '/', '+', '#'.
-        level = client_id.translate(_UNSAFE) or "_"
         context = Context(
-            f"{self.prefix}clients/{level}/{what}",
+            self.prefix + path,
             json.dumps(body, separators=(",", ":")).encode(),
             0,
             False,

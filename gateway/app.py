@@ -116,7 +116,9 @@ class Gateway:
         self.security.install(self.broker)  # authenticator, acl, acl_deny_action
         self.hub = Hub(self.broker)
         specs = registry.specs_from_config(config)[0]
-        self.components = Supervisor(self.hub, Path(config.data_dir), specs)
+        self.components = Supervisor(
+            self.hub, Path(config.data_dir), specs, events=self.sys_topics
+        )
         self.webhooks = Webhooks(config.webhooks, self.broker, config.node_name)
         self.rules = RuleEngine(
             self.hub, config.rules, Path(config.data_dir), self.webhooks, config.node_name
@@ -184,6 +186,12 @@ class Gateway:
         try:
             async with asyncio.TaskGroup() as tg:
                 self._tg = tg
+                # Components first: their durable taps (the stream log, bridge queues) are
+                # in place before the listeners accept the first message.
+                self.components.start(tg)
+                await self.components.settle()
+                webhooks_task = tg.create_task(self.webhooks.run(), name="webhooks")
+                rules_task = tg.create_task(self.rules.run(), name="rules")
                 for index, listener in enumerate(self.config.listeners):
                     try:
                         self._servers.append(await self._start_listener(listener))
@@ -198,9 +206,6 @@ class Gateway:
                     tg.create_task(self.api.serve(), name="http-api")
                 housekeeping = tg.create_task(self.broker.run(), name="broker-housekeeping")
                 sys_task = tg.create_task(self.sys_topics.run(), name="sys-topics")
-                self.components.start(tg)
-                webhooks_task = tg.create_task(self.webhooks.run(), name="webhooks")
-                rules_task = tg.create_task(self.rules.run(), name="rules")
                 self._warn_inactive_sections()
                 log.info(
                     "edgebus node %s ready in %.2fs",

@@ -216,9 +216,13 @@ def passwd(
 
 def _add_tools() -> None:
     """Tools that live in their own packages, under their own names."""
+    from bridge.cli import aws
     from idl_codegen.cli import main as idl_codegen
+    from spark_sink.cli import spark
 
     main.add_command(idl_codegen, name="idl-codegen")
+    main.add_command(aws, name="aws")
+    main.add_command(spark, name="spark")
 
 
 _add_tools()

@@ -11,7 +11,11 @@ as ``Origin("zmq", "factory-floor")``. Through it, it
 - consumes Contexts (``subscribe``, an async iterator over a bounded queue);
 - taps Contexts (``tap``): a synchronous callback during routing, before the
   publisher's PUBACK; with ``durable=`` the component's own store takes part in the
-  acknowledgement, so "acknowledged" means "in that store" (``broker_core.tap``).
+  acknowledgement, so "acknowledged" means "in that store" (``broker_core.tap``);
+- hooks every message (``hook``): the cheapest way to see all of them, as an observer
+  of the broker's ``message.publish`` event, before routing (no topic matching; filter
+  in batches later), with ``durable=`` as for a tap (the stream log records every
+  message this way).
 
 The ACL applies as to MQTT clients: an ACL rule's ``clientid: <protocol>:<name>``
 (``zmq:factory-floor``) or ``username: <protocol>:<name>`` matches the instance, never
@@ -31,7 +35,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 from broker_core.acks import Durable
 from broker_core.acl import SUBSCRIBE
@@ -41,9 +45,10 @@ from broker_core.errors import AdapterError
 from broker_core.local import LocalSubscription
 from broker_core.mqtt.limits import DROP_OLDEST
 from broker_core.mqtt.reason_codes import ReasonCode
+from broker_core.observe import BrokerEvent, MessagePublish
 from broker_core.tap import Tap
 
-__all__ = ["Hub", "HubClient", "HubSubscription"]
+__all__ = ["Hub", "HubClient", "HubHook", "HubSubscription"]
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +132,34 @@ class HubSubscription:
         self.close()
 
 
+class HubHook:
+    """A hook of one client (``HubClient.hook``): it observes the broker's
+    ``message.publish`` events (``broker_core.observe``); ``close()`` removes it."""
+
+    def __init__(
+        self, broker: Broker, callback: Callable[[Context], None], durable: Durable | None
+    ) -> None:
+        self._broker = broker
+        self.callback = callback
+        self.durable = durable
+        self.closed = False
+
+        def published(event: BrokerEvent) -> None:
+            callback(cast(MessagePublish, event).message)
+
+        self._undo = broker.observers.observe(MessagePublish, published)
+        if durable is not None:
+            broker.acks.add(durable)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self._undo()
+        if self.durable is not None:
+            self._broker.acks.remove(self.durable)
+
+
 class HubClient:
     """One component instance's view of the hub; it outlives the instance's restarts."""
 
@@ -142,6 +175,7 @@ class HubClient:
         self._tap_errors_before = 0
         self._subscriptions: list[HubSubscription] = []
         self._taps: list[Tap] = []
+        self._hooks: list[HubHook] = []
 
     @property
     def dropped(self) -> int:
@@ -249,6 +283,24 @@ class HubClient:
         self._taps.append(tap)
         return tap
 
+    def hook(self, callback: Callable[[Context], None], durable: Durable | None = None) -> HubHook:
+        """Calls ``callback(context)`` for every message the broker routes, on the loop,
+        before it is routed and before its publisher is acknowledged.
+
+        The cheapest way to see every message: one call per message, no topic
+        matching, so ``callback`` can be a C function such as ``list.append`` and the
+        component filters later, in batches. It sees the messages as published (QoS and
+        retain untouched), ``$SYS`` and other ``$`` topics included, this client's own
+        included. ``callback`` should not raise: an exception is counted and logged as
+        an observer's (``edgebus_observer_errors_total``) and the message is routed.
+        ``durable``: as for ``tap``. Raises ``AdapterError`` unless the ACL lets this
+        client subscribe to ``#``.
+        """
+        self._check_subscribe(("#",))
+        hook = HubHook(self.hub.broker, callback, durable)
+        self._hooks.append(hook)
+        return hook
+
     def _check_subscribe(self, filters: tuple[str, ...]) -> None:
         acl = self.hub.broker.acl
         if acl is None:
@@ -261,8 +313,8 @@ class HubClient:
                 )
 
     def close(self) -> None:
-        """Ends every subscription and tap of this client (its iterators stop); the
-        client itself stays usable and keeps its counts."""
+        """Ends every subscription, tap and hook of this client (its iterators stop);
+        the client itself stays usable and keeps its counts."""
         for subscription in self._subscriptions:
             self._dropped_before += subscription.dropped
             subscription.close()
@@ -272,6 +324,9 @@ class HubClient:
             self._tap_errors_before += tap.errors
             tap.close()
         self._taps.clear()
+        for hook in self._hooks:
+            hook.close()
+        self._hooks.clear()
 
     def stats(self) -> dict[str, int]:
         return {

@@ -10,6 +10,8 @@
   their own threads; its depth and drops reach the API and ``/metrics``.
 - ``stopping``: an ``asyncio.Event`` set when the supervisor asks the instance to stop
   (shutdown, restart, pause, removal), before its optional ``stop()`` is awaited.
+- ``event(what, body)``: a JSON event on ``$SYS/brokers/<node>/<kind>s/<name>/<what>``
+  (when ``sys.events`` is on), e.g. a bridge's ``connected`` and ``disconnected``.
 
 ``ready`` and ``degraded`` may be called from any thread.
 """
@@ -95,8 +97,14 @@ class ComponentStatus:
 class Host:
     """One instance's data directory, state reporting, inboxes and stop request."""
 
-    def __init__(self, status: ComponentStatus, data_root: Path) -> None:
+    def __init__(
+        self,
+        status: ComponentStatus,
+        data_root: Path,
+        events: Callable[[str, str, str, dict[str, object]], None] | None = None,
+    ) -> None:
         self.status = status
+        self._events = events
         self.kind = status.kind
         self.type = status.type
         self.name = status.name
@@ -133,6 +141,12 @@ class Host:
                 log.warning("%s %s degraded: %s", self.kind, self.name, reason)
             self.status.set(DEGRADED)
             self.status.reason = reason
+
+    def event(self, what: str, body: dict[str, object]) -> None:
+        """Publishes ``body`` as JSON on ``$SYS/brokers/<node>/<kind>s/<name>/<what>``
+        (not retained; only with ``sys.events``); call on the event loop."""
+        if self._events is not None:
+            self._events(self.kind, self.name, what, body)
 
     def inbox(
         self,

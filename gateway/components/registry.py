@@ -99,6 +99,48 @@ TYPES: dict[tuple[str, str], ComponentType] = {
         extra="nng",
         library="pynng",
     ),
+    (ADAPTER, "dds"): ComponentType(
+        ADAPTER,
+        "dds",
+        component="adapters.dds.adapter:DdsAdapter",
+        config="adapters.dds.config:DdsAdapterConfig",
+        extra="dds",
+        library="cyclonedds",
+    ),
+    (ADAPTER, "ros2"): ComponentType(
+        ADAPTER,
+        "ros2",
+        component="adapters.ros2.adapter:Ros2Adapter",
+        config="adapters.ros2.config:Ros2AdapterConfig",
+        extra="dds",
+        library="cyclonedds",
+    ),
+    (BRIDGE, "mqtt"): ComponentType(
+        BRIDGE,
+        "mqtt",
+        component="bridge.bridge:MqttBridge",
+        config="gateway.config.models.bridges:BridgeConfig",
+        api="bridge.api:router",
+    ),
+    (BRIDGE, "emqx_cloud"): ComponentType(
+        BRIDGE,
+        "emqx_cloud",
+        component="bridge.bridge:MqttBridge",
+        config="gateway.config.models.bridges:BridgeConfig",
+    ),
+    (BRIDGE, "aws_iot"): ComponentType(
+        BRIDGE,
+        "aws_iot",
+        component="bridge.bridge:MqttBridge",
+        config="gateway.config.models.bridges:BridgeConfig",
+    ),
+    (SINK, "stream"): ComponentType(
+        SINK,
+        "stream",
+        component="spark_sink.sink:StreamSink",
+        config="gateway.config.models.stream:StreamConfig",
+        api="spark_sink.api:router",
+    ),
 }
 
 #: Config sections holding a list of instances: section -> kind.

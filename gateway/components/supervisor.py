@@ -27,7 +27,7 @@ import random
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from broker_core.errors import AdapterUnavailable
 from gateway.components import registry
@@ -43,6 +43,14 @@ from gateway.components.host import (
     Host,
 )
 from gateway.hub import Hub, HubClient
+
+
+class SysEvents(Protocol):
+    """Where components' ``$SYS`` events go (``broker_core.sys_topics.SysTopics``)."""
+
+    def component_event(self, kind: str, name: str, what: str, body: dict[str, object]) -> None:
+        ...
+
 
 __all__ = ["STABLE_AFTER_S", "KindView", "Supervisor"]
 
@@ -60,6 +68,7 @@ class _Instance:
         self.component: Any = None
         self.task: asyncio.Task[None] | None = None
         self.wake = asyncio.Event()  # any request: restart, pause, resume, retire
+        self.entered = asyncio.Event()  # the first run was launched (or could not be)
         self.paused = False
         self.restart_requested = False
         self.retired = False  # removed, replaced, or the gateway stops
@@ -72,8 +81,10 @@ class Supervisor:
         data_dir: Path,
         specs: Iterable[Spec] = (),
         stop_timeout_s: float = 5.0,
+        events: SysEvents | None = None,
     ) -> None:
         self.hub = hub
+        self.events = events  # $SYS component events, when the gateway publishes $SYS
         self.data_dir = Path(data_dir)
         self.stop_timeout_s = stop_timeout_s
         self._pending = list(specs)  # until start()
@@ -136,6 +147,23 @@ class Supervisor:
         pending, self._pending = self._pending, []
         for spec in pending:
             self.add(spec)
+
+    async def settle(self, timeout_s: float = 10.0) -> None:
+        """Returns once every instance started so far has entered its first ``run()``
+        and run it up to its first ``await`` (or failed to start), at most after
+        ``timeout_s``. The gateway calls it before it opens its listeners: what a
+        component sets up before its first ``await`` (a durable tap) is in place before
+        the first message is accepted."""
+        waiting = [
+            instance.entered.wait()
+            for instance in self._instances.values()
+            if instance.task is not None
+        ]
+        if waiting:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout_s):
+                    await asyncio.gather(*waiting)
+        await asyncio.sleep(0)  # the run() tasks just created take their first step first
 
     def add(self, spec: Spec) -> None:
         """Adds an instance (started when enabled); ValueError if the name is taken."""
@@ -249,7 +277,9 @@ class Supervisor:
         else:
             protocol = self._protocol(spec)
             client = self.hub.client(protocol, spec.name)
-            host = Host(ComponentStatus(spec.kind, spec.type, spec.name), self.data_dir)
+            host = Host(
+                ComponentStatus(spec.kind, spec.type, spec.name), self.data_dir, self._sys_event
+            )
         instance = self._instances[key] = _Instance(spec, client, host)
         if spec.enabled:
             instance.task = self._tg.create_task(
@@ -257,6 +287,10 @@ class Supervisor:
             )
         else:
             instance.status.set(STOPPED)
+
+    def _sys_event(self, kind: str, name: str, what: str, body: dict[str, object]) -> None:
+        if self.events is not None:
+            self.events.component_event(kind, name, what, body)
 
     @staticmethod
     def _protocol(spec: Spec) -> str:
@@ -338,13 +372,20 @@ class Supervisor:
         spec = instance.spec
         try:
             entry = registry.lookup(spec.kind, spec.type)
+            cls = registry.load_component(entry)
         except KeyError:
+            instance.entered.set()
             raise AdapterUnavailable(f"no {spec.kind} type {spec.type!r} is registered") from None
-        cls = registry.load_component(entry)
+        except BaseException:
+            instance.entered.set()
+            raise
         host = instance.host
         host.begin_run()
-        component = instance.component = cls(spec.config)
-        run = asyncio.ensure_future(component.run(instance.client, host))
+        try:
+            component = instance.component = cls(spec.config)
+            run = asyncio.ensure_future(component.run(instance.client, host))
+        finally:
+            instance.entered.set()
         wake = asyncio.ensure_future(instance.wake.wait())
         try:
             done, _ = await asyncio.wait({run, wake}, return_when=asyncio.FIRST_COMPLETED)

@@ -65,8 +65,8 @@ The files the configuration names are checked with it: every TLS listener's cert
 key (with its `keyfile_password`) and CA bundle are loaded, the password file is read
 (a bad line is named `passwd:3: problem`), and the data directory, the API key file and
 the log file must be usable. `edgebus check FILE` reports all of that without starting
-anything, and warns about sections this release does not run (bridges,
-stream); `edgebus run` checks the same before it writes anything. YAML syntax errors name
+anything, and warns about configured components whose type this release does not run;
+`edgebus run` checks the same before it writes anything. YAML syntax errors name
 the line and column, with a hint (`line 3 is indented more than line 2, ...`).
 
 ## Values

@@ -7,7 +7,8 @@ certificates, keys and CA bundles, the password file, the data directory, the AP
 file): every problem at once, each with file, line and YAML path.
 
 Warnings do not stop anything: sections this release validates but does not run
-(``inactive_sections``), which the gateway also logs when it starts.
+(``inactive_sections``), which the gateway also logs when it starts, and settings a
+profile changes (``profile_warnings``: QoS 2 toward AWS IoT Core, sent as QoS 1).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from gateway.config.loader import load_config_document
 from gateway.config.models import GatewayConfig
 from gateway.config.yaml_source import YamlDocument
 
-__all__ = ["ValidConfig", "inactive_sections", "validate_config"]
+__all__ = ["ValidConfig", "inactive_sections", "profile_warnings", "validate_config"]
 
 _DOCS = {"bridges": "bridges", "stream": "spark"}
 
@@ -43,6 +44,15 @@ def inactive_sections(config: GatewayConfig) -> list[tuple[Loc, str]]:
         )
         for section, names in configured.items()
         if names
+    ]
+
+
+def profile_warnings(config: GatewayConfig) -> list[tuple[Loc, str]]:
+    """What runs, but not as written: a bridge's QoS 2 toward AWS IoT Core, sent as 1."""
+    return [
+        (("bridges", index, *path), message)
+        for index, bridge in enumerate(config.bridges)
+        for path, message in bridge.warnings()
     ]
 
 
@@ -68,7 +78,7 @@ class ValidConfig:
         """One line per warning, each naming file, line and path."""
         return [
             f"{self.where(path)}: warning: {message}"
-            for path, message in inactive_sections(self.config)
+            for path, message in [*inactive_sections(self.config), *profile_warnings(self.config)]
         ]
 
 

@@ -198,9 +198,19 @@ def _launch(
 
 
 def start_mosquitto(
-    tmp_path: Path, extra_conf: str = "", *, ready_timeout: float | None = None
+    tmp_path: Path,
+    extra_conf: str = "",
+    *,
+    ready_timeout: float | None = None,
+    port: int | None = None,
+    head_conf: str = "",
+    log_type: str = "all",
 ) -> BrokerHandle:
     """Run mosquitto on a free loopback port with anonymous access; ``extra_conf`` is appended.
+
+    ``port``: that port instead of a free one (a broker restarted where it was);
+    ``head_conf``: lines before the first listener (``per_listener_settings true``);
+    ``log_type``: what it logs (``all`` includes a line per message).
 
     As root, mosquitto would drop to user ``mosquitto``, which cannot read ``tmp_path``; the
     config says ``user root`` instead (ignored when not root).
@@ -210,15 +220,17 @@ def start_mosquitto(
         raise BrokerStartError("mosquitto is not installed (apt-get install mosquitto)")
     workdir = Path(tmp_path)
     workdir.mkdir(parents=True, exist_ok=True)
-    attempts = 3
+    attempts = 1 if port is not None else 3
+    fixed = port
     for attempt in range(attempts):
-        port = free_port()
+        port = fixed or free_port()
         config = workdir / "mosquitto.conf"
         lines = [
+            *head_conf.splitlines(),
             f"listener {port} {LOOPBACK}",
             "allow_anonymous true",
             "log_dest stderr",
-            "log_type all",
+            *(f"log_type {kind}" for kind in log_type.split()),
         ]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             lines.append("user root")

@@ -2,11 +2,17 @@
 
 A bridge is a local subscriber on its `forwards` filters, feeding a disk-backed queue
 drained to the remote broker, and a remote subscriber on its `subscriptions`,
-republishing locally with origin `bridge`.
+republishing locally with origin `bridge` (docs/bridges.md).
+
+The profiles are checked here, so that ``edgebus check`` finds what the remote broker
+would refuse: AWS IoT Core's topic limits (``AWS_IOT_LIMITS``), its missing QoS 2
+(``BridgeConfig.warnings``), EMQX Cloud's credentials.
 """
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
@@ -21,20 +27,65 @@ from pydantic import (
 
 from gateway.config.errors import FieldProblems
 from gateway.config.models.adapter_base import check_filter_template, check_topic_template
-from gateway.config.models.base import ConfigModel
+from gateway.config.models.base import ConfigModel, doc_default
 from gateway.config.values import BindAddress, DurationSpec, HttpUrlSpec, PathSpec, SizeSpec
+from gateway.mapping import FilterTemplate, TopicTemplate
 
 __all__ = [
+    "AWS_IOT_ALPN",
+    "AWS_IOT_LIMITS",
     "AwsIotConfig",
+    "AwsIotLimits",
     "BridgeConfig",
+    "BridgeConnectProperties",
     "BridgeForward",
     "BridgeQueueConfig",
     "BridgeSubscription",
     "BridgeTlsConfig",
+    "aws_topic_problem",
 ]
 
 FilterTemplateText = Annotated[str, AfterValidator(check_filter_template)]
 TopicTemplateText = Annotated[str, AfterValidator(check_topic_template)]
+
+Problems = list[tuple[tuple[str | int, ...], str]]
+
+#: The ALPN protocol AWS IoT Core expects for MQTT with a client certificate on port 443.
+AWS_IOT_ALPN = "x-amzn-mqtt-ca"
+
+
+@dataclass(frozen=True)
+class AwsIotLimits:
+    """AWS IoT Core's message broker limits (AWS IoT Core endpoints and quotas)."""
+
+    topic_bytes: int = 256  # topic name or filter, UTF-8 bytes
+    topic_slashes: int = 7  # forward slashes in a topic name or filter
+    payload_bytes: int = 128 * 1024  # one message's payload
+    client_id_bytes: int = 128
+    subscriptions_per_connection: int = 50
+    max_qos: int = 1  # AWS IoT Core has no QoS 2
+
+
+AWS_IOT_LIMITS = AwsIotLimits()
+
+
+def aws_topic_problem(topic: str, limits: AwsIotLimits = AWS_IOT_LIMITS) -> str | None:
+    """Why AWS IoT Core would refuse ``topic`` (a name or filter), or None."""
+    size = len(topic.encode())
+    if size > limits.topic_bytes:
+        return f"AWS IoT Core allows topics of {limits.topic_bytes} bytes at most, got {size}"
+    slashes = topic.count("/")
+    if slashes > limits.topic_slashes:
+        return f"AWS IoT Core allows {limits.topic_slashes} '/' in a topic at most, got {slashes}"
+    if topic.startswith("$") and not topic.startswith("$aws/"):
+        return "AWS IoT Core reserves topics starting with '$' (except $aws/...)"
+    return None
+
+
+def _literal(template: str) -> str:
+    """A template with every ``{field}`` reduced to one character: the shortest topic it
+    can render, for limits that count bytes and slashes."""
+    return re.sub(r"\{[^}]*\}", "x", template)
 
 
 class BridgeForward(ConfigModel):
@@ -50,9 +101,16 @@ class BridgeForward(ConfigModel):
         " `fleet/{vin}/{signal}`); null: the local topic unchanged.",
     )
     qos: Literal[0, 1, 2] = Field(
-        default=1, description="QoS toward the remote broker (at most the message's QoS)."
+        default=1,
+        description="QoS toward the remote broker, at most the message's own; QoS 1 and 2"
+        " go through the disk queue (`aws_iot`: 2 is sent as 1).",
     )
     retain: bool = Field(default=False, description="Keep the retain flag of local messages.")
+
+    @model_validator(mode="after")
+    def _captures(self) -> Self:
+        _check_captures(self.local, self.remote, "local")
+        return self
 
 
 class BridgeSubscription(ConfigModel):
@@ -62,7 +120,47 @@ class BridgeSubscription(ConfigModel):
     local: TopicTemplateText | None = Field(
         default=None, description="Local topic template; null: the remote topic unchanged."
     )
-    qos: Literal[0, 1, 2] = Field(default=1, description="QoS of the remote subscription.")
+    qos: Literal[0, 1, 2] = Field(
+        default=1,
+        description="QoS of the remote subscription (`aws_iot`: 2 is asked as 1); a QoS 1/2"
+        " message is acknowledged to the remote once it is safe locally.",
+    )
+    retain: bool = Field(
+        default=False, description="Keep the retain flag of remote messages when republishing."
+    )
+    no_local: bool = Field(
+        default=True,
+        description="MQTT 5: the remote broker does not send back what this bridge"
+        " published itself.",
+    )
+    retain_as_published: bool = Field(
+        default=False, description="MQTT 5: the remote keeps the retain flag as published."
+    )
+    retain_handling: Literal[0, 1, 2] = Field(
+        default=0,
+        description="MQTT 5: retained messages on subscribe: 0 always, 1 only for a new"
+        " subscription, 2 never.",
+    )
+
+    @model_validator(mode="after")
+    def _captures(self) -> Self:
+        _check_captures(self.remote, self.local, "remote")
+        return self
+
+
+def _check_captures(filter_text: str, topic_text: str | None, side: str) -> None:
+    """Every ``{field}`` of the topic template must be a capture of the filter."""
+    if topic_text is None:
+        return
+    try:
+        captures = set(FilterTemplate(filter_text).captures)
+        fields = TopicTemplate(topic_text).fields
+    except ValueError:
+        return  # reported by the fields' own validators
+    missing = [name for name in fields if name not in captures]
+    if missing:
+        names = ", ".join(f"{{{name}}}" for name in missing)
+        raise ValueError(f"{names} is not captured by the `{side}` filter {filter_text!r}")
 
 
 class BridgeTlsConfig(ConfigModel):
@@ -107,7 +205,55 @@ class BridgeQueueConfig(ConfigModel):
         " (counted either way).",
     )
     batch_size: int = Field(
-        default=100, ge=1, le=65535, description="Messages sent per batch while draining."
+        default=500,
+        ge=1,
+        le=65535,
+        description="Messages read from disk per batch while a backlog drains.",
+    )
+    qos0: bool = Field(
+        default=False,
+        description="Queue QoS 0 messages on disk too while the link is down (or a backlog"
+        " drains); false: they are sent when the link is up and dropped (counted) otherwise.",
+    )
+    rate_limit: float | None = Field(
+        default=None,
+        gt=0,
+        description="Messages sent to the remote per second at most (token bucket of one"
+        " second); null = as fast as the inflight window allows.",
+    )
+
+
+class BridgeConnectProperties(ConfigModel):
+    """MQTT 5 CONNECT properties sent to the remote broker (`protocol_version: 5`)."""
+
+    session_expiry_interval: Annotated[float, DurationSpec(le=4294967295, whole_seconds=True)] = (
+        Field(
+            default=0.0,
+            description="How long the remote keeps this bridge's session (its subscriptions and"
+            " the QoS 1/2 messages queued for it) after a disconnect; 0: it ends with the"
+            " connection. Use it with `clean_start: false`.",
+        )
+    )
+    receive_maximum: int | None = Field(
+        default=None,
+        ge=1,
+        le=65535,
+        description="QoS 1/2 messages the remote may have in flight to this bridge; null: 65535.",
+    )
+    maximum_packet_size: Annotated[int, SizeSpec(ge=16, le=268435460)] | None = Field(
+        default=None, description="Largest packet the remote may send; null: no limit."
+    )
+    topic_alias_maximum: int = Field(
+        default=0, ge=0, le=65535, description="Topic aliases the remote may use toward us."
+    )
+    request_response_information: bool = Field(
+        default=False, description="Ask the remote for response information in CONNACK."
+    )
+    request_problem_information: bool = Field(
+        default=True, description="Let the remote send reason strings and user properties."
+    )
+    user_properties: dict[str, str] = Field(
+        default_factory=dict, description="User properties sent with CONNECT."
     )
 
 
@@ -116,7 +262,9 @@ class AwsIotConfig(ConfigModel):
 
     region: str = Field(min_length=1, description="AWS region, e.g. `eu-central-1`.")
     thing_name: str | None = Field(
-        default=None, description="The IoT thing; null: the bridge's `client_id`."
+        default=None,
+        description="The IoT thing; it is the client id unless `client_id` is set; null: the"
+        " bridge's `client_id`.",
     )
     endpoint_url: Annotated[str, HttpUrlSpec()] | None = Field(
         default=None,
@@ -145,19 +293,42 @@ class BridgeConfig(ConfigModel):
         default="5", description="MQTT version spoken to the remote broker."
     )
     client_id: str | None = Field(
-        default=None, description="Client id at the remote broker; null: `<node_name>-<name>`."
+        default=None,
+        description="Client id at the remote broker; null: `aws.thing_name` for `aws_iot`,"
+        " else `<node_name>-<name>`.",
     )
     username: str | None = Field(default=None, description="User name at the remote broker.")
     password: SecretStr | None = Field(
         default=None, description="Password at the remote broker; write it as `${ENV_VAR}`."
     )
-    keepalive: Annotated[float, DurationSpec()] = Field(
-        default=60.0, gt=0, description="Keep alive toward the remote broker."
+    keepalive: Annotated[float, DurationSpec(ge=1, le=65535, whole_seconds=True)] = Field(
+        default=60.0,
+        description="Keep alive toward the remote broker; a link silent for that long is"
+        " probed with PINGREQ and given up when the probe is not answered in time.",
     )
     clean_start: bool = Field(
         default=False, description="Start a new remote session on every connect."
     )
-    tls: BridgeTlsConfig | None = Field(default=None, description="TLS; null: plain TCP.")
+    connect_timeout: Annotated[float, DurationSpec(gt=0)] = Field(
+        default=10.0, description="Longest wait for TCP, TLS and the CONNACK."
+    )
+    connect_properties: BridgeConnectProperties = Field(
+        default_factory=BridgeConnectProperties,
+        description="MQTT 5 CONNECT properties (`protocol_version: 5` only).",
+    )
+    max_inflight: int = Field(
+        default=100,
+        ge=1,
+        le=65000,
+        description="The inflight window: QoS 1/2 messages sent and not yet acknowledged,"
+        " at most (and at most the remote's Receive Maximum); after a restart at most"
+        " this many are sent again, with DUP set.",
+    )
+    tls: BridgeTlsConfig | None = Field(
+        default=None,
+        description="TLS; null: plain TCP (`emqx_cloud` and `aws_iot`: TLS with the system's CAs).",
+        json_schema_extra=doc_default("null: plain TCP; `emqx_cloud`, `aws_iot`: TLS"),
+    )
     aws: AwsIotConfig | None = Field(default=None, description="AWS IoT Core settings.")
     forwards: tuple[BridgeForward, ...] = Field(
         default=(), description="Local messages forwarded to the remote broker."
@@ -168,11 +339,28 @@ class BridgeConfig(ConfigModel):
     queue: BridgeQueueConfig = Field(
         default_factory=BridgeQueueConfig, description="Store-and-forward queue."
     )
-    reconnect_backoff: Annotated[float, DurationSpec()] = Field(
-        default=1.0, gt=0, description="First wait before reconnecting; doubles each time."
+    reconnect_backoff: Annotated[float, DurationSpec(gt=0)] = Field(
+        default=1.0,
+        description="First wait before reconnecting; doubles after each failed attempt, back"
+        " to this once connected.",
     )
-    reconnect_backoff_max: Annotated[float, DurationSpec()] = Field(
-        default=60.0, gt=0, description="Longest wait between reconnection attempts."
+    reconnect_backoff_max: Annotated[float, DurationSpec(gt=0)] = Field(
+        default=60.0, description="Longest wait between reconnection attempts."
+    )
+    reconnect_jitter: float = Field(
+        default=0.2,
+        ge=0,
+        lt=1,
+        description="Each wait is stretched or shrunk by up to this fraction at random, so"
+        " that many gateways do not reconnect in step.",
+    )
+    restart_backoff: Annotated[float, DurationSpec()] = Field(
+        default=1.0,
+        description="First wait before restarting a failed bridge (its queue cannot open,"
+        " ...); doubles up to `restart_backoff_max`.",
+    )
+    restart_backoff_max: Annotated[float, DurationSpec()] = Field(
+        default=60.0, description="Longest wait between restarts of a failing bridge."
     )
 
     @field_serializer("password", when_used="json")
@@ -185,7 +373,7 @@ class BridgeConfig(ConfigModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
-        problems: list[tuple[tuple[str | int, ...], str]] = []
+        problems: Problems = []
         if not self.forwards and not self.subscriptions:
             problems.append((("forwards",), "a bridge needs `forwards` or `subscriptions`"))
         if self.server is None and not (self.type == "aws_iot" and self.aws is not None):
@@ -198,12 +386,90 @@ class BridgeConfig(ConfigModel):
             problems.append(
                 (("tls",), "AWS IoT Core needs mutual TLS: set tls.certfile and keyfile")
             )
+        if self.type == "aws_iot":
+            problems += self._aws_problems()
+        if self.type == "emqx_cloud" and not (self.username or (self.tls and self.tls.certfile)):
+            problems.append(
+                (("username",), "EMQX Cloud needs a username and password (or tls.certfile)")
+            )
+        if self.protocol_version != "5" and self.connect_properties != BridgeConnectProperties():
+            problems.append((("connect_properties",), "MQTT 5 only (protocol_version: 5)"))
         if problems:
             raise FieldProblems(problems)
         return self
 
+    def _aws_problems(self) -> Problems:
+        limits = AWS_IOT_LIMITS
+        problems: Problems = []
+        for index, forward in enumerate(self.forwards):
+            where, text = ("remote",), forward.remote
+            if text is None:
+                where, text = ("local",), forward.local
+            problem = aws_topic_problem(_literal(text).replace("+", "x").replace("#", "x"))
+            if problem is not None:
+                problems.append((("forwards", index, *where), problem))
+        for index, subscription in enumerate(self.subscriptions):
+            problem = aws_topic_problem(FilterTemplate(subscription.remote).topic_filter)
+            if problem is not None:
+                problems.append((("subscriptions", index, "remote"), problem))
+        if len(self.subscriptions) > limits.subscriptions_per_connection:
+            problems.append(
+                (
+                    ("subscriptions",),
+                    f"AWS IoT Core allows {limits.subscriptions_per_connection} subscriptions"
+                    " per connection",
+                )
+            )
+        client_id = self.client_id or (self.aws.thing_name if self.aws else None)
+        if client_id is not None and len(client_id.encode()) > limits.client_id_bytes:
+            problems.append(
+                (
+                    ("client_id",),
+                    f"AWS IoT Core allows client ids of {limits.client_id_bytes} bytes at most",
+                )
+            )
+        return problems
+
+    def warnings(self) -> list[tuple[tuple[str | int, ...], str]]:
+        """What runs, but not as written: (YAML path below this bridge, message)."""
+        found: list[tuple[tuple[str | int, ...], str]] = []
+        if self.type == "aws_iot":
+            sections: tuple[tuple[str, tuple[BridgeForward | BridgeSubscription, ...]], ...] = (
+                ("forwards", self.forwards),
+                ("subscriptions", self.subscriptions),
+            )
+            for section, items in sections:
+                for index, item in enumerate(items):
+                    if item.qos == 2:
+                        found.append(
+                            (
+                                (section, index, "qos"),
+                                "AWS IoT Core has no QoS 2: QoS 1 is used",
+                            )
+                        )
+        return found
+
+    def max_qos(self) -> int:
+        """The highest QoS the remote broker takes (AWS IoT Core: 1)."""
+        return AWS_IOT_LIMITS.max_qos if self.type == "aws_iot" else 2
+
     def default_client_id(self, node_name: str) -> str:
-        return self.client_id or f"{node_name}-{self.name}"
+        if self.client_id:
+            return self.client_id
+        if self.aws is not None and self.aws.thing_name:
+            return self.aws.thing_name
+        return f"{node_name}-{self.name}"
+
+    def uses_tls(self) -> bool:
+        """TLS toward the remote: configured, or by profile (EMQX Cloud, AWS IoT Core)."""
+        return self.tls is not None or self.type in ("emqx_cloud", "aws_iot")
+
+    def alpn(self) -> tuple[str, ...]:
+        """ALPN protocols to offer: configured, or AWS IoT Core's on port 443."""
+        if self.tls is not None and self.tls.alpn:
+            return self.tls.alpn
+        port = self.server.port if self.server is not None else 443
+        return (AWS_IOT_ALPN,) if self.type == "aws_iot" and port == 443 else ()
 
     def summary(self) -> dict[str, Any]:
         """What the API lists (no secrets)."""
@@ -214,4 +480,6 @@ class BridgeConfig(ConfigModel):
             "server": None if self.server is None else str(self.server),
             "forwards": [f.local for f in self.forwards],
             "subscriptions": [s.remote for s in self.subscriptions],
+            "protocol_version": self.protocol_version,
+            "tls": self.uses_tls(),
         }

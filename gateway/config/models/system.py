@@ -22,7 +22,9 @@ class SysConfig(ConfigModel):
         description="How often statistics are published under `$SYS/`; 0 disables them.",
     )
     events: bool = Field(
-        default=True, description="Publish an event when a client connects or disconnects."
+        default=True,
+        description="Publish an event when a client connects or disconnects, and the events"
+        " of components (a bridge connecting or losing its remote broker).",
     )
 
 

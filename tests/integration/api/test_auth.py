@@ -50,6 +50,12 @@ ENDPOINTS: list[tuple[str, str, Any, int]] = [
     ("POST", "/api/v1/components/adapter/nothing/pause", None, 404),
     ("POST", "/api/v1/components/adapter/nothing/resume", None, 404),
     ("GET", "/api/v1/bridges", None, 200),
+    ("POST", "/api/v1/bridges", {"name": "invalid"}, 422),
+    ("GET", "/api/v1/bridges/nothing", None, 404),
+    ("PUT", "/api/v1/bridges/nothing", {"name": "nothing"}, 404),
+    ("DELETE", "/api/v1/bridges/nothing", None, 404),
+    ("POST", "/api/v1/bridges/nothing/pause", None, 404),
+    ("POST", "/api/v1/bridges/nothing/resume", None, 404),
     ("GET", "/api/v1/rules", None, 200),
     ("GET", "/api/v1/rules/nothing", None, 404),
     ("POST", "/api/v1/rules", {}, 422),
@@ -58,6 +64,8 @@ ENDPOINTS: list[tuple[str, str, Any, int]] = [
     ("POST", "/api/v1/rules/nothing/disable", None, 404),
     ("DELETE", "/api/v1/rules/nothing", None, 404),
     ("POST", "/api/v1/rules/test", {"sql": 'SELECT * FROM "a"'}, 200),
+    ("GET", "/api/v1/stream/offsets", None, 404),  # stream.enabled is false here
+    ("GET", "/api/v1/stream/records", None, 404),
     ("GET", "/api/v1/metrics", None, 200),
     ("GET", "/api/v1/config", None, 200),
     ("POST", "/api/v1/reload", None, 200),
@@ -140,6 +148,11 @@ def _template(path: str) -> str:
         (
             r"^/api/v1/components/[^/]+/[^/]+/(restart|pause|resume)$",
             lambda path: "/api/v1/components/{kind}/{name}/" + path.rsplit("/", 1)[1],
+        ),
+        (r"^/api/v1/bridges/[^/]+$", "/api/v1/bridges/{name}"),
+        (
+            r"^/api/v1/bridges/[^/]+/(pause|resume)$",
+            lambda path: "/api/v1/bridges/{name}/" + path.rsplit("/", 1)[1],
         ),
     )
     for pattern, name in templates:

@@ -1,4 +1,4 @@
-"""Bridges are listed from the configuration (their engine manages them later); rules run."""
+"""Bridges, the stream log, rules and webhooks run; the API lists bridges and rules."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ stream:
 )
 
 
-def test_bridges_are_listed_and_warned_about_rules_run(
+def test_bridges_and_rules_run_and_are_listed(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     with (
@@ -42,14 +42,11 @@ def test_bridges_are_listed_and_warned_about_rules_run(
         bridges = http.get("/api/v1/bridges").json()
         rules = http.get("/api/v1/rules").json()
         config = http.get("/api/v1/config").json()
-    assert [(b["name"], b["type"], b["state"]) for b in bridges] == [
-        ("cloud", "mqtt", "configured")
-    ]
-    assert bridges[0]["details"]["forwards"] == ["site/{device}/{rest#}"]
+    # Bridges run (docs/bridges.md): this one cannot reach its remote and says so.
+    assert [(b["name"], b["type"]) for b in bridges] == [("cloud", "mqtt")]
+    assert bridges[0]["state"] in ("starting", "degraded")
+    assert bridges[0]["details"]["kind"] == "bridge"
     assert [(r["name"], r["state"]) for r in rules] == [("hot", "running")]
     assert "s3cret-value" not in str(config)
     warned = " ".join(r.getMessage() for r in caplog.records)
-    for section in ("bridges configured (cloud)", "stream"):
-        assert section in warned
-    assert "rules configured" not in warned
-    assert "webhooks configured" not in warned
+    assert "configured" not in warned  # bridges, the stream log, rules, webhooks run

@@ -54,7 +54,10 @@ def test_json_lines_on_standard_error_with_the_client_id(tmp_path: Path) -> None
         "client json-client connected",
         "client json-client disconnected (reason 0x00)",
     ]
-    assert {(e["level"], e["logger"]) for e in about_client} == {("INFO", "broker_core.broker")}
+    assert [(e["level"], e["logger"]) for e in about_client] == [
+        ("INFO", "broker_core.connect"),
+        ("INFO", "broker_core.sessions"),
+    ]
     assert all(e["time"].endswith("Z") for e in entries)
     assert entries[-1]["message"] == "edgebus stopped"
 

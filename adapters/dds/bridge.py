@@ -1,0 +1,292 @@
+"""``DdsBridge``: routes between a ``DdsBus`` and the hub; the part of the ``dds`` and
+``ros2`` adapters that is the same. Imports no cyclonedds (the bus does that).
+
+- DDS -> MQTT: a reader per ``OutPlan`` topic (at start, or once a topic matching a
+  pattern or an ``auto`` type is discovered); its samples come through the host's inbox
+  (batches of up to ``TAKE_BATCH``, ``block`` policy: a full inbox leaves samples in the
+  DDS reader, so a reliable writer slows down instead of losing them) and are published
+  on the loop.
+- MQTT -> DDS: a hub subscription per ``InPlan``; a writer per DDS topic, created on
+  first use (``max_writers`` at most); a write that finds the writer's history full is
+  retried until the DDS readers catch up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from adapters.dds.codec import InPlan, OutPlan, OutRoute, TypeRegistry, TypeSupport
+from adapters.dds.config import AUTO
+from broker_core.errors import AdapterError
+from gateway.components import BLOCK, Host
+from gateway.hub import HubClient, HubSubscription
+from gateway.mapping import MappingError
+
+if TYPE_CHECKING:
+    from adapters.dds.adapter import DdsBus, Writer
+
+__all__ = ["TAKE_BATCH", "Batch", "DdsBridge"]
+
+log = logging.getLogger(__name__)
+
+#: Samples taken from a reader at once, and handed to the loop as one inbox item.
+TAKE_BATCH = 256
+_WRITE_RETRY_S = 0.002
+
+#: What a reader hands over: serialized samples with their SampleInfo, as taken.
+Batch = list[tuple[bytes, Any]]
+
+
+class DdsBridge:
+    """Routes between one ``DdsBus`` and the hub, for the plans it is given."""
+
+    def __init__(self, name: str, hub: HubClient, host: Host, bus: DdsBus,
+                 types: TypeRegistry, *, queue_size: int, discovery_timeout_s: float,
+                 max_writers: int) -> None:
+        self.name = name
+        self.hub = hub
+        self.host = host
+        self.bus = bus
+        self.types = types
+        self.queue_size = queue_size
+        self.discovery_timeout_s = discovery_timeout_s
+        self.max_writers = max_writers
+        self.loop = asyncio.get_running_loop()
+        # batches of up to TAKE_BATCH samples: queue_size samples at most
+        self.inbox = host.inbox(maxsize=max(2, queue_size // TAKE_BATCH), overflow=BLOCK,
+                                callback=self._dispatch)
+        self.counts = {"dds_to_mqtt": 0, "mqtt_to_dds": 0, "malformed_dds": 0,
+                       "malformed_mqtt": 0, "unroutable": 0, "refused": 0, "write_retries": 0,
+                       "write_errors": 0, "writers_refused": 0, "no_type": 0,
+                       "discovered_topics": 0, "samples_taken": 0, "disposed": 0}
+        self._out: list[OutPlan] = []
+        self._reading: set[str] = set()  # DDS topics with a reader
+        self._resolving: set[str] = set()
+        self._in_types: dict[str, TypeSupport] = {}  # DDS topic -> type, for auto writes
+        self._writers: dict[str, Writer] = {}
+        self._subscriptions: list[tuple[InPlan, HubSubscription]] = []
+        self._warned: set[str] = set()
+
+    # -- DDS -> MQTT ---------------------------------------------------------------------------
+
+    def add_out(self, plan: OutPlan) -> None:
+        """Reads the plan's topic now, or its topics once discovered (patterns, auto)."""
+        self._out.append(plan)
+        if not plan.pattern and plan.type_name != AUTO:
+            self._read(plan, plan.topic, self.types.support(plan.type_name))
+
+    def watch_publications(self) -> None:
+        if any(plan.pattern or plan.type_name == AUTO for plan in self._out):
+            self.bus.watch(True, lambda endpoint: self._threadsafe(self._publication, endpoint))
+
+    def deliver_to(self, handle: Callable[[bytes, Any], None]) -> Callable[[Batch], bool]:
+        """A reader's ``deliver`` (taker thread) that has ``handle(data, info)`` called on
+        the loop for each sample with data, through the inbox."""
+        put = self.inbox.put
+        return lambda batch: put((handle, batch))
+
+    def _dispatch(self, item: tuple[Callable[[bytes, Any], None], Batch]) -> None:
+        handle, batch = item
+        counts = self.counts
+        counts["samples_taken"] += len(batch)
+        for data, info in batch:
+            if info.valid_data:
+                handle(data, info)
+            else:
+                counts["disposed"] += 1  # an instance disposed or unregistered: no data
+
+    def _read(self, plan: OutPlan, topic: str, support: TypeSupport) -> None:
+        route = plan.route(topic, support)
+        publish = self._publish
+
+        def handle(data: bytes, info: Any) -> None:
+            publish(route, data, info.source_timestamp)
+
+        self.bus.reader(topic, support.cls, plan.qos, self.deliver_to(handle))
+        self._reading.add(topic)
+        log.info("dds %s: reading %r (%s)", self.name, topic, support.name)
+
+    def _publish(self, route: OutRoute, data: bytes, timestamp: int) -> None:
+        try:
+            context = route.context(data, timestamp)
+        except MappingError as exc:
+            self.counts["malformed_dds"] += 1
+            self.warn(f"{route.meta.get('dds.topic')}: {exc}")
+            return
+        if self.hub.publish(context):
+            self.counts["dds_to_mqtt"] += 1
+        else:
+            self.counts["refused"] += 1
+
+    def _publication(self, endpoint: Any) -> None:
+        topic = endpoint.topic_name
+        if topic in self._reading or topic in self._resolving:
+            return
+        plan = next((p for p in self._out if (p.pattern or p.type_name == AUTO)
+                     and p.matches(topic)), None)
+        if plan is None:
+            return
+        if plan.type_name != AUTO:
+            if endpoint.type_name.replace(".", "::") != plan.type_name:
+                self.warn(f"{topic}: type {endpoint.type_name}, not {plan.type_name}; skipped")
+                return
+            self._start_discovered(plan, topic, self.types.support(plan.type_name))
+            return
+        self._resolving.add(topic)
+
+        def done(cls: type | None, reason: str | None) -> None:
+            self._threadsafe(self._resolved, plan, topic, cls, reason)
+
+        self.bus.resolve_type(endpoint, self.discovery_timeout_s, done)
+
+    def _resolved(self, plan: OutPlan, topic: str, cls: type | None, reason: str | None) -> None:
+        self._resolving.discard(topic)
+        if cls is None:
+            self.counts["no_type"] += 1
+            self.warn(f"{topic}: cannot rebuild its type: {reason}")
+            return
+        try:
+            support = self.types.discovered(cls)
+        except (TypeError, ValueError) as exc:
+            self.counts["no_type"] += 1
+            self.warn(f"{topic}: discovered type not supported: {exc}")
+            return
+        self._start_discovered(plan, topic, support)
+
+    def _start_discovered(self, plan: OutPlan, topic: str, support: TypeSupport) -> None:
+        try:
+            self._read(plan, topic, support)
+        except (AdapterError, MappingError) as exc:
+            self.warn(f"{topic}: {exc}")
+            return
+        self.counts["discovered_topics"] += 1
+
+    # -- MQTT -> DDS ---------------------------------------------------------------------------
+
+    def add_in(self, plan: InPlan) -> None:
+        if plan.type_name != AUTO:
+            self.types.support(plan.type_name)  # unknown types fail at start
+        subscription = self.hub.subscribe(plan.route.source.topic_filter, qos=plan.mqtt_qos,
+                                          maxsize=self.queue_size)
+        self._subscriptions.append((plan, subscription))
+        static = plan.route.static_topic
+        if static is not None and plan.type_name != AUTO:
+            self._writer(plan, static, self.types.support(plan.type_name))
+
+    def watch_subscriptions(self) -> None:
+        if any(plan.type_name == AUTO for plan, _ in self._subscriptions):
+            self.bus.watch(False, lambda endpoint: self._threadsafe(self._subscription, endpoint))
+
+    def _subscription(self, endpoint: Any) -> None:
+        topic = endpoint.topic_name
+        if topic in self._in_types or topic in self._resolving:
+            return
+        self._resolving.add(topic)
+
+        def done(cls: type | None, reason: str | None) -> None:
+            self._threadsafe(self._resolved_in, topic, cls, reason)
+
+        self.bus.resolve_type(endpoint, self.discovery_timeout_s, done)
+
+    def _resolved_in(self, topic: str, cls: type | None, reason: str | None) -> None:
+        self._resolving.discard(topic)
+        if cls is not None:
+            with contextlib.suppress(TypeError, ValueError):
+                self._in_types[topic] = self.types.discovered(cls)
+
+    def _writer(self, plan: InPlan, topic: str, support: TypeSupport) -> Writer | None:
+        writer = self._writers.get(topic)
+        if writer is None:
+            if len(self._writers) >= self.max_writers:
+                self.counts["writers_refused"] += 1
+                self.warn(f"{topic}: max_writers ({self.max_writers}) reached")
+                return None
+            writer = self._writers[topic] = self.bus.writer(topic, support.cls, plan.qos)
+            log.info("dds %s: writing %r (%s)", self.name, topic, support.name)
+        return writer
+
+    async def _pump(self, plan: InPlan, subscription: HubSubscription) -> None:
+        route = plan.route
+        async for context in subscription:
+            topic = route.topic_of(context)
+            if topic is None:
+                continue
+            try:
+                support = (self._in_types.get(topic) if plan.type_name == AUTO
+                           else self.types.support(plan.type_name))
+                if support is None:
+                    self.counts["no_type"] += 1
+                    self.warn(f"{topic}: no reader discovered yet to take its type from")
+                    continue
+                data = route.cdr_of(context, support)
+                writer = self._writer(plan, topic, support)
+            except MappingError as exc:
+                self.counts["malformed_mqtt"] += 1
+                self.warn(f"{context.topic} -> {topic}: {exc}")
+                continue
+            except AdapterError as exc:
+                self.counts["unroutable"] += 1
+                self.warn(f"{context.topic} -> {topic}: {exc}")
+                continue
+            if writer is None:
+                continue
+            try:
+                while not writer.write(data):  # its history is full: DDS readers lag
+                    self.counts["write_retries"] += 1
+                    await asyncio.sleep(_WRITE_RETRY_S)
+            except AdapterError as exc:
+                self.counts["write_errors"] += 1
+                self.warn(f"{topic}: {exc}")
+                continue
+            self.counts["mqtt_to_dds"] += 1
+
+    # -- running -----------------------------------------------------------------------------
+
+    async def serve(self, *more: Awaitable[None]) -> None:
+        """Runs the pumps (and ``more``) until the host is asked to stop (or one fails)."""
+        self.watch_publications()
+        self.watch_subscriptions()
+        self.bus.start()
+        self.host.ready()
+        try:
+            async with asyncio.TaskGroup() as tg:
+                pumps = [tg.create_task(self._pump(plan, subscription))
+                         for plan, subscription in self._subscriptions]
+                pumps += [tg.create_task(_run(task)) for task in more]
+                await self.host.stopping.wait()
+                for pump in pumps:
+                    pump.cancel()
+        finally:
+            # what waits in the inbox is still published; the taker thread stops taking
+            self.inbox.close()
+
+    def writer_for(self, topic: str) -> Writer | None:
+        return self._writers.get(topic)
+
+    def stats(self) -> dict[str, int]:
+        return {**self.counts, "incompatible_qos": self.bus.incompatible_qos,
+                "readers": len(self._reading), "writers": len(self._writers),
+                **self.bus.reader_status()}
+
+    def _threadsafe(self, fn: Callable[..., None], *args: Any) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nothing to do
+            self.loop.call_soon_threadsafe(fn, *args)
+
+    def warn(self, message: str) -> None:
+        """Logs a problem: every time at DEBUG, the first of each kind at WARNING."""
+        kind = message.split(":", 1)[0]
+        if kind not in self._warned:
+            if len(self._warned) >= 1000:  # bounded: topics built from captures vary
+                self._warned.clear()
+            self._warned.add(kind)
+            log.warning("dds %s: %s", self.name, message)
+        elif log.isEnabledFor(logging.DEBUG):
+            log.debug("dds %s: %s", self.name, message)
+
+
+async def _run(awaitable: Awaitable[None]) -> None:
+    await awaitable

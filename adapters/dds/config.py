@@ -1,0 +1,362 @@
+"""Configuration of the ``dds`` adapter, and the DDS settings the ``ros2`` adapter shares.
+
+Imports no cyclonedds: the models validate without the native library. Shared with
+``adapters/ros2/config.py``: ``DdsQos`` (reliability, durability, history, deadline,
+lifespan), ``DdsQosProfile`` (a named ``DdsQos``), ``DdsNetworkConfig`` (interfaces,
+peers, multicast, or a whole Cyclone DDS configuration) and ``check_profiles``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Annotated, Literal, Self
+from xml.sax.saxutils import quoteattr
+
+from pydantic import AfterValidator, Field, PrivateAttr, model_validator
+
+from gateway.config.errors import FieldProblems
+from gateway.config.models.adapter_base import (
+    AdapterConfigBase,
+    check_filter_template,
+    check_topic_template,
+)
+from gateway.config.models.base import ConfigModel
+from gateway.config.values import DurationSpec, PathSpec
+
+__all__ = [
+    "AUTO",
+    "DdsAdapterConfig",
+    "DdsNetworkConfig",
+    "DdsQos",
+    "DdsQosProfile",
+    "DdsToMqtt",
+    "FromMqttOptions",
+    "MqttToDds",
+    "QosChoice",
+    "ToMqttOptions",
+    "check_profiles",
+    "is_pattern",
+    "sources_digest",
+]
+
+#: ``type: auto``: the type is discovered on the network (XTypes).
+AUTO = "auto"
+
+_TYPE_NAME = re.compile(r"^(::)?[A-Za-z_][A-Za-z0-9_]*((::|\.)[A-Za-z_][A-Za-z0-9_]*)*$")
+_PATTERN = re.compile(r"[*?\[]")
+
+FilterTemplateText = Annotated[str, AfterValidator(check_filter_template)]
+TopicTemplateText = Annotated[str, AfterValidator(check_topic_template)]
+Seconds = Annotated[float, DurationSpec(gt=0)]
+
+
+def is_pattern(topic: str) -> bool:
+    """True when a DDS topic name is a glob pattern (``*``, ``?``, ``[...]``)."""
+    return _PATTERN.search(topic) is not None
+
+
+def _check_type_name(value: str) -> str:
+    if value != AUTO and not _TYPE_NAME.match(value):
+        raise ValueError(f"expected an IDL type name like Module::Type, or auto, got {value!r}")
+    return value.lstrip(":").replace(".", "::")
+
+
+def _check_dds_topic(value: str) -> str:
+    if not value or any(c.isspace() for c in value):
+        raise ValueError(f"expected a DDS topic name without spaces, got {value!r}")
+    return value
+
+
+TypeName = Annotated[str, AfterValidator(_check_type_name)]
+DdsTopic = Annotated[str, AfterValidator(_check_dds_topic)]
+
+
+class DdsQos(ConfigModel):
+    """DDS QoS of a reader or writer; a key left out (null) comes from the profile."""
+
+    reliability: Literal["reliable", "best_effort"] | None = Field(
+        default=None,
+        description="`reliable` (default; a reliable reader does not match a best-effort"
+        " writer) or `best_effort`.",
+    )
+    durability: Literal["volatile", "transient_local"] | None = Field(
+        default=None,
+        description="`volatile` (default) or `transient_local`: a writer keeps its last"
+        " samples for late-joining readers, and a reader asks writers for them.",
+    )
+    history: Annotated[int, Field(ge=1)] | Literal["all"] | None = Field(
+        default=None,
+        description="History depth: keep the last N samples per instance, or `all` (the"
+        " default: readers and writers keep every sample until it is delivered, within"
+        " `max_samples`).",
+    )
+    max_samples: int | None = Field(
+        default=None,
+        ge=1,
+        description="Samples a reader or writer holds at most (default 10 000); a full"
+        " reliable reader slows its writers down instead of losing samples.",
+    )
+    deadline: Seconds | None = Field(
+        default=None,
+        description="Deadline: the longest expected gap between samples of an instance;"
+        " null: none.",
+    )
+    lifespan: Seconds | None = Field(
+        default=None,
+        description="Lifespan: how long a written sample stays valid; null: forever.",
+    )
+
+    def over(self, base: DdsQos) -> DdsQos:
+        """This QoS with its unset keys taken from ``base``."""
+        merged = {
+            name: getattr(self, name) if getattr(self, name) is not None else getattr(base, name)
+            for name in DdsQos.model_fields
+        }
+        return DdsQos(**merged)
+
+
+class DdsQosProfile(DdsQos):
+    """A named DDS QoS, used by mappings through `qos_profile`."""
+
+    name: str = Field(
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$",
+        description="Name mappings use in `qos_profile`.",
+    )
+
+
+class DdsNetworkConfig(ConfigModel):
+    """Where Cyclone DDS talks: interfaces, peers, multicast. With nothing set, Cyclone's
+    own configuration applies (`CYCLONEDDS_URI` or its defaults)."""
+
+    interfaces: tuple[str, ...] = Field(
+        default=(),
+        description="Network interfaces to use, by name (`eth0`, `lo`) or address; empty:"
+        " Cyclone chooses.",
+    )
+    peers: tuple[str, ...] = Field(
+        default=(),
+        description="Unicast discovery peers (addresses or host names), for networks"
+        " without multicast.",
+    )
+    allow_multicast: bool | None = Field(
+        default=None,
+        description="Use multicast (discovery and data); null: Cyclone's default (on).",
+    )
+    config: str | None = Field(
+        default=None,
+        description="A whole Cyclone DDS configuration (XML text or a `file://` URI) used"
+        " instead of the keys above.",
+    )
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.interfaces or self.peers or self.allow_multicast is not None
+                    or self.config)
+
+    def cyclone_xml(self, domain_id: int) -> str | None:
+        """The Cyclone DDS configuration of the domain; None: Cyclone's own."""
+        if self.config is not None:
+            return self.config
+        if not self.configured:
+            return None
+        general: list[str] = []
+        if self.interfaces:
+            items = "".join(
+                f"<NetworkInterface address={quoteattr(i)}/>"
+                if _looks_like_address(i)
+                else f"<NetworkInterface name={quoteattr(i)}/>"
+                for i in self.interfaces
+            )
+            general.append(f"<Interfaces>{items}</Interfaces>")
+        if self.allow_multicast is not None:
+            general.append(
+                f"<AllowMulticast>{'true' if self.allow_multicast else 'false'}</AllowMulticast>"
+            )
+        parts = [f"<General>{''.join(general)}</General>"] if general else []
+        if self.peers:
+            peers = "".join(f"<Peer address={quoteattr(p)}/>" for p in self.peers)
+            parts.append(f"<Discovery><Peers>{peers}</Peers></Discovery>")
+        return (
+            '<CycloneDDS xmlns="https://cdds.io/config">'
+            f'<Domain id="{domain_id}">{"".join(parts)}</Domain></CycloneDDS>'
+        )
+
+
+def _looks_like_address(text: str) -> bool:
+    return bool(re.match(r"^[0-9.]+$", text)) or ":" in text
+
+
+class QosChoice(ConfigModel):
+    """The DDS QoS of a mapping's reader or writer: a profile, and keys over it."""
+
+    qos_profile: str | None = Field(
+        default=None,
+        description="Name of a `qos_profiles` entry; null: the one named `default`, if any.",
+    )
+    dds_qos: DdsQos | None = Field(
+        default=None, description="DDS QoS keys over the profile's (`history: 50`, ...)."
+    )
+
+
+class ToMqttOptions(QosChoice):
+    """How samples become MQTT messages (shared by `dds_to_mqtt` and `ros_to_mqtt`)."""
+
+    qos: Literal[0, 1, 2] = Field(default=1, description="MQTT QoS of the messages.")
+    retain: bool = Field(default=False, description="Publish with the retain flag.")
+    payload: Literal["json", "cdr"] = Field(
+        default="json",
+        description="`json` through the IDL codec, or `cdr`: the serialized sample as it"
+        " came (with its encapsulation header).",
+    )
+
+
+class FromMqttOptions(QosChoice):
+    """How MQTT messages become samples (shared by `mqtt_to_dds` and `mqtt_to_ros`)."""
+
+    qos: Literal[0, 1, 2] = Field(default=1, description="QoS of the MQTT subscription.")
+    payload: Literal["json", "cdr"] = Field(
+        default="json",
+        description="`json` (checked against the type) or `cdr` (a serialized sample with"
+        " its encapsulation header, checked too).",
+    )
+    strict: bool = Field(
+        default=True,
+        description="JSON must name every member and no other; false: missing members take"
+        " their defaults and unknown ones are ignored.",
+    )
+
+
+class DdsToMqtt(ToMqttOptions):
+    """Samples of a DDS topic published as MQTT messages."""
+
+    from_dds: DdsTopic = Field(
+        description="DDS topic name, or a glob pattern (`vehicle/*`) matching every"
+        " discovered topic it fits."
+    )
+    type: TypeName = Field(
+        description="IDL type (`Module::Type`, from `idl_files`), or `auto`: rebuilt from"
+        " the writer's XTypes type information."
+    )
+    to_mqtt: TopicTemplateText = Field(
+        description="MQTT topic template: `{dds.topic}`, `{dds.type}`, and members of the"
+        " sample (`vehicle/{vin}/speed`, `{pose.position.x}`)."
+    )
+
+
+class MqttToDds(FromMqttOptions):
+    """MQTT messages written as samples to a DDS topic."""
+
+    from_mqtt: FilterTemplateText = Field(
+        description="MQTT filter template; `{name}` captures one level, `{name#}` the rest."
+    )
+    to_dds: TopicTemplateText = Field(
+        description="DDS topic name; may use the captures (`vehicle_{vin}_cmd`)."
+    )
+    type: TypeName = Field(
+        description="IDL type (`Module::Type`), or `auto`: taken from a discovered reader"
+        " of the topic."
+    )
+
+    @model_validator(mode="after")
+    def _topic(self) -> Self:
+        if is_pattern(self.to_dds):
+            raise FieldProblems([(("to_dds",), "a DDS topic to write cannot be a pattern")])
+        return self
+
+
+def check_profiles(
+    profiles: Sequence[DdsQosProfile],
+    mappings: Iterable[tuple[str, Sequence[ConfigModel]]],
+    builtin: Iterable[str] = (),
+) -> None:
+    """Profile names are unique and every `qos_profile` names one (or a built-in)."""
+    problems: list[tuple[tuple[str | int, ...], str]] = []
+    seen: set[str] = set()
+    for index, profile in enumerate(profiles):
+        if profile.name in seen:
+            problems.append((("qos_profiles", index, "name"), f"duplicate {profile.name!r}"))
+        seen.add(profile.name)
+    known = seen | set(builtin)
+    for section, entries in mappings:
+        for index, entry in enumerate(entries):
+            name = getattr(entry, "qos_profile", None)
+            if name is not None and name not in known:
+                choices = ", ".join(sorted(known)) or "none defined"
+                problems.append(
+                    ((section, index, "qos_profile"), f"unknown profile {name!r} ({choices})")
+                )
+    if problems:
+        raise FieldProblems(problems)
+
+
+def sources_digest(paths: Iterable[Path]) -> str:
+    """A digest of the files' contents (missing files count as empty), so that a reload
+    restarts an adapter whose IDL changed even when its configuration did not."""
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(str(path).encode())
+        try:
+            digest.update(path.read_bytes())
+        except OSError:
+            digest.update(b"\x00missing")
+    return digest.hexdigest()
+
+
+class DdsAdapterConfig(AdapterConfigBase):
+    """The `dds` adapter: DDS topics (Cyclone DDS) to MQTT and back, IDL loaded at start."""
+
+    type: Literal["dds"] = Field(description="Adapter type.")
+    domain_id: int = Field(default=0, ge=0, le=232, description="DDS domain id.")
+    partitions: tuple[str, ...] = Field(
+        default=(), description="DDS partitions of the adapter's readers and writers."
+    )
+    idl_files: tuple[Annotated[Path, PathSpec()], ...] = Field(
+        default=(), description="IDL files loaded at start (and on reload) for the `type`s."
+    )
+    include_dirs: tuple[Annotated[Path, PathSpec()], ...] = Field(
+        default=(), description="Directories searched by `#include` in the IDL files."
+    )
+    network: DdsNetworkConfig = Field(
+        default_factory=DdsNetworkConfig, description="Cyclone DDS network settings."
+    )
+    qos_profiles: tuple[DdsQosProfile, ...] = Field(
+        default=(),
+        description="Named DDS QoS; the one named `default`, if any, applies to every"
+        " mapping without a `qos_profile`.",
+    )
+    dds_to_mqtt: tuple[DdsToMqtt, ...] = Field(
+        default=(), description="DDS topics published to MQTT."
+    )
+    mqtt_to_dds: tuple[MqttToDds, ...] = Field(
+        default=(), description="MQTT messages written to DDS topics."
+    )
+    discovery_timeout: Seconds = Field(
+        default=5.0, description="How long to wait for a discovered type's description."
+    )
+    max_writers: int = Field(
+        default=256,
+        ge=1,
+        description="DDS writers `mqtt_to_dds` creates at most (topics built from captures);"
+        " messages for further topics are dropped and counted.",
+    )
+    _digest: str = PrivateAttr(default="")
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        check_profiles(self.qos_profiles, [("dds_to_mqtt", self.dds_to_mqtt),
+                                           ("mqtt_to_dds", self.mqtt_to_dds)])
+        if not self.dds_to_mqtt and not self.mqtt_to_dds:
+            raise ValueError("expected at least one mapping in dds_to_mqtt or mqtt_to_dds")
+        self._digest = sources_digest(self.idl_files)
+        return self
+
+    def profile(self, name: str | None) -> DdsQos:
+        """The named profile (or `default`'s, or the built-in default when not defined)."""
+        wanted = name or "default"
+        for profile in self.qos_profiles:
+            if profile.name == wanted:
+                return DdsQos(**profile.model_dump(exclude={"name"}))
+        return DdsQos()

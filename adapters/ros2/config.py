@@ -1,0 +1,243 @@
+"""Configuration of the ``ros2`` adapter (imports no cyclonedds)."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Annotated, Literal, Self
+
+from pydantic import AfterValidator, Field, PrivateAttr, model_validator
+
+from adapters.dds.config import (
+    DdsNetworkConfig,
+    DdsQos,
+    DdsQosProfile,
+    FromMqttOptions,
+    QosChoice,
+    ToMqttOptions,
+    check_profiles,
+    sources_digest,
+)
+from gateway.config.models.adapter_base import (
+    AdapterConfigBase,
+    check_filter_template,
+    check_topic_template,
+)
+from gateway.config.models.base import ConfigModel
+from gateway.config.values import DurationSpec, PathSpec
+
+__all__ = [
+    "PROFILES",
+    "MqttToRos",
+    "MqttToRosService",
+    "Ros2AdapterConfig",
+    "RosServiceToMqtt",
+    "RosToMqtt",
+]
+
+#: The ROS 2 QoS profiles (rclcpp / rclpy presets), by name.
+PROFILES: dict[str, DdsQos] = {
+    "default": DdsQos(reliability="reliable", durability="volatile", history=10),
+    "sensor_data": DdsQos(reliability="best_effort", durability="volatile", history=5),
+    "transient_local": DdsQos(reliability="reliable", durability="transient_local", history=1),
+    "services_default": DdsQos(reliability="reliable", durability="volatile", history=10),
+    "system_default": DdsQos(reliability="reliable", durability="volatile", history=1),
+}
+
+_NAME = re.compile(r"^~?/?([A-Za-z_{][A-Za-z0-9_{}*?\[\]]*)(/[A-Za-z_{][A-Za-z0-9_{}*?\[\]]*)*$")
+_TYPE = re.compile(r"^[a-z][a-z0-9_]*/((msg|srv)/)?[A-Z][A-Za-z0-9]*$")
+
+FilterTemplateText = Annotated[str, AfterValidator(check_filter_template)]
+TopicTemplateText = Annotated[str, AfterValidator(check_topic_template)]
+Seconds = Annotated[float, DurationSpec(gt=0)]
+
+
+def _check_name(value: str) -> str:
+    if not _NAME.match(value) or "//" in value or value.endswith("/"):
+        raise ValueError(f"expected a ROS 2 name like /robot/cmd_vel, got {value!r}")
+    if value.startswith("~"):
+        raise ValueError(f"private names (~) have no node to belong to here: {value!r}")
+    return value
+
+
+def _check_message_type(value: str) -> str:
+    if value == "auto":
+        return value
+    if not _TYPE.match(value) or "/srv/" in value:
+        raise ValueError(f"expected a message type like std_msgs/msg/String, got {value!r}")
+    return value
+
+
+def _check_service_type(value: str) -> str:
+    if not _TYPE.match(value) or "/msg/" in value:
+        raise ValueError(f"expected a service type like std_srvs/srv/Trigger, got {value!r}")
+    return value
+
+
+RosName = Annotated[str, AfterValidator(_check_name)]
+MessageType = Annotated[str, AfterValidator(_check_message_type)]
+ServiceType = Annotated[str, AfterValidator(_check_service_type)]
+
+
+class _RosQosChoice(QosChoice):
+    qos_profile: str | None = Field(
+        default=None,
+        description="ROS 2 QoS profile: `default` (reliable, keep last 10), `sensor_data`"
+        " (best effort, keep last 5), `transient_local` (latched: reliable, transient local,"
+        " keep last 1), `services_default`, `system_default`, or a `qos_profiles` name;"
+        " null: `default`.",
+    )
+
+
+class RosToMqtt(_RosQosChoice, ToMqttOptions):
+    """A ROS 2 topic published to MQTT."""
+
+    from_ros: RosName = Field(
+        description="ROS 2 topic (`/imu`, or relative to `namespace`); may be a glob"
+        " pattern (`/robot/*`) over discovered topics."
+    )
+    type: MessageType = Field(
+        description="Message type (`sensor_msgs/msg/Imu`), or `auto`: rebuilt from the"
+        " publisher's type information."
+    )
+    to_mqtt: TopicTemplateText = Field(
+        description="MQTT topic template: `{ros.topic}` (without the leading `/`),"
+        " `{ros.type}`, and members of the message (`{header.frame_id}`)."
+    )
+
+
+class MqttToRos(_RosQosChoice, FromMqttOptions):
+    """MQTT messages published on a ROS 2 topic."""
+
+    from_mqtt: FilterTemplateText = Field(
+        description="MQTT filter template; `{name}` captures one level, `{name#}` the rest."
+    )
+    to_ros: str = Field(
+        description="ROS 2 topic; may use the captures (`/{robot}/cmd_vel`)."
+    )
+    type: MessageType = Field(
+        description="Message type (`geometry_msgs/msg/Twist`), or `auto` (from a"
+        " discovered subscriber)."
+    )
+
+    @model_validator(mode="after")
+    def _target(self) -> Self:
+        check_topic_template(self.to_ros.lstrip("/") or "x")
+        return self
+
+
+class MqttToRosService(ConfigModel):
+    """A ROS 2 service called by MQTT 5 requests (response topic + correlation data)."""
+
+    from_mqtt: FilterTemplateText = Field(
+        description="MQTT filter template the requests arrive on; the JSON payload is the"
+        " request, the reply goes to the request's response topic."
+    )
+    to_ros: RosName = Field(description="ROS 2 service to call (`/add_two_ints`).")
+    type: ServiceType = Field(description="Service type (`example_interfaces/srv/AddTwoInts`).")
+    timeout: Seconds = Field(
+        default=5.0, description="How long to wait for the service's response."
+    )
+    max_pending: int = Field(
+        default=1000, ge=1,
+        description="Calls waiting for a response at most; further requests are answered"
+        " with an error at once.",
+    )
+
+
+class RosServiceToMqtt(ConfigModel):
+    """A ROS 2 service whose calls an MQTT 5 responder answers."""
+
+    from_ros: RosName = Field(description="ROS 2 service to offer (`/get_status`).")
+    to_mqtt: TopicTemplateText = Field(
+        description="MQTT topic the requests are published to (with a response topic and"
+        " correlation data); `{ros.service}` is the service name without the leading `/`."
+    )
+    type: ServiceType = Field(description="Service type (`std_srvs/srv/Trigger`).")
+    timeout: Seconds = Field(
+        default=5.0, description="How long to wait for the MQTT responder's reply."
+    )
+    max_pending: int = Field(
+        default=1000, ge=1, description="Requests waiting for a reply at most."
+    )
+
+
+class Ros2AdapterConfig(AdapterConfigBase):
+    """The `ros2` adapter: ROS 2 topics and services over DDS (no ROS installation)."""
+
+    type: Literal["ros2"] = Field(description="Adapter type.")
+    domain_id: int | None = Field(
+        default=None, ge=0, le=232,
+        description="ROS 2 domain (DDS domain id); null: `ROS_DOMAIN_ID` of the"
+        " environment, else 0.",
+    )
+    namespace: str = Field(
+        default="/", description="Namespace of relative names (`cmd_vel` -> `/robot/cmd_vel`)."
+    )
+    msg_files: tuple[Annotated[Path, PathSpec()], ...] = Field(
+        default=(),
+        description="Your `.msg` and `.srv` files (`my_pkg/msg/Status.msg`), converted to IDL"
+        " at start; the built-in types need none.",
+    )
+    idl_files: tuple[Annotated[Path, PathSpec()], ...] = Field(
+        default=(), description="Further IDL files with `pkg::msg::dds_::T_` types."
+    )
+    include_dirs: tuple[Annotated[Path, PathSpec()], ...] = Field(
+        default=(), description="Directories searched by `#include` in `idl_files`."
+    )
+    network: DdsNetworkConfig = Field(
+        default_factory=DdsNetworkConfig, description="Cyclone DDS network settings."
+    )
+    qos_profiles: tuple[DdsQosProfile, ...] = Field(
+        default=(), description="Named DDS QoS beside the ROS 2 profiles."
+    )
+    ros_to_mqtt: tuple[RosToMqtt, ...] = Field(
+        default=(), description="ROS 2 topics published to MQTT."
+    )
+    mqtt_to_ros: tuple[MqttToRos, ...] = Field(
+        default=(), description="MQTT messages published on ROS 2 topics."
+    )
+    mqtt_to_ros_services: tuple[MqttToRosService, ...] = Field(
+        default=(), description="ROS 2 services called from MQTT 5 request/response."
+    )
+    ros_services_to_mqtt: tuple[RosServiceToMqtt, ...] = Field(
+        default=(), description="ROS 2 services answered by MQTT 5 responders."
+    )
+    discovery_timeout: Seconds = Field(
+        default=5.0, description="How long to wait for a discovered type's description."
+    )
+    max_writers: int = Field(
+        default=256, ge=1,
+        description="DDS writers `mqtt_to_ros` creates at most (topics built from captures).",
+    )
+    _digest: str = PrivateAttr(default="")
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        check_profiles(self.qos_profiles, [("ros_to_mqtt", self.ros_to_mqtt),
+                                           ("mqtt_to_ros", self.mqtt_to_ros)], PROFILES)
+        if not (self.ros_to_mqtt or self.mqtt_to_ros or self.mqtt_to_ros_services
+                or self.ros_services_to_mqtt):
+            raise ValueError("expected at least one of ros_to_mqtt, mqtt_to_ros,"
+                             " mqtt_to_ros_services, ros_services_to_mqtt")
+        if not self.namespace.startswith("/"):
+            raise ValueError(f"namespace: expected an absolute name like /robot, got"
+                             f" {self.namespace!r}")
+        self._digest = sources_digest([*self.msg_files, *self.idl_files])
+        return self
+
+    @property
+    def domain(self) -> int:
+        """The DDS domain: ``domain_id``, else ``ROS_DOMAIN_ID``, else 0."""
+        if self.domain_id is not None:
+            return self.domain_id
+        text = os.environ.get("ROS_DOMAIN_ID", "").strip()
+        return int(text) if text.isdigit() and int(text) <= 232 else 0
+
+    def profile(self, name: str | None) -> DdsQos:
+        wanted = name or "default"
+        for profile in self.qos_profiles:
+            if profile.name == wanted:
+                return DdsQos(**profile.model_dump(exclude={"name"}))
+        return PROFILES.get(wanted, PROFILES["default"])

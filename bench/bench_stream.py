@@ -1,0 +1,253 @@
+"""The stream log's costs (issue 13): the broker with the log against without it, and
+rows per second from the gateway into Parquet.
+
+``run(rounds, duration_s, warmup_s)`` returns the report lines (``python -m bench``
+prints them after the broker table; ``--no-stream`` skips them);
+``python -m bench.bench_stream`` runs it alone.
+
+1. **The cost of the log on the broker.** The QoS 0 fan-in scenario of
+   ``bench.scenarios`` (4 publishers, 1 wildcard subscriber) against ``edgebus-stream``
+   (``stream.topics: ["#"]``: every message recorded, ``fsync: always``) and plain
+   ``edgebus``, interleaved rounds on fresh brokers, medians; target: at least 0.8x.
+   Broker CPU per delivered message is shown too: the machine's other load disturbs it
+   less than the rate.
+2. **Gateway -> Parquet.** A gateway with the log holds ``BACKLOG`` messages (QoS 0 JSON,
+   4 topics) and keeps receiving ``LIVE_RATE`` msg/s while the ready job's query
+   (``spark_sink.job.write_parquet``: Parquet partitioned by date and protocol, a
+   checkpoint) reads it in micro-batches of ``BATCH_ROWS`` on ``local[2]``: rows per
+   second of the full micro-batches after the first (which starts Spark's Python
+   workers). Side by side: the same query shape reading the same records from Parquet
+   files on the local disk (Spark's own file source, one file per micro-batch), the
+   ceiling of this machine.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import shutil
+import socket
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench.brokers import STREAM_API_KEY, RunningBroker, launch
+from bench.client import mqtt_connect, read_packet
+from bench.frames import encode_disconnect, encode_publish
+from bench.lifetime import die_with_parent
+from bench.report import format_table, summarize
+from bench.runner import BenchResults, BrokerSlot, run_all
+from bench.scenarios import BenchOptions, Metric, Scenario, Target, run_fanin
+
+__all__ = ["BACKLOG", "BATCH_ROWS", "LIVE_RATE", "run"]
+
+BACKLOG = 200_000
+BATCH_ROWS = 50_000
+LIVE_RATE = 2_000
+_TIMEOUT_S = 240.0
+_PINGREQ = b"\xc0\x00"
+_PINGRESP = 13
+
+FANIN_WITH_STREAM = Scenario(
+    "fanin",
+    "QoS 0 fan-in 4 -> 1, stream.topics [#] vs none",
+    (Metric("received", "received", "msg/s", True, Target("ratio_min", 0.8)),),
+    run_fanin,
+)
+
+
+def _cpu_per_message(results: BenchResults, label: str) -> float | None:
+    values = [
+        r.details["broker_cpu"] / r.values["received"] * 1e6
+        for r in results.records
+        if r.label == label and not r.error and r.values.get("received")
+    ]
+    return sorted(values)[len(values) // 2] if values else None
+
+
+def fanin_cost(rounds: int, duration_s: float, warmup_s: float) -> list[str]:
+    """The fan-in table: edgebus with the log (A) against without (B)."""
+    results = BenchResults(
+        options=BenchOptions(duration_s=duration_s, warmup_s=warmup_s),
+        slots=[BrokerSlot("edgebus+stream", "edgebus-stream"), BrokerSlot("edgebus", "edgebus")],
+        scenarios=[FANIN_WITH_STREAM],
+        rounds=rounds,
+    )
+    run_all(
+        results,
+        progress=lambda record: print(
+            f"  {record.label} round {record.round} {record.values}", file=sys.stderr
+        ),
+    )
+    lines = format_table(summarize(results))
+    with_log = _cpu_per_message(results, "edgebus+stream")
+    without = _cpu_per_message(results, "edgebus")
+    if with_log and without:
+        lines.append(
+            f"broker CPU per message (median): {with_log:.2f} us with the log,"
+            f" {without:.2f} us without: {without / with_log:.2f}x"
+        )
+    return lines
+
+
+# -- gateway -> Parquet -----------------------------------------------------------------
+
+
+def _publish(port: int, count: int, rate: float, stop: Any) -> None:
+    """QoS 0 JSON messages on 4 topics: ``count`` of them (0: until ``stop``), at
+    ``rate`` msg/s (0: as fast as the socket takes them)."""
+    die_with_parent()
+    sock = mqtt_connect(port, f"bench-stream-{os.getpid()}")
+    frames = [
+        encode_publish(f"bench/stream/{n % 4}", json.dumps({"n": n, "value": n % 100}).encode())
+        for n in range(500)
+    ]
+    chunk = b"".join(frames)
+    sent = 0
+    started = time.monotonic()
+    try:
+        while (count and sent < count) or (not count and not stop.is_set()):
+            sock.sendall(chunk)
+            sent += len(frames)
+            if rate:
+                ahead = sent / rate - (time.monotonic() - started)
+                if ahead > 0:
+                    time.sleep(ahead)
+        # A PINGRESP comes after everything before it was handled; closing at once
+        # could lose what the broker had not read yet.
+        sock.sendall(_PINGREQ)
+        while read_packet(sock)[0] >> 4 != _PINGRESP:
+            pass
+        sock.sendall(encode_disconnect())
+    finally:
+        sock.close()
+
+
+def _log_end(broker: RunningBroker) -> int:
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{broker.api_port}/api/v1/stream/offsets",
+        headers={"Authorization": f"Bearer {STREAM_API_KEY}"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return int(json.loads(response.read())["end"])
+
+
+def _wait(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + _TIMEOUT_S
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"gave up waiting for {what}")
+        time.sleep(0.1)
+
+
+def _rate(query: Any, batches: int) -> tuple[float, list[tuple[int, int]]]:
+    """Rows per second of the full batches after the first, waiting for ``batches``
+    full batches; and (rows, ms) of every batch seen."""
+
+    def full() -> list[dict[str, Any]]:
+        return [p for p in query.recentProgress if p["numInputRows"] >= BATCH_ROWS]
+
+    _wait(lambda: len(full()) >= batches or not query.isActive, f"{batches} micro-batches")
+    done = full()
+    steady = done[1:batches]
+    rows = sum(p["numInputRows"] for p in steady)
+    millis = sum(p["batchDuration"] for p in steady)
+    seen = [(p["numInputRows"], p["batchDuration"]) for p in query.recentProgress]
+    return (rows / (millis / 1000) if millis else 0.0), seen
+
+
+def parquet_rate() -> list[str]:
+    """Gateway -> Parquet rows/s, and the same query from local Parquet files."""
+    from spark_sink.job import session, write_parquet
+
+    work = Path(tempfile.mkdtemp(prefix="bench-parquet-"))
+    context = multiprocessing.get_context("fork")
+    stop = context.Event()
+    try:
+        with launch("edgebus-stream") as broker:
+            assert broker.api_port is not None
+            filler = context.Process(target=_publish, args=(broker.port, BACKLOG, 0, stop))
+            filler.start()
+            filler.join(_TIMEOUT_S)
+            _wait(lambda: _log_end(broker) >= BACKLOG, "the backlog in the log")
+            spark = session("local[2]", "edgebus-bench")
+            try:
+                live = context.Process(target=_publish, args=(broker.port, 0, LIVE_RATE, stop))
+                live.start()
+                gateway = f"http://127.0.0.1:{broker.api_port}"
+                records = (
+                    spark.readStream.format("edgebus")
+                    .option("gateway", gateway)
+                    .option("apiKey", STREAM_API_KEY)
+                    .option("maxRowsPerBatch", BATCH_ROWS)
+                    .option("partitionRows", BATCH_ROWS // 2)
+                    .load()
+                )
+                trigger = {"processingTime": "100 milliseconds"}
+                query = write_parquet(records, str(work / "out"), str(work / "ck"), trigger)
+                try:
+                    edgebus_rate, edgebus_seen = _rate(query, 4)
+                finally:
+                    query.stop()
+                    stop.set()
+                    live.join(10)
+                # The same records, as Parquet files on the local disk: the ceiling.
+                source = spark.read.format("edgebus").option("gateway", gateway)
+                source = source.option("apiKey", STREAM_API_KEY).option("endOffset", BACKLOG)
+                files = work / "input"
+                source.load().repartition(4).write.parquet(str(files))
+                schema = spark.read.parquet(str(files)).schema
+                from_files = (
+                    spark.readStream.schema(schema)
+                    .option("maxFilesPerTrigger", 1)
+                    .parquet(str(files))
+                )
+                query = write_parquet(from_files, str(work / "out2"), str(work / "ck2"), trigger)
+                try:
+                    files_rate, _ = _rate_files(query)
+                finally:
+                    query.stop()
+            finally:
+                spark.stop()
+    finally:
+        stop.set()
+        shutil.rmtree(work, ignore_errors=True)
+    ratio = edgebus_rate / files_rate if files_rate else 0.0
+    return [
+        "gateway -> Parquet (the ready job's query, local[2], micro-batches of "
+        f"{BATCH_ROWS:,} rows, {LIVE_RATE:,} msg/s arriving meanwhile):",
+        f"  edgebus source        {edgebus_rate:>10,.0f} rows/s",
+        f"  Parquet files (local) {files_rate:>10,.0f} rows/s   ratio {ratio:.2f}x",
+        "  batches (rows, ms): " + ", ".join(f"{r}/{m}" for r, m in edgebus_seen[:8]),
+    ]
+
+
+def _rate_files(query: Any) -> tuple[float, list[tuple[int, int]]]:
+    """The file source's batches are one file each (about BACKLOG / 4 rows)."""
+    _wait(lambda: len(query.recentProgress) >= 4 or not query.isActive, "4 file batches")
+    steady = query.recentProgress[1:4]
+    rows = sum(p["numInputRows"] for p in steady)
+    millis = sum(p["batchDuration"] for p in steady)
+    return (rows / (millis / 1000) if millis else 0.0), []
+
+
+def run(rounds: int = 3, duration_s: float = 5.0, warmup_s: float = 1.0) -> list[str]:
+    lines = ["", "stream log (issue 13): the cost of the log on the broker", ""]
+    lines += fanin_cost(rounds, duration_s, warmup_s)
+    lines.append("")
+    try:
+        lines += parquet_rate()
+    except Exception as exc:  # Spark is optional for the broker figures: report, go on
+        lines.append(f"gateway -> Parquet not measured: {type(exc).__name__}: {exc}")
+    return lines
+
+
+if __name__ == "__main__":
+    socket.setdefaulttimeout(30)
+    for line in run():
+        print(line, flush=True)

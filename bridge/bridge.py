@@ -1,0 +1,342 @@
+"""``MqttBridge``: the bridge component (types ``mqtt``, ``emqx_cloud``, ``aws_iot``).
+
+One instance per ``bridges[]`` entry, run by the supervisor like every component:
+
+- it opens its disk queue (``queue.db`` in ``host.data_dir``) and taps the local
+  broker on its ``forwards`` filters, with the queue as the tap's durable participant:
+  a forwarded QoS 1/2 message is on disk before its publisher's PUBACK
+  (``bridge.forward``);
+- it keeps one connection to the remote broker (``bridge.link``), reconnecting with
+  backoff (``reconnect_backoff`` doubling to ``reconnect_backoff_max``, stretched at
+  random by ``reconnect_jitter``); on each connection it subscribes to its
+  ``subscriptions`` (``bridge.inbound``) and drains the queue;
+- its state is ``running`` while connected, ``degraded`` with the reason otherwise
+  ("reconnecting in 4.1s: cannot connect to ...: Connection refused"); ``stats()``
+  has the queue's depth, bytes and oldest age, sent / acked / dropped (by reason) /
+  rejected, received; ``$SYS/brokers/<node>/bridges/<name>/connected`` and
+  ``.../disconnected`` carry the same as JSON events.
+
+A queue that cannot be written makes the bridge fail (the supervisor restarts it,
+which reads the queue back from disk); a remote that refuses or vanishes only makes it
+reconnect. Neither ever stops the broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from functools import partial
+from typing import Any
+
+from bridge.forward import Forwarder
+from bridge.inbound import Receiver
+from bridge.link import Link, open_link, reason_name
+from bridge.mapping import Outbound
+from bridge.queue import DiskQueue
+from broker_core.errors import BridgeError
+from broker_core.mqtt.packets import (
+    Auth,
+    Packet,
+    Puback,
+    Pubcomp,
+    Publish,
+    Pubrec,
+    Pubrel,
+    Suback,
+    Subscribe,
+    SubscriptionOptions,
+    TopicSubscription,
+)
+from gateway.components import Host
+from gateway.config.models.bridges import BridgeConfig
+from gateway.hub import HubClient
+
+__all__ = ["CONNECTED", "CONNECTING", "RECONNECTING", "STOPPED", "MqttBridge"]
+
+log = logging.getLogger(__name__)
+
+CONNECTING = "connecting"
+CONNECTED = "connected"
+RECONNECTING = "reconnecting"
+STOPPED = "stopped"
+
+_FILTERS_PER_SUBSCRIBE = 8  # AWS IoT Core takes at most 8 filters per SUBSCRIBE
+_FIRST_SUBSCRIBE_ID = 65001  # Packet Identifiers below are the queue's (forward.MID_SPAN)
+
+
+class MqttBridge:
+    def __init__(self, config: BridgeConfig) -> None:
+        self.config = config
+        self.state = CONNECTING
+        self.reason: str | None = None
+        self.server: str | None = None if config.server is None else str(config.server)
+        self.client_id = ""
+        self.session_present = False
+        self.connected_since: float | None = None
+        self.connects = 0
+        self.connect_failures = 0
+        self.forwarder: Forwarder | None = None
+        self.receiver: Receiver | None = None
+        self.link: Link | None = None
+        self._host: Host | None = None
+        self._wake: asyncio.Event | None = None
+        self._stopping = False
+        self._finished: asyncio.Event | None = None
+        self._subscribe_ids: dict[int, tuple[str, ...]] = {}
+        self._next_subscribe_id = _FIRST_SUBSCRIBE_ID
+
+    # -- the component -------------------------------------------------------------------
+
+    async def run(self, hub: HubClient, host: Host) -> None:
+        config = self.config
+        self._host = host
+        self._wake = asyncio.Event()
+        self._finished = asyncio.Event()
+        self.client_id = config.default_client_id(hub.hub.broker.node_name)
+        for path, message in config.warnings():
+            log.warning("bridge %s: %s: %s", config.name, ".".join(map(str, path)), message)
+        # The tap before the first await: nothing published while the bridge starts
+        # escapes it (its queue's earlier rows are read meanwhile).
+        queue = DiskQueue.open(host.data_dir / "queue.db", f"bridge-{config.name}")
+        queue.on_error = self._queue_failed
+        outbound = Outbound(config)
+        early: dict[str, int] = {}
+        tap = None
+        forwarder = None
+        try:
+            if outbound.filters:
+                tap = hub.tap(
+                    *outbound.filters,
+                    callback=partial(
+                        Forwarder.offer_early, outbound, queue, config.queue.qos0, early
+                    ),
+                    durable=queue,
+                )
+            await queue.loaded()
+            forwarder = self.forwarder = Forwarder(config, queue, outbound)
+            for reason, count in early.items():
+                forwarder.dropped[reason] += count
+            if tap is not None:
+                tap.callback = forwarder.offer
+            self.receiver = Receiver(config, hub)
+            host.degraded(f"connecting to {self.server or 'the AWS IoT Core endpoint'}")
+            await self._serve(host)
+        finally:
+            if tap is not None:
+                tap.close()
+            if self.link is not None:
+                self.link.close("the bridge stops")
+            if forwarder is not None:
+                forwarder.close()
+            queue.close()
+            self.state = STOPPED
+            self._finished.set()
+        if queue.error is not None:
+            raise BridgeError(f"bridge {config.name}: writing its queue failed: {queue.error}")
+
+    async def stop(self) -> None:
+        """Disconnects (DISCONNECT, normal) and flushes the queue; what was in flight is
+        sent again, with DUP set, on the next start."""
+        self._stopping = True
+        if self._wake is not None:
+            self._wake.set()
+        if self._finished is not None:
+            await self._finished.wait()
+
+    def stats(self) -> dict[str, int | float]:
+        out: dict[str, int | float] = {
+            "connected": int(self.state == CONNECTED),
+            "connects": self.connects,
+            "connect_failures": self.connect_failures,
+        }
+        if self.forwarder is not None:
+            out.update(self.forwarder.stats(time.time()))
+        if self.receiver is not None:
+            out.update(self.receiver.stats())
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        """The bridge's link as the API shows it, besides its supervisor's status."""
+        return {
+            "link": self.state,
+            "reason": self.reason,
+            "server": self.server,
+            "client_id": self.client_id,
+            "protocol_version": self.config.protocol_version,
+            "session_present": self.session_present,
+            "connected_since": self.connected_since,
+            "window": None if self.forwarder is None else self.forwarder.window,
+        }
+
+    # -- connecting, again and again -------------------------------------------------------
+
+    async def _serve(self, host: Host) -> None:
+        config = self.config
+        backoff = config.reconnect_backoff
+        while not self._stopping:
+            self.state = CONNECTING
+            try:
+                address = await self._address()
+                link, connack = await open_link(
+                    config, address[0], address[1], self.client_id, self._packet
+                )
+            except BridgeError as exc:
+                self.connect_failures += 1
+                reason = str(exc)
+            else:
+                backoff = config.reconnect_backoff
+                reason = await self._session(host, link, connack.session_present, connack)
+            if self._stopping or self._failed():
+                return
+            jitter = config.reconnect_jitter
+            wait = backoff * random.uniform(1 - jitter, 1 + jitter)
+            backoff = min(backoff * 2, config.reconnect_backoff_max)
+            self.state = RECONNECTING
+            self.reason = reason
+            host.degraded(f"reconnecting in {wait:.1f}s: {reason}")
+            log.info("bridge %s: %s; reconnecting in %.1fs", config.name, reason, wait)
+            assert self._wake is not None
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(wait):
+                    await self._wake.wait()
+
+    async def _address(self) -> tuple[str, int]:
+        server = self.config.server
+        if server is not None:
+            return server.host, server.port
+        aws = self.config.aws
+        assert aws is not None  # the config requires `server` or `aws`
+        from bridge.aws import discover_endpoint
+
+        host = await asyncio.to_thread(discover_endpoint, aws)
+        self.server = f"{host}:443"
+        return host, 443
+
+    async def _session(self, host: Host, link: Link, session_present: bool, connack: Any) -> str:
+        config = self.config
+        forwarder, receiver = self.forwarder, self.receiver
+        assert forwarder is not None and receiver is not None and self._wake is not None
+        properties = connack.properties
+        keepalive = float(properties.server_keep_alive or config.keepalive)
+        self.link = link
+        self.session_present = session_present
+        link.on_writable = forwarder.writable
+        receiver.attach(link, session_present)
+        self._subscribe(link)
+        forwarder.attach(
+            link, session_present, properties.receive_maximum, properties.maximum_packet_size
+        )
+        self.state = CONNECTED
+        self.reason = None
+        self.connects += 1
+        self.connected_since = time.time()
+        host.ready()
+        host.event("connected", self._event_body())
+        log.info(
+            "bridge %s connected to %s (session present: %s)",
+            config.name,
+            self.server,
+            session_present,
+        )
+        woken: asyncio.Future[Any] = asyncio.ensure_future(self._wake.wait())
+        waiters: set[asyncio.Future[Any]] = {link.lost, woken}
+        try:
+            while not link.lost.done():
+                await asyncio.wait(
+                    waiters,
+                    timeout=max(0.25, keepalive / 4),
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+                if self._stopping or self._failed():
+                    link.close("the bridge stops")
+                    break
+                link.probe(time.monotonic(), keepalive)
+        finally:
+            woken.cancel()
+            forwarder.detach()
+            receiver.detach()
+            self.link = None
+            self.connected_since = None
+        reason = link.reason or (link.lost.result() if link.lost.done() else "stopped")
+        host.event("disconnected", {**self._event_body(), "reason": reason})
+        return reason
+
+    def _subscribe(self, link: Link) -> None:
+        assert self.receiver is not None
+        requests = self.receiver.inbound.requests
+        self._subscribe_ids.clear()  # a new connection: earlier SUBACKs will not come
+        per_packet = _FILTERS_PER_SUBSCRIBE if self.config.type == "aws_iot" else 64
+        for start in range(0, len(requests), per_packet):
+            chunk = requests[start : start + per_packet]
+            mid = self._next_subscribe_id
+            self._next_subscribe_id = mid + 1 if mid < 65535 else _FIRST_SUBSCRIBE_ID
+            self._subscribe_ids[mid] = tuple(request[0] for request in chunk)
+            link.send(
+                Subscribe(
+                    mid,
+                    tuple(
+                        TopicSubscription(
+                            topic_filter, SubscriptionOptions(qos, no_local, rap, handling)
+                        )
+                        for topic_filter, qos, no_local, rap, handling in chunk
+                    ),
+                )
+            )
+
+    def _packet(self, packet: Packet) -> None:
+        """Every packet from the remote after CONNACK, on the loop."""
+        forwarder, receiver = self.forwarder, self.receiver
+        assert forwarder is not None and receiver is not None
+        if isinstance(packet, Puback):
+            forwarder.puback(packet.packet_id, packet.reason_code)
+        elif isinstance(packet, Publish):
+            receiver.publish(packet)
+        elif isinstance(packet, Pubrec):
+            forwarder.pubrec(packet.packet_id, packet.reason_code)
+        elif isinstance(packet, Pubcomp):
+            forwarder.pubcomp(packet.packet_id, packet.reason_code)
+        elif isinstance(packet, Pubrel):
+            receiver.pubrel(packet.packet_id)
+        elif isinstance(packet, Suback):
+            self._suback(packet)
+        elif isinstance(packet, Auth) and self.link is not None:
+            self.link.close("the remote asked for enhanced authentication, not supported")
+
+    def _suback(self, packet: Suback) -> None:
+        filters = self._subscribe_ids.pop(packet.packet_id, ())
+        for topic_filter, code in zip(filters, packet.reason_codes, strict=False):
+            if code >= 0x80:
+                reason = (
+                    f"the remote refused the subscription {topic_filter!r}: {reason_name(code)}"
+                )
+                log.warning("bridge %s: %s", self.config.name, reason)
+                if self._host is not None:
+                    self._host.degraded(reason)
+
+    # -- failures ------------------------------------------------------------------------
+
+    def _queue_failed(self, error: BaseException) -> None:
+        if self._wake is not None:
+            self._wake.set()
+
+    def _failed(self) -> bool:
+        return self.forwarder is not None and self.forwarder.queue.error is not None
+
+    def _event_body(self) -> dict[str, object]:
+        stats = self.stats()
+        return {
+            "bridge": self.config.name,
+            "type": self.config.type,
+            "server": self.server,
+            "client_id": self.client_id,
+            "session_present": self.session_present,
+            "at": int(time.time() * 1000),
+            **{
+                key: stats[key]
+                for key in ("queue_depth", "sent", "acked", "dropped")
+                if key in stats
+            },
+        }

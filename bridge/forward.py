@@ -1,0 +1,470 @@
+"""The outbound half of a bridge: local messages into the disk queue, out to the remote.
+
+``offer(context)`` is the bridge's durable tap: it runs while the local broker routes a
+message, before the local publisher's PUBACK, and appends the message to the
+``DiskQueue`` (QoS 1/2, and QoS 0 with ``queue.qos0`` while it cannot be sent at once).
+The publisher's PUBACK then waits for that row's commit.
+
+Where a queued message is, in the order of the queue (``seq``)::
+
+    inflight (sent, not acknowledged)  <  ready (in memory, to send)  <  on disk only
+
+- ``ready`` holds what arrived while the link keeps up, and what was read back from the
+  disk in batches (``queue.batch_size``) when a backlog did not fit in memory
+  (``spilled``). QoS 1 goes out at once, its row's commit under way; QoS 2 only once
+  its row is committed, so that a sequence number (a Packet Identifier, below) never
+  names two messages in the remote's QoS 2 state after a crash. (A QoS 1 message sent
+  and lost with an uncommitted row was not acknowledged to its publisher either, which
+  sends it again.)
+- ``inflight`` holds at most the window: ``max_inflight``, and at most the remote's
+  Receive Maximum. A message acknowledged by the remote keeps its place in the window
+  until its row's delete is committed, so that after a crash at most the window is on
+  disk and sent before. Its Packet Identifier follows from the sequence number
+  (``seq % 65000 + 1``), so a message keeps its identifier across reconnects and
+  restarts; Packet Identifiers above 65000 are left for SUBSCRIBE.
+- The remote's PUBACK (QoS 1) or PUBCOMP (QoS 2) deletes the row; a PUBACK or PUBREC
+  with a reason code >= 0x80 is a refusal: the row is deleted and counted as
+  ``rejected``.
+- When the link is lost, the inflight messages go back to the front of ``ready`` with
+  DUP set; after a restart the first ``max_inflight`` messages are sent with DUP set,
+  because they may have been sent before. That is all that is ever sent twice.
+
+Bounds: ``queue.max_messages`` and ``queue.max_bytes`` (``queue.overflow``:
+``drop_oldest`` drops the oldest message not in flight, ``drop_new`` refuses the new
+one); ``ready`` holds at most ``READY_MESSAGES`` / ``READY_BYTES`` in memory. Every
+message dropped is counted by reason (``DROP_REASONS``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from typing import Protocol
+
+from bridge.mapping import MappingError, Outbound, OutboundRoute, expiry_left
+from bridge.queue import DiskQueue, Queued
+from broker_core.context import Context
+from broker_core.mqtt.encoder import encode, fixed_header
+from broker_core.mqtt.packets import Pubrel, new_publish
+from broker_core.mqtt.properties import EMPTY, Properties
+from broker_core.mqtt.wire import encode_utf8
+from gateway.config.models.bridges import BridgeConfig
+
+__all__ = ["DROP_REASONS", "MID_SPAN", "READY_BYTES", "Forwarder", "Wire"]
+
+log = logging.getLogger(__name__)
+
+#: Packet Identifiers 1..MID_SPAN carry queued messages; the rest are SUBSCRIBE's.
+MID_SPAN = 65000
+#: Memory held by messages waiting to be sent, at most (more waits on disk only).
+READY_BYTES = 16 * 1024 * 1024
+
+#: Why messages are dropped: ``dropped_<reason>`` in the bridge's stats.
+DROP_REASONS = (
+    "overflow",  # the queue was full (queue.max_messages / queue.max_bytes)
+    "expired",  # its Message Expiry Interval passed while queued
+    "too_large",  # over the remote's Maximum Packet Size, or the whole queue's bytes
+    "qos0",  # QoS 0 that could not be sent at once (queue.qos0: false)
+    "mapping",  # its remote topic could not be made (template, AWS IoT Core's limits)
+)
+
+
+class Wire(Protocol):
+    """What the forwarder needs of a live link to the remote broker."""
+
+    level: int
+    writable: bool
+
+    def write(self, data: bytes) -> None: ...
+
+
+class Forwarder:
+    def __init__(
+        self, config: BridgeConfig, queue: DiskQueue, outbound: Outbound | None = None
+    ) -> None:
+        self.name = config.name
+        self.config = config
+        self.queue = queue
+        self.outbound = outbound or Outbound(config)
+        self.overflow = config.queue.overflow
+        self.max_messages = config.queue.max_messages
+        self.max_bytes = config.queue.max_bytes
+        self.batch = config.queue.batch_size
+        self.queue_qos0 = config.queue.qos0
+        self.ready_messages = max(1000, 2 * self.batch, 2 * config.max_inflight)
+        self.rate = config.queue.rate_limit
+        self.tokens = float(self.rate or 0)
+        self.refilled = time.monotonic()
+        self.ready: deque[Queued] = deque()
+        self.ready_bytes = 0
+        self.inflight: dict[int, Queued] = {}
+        self.wire: Wire | None = None
+        self.window = config.max_inflight
+        self.max_packet: int | None = None
+        self.session_present = False
+        # What was queued before this run started may have been in flight: DUP.
+        self.dup_upto = queue.index.nth(config.max_inflight - 1) or queue.index.last
+        self.next_read = queue.index.first() or queue.last + 1  # lowest seq not loaded
+        self.spilled = queue.index.count > 0
+        self.reading = False
+        self.sent = 0
+        self.acked = 0
+        self.rejected = 0
+        self.queued = 0
+        self.dropped = dict.fromkeys(DROP_REASONS, 0)
+        self._loop = asyncio.get_running_loop()
+        self._pump_scheduled = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._warned: set[str] = set()
+        self._topic_bytes: dict[str, bytes] = {}
+        queue.on_commit = self._committed
+
+    # -- the tap -------------------------------------------------------------------------
+
+    @staticmethod
+    def offer_early(
+        outbound: Outbound, queue: DiskQueue, qos0: bool, dropped: dict[str, int], context: Context
+    ) -> None:
+        """The tap while the queue reads what earlier runs left: every message to disk
+        (the forwarder, once built, reads them back in order); nothing is sent yet."""
+        try:
+            route = outbound.route(context)
+        except MappingError:
+            dropped["mapping"] = dropped.get("mapping", 0) + 1
+            return
+        if route is None:
+            return
+        if route.qos == 0 and not qos0:
+            dropped["qos0"] = dropped.get("qos0", 0) + 1
+            return
+        queue.append(route)
+
+    def offer(self, context: Context) -> None:
+        """A local message matching a forward; runs during routing (must not block)."""
+        try:
+            route = self.outbound.route(context)
+        except MappingError as exc:
+            self._drop("mapping", str(exc))
+            return
+        if route is None:
+            return
+        if route.qos == 0 and not self._offer_qos0(route):
+            return
+        self._enqueue(route)
+
+    def _offer_qos0(self, route: OutboundRoute) -> bool:
+        """Sends or holds a QoS 0 message; True when it still needs the disk queue."""
+        wire = self.wire
+        if (
+            wire is not None
+            and not self.ready
+            and not self.spilled
+            and wire.writable
+            and self._allowance() >= 1
+        ):
+            self._send_qos0(wire, Queued.of(0, route))
+            return False
+        if self.queue_qos0:
+            return True
+        if wire is not None and not self.spilled and self._ready_has_room(route.size):
+            self._hold(Queued.of(0, route))
+            self._schedule_pump()
+        else:
+            self._drop("qos0")
+        return False
+
+    def _enqueue(self, route: OutboundRoute) -> None:
+        size = route.size
+        if size > self.max_bytes:
+            self._drop("too_large", f"{route.topic!r}: {size} bytes, more than queue.max_bytes")
+            return
+        index = self.queue.index
+        while index.count >= self.max_messages or index.bytes + size > self.max_bytes:
+            if self.overflow == "drop_new" or not self._drop_oldest():
+                self._drop("overflow")
+                return
+        item = self.queue.append(route)
+        self.queued += 1
+        if not self.spilled and self._ready_has_room(size):
+            self._hold(item)
+            if self.wire is not None:
+                self._schedule_pump()
+        elif not self.spilled:
+            self.spilled = True
+            self.next_read = item.seq
+
+    def _ready_has_room(self, size: int) -> bool:
+        return len(self.ready) < self.ready_messages and self.ready_bytes + size <= READY_BYTES
+
+    def _hold(self, item: Queued) -> None:
+        self.ready.append(item)
+        self.ready_bytes += item.size
+
+    def _drop_oldest(self) -> bool:
+        """Drops the oldest queued message that is not in flight; False if none."""
+        for position, item in enumerate(self.ready):
+            if item.seq:
+                del self.ready[position]
+                self.ready_bytes -= item.size
+                self.queue.remove(item.seq)
+                self.dropped["overflow"] += 1
+                return True
+        seq = self.queue.index.first(self.next_read)
+        if seq is None:
+            return False
+        self.queue.remove(seq)
+        self.dropped["overflow"] += 1
+        return True
+
+    def _drop(self, reason: str, detail: str | None = None) -> None:
+        self.dropped[reason] += 1
+        if detail is not None and reason not in self._warned:
+            self._warned.add(reason)  # once per reason and run: the counters tell the rest
+            log.warning("bridge %s: dropped a message: %s", self.name, detail)
+
+    # -- the link ------------------------------------------------------------------------
+
+    def attach(
+        self, wire: Wire, session_present: bool, receive_maximum: int | None, max_packet: int | None
+    ) -> None:
+        """A new link is up: resend what was in flight, then drain."""
+        self.wire = wire
+        self.session_present = session_present
+        self.window = min(self.config.max_inflight, receive_maximum or 65535)
+        self.max_packet = max_packet
+        self._schedule_pump()
+
+    def detach(self) -> None:
+        """The link is gone: what was in flight is sent again on the next one."""
+        self.wire = None
+        if self.inflight:
+            again = list(self.inflight.values())
+            self.inflight.clear()
+            for item in reversed(again):
+                item.dup = True
+                self.ready.appendleft(item)
+                self.ready_bytes += item.size
+        if not self.queue_qos0 and any(item.seq == 0 for item in self.ready):
+            kept = deque(item for item in self.ready if item.seq)
+            self.dropped["qos0"] += len(self.ready) - len(kept)
+            self.ready = kept
+            self.ready_bytes = sum(item.size for item in kept)
+
+    def writable(self) -> None:
+        """The link's write buffer drained below its high-water mark."""
+        self._schedule_pump()
+
+    # -- acknowledgements from the remote ------------------------------------------------
+
+    def puback(self, mid: int, code: int) -> None:
+        self._finish(self.inflight.pop(mid, None), code)
+
+    def pubrec(self, mid: int, code: int) -> None:
+        item = self.inflight.get(mid)
+        if item is None:
+            return
+        if code >= 0x80:
+            self._finish(self.inflight.pop(mid), code)
+            return
+        item.released = True
+        wire = self.wire
+        if wire is not None:
+            wire.write(encode(Pubrel(mid), wire.level))
+
+    def pubcomp(self, mid: int, code: int) -> None:
+        self._finish(self.inflight.pop(mid, None), 0)
+
+    def _finish(self, item: Queued | None, code: int) -> None:
+        if item is None:
+            return
+        if code >= 0x80:
+            self.rejected += 1
+            if "rejected" not in self._warned:
+                self._warned.add("rejected")
+                log.warning(
+                    "bridge %s: the remote refused %r with reason code 0x%02X",
+                    self.name,
+                    item.topic,
+                    code,
+                )
+        else:
+            self.acked += 1
+        self.queue.remove(item.seq)
+        self._schedule_pump()
+
+    # -- sending -------------------------------------------------------------------------
+
+    def _committed(self, seq: int) -> None:
+        """A commit: new rows may be sent, and deleted rows free their place."""
+        if self.ready and self.wire is not None:
+            self._schedule_pump()
+
+    def _schedule_pump(self) -> None:
+        if not self._pump_scheduled:
+            self._pump_scheduled = True
+            self._loop.call_soon(self.pump)
+
+    def pump(self) -> None:
+        """Sends what the window, the rate limit and the commits allow; reads the next
+        batch from disk when the memory runs low."""
+        self._pump_scheduled = False
+        wire = self.wire
+        if wire is not None and self.ready and wire.writable:
+            self._send(wire)
+        if self.spilled and not self.reading and len(self.ready) < self.batch:
+            self.reading = True
+            self.queue.read(self.next_read, self.batch, self._loaded)
+
+    def _send(self, wire: Wire) -> None:
+        ready = self.ready
+        inflight = self.inflight
+        queue = self.queue
+        committed = queue.committed
+        room = self.window - queue.pending_deletes
+        level = wire.level
+        limit = self._allowance()
+        now = time.time()
+        frames: list[bytes] = []
+        while ready and limit > 0:
+            item = ready[0]
+            if item.seq > committed and item.qos == 2:
+                break  # see the module docstring: QoS 2 goes out once on disk
+            qos = item.qos
+            if qos:
+                if len(inflight) >= room:
+                    break
+                if inflight and item.seq - next(iter(inflight.values())).seq >= MID_SPAN:
+                    break
+            ready.popleft()
+            self.ready_bytes -= item.size
+            properties: Properties | None = item.properties
+            if properties is not EMPTY:
+                properties = expiry_left(item.properties, item.received_at, now)
+                if properties is None:
+                    self._discard(item, "expired")
+                    continue
+            mid = item.seq % MID_SPAN + 1 if qos else 0
+            if item.released and self.session_present:
+                frame = encode(Pubrel(mid), level)  # QoS 2 after PUBREC: finish it
+            else:
+                dup = item.dup or (qos > 0 and item.seq <= self.dup_upto)
+                frame = self._frame(item, qos, dup, mid, properties, level)
+                if self.max_packet is not None and len(frame) > self.max_packet:
+                    self._discard(item, "too_large")
+                    continue
+            frames.append(frame)
+            limit -= 1
+            self.sent += 1
+            if qos:
+                item.dup = True
+                inflight[mid] = item
+            elif item.seq:
+                self.queue.remove(item.seq)
+        if frames:
+            self._spend(len(frames))
+            wire.write(b"".join(frames))
+
+    def _frame(
+        self, item: Queued, qos: int, dup: bool, mid: int, properties: Properties, level: int
+    ) -> bytes:
+        """The PUBLISH of ``item``: the encoder's, with the topic's bytes remembered (a
+        stream reuses its topics)."""
+        topic = self._topic_bytes.get(item.topic)
+        if topic is None:
+            if len(self._topic_bytes) >= 10_000:
+                self._topic_bytes.clear()
+            topic = self._topic_bytes[item.topic] = encode_utf8(item.topic)
+        body = [topic]
+        if qos:
+            body.append(mid.to_bytes(2, "big"))
+        if level == 5:
+            body.append(b"\x00" if properties is EMPTY else properties.encoded())
+        body.append(item.payload)
+        data = b"".join(body)
+        b0 = 0x30 | (qos << 1) | (0x08 if dup else 0) | (0x01 if item.retain else 0)
+        return fixed_header(b0, len(data)) + data
+
+    def _send_qos0(self, wire: Wire, item: Queued) -> None:
+        properties = expiry_left(item.properties, item.received_at, time.time())
+        if properties is None:
+            return
+        frame = encode(
+            new_publish(item.topic, item.payload, 0, item.retain, False, None, properties, None),
+            wire.level,
+        )
+        if self.max_packet is not None and len(frame) > self.max_packet:
+            self._drop("too_large", f"{item.topic!r}: larger than the remote's maximum packet")
+            return
+        self._spend(1)
+        self.sent += 1
+        wire.write(frame)
+
+    def _discard(self, item: Queued, reason: str) -> None:
+        self.dropped[reason] += 1
+        if item.seq:
+            self.queue.remove(item.seq)
+
+    def _loaded(self, items: list[Queued], last: int) -> None:
+        """A batch read back from disk."""
+        self.reading = False
+        dup_upto = self.dup_upto
+        for item in items:
+            if item.seq < self.next_read:
+                continue
+            if item.seq <= dup_upto:
+                item.dup = True
+            self._hold(item)
+        if last >= self.next_read:
+            self.next_read = last + 1
+        if self.queue.index.first(self.next_read) is None:
+            self.spilled = False  # everything queued is loaded: new messages go to ready
+            self.next_read = self.queue.last + 1
+        self._schedule_pump()
+
+    # -- the rate limit ------------------------------------------------------------------
+
+    def _allowance(self) -> float:
+        rate = self.rate
+        if rate is None:
+            return float("inf")
+        now = time.monotonic()
+        self.tokens = min(rate, self.tokens + (now - self.refilled) * rate)
+        self.refilled = now
+        if self.tokens < 1 and self._timer is None:
+            self._timer = self._loop.call_later((1 - self.tokens) / rate, self._refill)
+        return int(self.tokens)
+
+    def _spend(self, count: int) -> None:
+        if self.rate is not None:
+            self.tokens -= count
+
+    def _refill(self) -> None:
+        self._timer = None
+        self._schedule_pump()
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self.queue.on_commit = None
+
+    # -- what the API shows --------------------------------------------------------------
+
+    def stats(self, now: float) -> dict[str, int | float]:
+        index = self.queue.index
+        oldest = index.oldest_time()
+        dropped = sum(self.dropped.values())
+        return {
+            "queue_depth": index.count,
+            "queue_bytes": index.bytes,
+            "oldest_age_s": 0.0 if oldest is None else round(max(0.0, now - oldest), 3),
+            "inflight": len(self.inflight),
+            "queued": self.queued,
+            "sent": self.sent,
+            "acked": self.acked,
+            "rejected": self.rejected,
+            "dropped": dropped,
+            **{f"dropped_{reason}": count for reason, count in self.dropped.items()},
+        }

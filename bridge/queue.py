@@ -1,0 +1,505 @@
+"""The per-bridge store-and-forward queue: SQLite in the bridge's data directory.
+
+Every QoS 1/2 message a bridge forwards is a row here before its local publisher is
+acknowledged, and leaves only once the remote broker acknowledged it:
+
+- ``append`` (on the loop, from the bridge's durable tap) gives the message the next
+  sequence number, its place in the order; a thread of the queue's own inserts it.
+  ``DiskQueue`` is a durable participant of the broker's acknowledgements
+  (``broker_core.acks``): ``pending`` counts the rows appended and not yet committed,
+  and ``barrier(callback)`` calls back once they are. Deleting a row does not count
+  as pending: nobody waits for a delete.
+- ``remove(seq)`` deletes a row (the remote acknowledged it, or it was dropped).
+- ``read(first, limit, callback)`` loads rows from disk, in order, for a backlog that
+  does not fit in memory.
+- The writer thread takes whatever was asked in one event-loop turn (or while it was
+  busy) as one transaction: inserts, deletes, one commit, then the reads. WAL mode with
+  ``synchronous=NORMAL``: a commit survives ``kill -9`` of the process (a power loss may
+  take the last ones).
+
+The loop keeps an index of the queue (``QueueIndex``: the size and arrival time of
+every row, a few bytes each), so the queue's depth, bytes, oldest age and the
+overflow decisions never wait for the disk.
+
+``DiskQueue.open`` is quick and synchronous (the file, its schema, the last sequence
+number), so a bridge taps the broker before its first ``await`` and nothing published
+while it starts escapes it; the index of what an earlier run left is read by the
+writer thread meanwhile (``await queue.loaded()``), and ``append`` works from the start.
+
+A write that fails calls its barriers back with False (the publishers are disconnected
+without a PUBACK and send again) and leaves ``error`` set: the bridge then fails and is
+restarted, and its state is read back from the disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import queue as thread_queue
+import sqlite3
+import threading
+from array import array
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bridge.mapping import OutboundRoute
+from broker_core.errors import BridgeError
+from broker_core.mqtt.properties import EMPTY, PacketKind, Properties, decode_properties
+
+__all__ = ["DiskQueue", "QueueIndex", "Queued"]
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+
+_DDL = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS queue (
+    seq INTEGER PRIMARY KEY,
+    topic TEXT NOT NULL,
+    payload BLOB NOT NULL,
+    qos INTEGER NOT NULL,
+    retain INTEGER NOT NULL,
+    properties BLOB NOT NULL,
+    received_at REAL NOT NULL
+);
+"""
+_INSERT = "INSERT INTO queue VALUES (?, ?, ?, ?, ?, ?, ?)"
+_DELETE = "DELETE FROM queue WHERE seq BETWEEN ? AND ?"
+_READ = "SELECT * FROM queue WHERE seq >= ? ORDER BY seq LIMIT ?"
+
+
+@dataclass(slots=True, eq=False)
+class Queued:
+    """One message on its way to the remote broker."""
+
+    seq: int  # its place in the bridge's order; 0: QoS 0 held in memory only
+    topic: str
+    payload: bytes
+    qos: int
+    retain: bool
+    properties: Properties
+    received_at: float
+    size: int  # topic and payload: what counts against queue.max_bytes
+    dup: bool = False  # it may have been sent before: DUP on the next send
+    released: bool = False  # QoS 2: PUBREC received, PUBREL sent
+
+    @classmethod
+    def of(cls, seq: int, route: OutboundRoute) -> Queued:
+        return cls(
+            seq,
+            route.topic,
+            route.payload,
+            route.qos,
+            route.retain,
+            route.properties,
+            route.received_at,
+            len(route.topic) + len(route.payload),
+        )
+
+
+def _row(item: Queued) -> tuple[Any, ...]:
+    props = b"" if item.properties is EMPTY else item.properties.encoded()
+    return (item.seq, item.topic, item.payload, item.qos, item.retain, props, item.received_at)
+
+
+def _queued(row: tuple[Any, ...]) -> Queued:
+    seq, topic, payload, qos, retain, props, received_at = row
+    properties = EMPTY
+    if props:
+        properties, _ = decode_properties(props, 0, len(props), PacketKind.PUBLISH)
+    payload = bytes(payload)
+    return Queued(
+        seq, topic, payload, qos, bool(retain), properties, received_at, len(topic) + len(payload)
+    )
+
+
+class QueueIndex:
+    """The size and arrival time of every queued row, by sequence number, in order.
+
+    Two compact arrays indexed by ``seq - base`` (a removed row has size -1), so a
+    million queued messages cost about 12 MB here and every question is answered
+    without the disk.
+    """
+
+    def __init__(self) -> None:
+        self.base = 1  # seq of position 0
+        self.head = 0  # first position that may be live
+        self.sizes = array("q")
+        self.times = array("d")
+        self.count = 0
+        self.bytes = 0
+
+    @property
+    def last(self) -> int:
+        """The highest sequence number ever added (``base - 1`` when none)."""
+        return self.base + len(self.sizes) - 1
+
+    def add(self, seq: int, size: int, received_at: float) -> None:
+        gap = seq - self.last - 1
+        if gap < 0:
+            raise ValueError(f"sequence {seq} is not after {self.last}")
+        if not self.sizes:
+            self.base, self.head = seq, 0
+        else:
+            for _ in range(gap):
+                self.sizes.append(-1)
+                self.times.append(0.0)
+        self.sizes.append(size)
+        self.times.append(received_at)
+        self.count += 1
+        self.bytes += size
+
+    def contains(self, seq: int) -> bool:
+        position = seq - self.base
+        return self.head <= position < len(self.sizes) and self.sizes[position] >= 0
+
+    def remove(self, seq: int) -> int:
+        """Forgets ``seq``; returns its size, or -1 when it was not there."""
+        position = seq - self.base
+        if not (self.head <= position < len(self.sizes)):
+            return -1
+        size = self.sizes[position]
+        if size < 0:
+            return -1
+        self.sizes[position] = -1
+        self.count -= 1
+        self.bytes -= size
+        if position == self.head:
+            self._advance()
+        return size
+
+    def first(self, at_least: int = 0) -> int | None:
+        """The lowest live sequence number that is ``>= at_least``; None if none."""
+        position = max(self.head, at_least - self.base)
+        sizes = self.sizes
+        while position < len(sizes):
+            if sizes[position] >= 0:
+                return self.base + position
+            position += 1
+        return None
+
+    def oldest_time(self) -> float | None:
+        first = self.first()
+        return None if first is None else self.times[first - self.base]
+
+    def nth(self, n: int) -> int | None:
+        """The sequence number of the ``n``-th live row (0 = the oldest)."""
+        position = self.head
+        sizes = self.sizes
+        while position < len(sizes):
+            if sizes[position] >= 0:
+                if n == 0:
+                    return self.base + position
+                n -= 1
+            position += 1
+        return None
+
+    def _advance(self) -> None:
+        sizes = self.sizes
+        head = self.head
+        while head < len(sizes) and sizes[head] < 0:
+            head += 1
+        self.head = head
+        if head >= 4096 and head * 2 >= len(sizes):  # drop the dead prefix
+            del sizes[:head]
+            del self.times[:head]
+            self.base += head
+            self.head = 0
+
+
+_Read = tuple[int, int, Callable[[list[Queued], int], None]]  # first, limit, callback
+
+
+class _Barrier:
+    __slots__ = ("callback",)
+
+    def __init__(self, callback: Callable[[bool], None]) -> None:
+        self.callback = callback
+
+
+class DiskQueue:
+    """See the module docstring. Build it with ``await DiskQueue.open(path, name)``."""
+
+    def __init__(self, conn: sqlite3.Connection, last: int, name: str) -> None:
+        self.name = name
+        self.index = QueueIndex()  # what is appended until the earlier rows are read
+        self.index.base = last + 1
+        self.error: BaseException | None = None
+        self.on_commit: Callable[[int], None] | None = None  # called with the seq committed
+        self.on_error: Callable[[BaseException], None] | None = None  # a write failed
+        self.committed = last  # every seq <= this is on disk
+        self._last_at_open = last
+        self._conn = conn
+        self._loop = asyncio.get_running_loop()
+        self._loaded: asyncio.Future[None] = self._loop.create_future()
+        self._seq = last
+        self._inserts: list[tuple[Any, ...]] = []
+        self._deletes: list[int] = []
+        self._reads: list[_Read] = []
+        self._barriers: list[_Barrier] = []
+        self._flush_scheduled = False
+        self._in_thread = 0  # inserts handed to the thread, not yet committed
+        self._deletes_in_thread = 0
+        self._jobs: thread_queue.SimpleQueue[tuple[Any, ...] | None] = thread_queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name=f"edgebus-{name}", daemon=True)
+        self._thread.start()
+        self._closed = False
+
+    @classmethod
+    def open(cls, path: Path, name: str) -> DiskQueue:
+        """Opens (creating) the queue at ``path``; ``BridgeError`` when the file is not a
+        queue this edgebus can use. Call on the loop; then ``await loaded()``."""
+        conn, last = _open(path)
+        return cls(conn, last, name)
+
+    async def loaded(self) -> None:
+        """Until the index holds the rows of earlier runs too."""
+        await asyncio.shield(self._loaded)
+        if self.error is not None:
+            raise BridgeError(f"{self.name}: cannot read the queue: {self.error}")
+
+    # -- what the bridge asks, on the loop ----------------------------------------------
+
+    @property
+    def pending(self) -> int:
+        return self._in_thread + len(self._inserts)
+
+    @property
+    def pending_deletes(self) -> int:
+        """Rows removed whose delete is not committed yet (after a crash they are back)."""
+        return self._deletes_in_thread + len(self._deletes)
+
+    @property
+    def last(self) -> int:
+        """The last sequence number given out."""
+        return self._seq
+
+    def append(self, route: OutboundRoute) -> Queued:
+        """Queues a message (the next sequence number); it is on disk at the next
+        commit."""
+        if self._closed:
+            raise BridgeError(f"{self.name}: the queue is closed")
+        self._seq += 1
+        item = Queued.of(self._seq, route)
+        self.index.add(item.seq, item.size, item.received_at)
+        self._inserts.append(_row(item))
+        self._schedule()
+        return item
+
+    def remove(self, seq: int) -> int:
+        """Deletes the row ``seq``; returns its size, -1 when it was not queued."""
+        size = self.index.remove(seq)
+        if size >= 0 and not self._closed:
+            self._deletes.append(seq)
+            self._schedule()
+        return size
+
+    def read(self, first: int, limit: int, callback: Callable[[list[Queued], int], None]) -> None:
+        """Loads up to ``limit`` rows with ``seq >= first``, in order, after every write
+        asked before; ``callback(items, last_seq_read)`` on the loop (rows removed
+        meanwhile are left out; ``last_seq_read`` is 0 when none was found)."""
+        self._reads.append((first, limit, callback))
+        self._schedule()
+
+    def barrier(self, callback: Callable[[bool], None]) -> None:
+        if not self.pending:
+            callback(self.error is None)
+            return
+        self._barriers.append(_Barrier(callback))
+        self._schedule()
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Writes what was asked, then stops the thread and closes the file."""
+        if self._closed:
+            return
+        self._flush()
+        self._closed = True
+        self._jobs.put(None)
+        self._thread.join(timeout_s)
+        if self._thread.is_alive():
+            log.error("%s: the queue's writer did not finish within %.0f s", self.name, timeout_s)
+
+    # -- the writer thread ---------------------------------------------------------------
+
+    def _schedule(self) -> None:
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        if not (self._inserts or self._deletes or self._reads or self._barriers):
+            return
+        job = (self._inserts, self._deletes, self._reads, self._barriers, self._seq)
+        self._in_thread += len(self._inserts)
+        self._deletes_in_thread += len(self._deletes)
+        self._inserts, self._deletes, self._reads, self._barriers = [], [], [], []
+        self._jobs.put(job)
+
+    def _run(self) -> None:
+        conn = self._conn
+        try:
+            self._load(conn)
+            while True:
+                job = self._jobs.get()
+                if job is None:
+                    return
+                jobs = [job]
+                while True:
+                    try:
+                        more = self._jobs.get_nowait()
+                    except thread_queue.Empty:
+                        break
+                    if more is None:
+                        self._jobs.put(None)  # after this batch
+                        break
+                    jobs.append(more)
+                self._write(conn, jobs)
+        finally:
+            conn.close()
+
+    def _load(self, conn: sqlite3.Connection) -> None:
+        index = QueueIndex()
+        error: BaseException | None = None
+        try:
+            rows = conn.execute(
+                "SELECT seq, length(topic) + length(payload), received_at FROM queue"
+                " WHERE seq < ? ORDER BY seq",
+                (self._last_at_open + 1,),
+            )
+            for seq, size, received_at in rows:
+                index.add(seq, size, received_at)
+        except sqlite3.Error as exc:
+            error = exc
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+            self._loop.call_soon_threadsafe(self._index_loaded, index, error)
+
+    def _index_loaded(self, index: QueueIndex, error: BaseException | None) -> None:
+        if error is not None:
+            self.error = error
+        new = self.index
+        for position, size in enumerate(new.sizes):
+            if size >= 0:
+                index.add(new.base + position, size, new.times[position])
+        self.index = index
+        if not self._loaded.done():
+            self._loaded.set_result(None)
+
+    def _write(self, conn: sqlite3.Connection, jobs: list[tuple[Any, ...]]) -> None:
+        inserts: list[tuple[Any, ...]] = []
+        deletes: list[int] = []
+        reads: list[_Read] = []
+        barriers: list[_Barrier] = []
+        upto = 0
+        for job_inserts, job_deletes, job_reads, job_barriers, seq in jobs:
+            inserts += job_inserts
+            deletes += job_deletes
+            reads += job_reads
+            barriers += job_barriers
+            upto = seq
+        error: BaseException | None = None
+        try:
+            if inserts or deletes:
+                conn.execute("BEGIN")
+                if inserts:
+                    conn.executemany(_INSERT, inserts)
+                if deletes:
+                    conn.executemany(_DELETE, _ranges(deletes))
+                conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            error = exc
+            log.error("%s: writing the queue failed: %s", self.name, exc)
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+        results: list[tuple[Callable[[list[Queued], int], None], list[Queued], int]] = []
+        for first, limit, callback in reads:
+            try:
+                rows = conn.execute(_READ, (first, limit)).fetchall()
+            except sqlite3.Error as exc:
+                error = error or exc
+                rows = []
+            items = [_queued(row) for row in rows]
+            results.append((callback, items, items[-1].seq if items else 0))
+        try:
+            self._loop.call_soon_threadsafe(
+                self._done, len(inserts), len(deletes), upto, barriers, results, error
+            )
+        except RuntimeError:  # the loop is closed: nobody waits any more
+            return
+
+    def _done(
+        self,
+        inserted: int,
+        deleted: int,
+        upto: int,
+        barriers: list[_Barrier],
+        results: list[tuple[Callable[[list[Queued], int], None], list[Queued], int]],
+        error: BaseException | None,
+    ) -> None:
+        self._in_thread -= inserted
+        self._deletes_in_thread -= deleted
+        if error is not None:
+            self.error = error
+            if self.on_error is not None:
+                self.on_error(error)
+        elif upto > self.committed:
+            self.committed = upto
+        for barrier in barriers:
+            barrier.callback(error is None)
+        for callback, items, last in results:
+            callback([item for item in items if self.index.contains(item.seq)], last)
+        if error is None and self.on_commit is not None:
+            self.on_commit(self.committed)
+
+
+def _ranges(seqs: list[int]) -> list[tuple[int, int]]:
+    """Sequence numbers as inclusive runs: acknowledgements come mostly in order, so a
+    few ``BETWEEN`` deletes do the work of many."""
+    seqs.sort()
+    out: list[tuple[int, int]] = []
+    first = last = seqs[0]
+    for seq in seqs[1:]:
+        if seq != last + 1:
+            out.append((first, last))
+            first = seq
+        last = seq
+    out.append((first, last))
+    return out
+
+
+def _open(path: Path) -> tuple[sqlite3.Connection, int]:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    except (OSError, sqlite3.Error) as exc:
+        raise BridgeError(f"{path}: cannot open the bridge queue: {exc}") from exc
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.executescript(_DDL)
+        row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        if row is None:
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES ('schema_version', ?)",
+                (str(SCHEMA_VERSION),),
+            )
+        elif row[0] != str(SCHEMA_VERSION):
+            raise BridgeError(
+                f"{path}: bridge queue schema version {row[0]} is not {SCHEMA_VERSION};"
+                " move the file away to start with an empty queue"
+            )
+        last = conn.execute("SELECT max(seq) FROM queue").fetchone()[0] or 0
+    except sqlite3.Error as exc:
+        conn.close()
+        raise BridgeError(
+            f"{path}: cannot read the bridge queue ({exc}); move it away to start with an"
+            " empty queue"
+        ) from exc
+    except BridgeError:
+        conn.close()
+        raise
+    return conn, last

@@ -1,0 +1,251 @@
+"""The ready job: the stream log into Parquet, partitioned by date and protocol.
+
+    edgebus spark run --gateway URL --out PATH --checkpoint PATH [--trigger 5s | availableNow]
+                      [--master local[*]] [--api-key KEY] [--topic FILTER] ...
+    spark-submit --master spark://host:7077 .../spark_sink/job.py --gateway URL ...
+
+The same code either way: this module is the spark-submit application, and
+``edgebus spark run`` calls its ``main``. It reads ``format("edgebus")`` as a stream,
+adds the partition column ``date`` (of ``ts``, in UTC), and writes Parquet with a
+checkpoint, so a query stopped at any point (even by SIGKILL) and started again with the
+same checkpoint writes every record once. One line per micro-batch goes to stdout::
+
+    batch 3: 1200 rows, offsets 4800 -> 6000, 2400 rows/s, 500 ms
+
+``--trigger availableNow`` reads what the log holds when the query starts, then stops;
+otherwise the query runs until SIGTERM or Ctrl-C, then stops cleanly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+__all__ = [
+    "main",
+    "parse_args",
+    "parse_trigger",
+    "prepare_environment",
+    "progress_line",
+    "session",
+    "write_parquet",
+]
+
+APP_NAME = "edgebus-stream"
+_TRIGGER = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*$")
+_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_trigger(text: str) -> dict[str, Any]:
+    """``writeStream.trigger(**...)`` of ``--trigger``: ``availableNow`` or a period."""
+    if text.strip().lower() in ("availablenow", "available-now", "once"):
+        return {"availableNow": True}
+    match = _TRIGGER.match(text)
+    if match is None:
+        raise argparse.ArgumentTypeError(
+            f"expected a period such as 5s, 500ms, 1m, or availableNow; got {text!r}"
+        )
+    millis = round(float(match.group(1)) * _SECONDS[match.group(2)] * 1000)
+    return {"processingTime": f"{max(millis, 1)} milliseconds"}
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
+    return value
+
+
+def parse_args(argv: Sequence[str] | None = None, prog: str | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog=prog,
+        description="Stream the edgebus stream log into Parquet, partitioned by date and"
+        " protocol, exactly once (a checkpoint keeps the progress).",
+    )
+    p.add_argument("--gateway", required=True, help="the gateway's HTTP API: http://host:8081")
+    p.add_argument("--out", required=True, help="Parquet output directory (or URI)")
+    p.add_argument("--checkpoint", required=True, help="checkpoint directory (or URI)")
+    p.add_argument(
+        "--trigger",
+        type=parse_trigger,
+        default=parse_trigger("5s"),
+        help="micro-batch period (5s, 500ms, 1m) or availableNow: what the log holds,"
+        " then stop (default 5s)",
+    )
+    p.add_argument(
+        "--master",
+        default=None,
+        help="Spark master (default local[*]; under spark-submit, the one it was given)",
+    )
+    p.add_argument(
+        "--api-key",
+        default=os.environ.get("EDGEBUS_API_KEY"),
+        help="API key (default: $EDGEBUS_API_KEY)",
+    )
+    p.add_argument("--username", help="a user of api.users, instead of a key")
+    p.add_argument(
+        "--password",
+        default=os.environ.get("EDGEBUS_API_PASSWORD"),
+        help="its password (default: $EDGEBUS_API_PASSWORD)",
+    )
+    p.add_argument("--topic", default="#", help="topic filter (default #)")
+    p.add_argument(
+        "--starting-offsets",
+        default="earliest",
+        help="where a new query starts: earliest, latest or an offset (default earliest)",
+    )
+    p.add_argument(
+        "--max-rows-per-batch", type=_positive, help="most offsets per micro-batch (no limit)"
+    )
+    p.add_argument(
+        "--partition-rows", type=_positive, default=100_000, help="offsets per Spark task"
+    )
+    return p.parse_args(argv)
+
+
+def prepare_environment(master: str) -> None:
+    """What a local Spark needs before its session starts: loopback only, workers running
+    this Python and able to import ``spark_sink``."""
+    if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    root = str(Path(__file__).resolve().parent.parent)
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if root not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([root, *paths])
+
+
+def _offset(source: Any, key: str) -> str:
+    value = source.get(key) if isinstance(source, dict) else None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return value
+    if isinstance(value, dict) and "offset" in value:
+        return str(value["offset"])
+    return "-"
+
+
+def progress_line(progress: dict[str, Any]) -> str:
+    """One line for one micro-batch's ``StreamingQueryProgress`` (as a dict)."""
+    sources = progress.get("sources") or [{}]
+    rate = progress.get("processedRowsPerSecond") or 0.0
+    duration = progress.get("batchDuration")
+    if duration is None:
+        duration = (progress.get("durationMs") or {}).get("triggerExecution", 0)
+    return (
+        f"batch {progress.get('batchId')}: {progress.get('numInputRows', 0)} rows,"
+        f" offsets {_offset(sources[0], 'startOffset')} -> {_offset(sources[0], 'endOffset')},"
+        f" {rate:.0f} rows/s, {duration} ms"
+    )
+
+
+def _source_options(args: argparse.Namespace) -> dict[str, str]:
+    options = {
+        "gateway": args.gateway,
+        "topic": args.topic,
+        "startingOffsets": str(args.starting_offsets),
+        "partitionRows": str(args.partition_rows),
+    }
+    if args.api_key:
+        options["apiKey"] = args.api_key
+    if args.username:
+        options["username"] = args.username
+        options["password"] = args.password or ""
+    if args.max_rows_per_batch:
+        options["maxRowsPerBatch"] = str(args.max_rows_per_batch)
+    return options
+
+
+def session(master: str | None, app_name: str = APP_NAME) -> Any:
+    """A Spark session with the ``edgebus`` source registered: ``master`` (default
+    ``local[*]``), or, under spark-submit and with ``master`` None, the one it was given."""
+    submitted = master is None and _submitted()
+    prepare_environment("" if submitted else master or "local[*]")
+    from pyspark.sql import SparkSession
+
+    from spark_sink.datasource import EdgebusDataSource
+
+    builder = (
+        SparkSession.builder.appName(app_name)
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+    )
+    if not submitted:
+        builder = builder.master(master or "local[*]")
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    spark.dataSource.register(EdgebusDataSource)
+    return spark
+
+
+def write_parquet(records: Any, out: str, checkpoint: str, trigger: dict[str, Any]) -> Any:
+    """Starts the query writing ``records`` (the source's schema) to Parquet under
+    ``out``, partitioned by ``date`` (of ``ts``) and ``protocol``; returns it."""
+    from pyspark.sql import functions as F
+
+    return (
+        records.withColumn("date", F.to_date("ts"))
+        .writeStream.format("parquet")
+        .option("path", out)
+        .option("checkpointLocation", checkpoint)
+        .partitionBy("date", "protocol")
+        .outputMode("append")
+        .trigger(**trigger)
+        .start()
+    )
+
+
+def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
+    args = parse_args(argv, prog)
+    spark = session(args.master)
+    records = spark.readStream.format("edgebus").options(**_source_options(args)).load()
+    query = write_parquet(records, args.out, args.checkpoint, args.trigger)
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    printed = -1
+    try:
+        while True:
+            done = query.awaitTermination(0.5)
+            for progress in query.recentProgress:
+                batch = progress.get("batchId", -1) if isinstance(progress, dict) else -1
+                if batch > printed and progress.get("numInputRows") is not None:
+                    print(progress_line(progress), flush=True)
+                    printed = batch
+            if done:
+                break
+            if stop.is_set():
+                query.stop()
+    finally:
+        spark.stop()
+    failure = query.exception() if hasattr(query, "exception") else None
+    if failure is not None:
+        print(f"edgebus spark: the query failed: {failure}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _submitted() -> bool:
+    """True under spark-submit: its JVM started first and gave this driver its master
+    (it passes the JVM's address in ``PYSPARK_GATEWAY_PORT``)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,307 @@
+"""The on-disk record batch of the stream log: Contexts in columns, one CRC per batch.
+
+Pure: no I/O, no pyarrow. The writer encodes each group of Contexts it writes as one
+batch (``encode_batch``); a reader decodes a batch's columns (``decode_batch``) and
+hands them to Arrow without copying (the variable-size columns are laid out as Arrow's
+``binary``/``utf8`` arrays: int32 offsets, then the bytes) or turns them into rows.
+
+Layout, little endian::
+
+    header   length u32    bytes after the first 8 (what the CRC covers)
+             crc    u32    zlib.crc32 of those bytes
+             first  u64    offset of the first record
+             count  u32    records in the batch
+             version u16   1
+             flags  u16    0
+             ts_max i64    the newest receive time in the batch (ns), for retention
+    columns  id      int64[count]
+             ts      int64[count]     receive time, ns since the epoch
+             qos     uint8[count]
+             retain  uint8[count]
+             origin  uint16[count]    index into the batch's origins
+    origins  k u32, then protocol and source: int32 offsets[k + 1], then the bytes
+    columns  then for topic, content_type, payload, properties, meta:
+                     int32 offsets[count + 1], then offsets[count] bytes
+             every column padded to 8 bytes
+
+The origins (protocol and source name) are a dictionary per batch: a batch holds the
+messages of a few clients and adapters, so each is written once, and encoding costs
+one lookup per message instead of two strings.
+
+``content_type`` empty: none. ``properties``: the MQTT 5 property block of the message
+(``Properties.encoded()``), empty when it has none. ``meta``: the metadata as a JSON
+object, empty when there is none.
+
+A batch is whole or it is not there: a reader that finds a short batch or a CRC that
+does not match at the end of the last segment has found a torn tail (the process died
+while writing it); it is cut back to the last whole batch (``segments``).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+from array import array
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import accumulate
+from typing import Any
+
+from broker_core.context import EMPTY_META, Context
+from broker_core.mqtt.properties import EMPTY
+
+__all__ = [
+    "HEADER",
+    "STRING_COLUMNS",
+    "VERSION",
+    "BatchHeader",
+    "Columns",
+    "CorruptBatch",
+    "Encoded",
+    "decode_batch",
+    "decode_header",
+    "encode_batch",
+    "encode_columns",
+    "frame",
+]
+
+HEADER = struct.Struct("<IIQIHHq")
+_PREFIX = struct.Struct("<II")  # length, crc
+_TAIL = struct.Struct("<QIHHq")  # first, count, version, flags, ts_max
+VERSION = 1
+STRING_COLUMNS = ("topic", "content_type", "payload", "properties", "meta")
+_PAD = bytes(8)
+
+
+class CorruptBatch(ValueError):
+    """Bytes that are not a whole, intact batch."""
+
+
+@dataclass(frozen=True, slots=True)
+class BatchHeader:
+    length: int  # bytes after the first 8
+    crc: int
+    first: int
+    count: int
+    ts_max: int
+
+    @property
+    def size(self) -> int:
+        """The whole batch's size on disk."""
+        return 8 + self.length
+
+    @property
+    def end(self) -> int:
+        """The offset after its last record."""
+        return self.first + self.count
+
+
+def _padded(parts: list[bytes], size: int) -> int:
+    pad = -size % 8
+    if pad:
+        parts.append(_PAD[:pad])
+    return size + pad
+
+
+def _strings(values: list[str], parts: list[bytes]) -> int:
+    """Appends offsets and UTF-8 bytes of ``values``; returns the bytes appended."""
+    joined = "".join(values)
+    if joined.isascii():
+        return _var(joined.encode("ascii"), [len(value) for value in values], parts)
+    encoded = [value.encode("utf-8", "surrogatepass") for value in values]
+    return _var(b"".join(encoded), [len(value) for value in encoded], parts)
+
+
+def _var(data: bytes, lengths: list[int], parts: list[bytes]) -> int:
+    offsets = array("i", [0])
+    offsets.extend(accumulate(lengths))
+    raw = offsets.tobytes()
+    parts.append(raw)
+    parts.append(data)
+    return _padded(parts, len(raw) + len(data))
+
+
+def _empty(count: int, parts: list[bytes]) -> int:
+    """A column of ``count`` empty values."""
+    parts.append(bytes(4 * (count + 1)))
+    return _padded(parts, 4 * (count + 1))
+
+
+def _meta_json(meta: Any) -> str:
+    return json.dumps(dict(meta), separators=(",", ":"), default=str, ensure_ascii=False)
+
+
+def _block(properties: Any) -> bytes:
+    encoded: bytes = properties.encoded()
+    return b"" if encoded == b"\x00" else encoded
+
+
+@dataclass(frozen=True, slots=True)
+class Encoded:
+    """The columns of a batch, encoded (``encode_columns``); ``frame`` gives the header
+    once its first offset is known."""
+
+    parts: list[bytes]
+    count: int
+    ts_max: int
+    size: int  # bytes of ``parts``
+
+
+def encode_columns(contexts: Sequence[Context]) -> Encoded:
+    """The columns of ``contexts`` (the batch without its header)."""
+    count = len(contexts)
+    parts: list[bytes] = []
+    ts = array("q", [c.received_at for c in contexts])
+    parts.append(array("q", [c.id for c in contexts]).tobytes())
+    parts.append(ts.tobytes())
+    flags = bytes([c.qos for c in contexts] + [c.retain for c in contexts])
+    parts.append(flags)
+    size = 16 * count + len(flags)
+    origins = [c.origin for c in contexts]
+    keys = list(map(id, origins))  # the same client: the same Origin object
+    unique = dict(zip(keys, origins, strict=True))
+    if len(unique) == 1:
+        index = bytes(2 * count)
+    else:
+        position = {key: at for at, key in enumerate(unique)}
+        index = array("H", map(position.__getitem__, keys)).tobytes()
+    parts.append(index)
+    size = _padded(parts, size + len(index))
+    names = list(unique.values())
+    parts.append(struct.pack("<Q", len(names)))
+    size += 8
+    size += _strings([o.protocol for o in names], parts)
+    size += _strings([o.name for o in names], parts)
+    size += _strings([c.topic for c in contexts], parts)
+    properties = [c.properties for c in contexts]
+    plain = properties.count(EMPTY) == count  # the common case: no MQTT 5 properties
+    if plain:
+        size += _empty(count, parts)
+    else:
+        size += _strings([p.content_type or "" for p in properties], parts)
+    payloads = [c.payload for c in contexts]
+    size += _var(b"".join(payloads), [len(p) for p in payloads], parts)
+    if plain:
+        size += _empty(count, parts)
+    else:
+        blocks = [b"" if p is EMPTY else _block(p) for p in properties]
+        size += _var(b"".join(blocks), [len(b) for b in blocks], parts)
+    metas = [c.meta for c in contexts]
+    if metas.count(EMPTY_META) == count:
+        size += _empty(count, parts)
+    else:
+        size += _strings([_meta_json(m) if m else "" for m in metas], parts)
+    return Encoded(parts, count, max(ts) if count else 0, size)
+
+
+def frame(first: int, encoded: Encoded) -> bytes:
+    """The header of ``encoded`` with offsets from ``first`` (its CRC covers it all)."""
+    tail = _TAIL.pack(first, encoded.count, VERSION, 0, encoded.ts_max)
+    crc = zlib.crc32(tail)
+    for part in encoded.parts:
+        crc = zlib.crc32(part, crc)
+    return _PREFIX.pack(len(tail) + encoded.size, crc) + tail
+
+
+def encode_batch(first: int, contexts: Sequence[Context]) -> list[bytes]:
+    """The whole batch of ``contexts`` with offsets from ``first``: the buffers to write
+    in order (``os.writev``), the header first."""
+    encoded = encode_columns(contexts)
+    return [frame(first, encoded), *encoded.parts]
+
+
+def decode_header(data: bytes | memoryview) -> BatchHeader:
+    """The header at the start of ``data`` (at least ``HEADER.size`` bytes)."""
+    length, crc, first, count, version, _flags, ts_max = HEADER.unpack_from(data)
+    if version != VERSION or length < HEADER.size - 8:
+        raise CorruptBatch(f"not a batch header (version {version}, length {length})")
+    return BatchHeader(length, crc, first, count, ts_max)
+
+
+def check_crc(header: BatchHeader, data: bytes | memoryview) -> None:
+    """Raises ``CorruptBatch`` unless ``data`` (the whole batch) matches its CRC."""
+    if len(data) != header.size:
+        raise CorruptBatch(f"batch at offset {header.first}: short ({len(data)} bytes)")
+    if zlib.crc32(memoryview(data)[8:]) != header.crc:
+        raise CorruptBatch(f"batch at offset {header.first}: CRC mismatch")
+
+
+@dataclass(frozen=True, slots=True)
+class Columns:
+    """One batch's columns, as views into its bytes (nothing copied).
+
+    ``strings[name]`` is ``(offsets, data)`` for each of ``STRING_COLUMNS``; ``offsets``
+    holds ``count + 1`` int32 values.
+    """
+
+    first: int
+    count: int
+    ids: memoryview  # int64
+    ts: memoryview  # int64
+    qos: memoryview  # uint8
+    retain: memoryview  # uint8
+    origin: memoryview  # uint16, into ``origins``
+    origins: list[tuple[str, str]]  # (protocol, source) of the batch's origins
+    strings: dict[str, tuple[memoryview, memoryview]]
+
+    def protocol(self, row: int) -> str:
+        return self.origins[self.origin[row]][0]
+
+    def source(self, row: int) -> str:
+        return self.origins[self.origin[row]][1]
+
+    def string(self, name: str, row: int) -> str:
+        offsets, data = self.strings[name]
+        return str(data[offsets[row] : offsets[row + 1]], "utf-8", "surrogatepass")
+
+    def binary(self, name: str, row: int) -> bytes:
+        offsets, data = self.strings[name]
+        return bytes(data[offsets[row] : offsets[row + 1]])
+
+
+def decode_batch(data: bytes | memoryview, verify: bool = True) -> Columns:
+    """The columns of the whole batch ``data``; ``CorruptBatch`` if it is not intact."""
+    header = decode_header(data)
+    view = memoryview(data)
+    if verify:
+        check_crc(header, view)
+    n = header.count
+    pos = HEADER.size
+    try:
+        ids = view[pos : pos + 8 * n].cast("q")
+        pos += 8 * n
+        ts = view[pos : pos + 8 * n].cast("q")
+        pos += 8 * n
+        qos = view[pos : pos + n]
+        retain = view[pos + n : pos + 2 * n]
+        pos += 2 * n
+        origin = view[pos : pos + 2 * n].cast("H")
+        pos += 2 * n
+        pos += -pos % 8
+        (k,) = struct.unpack_from("<Q", view, pos)
+        pos += 8
+        names: list[list[str]] = []
+        for _ in range(2):
+            offsets = view[pos : pos + 4 * (k + 1)].cast("i")
+            pos += 4 * (k + 1)
+            data = view[pos : pos + offsets[k]]
+            names.append([str(data[offsets[i] : offsets[i + 1]], "utf-8") for i in range(k)])
+            pos += offsets[k]
+            pos += -pos % 8
+        origins = list(zip(names[0], names[1], strict=True))
+        if any(index >= k for index in origin):
+            raise CorruptBatch(f"batch at offset {header.first}: an origin out of range")
+        strings: dict[str, tuple[memoryview, memoryview]] = {}
+        for name in STRING_COLUMNS:
+            offsets = view[pos : pos + 4 * (n + 1)].cast("i")
+            pos += 4 * (n + 1)
+            size = offsets[n]
+            strings[name] = (offsets, view[pos : pos + size])
+            pos += size
+            pos += -pos % 8
+    except (TypeError, IndexError, ValueError, struct.error) as exc:
+        raise CorruptBatch(f"batch at offset {header.first}: bad columns ({exc})") from exc
+    if pos != header.size:
+        raise CorruptBatch(f"batch at offset {header.first}: {header.size - pos} bytes left over")
+    return Columns(header.first, n, ids, ts, qos, retain, origin, origins, strings)

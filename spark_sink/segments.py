@@ -1,0 +1,412 @@
+"""``StreamLog``: the stream log on disk, segment files of record batches with offsets.
+
+The directory holds segment files named after the offset of their first record,
+``00000000000000000000.log``; each is a sequence of record batches
+(``spark_sink.records``). Offsets are global and gap-free: a segment starts where the
+one before it ends. One thread writes (``append``, ``sync``, ``close``), any number of
+threads read (``bounds``, ``read``); retention (``enforce_retention``) may run on
+another thread.
+
+- **Commit.** ``append`` writes the batches, fsyncs them when the policy says so
+  (``always``: every call; ``interval``: at most every ``fsync_interval_s``; ``never``),
+  and only then moves the committed end. Readers see up to the committed end only, so no
+  reader ever sees an offset before it is written, nor a gap.
+- **Recovery.** ``open`` reads every segment's batch headers into an in-memory index
+  (first offset and file position of each batch) and checks the CRC of every batch of
+  the last segment. A torn tail (a short or damaged batch at its end, left by a crash
+  during a write) is cut off; the log then continues after the last whole batch. A
+  segment whose first offset does not follow the one before it means files were lost:
+  ``StreamLogError``.
+- **Retention.** Whole segments go, oldest first, while the newest record of the oldest
+  one is older than ``retention_s``, or while the log holds more than ``max_bytes``. The
+  segment being written is never deleted; a new one starts past ``segment_bytes``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import logging
+import os
+import threading
+import time
+from array import array
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from broker_core.context import Context
+from broker_core.errors import EdgebusError
+from spark_sink.records import (
+    HEADER,
+    BatchHeader,
+    Columns,
+    CorruptBatch,
+    Encoded,
+    check_crc,
+    decode_batch,
+    decode_header,
+    encode_columns,
+    frame,
+)
+
+__all__ = ["Bounds", "RecordsDeleted", "StreamLog", "StreamLogError", "encode_chunks"]
+
+log = logging.getLogger(__name__)
+
+SUFFIX = ".log"
+#: The most records, and about the most payload bytes, in one batch on disk: bounds
+#: what a reader holds in memory at a time.
+MAX_BATCH_RECORDS = 8192
+MAX_BATCH_BYTES = 4 * 1024 * 1024
+
+
+class StreamLogError(EdgebusError):
+    """The stream log cannot be opened or written (its files are damaged or missing)."""
+
+
+class RecordsDeleted(StreamLogError):
+    """Records a reader asked for were deleted by retention (before or while reading)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    """What the log holds: offsets ``[start, end)``, in ``bytes`` of ``segments`` files."""
+
+    start: int
+    end: int
+    bytes: int
+    segments: int
+
+
+@dataclass
+class _Segment:
+    base: int
+    path: Path
+    end: int  # offset after the last committed record
+    size: int  # committed bytes
+    ts_max: int = 0  # newest record, ns
+    firsts: array[int] = field(default_factory=lambda: array("q"))  # per batch
+    positions: array[int] = field(default_factory=lambda: array("q"))
+
+    def add(self, header: BatchHeader, position: int) -> None:
+        self.firsts.append(header.first)
+        self.positions.append(position)
+        self.end = header.end
+        self.size = position + header.size
+        self.ts_max = max(self.ts_max, header.ts_max)
+
+
+def _name(base: int) -> str:
+    return f"{base:020d}{SUFFIX}"
+
+
+class StreamLog:
+    def __init__(
+        self,
+        directory: Path,
+        segment_bytes: int = 64 * 1024**2,
+        max_bytes: int = 1024**3,
+        retention_s: float = 7 * 24 * 3600.0,
+        fsync: str = "always",
+        fsync_interval_s: float = 1.0,
+    ) -> None:
+        self.directory = Path(directory)
+        self.segment_bytes = segment_bytes
+        self.max_bytes = max_bytes
+        self.retention_s = retention_s
+        self.fsync = fsync
+        self.fsync_interval_s = fsync_interval_s
+        self.truncated_bytes = 0  # cut off a torn tail when opened
+        self.deleted_segments = 0
+        self.fsyncs = 0
+        self._lock = threading.Lock()  # the segment list and the committed state
+        self._write_lock = threading.Lock()  # the file being appended to
+        self._segments: list[_Segment] = []
+        self._fd = -1  # the last segment's, for appending
+        self._synced_at = time.monotonic()
+        self._unsynced = False
+
+    # -- opening ---------------------------------------------------------------------------
+
+    def open(self) -> None:
+        """Reads the directory, cuts a torn tail, and gets ready to append."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        paths = sorted(self.directory.glob(f"*{SUFFIX}"))
+        segments: list[_Segment] = []
+        for index, path in enumerate(paths):
+            try:
+                base = int(path.stem)
+            except ValueError:
+                raise StreamLogError(f"stream log: unexpected file {path}") from None
+            last = index == len(paths) - 1
+            segment = self._scan(path, base, verify=last)
+            if segments and segments[-1].end != base:
+                raise StreamLogError(
+                    f"stream log: offsets {segments[-1].end} to {base - 1} are missing"
+                    f" (before {path.name}); move the damaged files away to start a new log"
+                )
+            segments.append(segment)
+        if not segments:
+            segments.append(_Segment(0, self.directory / _name(0), 0, 0))
+        self._segments = segments
+        self._open_for_append(segments[-1])
+
+    def _scan(self, path: Path, base: int, verify: bool) -> _Segment:
+        """The segment at ``path`` with its index; a torn tail is cut off."""
+        segment = _Segment(base, path, base, 0)
+        with open(path, "rb") as file:
+            size = os.fstat(file.fileno()).st_size
+            position = 0
+            expected = base
+            while position < size:
+                file.seek(position)
+                head = file.read(HEADER.size)
+                try:
+                    if len(head) < HEADER.size:
+                        raise CorruptBatch("short header")
+                    header = decode_header(head)
+                    if header.first != expected or position + header.size > size:
+                        raise CorruptBatch(f"batch at byte {position} does not fit")
+                    if verify:
+                        file.seek(position)
+                        check_crc(header, file.read(header.size))
+                except CorruptBatch as exc:
+                    if not verify:
+                        raise StreamLogError(f"stream log: {path.name} is damaged: {exc}") from exc
+                    break
+                segment.add(header, position)
+                expected = header.end
+                position += header.size
+        if segment.size < size:
+            log.warning(
+                "stream log: %s: cutting a torn tail of %d bytes after offset %d",
+                path.name,
+                size - segment.size,
+                segment.end - 1,
+            )
+            os.truncate(path, segment.size)
+            self.truncated_bytes += size - segment.size
+        return segment
+
+    def _open_for_append(self, segment: _Segment) -> None:
+        self._fd = os.open(segment.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        if segment.size == 0:
+            self._sync_directory()
+
+    def _sync_directory(self) -> None:
+        fd = os.open(self.directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    # -- writing (one thread) --------------------------------------------------------------
+
+    def append(self, contexts: Sequence[Context]) -> int:
+        """Writes ``contexts`` with the next offsets; returns the new end once committed
+        (``append_encoded`` of ``encode_chunks(contexts)``)."""
+        return self.append_encoded(encode_chunks(contexts))
+
+    def append_encoded(self, batches: Sequence[Encoded]) -> int:
+        """Writes ``batches`` with the next offsets; returns the new end once committed.
+
+        Raises ``OSError`` when the disk refuses; nothing of this call is then visible
+        and the file is cut back to where it was.
+        """
+        with self._write_lock:
+            return self._append(batches)
+
+    def _append(self, batches: Sequence[Encoded]) -> int:
+        segment = self._segments[-1]
+        end, size = segment.end, segment.size
+        added: list[tuple[BatchHeader, int]] = []
+        try:
+            for batch in batches:
+                if size >= self.segment_bytes:
+                    self._commit(segment, added)
+                    added = []
+                    segment = self._roll(segment)
+                    end, size = segment.end, segment.size
+                head = frame(end, batch)
+                total = len(head) + batch.size
+                written = os.writev(self._fd, [head, *batch.parts])
+                if written != total:
+                    raise OSError(f"short write to {segment.path.name} ({written} of {total})")
+                header = decode_header(head)
+                added.append((header, size))
+                end, size = header.end, size + total
+            self._unsynced = True
+            self._maybe_sync()
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, segment.size if not added else added[0][1])
+            raise
+        self._commit(segment, added)
+        return end
+
+    def _commit(self, segment: _Segment, added: list[tuple[BatchHeader, int]]) -> None:
+        with self._lock:
+            for header, position in added:
+                segment.add(header, position)
+
+    def _maybe_sync(self, force: bool = False) -> None:
+        if not self._unsynced or self.fsync == "never":
+            return
+        now = time.monotonic()
+        if force or self.fsync == "always" or now - self._synced_at >= self.fsync_interval_s:
+            os.fsync(self._fd)
+            self.fsyncs += 1
+            self._synced_at = now
+            self._unsynced = False
+
+    def sync(self) -> None:
+        """Fsyncs what was written (``interval``: the periodic fsync, and at close)."""
+        with self._write_lock:
+            if self._fd >= 0:
+                self._maybe_sync(force=self.fsync != "never")
+
+    def _roll(self, segment: _Segment) -> _Segment:
+        """Closes the full segment and starts the next; then applies ``max_bytes``."""
+        if self.fsync != "never":
+            os.fsync(self._fd)
+            self.fsyncs += 1
+        os.close(self._fd)
+        new = _Segment(segment.end, self.directory / _name(segment.end), segment.end, 0)
+        with self._lock:
+            self._segments.append(new)
+        self._open_for_append(new)
+        self.enforce_retention()
+        return new
+
+    def close(self) -> None:
+        self.sync()
+        with self._write_lock:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+
+    # -- retention (any thread) ------------------------------------------------------------
+
+    def enforce_retention(self, now_ns: int | None = None) -> int:
+        """Deletes the segments past ``retention_s`` or ``max_bytes``; returns how many."""
+        horizon = (time.time_ns() if now_ns is None else now_ns) - int(self.retention_s * 1e9)
+        doomed: list[_Segment] = []
+        with self._lock:
+            total = sum(segment.size for segment in self._segments)
+            while len(self._segments) > 1:
+                oldest = self._segments[0]
+                if total <= self.max_bytes and oldest.ts_max >= horizon:
+                    break
+                doomed.append(self._segments.pop(0))
+                total -= oldest.size
+        for segment in doomed:
+            with contextlib.suppress(FileNotFoundError):
+                segment.path.unlink()
+            log.info(
+                "stream log: deleted %s (offsets %d to %d)",
+                segment.path.name,
+                segment.base,
+                segment.end - 1,
+            )
+        self.deleted_segments += len(doomed)
+        return len(doomed)
+
+    # -- reading (any thread) --------------------------------------------------------------
+
+    def bounds(self) -> Bounds:
+        with self._lock:
+            segments = self._segments
+            return Bounds(
+                segments[0].base,
+                segments[-1].end,
+                sum(segment.size for segment in segments),
+                len(segments),
+            )
+
+    def read(self, start: int, end: int) -> Iterator[Columns]:
+        """The committed batches holding offsets in ``[start, end)``, in order (the first
+        and last may hold records outside it: slice them), up to the committed end.
+
+        Raises ``RecordsDeleted`` when a record of the range is no longer held (retention
+        deleted it, possibly while this read went on): a reader never sees a gap."""
+        offset = start
+        while offset < end:
+            with self._lock:
+                found = self._locate(offset)
+                if found is None:
+                    return
+                segment, index = found
+                path = segment.path
+                positions = segment.positions[index:].tolist()
+                stop = segment.size
+            try:
+                file = open(path, "rb")  # noqa: SIM115 - closed below
+            except FileNotFoundError:
+                continue  # deleted by retention meanwhile: _locate says so
+            with file:
+                progressed = False
+                for position in positions:
+                    if position >= stop:
+                        break
+                    file.seek(position)
+                    head = file.read(HEADER.size)
+                    header = decode_header(head)
+                    columns = decode_batch(head + file.read(header.size - HEADER.size), False)
+                    offset = columns.first + columns.count
+                    progressed = True
+                    yield columns
+                    if offset >= end:
+                        return
+            if not progressed:
+                return
+
+    def slices(self, start: int, end: int) -> Iterator[tuple[Columns, int, int]]:
+        """``read``, with the rows of each batch inside ``[start, end)``: ``(columns,
+        lo, hi)``, rows ``lo`` to ``hi - 1``."""
+        for columns in self.read(start, end):
+            lo = max(0, start - columns.first)
+            hi = min(columns.count, end - columns.first)
+            if lo < hi:
+                yield columns, lo, hi
+
+    def _locate(self, offset: int) -> tuple[_Segment, int] | None:
+        """The segment and batch index holding ``offset``; None past the committed end;
+        ``RecordsDeleted`` when retention deleted it. Call under the lock."""
+        segments = self._segments
+        if offset >= segments[-1].end:
+            return None
+        if offset < segments[0].base:
+            raise RecordsDeleted(
+                f"stream log: offsets {offset} to {segments[0].base - 1} were deleted by retention"
+            )
+        at = bisect.bisect_right([s.base for s in segments], offset) - 1
+        segment = segments[at]
+        while offset >= segment.end:  # an empty segment (only the last can be)
+            at += 1
+            if at >= len(segments):
+                return None
+            segment = segments[at]
+        index = bisect.bisect_right(segment.firsts, offset) - 1
+        return segment, max(index, 0)
+
+
+def encode_chunks(contexts: Sequence[Context]) -> list[Encoded]:
+    """``contexts`` encoded in batches of at most ``MAX_BATCH_RECORDS`` records and about
+    ``MAX_BATCH_BYTES`` of payload."""
+    lengths = [len(c.payload) for c in contexts]
+    count = len(contexts)
+    if count <= MAX_BATCH_RECORDS and sum(lengths) <= MAX_BATCH_BYTES:
+        return [encode_columns(contexts)] if count else []
+    batches = []
+    start = 0
+    size = 0
+    for index, length in enumerate(lengths):
+        size += length
+        if size >= MAX_BATCH_BYTES or index - start + 1 >= MAX_BATCH_RECORDS:
+            batches.append(encode_columns(contexts[start : index + 1]))
+            start = index + 1
+            size = 0
+    if start < count:
+        batches.append(encode_columns(contexts[start:]))
+    return batches

@@ -1,0 +1,103 @@
+"""Remote messages republished locally and acknowledged once safe: QoS 1 and 2, a resent
+QoS 2 PUBLISH published once, refusals, topic aliases. A real in-process broker; the
+remote side is a fake link recording the acknowledgements."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from bridge.inbound import Receiver
+from broker_core.broker import Broker
+from broker_core.errors import ProtocolViolation
+from broker_core.mqtt.packets import Puback, Pubcomp, Publish, Pubrec
+from broker_core.mqtt.properties import Properties
+from gateway.config.models.bridges import BridgeConfig
+from gateway.hub import Hub
+
+
+class FakeWire:
+    def __init__(self, level: int) -> None:
+        self.level = level
+        self.alive = True
+        self.sent: list[Any] = []
+        self.closed: str | None = None
+
+    def send(self, packet: Any) -> None:
+        self.sent.append(packet)
+
+    def close(self, reason: str, code: int = 0) -> None:
+        self.closed = reason
+
+
+def _receiver(level: int, **kw: Any) -> tuple[Receiver, Any]:
+    config = BridgeConfig.model_validate(
+        {
+            "name": "b",
+            "server": "127.0.0.1:1",
+            "protocol_version": "5" if level == 5 else "3.1.1",
+            "subscriptions": [
+                {"remote": "in/{rest#}", "local": "local/{rest}", "qos": 2},
+                {"remote": "sys/#", "local": "$SYS/forbidden"},
+            ],
+            **kw,
+        }
+    )
+    hub = Hub(Broker())
+    watcher = hub.client("test", "watcher").subscribe("#")
+    return Receiver(config, hub.client("bridge", "b")), watcher
+
+
+async def _turns() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+def test_qos1_and_qos2_are_acknowledged_once_safe_and_a_resend_is_published_once() -> None:
+    async def main() -> None:
+        receiver, watcher = _receiver(5)
+        wire = FakeWire(5)
+        receiver.attach(wire, session_present=False)
+        receiver.publish(Publish("in/a", b"1", 1, False, False, 10))
+        receiver.publish(Publish("in/b", b"2", 2, False, False, 11))
+        await _turns()
+        assert wire.sent == [Puback(10), Pubrec(11)]  # no store to wait for: safe at once
+        receiver.publish(Publish("in/b", b"2", 2, False, True, 11))  # PUBREC lost: resent
+        receiver.pubrel(11)
+        assert wire.sent[2:] == [Pubrec(11), Pubcomp(11)]
+        assert watcher.depth == 2  # local/a and local/b, each once
+        assert receiver.stats() == {"received": 2, "refused": 0, "unmatched": 0}
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize(("level", "code"), [(5, 0x87), (4, 0)])
+def test_a_local_refusal_is_acknowledged_with_its_reason_code(level: int, code: int) -> None:
+    async def main() -> None:
+        receiver, _ = _receiver(level)
+        wire = FakeWire(level)
+        receiver.attach(wire, session_present=False)
+        receiver.publish(Publish("sys/x", b"no", 1, False, False, 3))
+        await _turns()
+        assert wire.sent == [Puback(3, code)]
+        assert receiver.refused == 1
+
+    asyncio.run(main())
+
+
+def test_topic_aliases_from_the_remote() -> None:
+    async def main() -> None:
+        receiver, watcher = _receiver(5, connect_properties={"topic_alias_maximum": 2})
+        wire = FakeWire(5)
+        receiver.attach(wire, session_present=False)
+        receiver.publish(Publish("in/long/topic", b"1", 0, properties=Properties(topic_alias=1)))
+        receiver.publish(Publish("", b"2", 0, properties=Properties(topic_alias=1)))
+        assert watcher.depth == 2
+        with pytest.raises(ProtocolViolation):
+            receiver.publish(Publish("", b"3", 0, properties=Properties(topic_alias=2)))
+        with pytest.raises(ProtocolViolation):
+            receiver.publish(Publish("x", b"4", 0, properties=Properties(topic_alias=3)))
+
+    asyncio.run(main())

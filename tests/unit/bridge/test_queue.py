@@ -1,0 +1,172 @@
+"""The bridge's disk queue: rows committed in order, read back, deleted; its index."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from bridge.mapping import OutboundRoute
+from bridge.queue import DiskQueue, Queued, QueueIndex
+from broker_core.errors import BridgeError
+from broker_core.mqtt.properties import Properties
+
+
+def _route(number: int, qos: int = 1, **kw: object) -> OutboundRoute:
+    return OutboundRoute(
+        f"t/{number}",
+        str(number).encode(),
+        qos,
+        False,
+        kw.get("properties", Properties()),
+        1000.0 + number,
+    )  # type: ignore[arg-type]
+
+
+async def _barrier(queue: DiskQueue) -> bool:
+    done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+    queue.barrier(done.set_result)
+    return await done
+
+
+async def _read(queue: DiskQueue, first: int, limit: int) -> tuple[list[Queued], int]:
+    done: asyncio.Future[tuple[list[Queued], int]] = asyncio.get_running_loop().create_future()
+    queue.read(first, limit, lambda items, last: done.set_result((items, last)))
+    return await done
+
+
+def test_rows_are_committed_in_order_and_survive_reopening(tmp_path: Path) -> None:
+    path = tmp_path / "queue.db"
+
+    async def first_run() -> None:
+        queue = DiskQueue.open(path, "q")
+        await queue.loaded()
+        items = [queue.append(_route(n)) for n in range(1, 11)]
+        assert [item.seq for item in items] == list(range(1, 11))
+        assert queue.pending == 10
+        assert await _barrier(queue) is True
+        assert (queue.pending, queue.committed) == (0, 10)
+        queue.remove(3)
+        queue.remove(1)
+        queue.close()
+
+    async def second_run() -> None:
+        queue = DiskQueue.open(path, "q")
+        await queue.loaded()
+        index = queue.index
+        assert (index.count, index.first(), queue.last) == (8, 2, 10)
+        assert index.bytes == sum(
+            len(f"t/{n}") + len(str(n)) for n in range(1, 11) if n not in (1, 3)
+        )
+        assert index.oldest_time() == 1002.0
+        items, last = await _read(queue, 0, 4)
+        assert [item.seq for item in items] == [2, 4, 5, 6]
+        assert last == 6
+        assert (items[0].topic, items[0].payload, items[0].qos) == ("t/2", b"2", 1)
+        assert queue.append(_route(11)).seq == 11  # numbering goes on
+        queue.close()
+
+    asyncio.run(first_run())
+    asyncio.run(second_run())
+
+
+def test_properties_and_flags_round_trip(tmp_path: Path) -> None:
+    props = Properties(
+        message_expiry_interval=30, content_type="text/plain", user_properties=(("a", "b"),)
+    )
+
+    async def main() -> None:
+        queue = DiskQueue.open(tmp_path / "queue.db", "q")
+        await queue.loaded()
+        queue.append(OutboundRoute("a/b", b"\x00\xff", 2, True, props, 5.5))
+        items, _ = await _read(queue, 1, 10)
+        queue.close()
+        item = items[0]
+        assert (item.topic, item.payload, item.qos, item.retain, item.received_at) == (
+            "a/b",
+            b"\x00\xff",
+            2,
+            True,
+            5.5,
+        )
+        assert item.properties == props
+
+    asyncio.run(main())
+
+
+def test_a_read_leaves_out_rows_removed_meanwhile(tmp_path: Path) -> None:
+    async def main() -> None:
+        queue = DiskQueue.open(tmp_path / "queue.db", "q")
+        await queue.loaded()
+        for n in range(1, 6):
+            queue.append(_route(n))
+        await _barrier(queue)
+        done: asyncio.Future[list[int]] = asyncio.get_running_loop().create_future()
+        queue.read(1, 10, lambda items, last: done.set_result([i.seq for i in items]))
+        queue.remove(2)  # asked after the read, removed before its answer is handed over
+        assert await done == [1, 3, 4, 5]
+        queue.close()
+
+    asyncio.run(main())
+
+
+def test_a_file_that_is_not_a_queue_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "queue.db"
+    path.write_bytes(b"this is not a database, not at all" * 100)
+
+    async def main() -> None:
+        with pytest.raises(BridgeError, match="move it away"):
+            DiskQueue.open(path, "q")
+
+    asyncio.run(main())
+
+
+def test_the_index_answers_without_the_disk() -> None:
+    index = QueueIndex()
+    assert (index.first(), index.oldest_time(), index.last) == (None, None, 0)
+    for seq in range(5, 10):
+        index.add(seq, 10, float(seq))
+    index.add(12, 7, 12.0)  # 10 and 11 were never there
+    assert (index.count, index.bytes, index.first(), index.last) == (6, 57, 5, 12)
+    assert index.first(10) == 12
+    assert index.nth(0) == 5 and index.nth(5) == 12 and index.nth(6) is None
+    assert index.remove(7) == 10 and index.remove(7) == -1 and index.remove(99) == -1
+    assert index.contains(8) and not index.contains(7) and not index.contains(10)
+    assert index.remove(5) == 10 and index.first() == 6 and index.oldest_time() == 6.0
+    with pytest.raises(ValueError):
+        index.add(12, 1, 0.0)
+
+
+def test_the_index_sheds_its_dead_prefix() -> None:
+    index = QueueIndex()
+    for seq in range(1, 20_001):
+        index.add(seq, 1, 0.0)
+    for seq in range(1, 15_001):
+        index.remove(seq)
+    assert len(index.sizes) <= 5_000 + 4096
+    assert (index.count, index.first(), index.nth(0), index.last) == (5_000, 15_001, 15_001, 20_000)
+    assert index.contains(20_000) and not index.contains(15_000)
+
+
+def test_appends_while_the_earlier_rows_are_read_come_after_them(tmp_path: Path) -> None:
+    path = tmp_path / "queue.db"
+
+    async def first_run() -> None:
+        queue = DiskQueue.open(path, "q")
+        await queue.loaded()
+        for n in range(1, 4):
+            queue.append(_route(n))
+        queue.close()
+
+    async def second_run() -> None:
+        queue = DiskQueue.open(path, "q")
+        assert queue.append(_route(4)).seq == 4  # at once, before the index is read
+        await queue.loaded()
+        assert (queue.index.count, queue.index.first(), queue.index.nth(3)) == (4, 1, 4)
+        items, _ = await _read(queue, 1, 10)
+        assert [item.seq for item in items] == [1, 2, 3, 4]
+        queue.close()
+
+    asyncio.run(first_run())
+    asyncio.run(second_run())

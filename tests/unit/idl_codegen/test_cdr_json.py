@@ -1,0 +1,172 @@
+"""The direct CDR <-> JSON transcoder agrees byte for byte with cyclonedds + the JSON
+codec, refuses what it does not cover, and never accepts what the codec refuses."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+import idl_codegen
+from idl_codegen.cdr_json import CdrError, Transcoder, transcoder_for
+from idl_codegen.loader import LoadedSchema
+from tests.unit.idl_codegen.corpus import CASES, IDL
+from tests.unit.idl_codegen.strategies import samples
+
+FAST = IDL / "cdr" / "fast.idl"
+
+
+@cache
+def fast() -> LoadedSchema:
+    return idl_codegen.load(FAST)
+
+
+@cache
+def ros2() -> LoadedSchema:
+    files, include_dirs = CASES["ros2"]
+    return idl_codegen.load(files, include_dirs=include_dirs)
+
+
+def transcoder(schema: LoadedSchema, name: str) -> Transcoder:
+    found = transcoder_for(schema.codec(name).schema, schema.codec(name).type_name)
+    assert found is not None
+    return found
+
+
+def _non_finite(value: Any) -> bool:
+    text = json.dumps(value)
+    return "Infinity" in text or "NaN" in text
+
+
+def _check(schema: LoadedSchema, name: str, sample: Any) -> None:
+    codec = schema.codec(name)
+    fast_path = transcoder(schema, name)
+    data = sample.serialize()
+    try:
+        expected = codec.dumps(sample)
+    except idl_codegen.IdlValueError:
+        with pytest.raises(CdrError):
+            fast_path.to_json(data)
+        return
+    assert fast_path.to_json(data) == expected
+    value = codec.to_json(sample)
+    try:
+        assert fast_path.from_json(value) == data
+    except CdrError:
+        assert _non_finite(value)  # "NaN" and "Infinity" take the general path
+
+
+_SETTINGS = settings(max_examples=60, deadline=None,
+                     suppress_health_check=list(HealthCheck))
+
+
+@pytest.mark.parametrize("name", ["fast::Big", "fast::Small", "fast::Value", "fast::Wheel",
+                                  "fast::ByEnum", "fast::ByBool", "fast::Sparse"])
+def test_samples_of_every_covered_construct_agree_with_cyclonedds(name: str) -> None:
+    @_SETTINGS
+    @given(samples(fast()[name]))
+    def check(sample: Any) -> None:
+        _check(fast(), name, sample)
+
+    check()
+
+
+@pytest.mark.parametrize("name", ["sensor_msgs::msg::dds_::Imu_",
+                                  "sensor_msgs::msg::dds_::NavSatFix_",
+                                  "sensor_msgs::msg::dds_::PointCloud2_",
+                                  "geometry_msgs::msg::dds_::PoseStamped_"])
+def test_ros2_messages_agree_with_cyclonedds(name: str) -> None:
+    @_SETTINGS
+    @given(samples(ros2()[name]))
+    def check(sample: Any) -> None:
+        _check(ros2(), name, sample)
+
+    check()
+
+
+def test_types_outside_the_direct_path_get_none(write_idl: Any) -> None:
+    path: Path = write_idl("""
+        module m {
+          @appendable struct A { long x; };
+          @mutable struct M { long x; };
+          @final struct O { @optional long x; };
+          @final struct W { wchar c; };
+          @final struct HasA { A a; };
+          enum E { ONE };
+        };""")
+    loaded = idl_codegen.load(path)
+    for name in ("m::A", "m::M", "m::O", "m::W", "m::HasA", "m::E"):
+        codec = loaded.codec(name)
+        assert transcoder_for(codec.schema, codec.type_name) is None, name
+
+
+def test_foreign_encodings_and_malformed_samples_raise_cdr_error() -> None:
+    small = fast()["fast::Small"]
+    fast_path = transcoder(fast(), "fast::Small")
+    data = small(id=1, seq=2, value=0.5, name="x").serialize()
+    for bad in (
+        b"\x00\x00" + data[2:],  # big endian
+        b"\x00\x07" + data[2:],  # XCDR2
+        data[:-3],  # truncated string
+        data[:-1] + b"\x01",  # no NUL at the end of the string
+        data[:8],
+        b"",
+    ):
+        with pytest.raises(CdrError):
+            fast_path.to_json(bad)
+    wheel = transcoder(fast(), "fast::Wheel")
+    data = fast()["fast::Wheel"](index=1, pressure=2.0, tag="a", ok=True).serialize()
+    with pytest.raises(CdrError):  # a boolean that is neither 0 nor 1
+        wheel.to_json(data[:-1] + b"\x02")
+
+
+@pytest.mark.parametrize("value", [
+    {"id": True, "seq": 1, "value": 1.0, "name": "x"},  # a boolean is no integer
+    {"id": 2**31, "seq": 1, "value": 1.0, "name": "x"},  # out of range
+    {"id": 1, "seq": 2**31, "value": 1.0, "name": "x"},
+    {"id": 1, "seq": 1, "value": "1.0", "name": "x"},
+    {"id": 1, "seq": 1, "value": 1.0, "name": "x\x00y"},
+    {"id": 1, "seq": 1, "value": 1.0},  # missing member
+    {"id": 1, "seq": 1, "value": 1.0, "name": "x", "extra": 1},  # unknown member
+    {"id": 1, "seq": 1, "value": None, "name": "x"},
+    [1, 1, 1.0, "x"],
+])
+def test_what_the_codec_refuses_the_direct_path_refuses_too(value: Any) -> None:
+    codec = fast().codec("fast::Small")
+    with pytest.raises(idl_codegen.IdlValueError):
+        codec.from_json(value)
+    with pytest.raises(CdrError):
+        transcoder(fast(), "fast::Small").from_json(value)
+
+
+def test_bounds_and_float32_range_are_checked() -> None:
+    big = fast().codec("fast::Big")
+    value = big.to_json(big.from_json(big.to_json(fast()["fast::Big"]()), strict=False))
+    fast_path = transcoder(fast(), "fast::Big")
+    assert fast_path.from_json(value) == big.from_json(value).serialize()
+    for change in ({"short_text": "123456789"}, {"fs": [1.0] * 6}, {"f": 3.5e38},
+                   {"vin": "x" * 17}, {"cov": [0.0] * 8}):
+        with pytest.raises(CdrError):
+            fast_path.from_json({**value, **change})
+        with pytest.raises(idl_codegen.IdlValueError):
+            big.from_json({**value, **change})
+
+
+def test_member_values_come_with_the_json() -> None:
+    codec = fast().codec("fast::Big")
+    extractor = transcoder_for(codec.schema, "fast::Big",
+                               ["vin", "gear", "v.x", "text", "b", "c", "tail8"])
+    assert extractor is not None
+    sample = codec.from_json(codec.to_json(fast()["fast::Big"]()), strict=False)
+    sample.vin, sample.c, sample.text, sample.b = "WVW1", "Q", "h\u00e9", True
+    sample.v.x = 2.5
+    text, values = extractor.to_json(sample.serialize())
+    assert text == codec.dumps(sample)
+    assert values == ("WVW1", "PARK", 2.5, "h\u00e9", True, "Q", 0)
+    # inside a sequence, an array or a union there is no single value
+    for path in ("wheels.0.index", "vs.0.x", "value.number", "nope"):
+        assert transcoder_for(codec.schema, "fast::Big", [path]) is None

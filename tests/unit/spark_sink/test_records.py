@@ -1,0 +1,97 @@
+"""The record batch codec: what is written is what is read, and damage is detected."""
+
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+
+import pytest
+
+from broker_core.context import Context, Origin
+from broker_core.mqtt.properties import Properties
+from spark_sink.records import HEADER, CorruptBatch, decode_batch, decode_header, encode_batch
+
+ORIGIN = Origin("mqtt", "client-1")
+
+
+def _contexts() -> list[Context]:
+    return [
+        Context("plain/topic", b"\x00\x01binary", 0, False, origin=ORIGIN),
+        Context(
+            "sensors/température",
+            b'{"t": 21.5}',
+            1,
+            True,
+            Properties(
+                content_type="application/json",
+                user_properties=(("unit", "C"), ("site", "lyon")),
+                response_topic="reply/1",
+                correlation_data=b"\x01\x02",
+            ),
+            origin=Origin("loopback", "units"),
+            meta={"loopback.source": "raw/1", "dds.count": 3},
+        ),
+        Context("empty", b"", 2, False, origin=ORIGIN),
+    ]
+
+
+def test_a_batch_reads_back_as_written() -> None:
+    contexts = _contexts()
+    data = b"".join(encode_batch(41, contexts))
+    header = decode_header(data)
+    assert (header.first, header.count, header.end, header.size) == (41, 3, 44, len(data))
+    assert header.ts_max == max(c.received_at for c in contexts)
+    columns = decode_batch(data)
+    assert (columns.first, columns.count) == (41, 3)
+    assert list(columns.ids) == [c.id for c in contexts]
+    assert list(columns.ts) == [c.received_at for c in contexts]
+    assert list(columns.qos) == [0, 1, 2]
+    assert list(columns.retain) == [0, 1, 0]
+    assert [columns.string("topic", r) for r in range(3)] == [c.topic for c in contexts]
+    assert [columns.protocol(r) for r in range(3)] == ["mqtt", "loopback", "mqtt"]
+    assert [columns.source(r) for r in range(3)] == ["client-1", "units", "client-1"]
+    assert columns.origins == [("mqtt", "client-1"), ("loopback", "units")]  # once each
+    assert [columns.binary("payload", r) for r in range(3)] == [c.payload for c in contexts]
+    assert [columns.string("content_type", r) for r in range(3)] == ["", "application/json", ""]
+    assert columns.binary("properties", 0) == b""
+    assert columns.binary("properties", 1) == contexts[1].properties.encoded()
+    assert json.loads(columns.string("meta", 1)) == {"loopback.source": "raw/1", "dds.count": 3}
+    assert columns.string("meta", 0) == ""
+
+
+def test_plain_messages_store_no_properties_and_no_meta() -> None:
+    contexts = [Context(f"t/{i}", b"x", 0, False, origin=ORIGIN) for i in range(5)]
+    columns = decode_batch(b"".join(encode_batch(0, contexts)))
+    for name in ("content_type", "properties", "meta"):
+        offsets, data = columns.strings[name]
+        assert (list(offsets), bytes(data)) == ([0] * 6, b"")
+
+
+def test_columns_are_padded_to_eight_bytes() -> None:
+    """Arrow wants 8-byte aligned buffers: the header and every column are padded."""
+    parts = encode_batch(0, _contexts())
+    assert len(parts[0]) == HEADER.size == 32
+    assert sum(len(part) for part in parts) % 8 == 0
+
+
+def test_an_empty_batch() -> None:
+    columns = decode_batch(b"".join(encode_batch(7, [])))
+    assert (columns.first, columns.count) == (7, 0)
+
+
+def test_damage_is_detected() -> None:
+    data = bytearray(b"".join(encode_batch(0, _contexts())))
+    with pytest.raises(CorruptBatch, match="short"):
+        decode_batch(bytes(data[:-1]))
+    data[-20] ^= 0xFF
+    with pytest.raises(CorruptBatch, match="CRC"):
+        decode_batch(bytes(data))
+
+
+def test_a_header_of_another_version_is_refused() -> None:
+    data = bytearray(b"".join(encode_batch(0, _contexts())))
+    struct.pack_into("<H", data, 20, 9)
+    struct.pack_into("<I", data, 4, zlib.crc32(bytes(data[8:])))
+    with pytest.raises(CorruptBatch, match="version 9"):
+        decode_header(bytes(data))

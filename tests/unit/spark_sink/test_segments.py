@@ -1,0 +1,249 @@
+"""The stream log on disk: offsets, segments, torn tails, retention, concurrent readers."""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from broker_core.context import Context, Origin
+from spark_sink import segments as segments_module
+from spark_sink.segments import RecordsDeleted, StreamLog, StreamLogError
+
+ORIGIN = Origin("mqtt", "pub")
+
+
+def _batch(first: int, count: int, size: int = 10) -> list[Context]:
+    return [
+        Context(f"t/{n % 7}", str(n).encode().ljust(size, b"."), 1, False, origin=ORIGIN)
+        for n in range(first, first + count)
+    ]
+
+
+def _read(log: StreamLog, start: int | None = None, end: int = 2**62) -> list[tuple[int, bytes]]:
+    out = []
+    if start is None:
+        start = log.bounds().start
+    for columns, lo, hi in log.slices(start, end):
+        out += [(columns.first + row, columns.binary("payload", row)) for row in range(lo, hi)]
+    return out
+
+
+def _numbers(records: list[tuple[int, bytes]]) -> list[int]:
+    return [int(payload.rstrip(b".")) for _, payload in records]
+
+
+def _open(path: Path, **kw: object) -> StreamLog:
+    log = StreamLog(path, **{"fsync": "never", **kw})  # type: ignore[arg-type]
+    log.open()
+    return log
+
+
+def test_offsets_are_global_and_survive_a_reopen(tmp_path: Path) -> None:
+    log = _open(tmp_path, segment_bytes=4096)
+    for first in range(0, 600, 30):
+        assert log.append(_batch(first, 30)) == first + 30
+    bounds = log.bounds()
+    assert (bounds.start, bounds.end) == (0, 600)
+    assert bounds.segments > 3  # rolled several times
+    log.close()
+    log = _open(tmp_path, segment_bytes=4096)
+    assert log.bounds().end == 600
+    log.append(_batch(600, 5))
+    records = _read(log)
+    assert [offset for offset, _ in records] == list(range(605))
+    assert _numbers(records) == list(range(605))
+    # Any range, across segment boundaries.
+    assert [o for o, _ in _read(log, 95, 437)] == list(range(95, 437))
+    assert _read(log, 604, 2000) == [(604, b"604.......")]
+    assert _read(log, 605, 2000) == []
+    log.close()
+
+
+def test_segment_files_are_named_after_their_first_offset(tmp_path: Path) -> None:
+    log = _open(tmp_path, segment_bytes=4096)
+    for first in range(0, 300, 30):
+        log.append(_batch(first, 30))
+    log.close()
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names[0] == "00000000000000000000.log"
+    bases = [int(name.removesuffix(".log")) for name in names]
+    assert bases == sorted(bases) and len(bases) > 1
+    assert all(base % 30 == 0 for base in bases)  # a batch never spans two segments
+
+
+@pytest.mark.parametrize("cut", [1, 8, 31, 32, 33, 100, -1])
+def test_a_torn_tail_is_cut_back_to_the_last_whole_batch(tmp_path: Path, cut: int) -> None:
+    log = _open(tmp_path)
+    log.append(_batch(0, 10))
+    size_before = log.bounds().bytes
+    log.append(_batch(10, 10))
+    log.close()
+    path = tmp_path / "00000000000000000000.log"
+    whole = path.stat().st_size
+    os.truncate(path, size_before + (cut if cut > 0 else whole - size_before + cut))
+    log = _open(tmp_path)
+    assert log.bounds().end == 10
+    assert log.truncated_bytes > 0
+    assert path.stat().st_size == size_before
+    log.append(_batch(10, 3))  # the log goes on after the last whole batch
+    assert _numbers(_read(log)) == list(range(13))
+    log.close()
+
+
+def test_a_damaged_last_batch_is_cut(tmp_path: Path) -> None:
+    log = _open(tmp_path)
+    log.append(_batch(0, 10))
+    log.append(_batch(10, 10))
+    log.close()
+    path = tmp_path / "00000000000000000000.log"
+    data = bytearray(path.read_bytes())
+    data[-9] ^= 0x55  # inside the last batch's payloads: only its CRC tells
+    path.write_bytes(bytes(data))
+    log = _open(tmp_path)
+    assert log.bounds().end == 10
+    log.close()
+
+
+def test_garbage_after_the_last_batch_is_cut(tmp_path: Path) -> None:
+    log = _open(tmp_path)
+    log.append(_batch(0, 4))
+    log.close()
+    path = tmp_path / "00000000000000000000.log"
+    with path.open("ab") as file:
+        file.write(b"\xff" * 100)
+    log = _open(tmp_path)
+    assert (log.bounds().end, log.truncated_bytes) == (4, 100)
+    log.close()
+
+
+def test_a_missing_segment_is_an_error_not_a_gap(tmp_path: Path) -> None:
+    log = _open(tmp_path, segment_bytes=4096)
+    for first in range(0, 300, 30):
+        log.append(_batch(first, 30))
+    log.close()
+    files = sorted(tmp_path.iterdir())
+    files[1].unlink()
+    with pytest.raises(StreamLogError, match="missing"):
+        _open(tmp_path, segment_bytes=4096)
+
+
+def test_retention_by_bytes_deletes_the_oldest_whole_segments(tmp_path: Path) -> None:
+    log = _open(tmp_path, segment_bytes=4096, max_bytes=3 * 4096)
+    for first in range(0, 3000, 30):
+        log.append(_batch(first, 30))
+    bounds = log.bounds()
+    assert bounds.end == 3000
+    assert bounds.start > 0 and bounds.start % 30 == 0
+    assert bounds.bytes <= 3 * 4096 + 4096  # under max_bytes, plus the open segment
+    assert log.deleted_segments > 0
+    records = _read(log)
+    assert [o for o, _ in records] == list(range(bounds.start, 3000))  # no gap
+    with pytest.raises(RecordsDeleted, match=f"offsets 0 to {bounds.start - 1} were deleted"):
+        _read(log, 0, bounds.start + 1)
+    log.close()
+
+
+def test_retention_by_age_keeps_the_segment_being_written(tmp_path: Path) -> None:
+    log = _open(tmp_path, segment_bytes=4096, retention_s=60.0)
+    for first in range(0, 600, 30):
+        log.append(_batch(first, 30))
+    segments = log.bounds().segments
+    assert log.enforce_retention() == 0  # nothing older than a minute
+    far_future = 10**20
+    assert log.enforce_retention(far_future) == segments - 1
+    bounds = log.bounds()
+    assert (bounds.segments, bounds.end) == (1, 600)
+    assert [o for o, _ in _read(log)] == list(range(bounds.start, 600))
+    log.close()
+    log = _open(tmp_path, segment_bytes=4096)  # and it opens again where it was
+    assert (log.bounds().start, log.bounds().end) == (bounds.start, 600)
+    log.close()
+
+
+def test_a_failed_write_leaves_nothing_visible(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = _open(tmp_path)
+    log.append(_batch(0, 5))
+    size = log.bounds().bytes
+    real_writev = os.writev
+
+    def full_disk(fd: int, buffers: list[bytes]) -> int:
+        real_writev(fd, buffers[:1])  # a part reaches the file, then the disk is full
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(segments_module.os, "writev", full_disk)
+    with pytest.raises(OSError, match="No space"):
+        log.append(_batch(5, 5))
+    monkeypatch.setattr(segments_module.os, "writev", real_writev)
+    assert (log.bounds().end, log.bounds().bytes) == (5, size)
+    assert (tmp_path / "00000000000000000000.log").stat().st_size == size
+    log.append(_batch(5, 5))
+    assert _numbers(_read(log)) == list(range(10))
+    log.close()
+
+
+@pytest.mark.parametrize(("policy", "fsyncs"), [("always", 3), ("never", 0), ("interval", 0)])
+def test_fsync_policies(tmp_path: Path, policy: str, fsyncs: int) -> None:
+    log = _open(tmp_path, fsync=policy, fsync_interval_s=3600.0)
+    for first in range(0, 30, 10):
+        log.append(_batch(first, 10))
+    assert log.fsyncs == fsyncs
+    log.sync()  # the periodic sync of `interval`
+    assert log.fsyncs == {"always": 3, "never": 0, "interval": 1}[policy]
+    log.close()
+
+
+def test_big_appends_are_split_into_bounded_batches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(segments_module, "MAX_BATCH_RECORDS", 100)
+    monkeypatch.setattr(segments_module, "MAX_BATCH_BYTES", 5000)
+    log = _open(tmp_path)
+    log.append(_batch(0, 1000, size=10))  # split by count
+    log.append([Context("big", bytes(3000), 0, False, origin=ORIGIN)] * 10)  # by bytes
+    counts = [columns.count for columns in log.read(0, 2000)]
+    assert sum(counts) == 1010
+    assert max(counts) <= 100
+    assert counts[-5:] == [2, 2, 2, 2, 2]
+    log.close()
+
+
+def test_readers_never_see_a_gap_while_the_writer_appends(tmp_path: Path) -> None:
+    log = _open(tmp_path, segment_bytes=4096, max_bytes=8 * 4096)
+    done = threading.Event()
+    problems: list[str] = []
+    reads = deleted = 0
+
+    def reader() -> None:
+        nonlocal reads, deleted
+        while not done.is_set():
+            bounds = log.bounds()
+            try:
+                offsets = [o for o, _ in _read(log, bounds.start, bounds.end)]
+            except RecordsDeleted:
+                deleted += 1  # retention overtook this reader: it says so, it skips nothing
+                continue
+            reads += 1
+            if not offsets:
+                continue
+            if offsets != list(range(offsets[0], offsets[0] + len(offsets))):
+                problems.append(f"gap in {offsets[0]}..{offsets[-1]}")
+            if offsets[-1] >= bounds.end:
+                problems.append(f"read {offsets[-1]} past the committed end {bounds.end}")
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    try:
+        for first in range(0, 20_000, 50):
+            log.append(_batch(first, 50))
+    finally:
+        done.set()
+        thread.join()
+    assert problems == []
+    assert reads > 0
+    log.close()
