@@ -32,6 +32,7 @@ from gateway.config import (
 )
 from gateway.hub import Hub
 from gateway.rules.engine import RuleEngine
+from gateway.rules.targets import GatewayTargets
 from gateway.security import build_security
 from gateway.webhook import Webhooks
 
@@ -121,7 +122,12 @@ class Gateway:
         )
         self.webhooks = Webhooks(config.webhooks, self.broker, config.node_name)
         self.rules = RuleEngine(
-            self.hub, config.rules, Path(config.data_dir), self.webhooks, config.node_name
+            self.hub,
+            config.rules,
+            Path(config.data_dir),
+            self.webhooks,
+            config.node_name,
+            targets=GatewayTargets(self.components, lambda: self.config.stream),
         )
         self.adapters: KindView = self.components.view(ADAPTER)
         # Until a bridge type is registered, the API lists the configured bridges.

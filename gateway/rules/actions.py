@@ -1,10 +1,17 @@
-"""What a rule does with a result: republish, insert into SQLite, post to a webhook, log.
+"""What a rule does with a result: republish, insert into SQLite, post to a webhook,
+forward through a bridge, append to the stream log, log.
 
 Each action is built from its config entry (``gateway.config.models.rules``) and runs on
 the loop, in the rule engine's worker, without blocking: a republish goes through the
 rule's hub client (the broker's publish policy and ACL); a SQLite row and a webhook
 post are handed to a bounded queue served elsewhere. Each counts ``succeeded`` and
 ``failed`` (for the queued ones, once the row is written or the post answered).
+
+The bridge and stream actions reach those components the way every message does: the
+result is published through the hub on a topic the named bridge forwards (its durable
+tap queues it) or the stream log records (its durable hook appends it); the action
+checks the topic first, and with QoS 1/2 succeeds once the message is durable there
+(``HubClient.publish``'s ``on_safe``). Nothing here imports the bridge or the log.
 """
 
 from __future__ import annotations
@@ -12,22 +19,34 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol
 
+from broker_core.context import Context
+from broker_core.mqtt.reason_codes import ReasonCode
 from gateway.config.models.rules import (
+    BridgeAction,
     LogAction,
     RepublishAction,
     SqliteAction,
+    StreamAction,
     WebhookAction,
 )
 from gateway.hub import HubClient
-from gateway.mapping import MappingError, TopicTemplate
+from gateway.mapping import FilterTemplate, MappingError, TopicTemplate
 from gateway.rules.fields import Row
 from gateway.rules.functions import to_json, to_text
 from gateway.rules.sqlite_table import SqliteTables
 
-__all__ = ["Action", "ActionContext", "WebhookSender", "build_action", "render_payload"]
+__all__ = [
+    "Action",
+    "ActionContext",
+    "Targets",
+    "WebhookSender",
+    "build_action",
+    "render_payload",
+]
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +58,18 @@ class WebhookSender(Protocol):
     def post(self, name: str, body: dict[str, Any], done: Callable[[bool], None]) -> bool: ...
 
 
+class Targets(Protocol):
+    """Where the bridge and stream actions may publish (the gateway's configuration)."""
+
+    def bridge_forwards(self, name: str) -> tuple[str, ...] | None:
+        """The ``forwards[].local`` filter templates of bridge ``name``; None if none."""
+        ...
+
+    def stream_accepts(self, topic: str) -> str | None:
+        """None when the stream log records ``topic`` from a rule, else why not."""
+        ...
+
+
 class ActionContext:
     """What actions need from the engine: the rule's hub client, the SQLite databases,
     the webhooks."""
@@ -48,10 +79,12 @@ class ActionContext:
         client: HubClient,
         tables: Callable[[Path | None], SqliteTables],
         webhooks: WebhookSender | None,
+        targets: Targets | None = None,
     ) -> None:
         self.client = client
         self.tables = tables
         self.webhooks = webhooks
+        self.targets = targets
 
 
 def _value(out: dict[str, Any], path: str) -> Any:
@@ -106,12 +139,12 @@ class Action:
 class Republish(Action):
     type = "republish"
 
-    def __init__(self, config: RepublishAction, context: ActionContext) -> None:
+    def __init__(self, config: Any, context: ActionContext) -> None:
         super().__init__()
         self.topic = TopicTemplate(config.topic)
         self.payload = config.payload
         self.qos = config.qos
-        self.retain = config.retain
+        self.retain = getattr(config, "retain", False)
         self.client = context.client
 
     def run(self, out: dict[str, Any], row: Row) -> None:
@@ -119,14 +152,77 @@ class Republish(Action):
             topic = self.topic.render(_flat(out), out.get("payload"))
         except MappingError as exc:
             self.failed += 1
-            log.debug("republish: %s", exc)
+            log.debug("%s: %s", self.type, exc)
             return
         message = self.client.context(topic, render_payload(self.payload, out), self.qos,
                                       self.retain)  # fmt: skip
+        self.send(message)
+
+    def send(self, message: Context) -> None:
         if self.client.publish(message):
             self.succeeded += 1
         else:
             self.failed += 1
+
+
+@lru_cache(maxsize=256)
+def _filter(template: str) -> FilterTemplate:
+    return FilterTemplate(template)
+
+
+class _Delivered(Republish):
+    """A republish to a topic a component picks up: checked first, counted once durable."""
+
+    accepts_unrouted = False  # whether 0x10 No matching subscribers is a success
+
+    def __init__(self, config: Any, context: ActionContext) -> None:
+        super().__init__(config, context)
+        self.targets = context.targets
+
+    def problem(self, topic: str) -> str | None:
+        raise NotImplementedError
+
+    def send(self, message: Context) -> None:
+        problem = self.problem(message.topic)
+        if problem is not None:
+            self.failed += 1
+            if self.failed == 1 or self.failed % 1000 == 0:
+                log.warning("rule action %s: %s (%d so far)", self.type, problem, self.failed)
+            return
+        self.client.publish(message, self._safe)
+
+    def _safe(self, code: int) -> None:
+        unrouted = code == ReasonCode.NO_MATCHING_SUBSCRIBERS
+        if code < 0x80 and (not unrouted or self.accepts_unrouted):
+            self.succeeded += 1
+        else:
+            self.failed += 1
+
+
+class ForwardToBridge(_Delivered):
+    type = "bridge"
+
+    def __init__(self, config: BridgeAction, context: ActionContext) -> None:
+        super().__init__(config, context)
+        self.bridge = config.bridge
+
+    def problem(self, topic: str) -> str | None:
+        forwards = None if self.targets is None else self.targets.bridge_forwards(self.bridge)
+        if forwards is None:
+            return f"no bridge named {self.bridge!r}"
+        if not any(_filter(f).match(topic) is not None for f in forwards):
+            return f"the bridge {self.bridge!r} does not forward {topic!r}"
+        return None
+
+
+class AppendToStream(_Delivered):
+    type = "stream"
+    accepts_unrouted = True  # the log's hook is no subscriber: 0x10 is normal
+
+    def problem(self, topic: str) -> str | None:
+        if self.targets is None:
+            return "the stream log is not enabled"
+        return self.targets.stream_accepts(topic)
 
 
 class SqliteInsert(Action):
@@ -184,4 +280,8 @@ def build_action(config: Any, context: ActionContext, rule: str) -> Action:
         return WebhookPost(config, context)
     if isinstance(config, LogAction):
         return Log(config, context, rule)
+    if isinstance(config, BridgeAction):
+        return ForwardToBridge(config, context)
+    if isinstance(config, StreamAction):
+        return AppendToStream(config, context)
     raise TypeError(f"unknown rule action {config!r}")

@@ -47,7 +47,7 @@ from broker_core.observe import BrokerEvent
 from broker_core.tap import Tap
 from gateway.config.models.rules import RuleConfig
 from gateway.hub import Hub, HubClient
-from gateway.rules.actions import Action, ActionContext, WebhookSender, build_action
+from gateway.rules.actions import Action, ActionContext, Targets, WebhookSender, build_action
 from gateway.rules.compiler import CompiledStatement, compile_statement
 from gateway.rules.fields import EventRow, MessageRow, Row, event_row
 from gateway.rules.sqlite_table import SqliteTables
@@ -165,8 +165,10 @@ class RuleEngine:
         webhooks: WebhookSender | None = None,
         node: str = "edgebus",
         queue_size: int = 10_000,
+        targets: Targets | None = None,
     ) -> None:
         self.hub = hub
+        self.targets = targets
         self.data_dir = Path(data_dir)
         self.webhooks = webhooks
         self.node = node
@@ -315,7 +317,7 @@ class RuleEngine:
             return
         client = self.hub.client("rule", rule.name)
         rule.client = client
-        context = ActionContext(client, self._tables_for, self.webhooks)
+        context = ActionContext(client, self._tables_for, self.webhooks, self.targets)
         rule.actions = [build_action(a, context, rule.name) for a in rule.config.actions]
         enqueue = self._enqueue
         if rule.statement.topics:

@@ -16,9 +16,11 @@ from fastapi import APIRouter, Depends, HTTPException, Request, Response, status
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from broker_core.errors import AdapterError
-from gateway.api.deps import Caller, Responses
+from gateway.api.components import GatewayView
+from gateway.api.deps import Caller, Gw, Responses
 from gateway.api.schemas import RuleInfo
-from gateway.config.models.rules import RuleConfig
+from gateway.components import BRIDGE
+from gateway.config.models.rules import RuleConfig, check_rule_references
 from gateway.rules.engine import Rule, RuleEngine
 from gateway.rules.parser import RuleSyntaxError
 
@@ -56,12 +58,19 @@ def _rule(engine: RuleEngine, name: str) -> Rule:
     return rule
 
 
-def _check_webhooks(engine: RuleEngine, config: RuleConfig) -> None:
-    known = {hook.name for hook in getattr(engine.webhooks, "configs", ())}
-    for action in config.actions:
-        webhook = getattr(action, "webhook", None)
-        if webhook is not None and webhook not in known:
-            raise HTTPException(status.HTTP_400_BAD_REQUEST, f"no webhook named {webhook!r}")
+def _check_references(gateway: GatewayView, engine: RuleEngine, config: RuleConfig) -> None:
+    """400 when the rule names a webhook or bridge that does not exist, or appends to a
+    stream log that is not enabled."""
+    components = getattr(gateway, "components", None)
+    bridges = tuple(spec.name for spec in components.specs(BRIDGE)) if components else ()
+    problems = check_rule_references(
+        (config,),
+        tuple(getattr(engine.webhooks, "configs", ())),
+        bridges,
+        gateway.config.stream.enabled,
+    )
+    if problems:
+        raise HTTPException(status.HTTP_400_BAD_REQUEST, "; ".join(p for _, p in problems))
 
 
 @router.get("/rules/{name}", summary="One rule, with its counters", responses=_NOT_FOUND)
@@ -75,10 +84,10 @@ async def get_rule(engine: Engine, name: str) -> RuleInfo:
     status_code=status.HTTP_201_CREATED,
     responses={**_BAD, 409: {"description": "A rule of that name exists"}},
 )
-async def create_rule(engine: Engine, caller: Caller, rule: RuleConfig) -> RuleInfo:
+async def create_rule(engine: Engine, gateway: Gw, caller: Caller, rule: RuleConfig) -> RuleInfo:
     if engine.get(rule.name) is not None:
         raise HTTPException(status.HTTP_409_CONFLICT, f"there is already a rule {rule.name!r}")
-    _check_webhooks(engine, rule)
+    _check_references(gateway, engine, rule)
     try:
         created = engine.add(rule)
     except (AdapterError, ValueError) as exc:
@@ -92,13 +101,15 @@ async def create_rule(engine: Engine, caller: Caller, rule: RuleConfig) -> RuleI
     summary="Replace a rule (its counters start over)",
     responses={**_NOT_FOUND, **_BAD},
 )
-async def replace_rule(engine: Engine, caller: Caller, name: str, rule: RuleConfig) -> RuleInfo:
+async def replace_rule(
+    engine: Engine, gateway: Gw, caller: Caller, name: str, rule: RuleConfig
+) -> RuleInfo:
     _rule(engine, name)
     if rule.name != name:
         raise HTTPException(
             status.HTTP_400_BAD_REQUEST, f"the body names rule {rule.name!r}, the path {name!r}"
         )
-    _check_webhooks(engine, rule)
+    _check_references(gateway, engine, rule)
     try:
         replaced = engine.update(rule)
     except (AdapterError, ValueError) as exc:

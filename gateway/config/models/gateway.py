@@ -19,7 +19,7 @@ from gateway.config.models.base import ConfigModel
 from gateway.config.models.bridges import BridgeConfig
 from gateway.config.models.listeners import ListenerConfig
 from gateway.config.models.mqtt import MqttConfig
-from gateway.config.models.rules import RuleConfig, WebhookConfig, check_webhook_references
+from gateway.config.models.rules import RuleConfig, WebhookConfig, check_rule_references
 from gateway.config.models.security import AclConfig, AuthConfig
 from gateway.config.models.stream import StreamConfig
 from gateway.config.models.system import LoggingConfig, SysConfig
@@ -117,8 +117,13 @@ class GatewayConfig(ConfigModel):
         return items
 
     @model_validator(mode="after")
-    def _webhooks_named_by_rules_exist(self) -> Self:
-        problems = check_webhook_references(self.rules, self.webhooks)
+    def _what_rules_name_exists(self) -> Self:
+        problems = check_rule_references(
+            self.rules,
+            self.webhooks,
+            tuple(bridge.name for bridge in self.bridges),
+            self.stream.enabled,
+        )
         if problems:
             raise FieldProblems(problems)
         return self

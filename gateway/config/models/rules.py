@@ -18,14 +18,16 @@ from gateway.config.values import DurationSpec, HttpUrlSpec, PathSpec, TopicFilt
 
 __all__ = [
     "WEBHOOK_EVENTS",
+    "BridgeAction",
     "LogAction",
     "RepublishAction",
     "RuleAction",
     "RuleConfig",
     "SqliteAction",
+    "StreamAction",
     "WebhookAction",
     "WebhookConfig",
-    "check_webhook_references",
+    "check_rule_references",
 ]
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
@@ -82,6 +84,46 @@ class SqliteAction(ConfigModel):
     )
 
 
+class BridgeAction(ConfigModel):
+    """Forward the rule's result through a named bridge: published locally on a topic
+    that bridge forwards, so its own tap queues it (and only a topic it forwards)."""
+
+    type: Literal["bridge"] = Field(description="Action type.")
+    bridge: str = Field(description="The `name` of an entry of `bridges`.")
+    topic: Annotated[str, AfterValidator(check_topic_template)] = Field(
+        description="Topic template over the selected fields; the rendered topic must match"
+        " one of the bridge's `forwards[].local` filters, or the action fails (counted)."
+    )
+    qos: Literal[0, 1, 2] = Field(
+        default=1,
+        description="QoS of the message; with 1 or 2 the action succeeds once the bridge's"
+        " disk queue holds it.",
+    )
+    retain: bool = Field(default=False, description="Retain flag of the message.")
+    payload: str | None = Field(
+        default=None, description="Payload template, as for `republish`; none: the result as JSON."
+    )
+
+
+class StreamAction(ConfigModel):
+    """Append the rule's result to the stream log: published locally on a topic the
+    stream log records (`stream.topics`), so its own hook appends it."""
+
+    type: Literal["stream"] = Field(description="Action type.")
+    topic: Annotated[str, AfterValidator(check_topic_template)] = Field(
+        description="Topic template over the selected fields; the rendered topic must match"
+        " `stream.topics`, or the action fails (counted)."
+    )
+    qos: Literal[0, 1, 2] = Field(
+        default=1,
+        description="QoS of the message; with 1 or 2 the action succeeds once the stream log"
+        " holds it.",
+    )
+    payload: str | None = Field(
+        default=None, description="Payload template, as for `republish`; none: the result as JSON."
+    )
+
+
 class WebhookAction(ConfigModel):
     """Post the rule's result to a webhook of the `webhooks` list."""
 
@@ -97,7 +139,8 @@ class LogAction(ConfigModel):
 
 
 RuleAction = Annotated[
-    RepublishAction | SqliteAction | WebhookAction | LogAction, Field(discriminator="type")
+    RepublishAction | SqliteAction | WebhookAction | BridgeAction | StreamAction | LogAction,
+    Field(discriminator="type"),
 ]
 
 
@@ -189,16 +232,24 @@ class WebhookConfig(ConfigModel):
     )
 
 
-def check_webhook_references(
-    rules: tuple[RuleConfig, ...], webhooks: tuple[WebhookConfig, ...]
+def check_rule_references(
+    rules: tuple[RuleConfig, ...],
+    webhooks: tuple[WebhookConfig, ...],
+    bridges: tuple[str, ...],
+    stream_enabled: bool,
 ) -> list[tuple[tuple[str | int, ...], str]]:
-    """Problems (path relative to the top level) for rules naming unknown webhooks."""
+    """Problems (path relative to the top level) for rules naming unknown webhooks or
+    bridges (``bridges``: the configured bridges' names), or appending to a stream log
+    that is not enabled."""
     known = {w.name for w in webhooks}
     problems: list[tuple[tuple[str | int, ...], str]] = []
     for i, rule in enumerate(rules):
         for j, action in enumerate(rule.actions):
+            where: tuple[str | int, ...] = ("rules", i, "actions", j)
             if isinstance(action, WebhookAction) and action.webhook not in known:
-                problems.append(
-                    (("rules", i, "actions", j, "webhook"), f"no webhook named {action.webhook!r}")
-                )
+                problems.append(((*where, "webhook"), f"no webhook named {action.webhook!r}"))
+            if isinstance(action, BridgeAction) and action.bridge not in bridges:
+                problems.append(((*where, "bridge"), f"no bridge named {action.bridge!r}"))
+            if isinstance(action, StreamAction) and not stream_enabled:
+                problems.append(((*where, "type"), "the stream log is not enabled (`stream`)"))
     return problems
