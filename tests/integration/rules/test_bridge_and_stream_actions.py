@@ -7,14 +7,15 @@ import json
 from pathlib import Path
 
 from gateway.components import SINK
+from tests.helpers.gateway import RunningGateway
 from tests.integration.bridge.support import Collector, Remote, wait_until
 from tests.integration.components.support import status_of, wait_for
 from tests.integration.rules.support import gateway_with_clients
 from tests.integration.stream.support import STREAM, http_of, offsets_of, records_of
 
 
-def _actions(gw: object, rule: str) -> list[tuple[str, int, int]]:
-    statuses = {s["name"]: s for s in gw.call(gw.gateway.rules.statuses)}  # type: ignore[attr-defined]
+def _actions(gw: RunningGateway, rule: str) -> list[tuple[str, int, int]]:
+    statuses = {s["name"]: s for s in gw.call(gw.gateway.rules.statuses)}
     return [(a["type"], a["succeeded"], a["failed"]) for a in statuses[rule]["actions"]]
 
 
