@@ -15,7 +15,7 @@ The figure is the subscriber's receive rate, median over rounds; the ratio is ag
 no rule in the same round, median over rounds (issue 16: at least 0.7x with 10 rules,
 0.4x with 100). "evaluated" is the share of the tapped messages the rules evaluated,
 read from the gateway's ``/api/v1/metrics`` (``rule_engine``) at the end of the run.
-The engine's worker takes at most a quarter of the loop's time while messages wait
+The engine's worker takes at most a fifth of the loop's time while messages wait
 (``gateway.rules.engine.CPU_SHARE``); under overload its bounded queue drops the oldest
 entries (counted) rather than slow the broker further. So the ratio is what rules take
 from the broker, and "evaluated" how much of the traffic they kept up with. On a

@@ -12,7 +12,7 @@ WHERE and SELECT on the message's row (built once per message, however many rule
 it) and runs the actions.
 
 So a slow rule or action never slows the broker beyond a bound: the worker takes at most
-``CPU_SHARE`` (a quarter) of the loop's time while entries wait, and the queue is bounded
+``CPU_SHARE`` (a fifth) of the loop's time while entries wait, and the queue is bounded
 (``queue_size``, default 10 000); when it is full the oldest entry is dropped and counted
 (``dropped``, the metric ``edgebus_rule_queue_dropped_total``). SQLite rows and webhook
 posts go to their own bounded queues.
@@ -61,8 +61,8 @@ API = "api"
 #: The share of the loop's time the worker takes while entries wait: after the loop
 #: spent ``t`` seconds elsewhere, a turn may last ``t * CPU_SHARE / (1 - CPU_SHARE)``
 #: (between ``MIN_TURN_S`` and ``MAX_TURN_S``). Under overload rules get this share and
-#: the queue drops the rest (counted); the broker keeps the other three quarters.
-CPU_SHARE = 0.25
+#: the queue drops the rest (counted); the broker keeps the other four fifths.
+CPU_SHARE = 0.2
 MIN_TURN_S = 0.0002
 MAX_TURN_S = 0.02
 
