@@ -413,10 +413,23 @@ class RuleEngine:
         return new
 
     def enable(self, name: str, enabled: bool) -> Rule:
+        """Starts or stops evaluating a rule; its counters go on."""
         rule = self._rules[name]
         if rule.enabled == enabled:
             return rule
-        return self.update(rule.config.model_copy(update={"enabled": enabled}))
+        before, counts = rule.config, [(a.succeeded, a.failed) for a in rule.actions]
+        self._uninstall(rule)
+        rule.config = before.model_copy(update={"enabled": enabled})
+        try:
+            self._install(rule)
+        except Exception:
+            self._uninstall(rule)
+            rule.config = before
+            self._install(rule)
+            raise
+        for action, (succeeded, failed) in zip(rule.actions, counts, strict=False):
+            action.succeeded, action.failed = succeeded, failed
+        return rule
 
     def delete(self, name: str) -> bool:
         rule = self._rules.get(name)

@@ -116,3 +116,26 @@ def test_a_reload_applies_the_files_rules_and_keeps_the_apis(
     config_file(tmp_path, gw, rules=[])
     assert "rule: removed filed" in http.post("/api/v1/reload").json()["reloaded"]
     assert [r["name"] for r in http.get("/api/v1/rules").json()] == ["copy"]
+
+
+def test_rules_sharing_a_filter_come_and_go_independently(http: Http, clients: Clients) -> None:
+    watcher = clients.subscriber(5, "out/#")
+    device = clients.connect(5)
+    for name in ("a", "b"):
+        rule = {
+            "name": name,
+            "sql": 'SELECT payload.v AS v FROM "in/#"',
+            "actions": [{"type": "republish", "topic": f"out/{name}"}],
+        }
+        assert http.post("/api/v1/rules", rule).status == 201
+    device.publish("in/x", b'{"v": 1}', qos=1)
+    assert sorted(m.topic for m in watcher.expect_messages(2)) == ["out/a", "out/b"]
+    assert http.delete("/api/v1/rules/a").status == 204
+    device.publish("in/x", b'{"v": 2}', qos=1)
+    assert watcher.expect_message().topic == "out/b"
+    watcher.expect_no_message()
+    assert http.post("/api/v1/rules/b/disable").status == 200
+    device.publish("in/x", b'{"v": 3}', qos=1)
+    watcher.expect_no_message()
+    details = http.get("/api/v1/rules/b").json()["details"]
+    assert (details["matched"], details["dropped"]) == (2, 0)
