@@ -215,14 +215,7 @@ class RuleEngine:
         self._running = True
         try:
             for config in self._configured:
-                rule = Rule(config, CONFIG)
-                try:
-                    self._install(rule)
-                except AdapterError as exc:  # the ACL denies its filters
-                    self._uninstall(rule)
-                    rule.error = str(exc)
-                    self._rules[rule.name] = rule
-                    log.error("rule %s not installed: %s", rule.name, exc)
+                self._install_configured(config)
             await self._work()
         finally:
             self._running = False
@@ -453,12 +446,26 @@ class RuleEngine:
         for name, config in wanted.items():
             installed = self._rules.get(name)
             if installed is None:
-                self.add(config, CONFIG)
+                self._install_configured(config)
                 changes.append(f"rule: added {name}")
             elif installed.config != config or installed.source != CONFIG:
-                self.update(config, CONFIG)
+                self._uninstall(installed)
+                self._install_configured(config)
                 changes.append(f"rule: updated {name}")
         return changes
+
+    def _install_configured(self, config: RuleConfig) -> Rule:
+        """Installs a rule of the configuration; one the ACL refuses stays listed with
+        state ``error`` (the others run)."""
+        rule = Rule(config, CONFIG)
+        try:
+            self._install(rule)
+        except AdapterError as exc:  # the ACL denies its filters
+            self._uninstall(rule)
+            rule.error = str(exc)
+            self._rules[rule.name] = rule
+            log.error("rule %s not installed: %s", rule.name, exc)
+        return rule
 
     def test(self, sql: str, sample: dict[str, Any]) -> dict[str, Any]:
         """Runs ``sql`` on ``sample`` (see ``sample_row``) without any action:
