@@ -43,8 +43,8 @@ import time
 from collections import deque
 from typing import Protocol
 
-from bridge.mapping import MappingError, Outbound, OutboundRoute, expiry_left
-from bridge.queue import DiskQueue, Queued
+from bridge.mapping import MappingError, Outbound, Queued, expiry_left
+from bridge.queue import DiskQueue
 from broker_core.context import Context
 from broker_core.mqtt.encoder import encode, fixed_header
 from broker_core.mqtt.packets import Pubrel, new_publish
@@ -52,13 +52,16 @@ from broker_core.mqtt.properties import EMPTY, Properties
 from broker_core.mqtt.wire import encode_utf8
 from gateway.config.models.bridges import BridgeConfig
 
-__all__ = ["DROP_REASONS", "MID_SPAN", "READY_BYTES", "Forwarder", "Wire"]
+__all__ = ["DROP_REASONS", "MID_SPAN", "READY_BYTES", "READY_MESSAGES", "Forwarder", "Wire"]
 
 log = logging.getLogger(__name__)
 
 #: Packet Identifiers 1..MID_SPAN carry queued messages; the rest are SUBSCRIBE's.
 MID_SPAN = 65000
-#: Memory held by messages waiting to be sent, at most (more waits on disk only).
+#: Messages waiting to be sent held in memory, at most, and their topics' and payloads'
+#: bytes (more waits on disk only, read back in batches): a remote that keeps up never
+#: makes the bridge read back what it has just written.
+READY_MESSAGES = 20_000
 READY_BYTES = 16 * 1024 * 1024
 
 #: Why messages are dropped: ``dropped_<reason>`` in the bridge's stats.
@@ -93,7 +96,7 @@ class Forwarder:
         self.max_bytes = config.queue.max_bytes
         self.batch = config.queue.batch_size
         self.queue_qos0 = config.queue.qos0
-        self.ready_messages = max(1000, 2 * self.batch, 2 * config.max_inflight)
+        self.ready_messages = max(READY_MESSAGES, 2 * self.batch, 2 * config.max_inflight)
         self.rate = config.queue.rate_limit
         self.tokens = float(self.rate or 0)
         self.refilled = time.monotonic()
@@ -154,7 +157,7 @@ class Forwarder:
             return
         self._enqueue(route)
 
-    def _offer_qos0(self, route: OutboundRoute) -> bool:
+    def _offer_qos0(self, route: Queued) -> bool:
         """Sends or holds a QoS 0 message; True when it still needs the disk queue."""
         wire = self.wire
         if (
@@ -164,18 +167,18 @@ class Forwarder:
             and wire.writable
             and self._allowance() >= 1
         ):
-            self._send_qos0(wire, Queued.of(0, route))
+            self._send_qos0(wire, route)
             return False
         if self.queue_qos0:
             return True
         if wire is not None and not self.spilled and self._ready_has_room(route.size):
-            self._hold(Queued.of(0, route))
+            self._hold(route)
             self._schedule_pump()
         else:
             self._drop("qos0")
         return False
 
-    def _enqueue(self, route: OutboundRoute) -> None:
+    def _enqueue(self, route: Queued) -> None:
         size = route.size
         if size > self.max_bytes:
             self._drop("too_large", f"{route.topic!r}: {size} bytes, more than queue.max_bytes")
@@ -260,6 +263,20 @@ class Forwarder:
 
     def puback(self, mid: int, code: int) -> None:
         self._finish(self.inflight.pop(mid, None), code)
+
+    def pubacks(self, mids: list[int]) -> None:
+        """Plain PUBACKs (success), many at once: ``puback`` without the detours."""
+        inflight = self.inflight
+        remove = self.queue.remove
+        acked = 0
+        for mid in mids:
+            item = inflight.pop(mid, None)
+            if item is not None:
+                remove(item.seq)
+                acked += 1
+        if acked:
+            self.acked += acked
+            self._schedule_pump()
 
     def pubrec(self, mid: int, code: int) -> None:
         item = self.inflight.get(mid)

@@ -41,13 +41,12 @@ import sqlite3
 import threading
 from array import array
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bridge.mapping import OutboundRoute
+from bridge.mapping import Queued
 from broker_core.errors import BridgeError
-from broker_core.mqtt.properties import EMPTY, PacketKind, Properties, decode_properties
+from broker_core.mqtt.properties import EMPTY, PacketKind, decode_properties
 
 __all__ = ["DiskQueue", "QueueIndex", "Queued"]
 
@@ -67,43 +66,17 @@ CREATE TABLE IF NOT EXISTS queue (
     received_at REAL NOT NULL
 );
 """
-_INSERT = "INSERT INTO queue VALUES (?, ?, ?, ?, ?, ?, ?)"
+_COLUMNS = 7
+#: Rows per INSERT statement: a batch is written with few statements (every statement
+#: is a step that releases and takes back the interpreter lock, a handover with the
+#: event loop's thread when it is busy), each size a statement prepared once.
+_CHUNKS = (256, 64, 16, 4, 1)
+_INSERTS = {
+    rows: "INSERT INTO queue VALUES " + ",".join(["(?, ?, ?, ?, ?, ?, ?)"] * rows)
+    for rows in _CHUNKS
+}
 _DELETE = "DELETE FROM queue WHERE seq BETWEEN ? AND ?"
 _READ = "SELECT * FROM queue WHERE seq >= ? ORDER BY seq LIMIT ?"
-
-
-@dataclass(slots=True, eq=False)
-class Queued:
-    """One message on its way to the remote broker."""
-
-    seq: int  # its place in the bridge's order; 0: QoS 0 held in memory only
-    topic: str
-    payload: bytes
-    qos: int
-    retain: bool
-    properties: Properties
-    received_at: float
-    size: int  # topic and payload: what counts against queue.max_bytes
-    dup: bool = False  # it may have been sent before: DUP on the next send
-    released: bool = False  # QoS 2: PUBREC received, PUBREL sent
-
-    @classmethod
-    def of(cls, seq: int, route: OutboundRoute) -> Queued:
-        return cls(
-            seq,
-            route.topic,
-            route.payload,
-            route.qos,
-            route.retain,
-            route.properties,
-            route.received_at,
-            len(route.topic) + len(route.payload),
-        )
-
-
-def _row(item: Queued) -> tuple[Any, ...]:
-    props = b"" if item.properties is EMPTY else item.properties.encoded()
-    return (item.seq, item.topic, item.payload, item.qos, item.retain, props, item.received_at)
 
 
 def _queued(row: tuple[Any, ...]) -> Queued:
@@ -111,10 +84,24 @@ def _queued(row: tuple[Any, ...]) -> Queued:
     properties = EMPTY
     if props:
         properties, _ = decode_properties(props, 0, len(props), PacketKind.PUBLISH)
-    payload = bytes(payload)
-    return Queued(
-        seq, topic, payload, qos, bool(retain), properties, received_at, len(topic) + len(payload)
-    )
+    return Queued.of(topic, bytes(payload), qos, bool(retain), properties, received_at, seq)
+
+
+def _insert_rows(conn: sqlite3.Connection, values: list[Any]) -> None:
+    """Inserts the rows whose columns follow each other in ``values`` (``_COLUMNS`` a
+    row), with as few statements as ``_CHUNKS`` allow."""
+    start, end = 0, len(values)
+    for rows in _CHUNKS:
+        width = rows * _COLUMNS
+        count = (end - start) // width
+        if count == 1:
+            conn.execute(_INSERTS[rows], values[start : start + width])
+        elif count:
+            stop = start + count * width
+            conn.executemany(
+                _INSERTS[rows], [values[at : at + width] for at in range(start, stop, width)]
+            )
+        start += count * width
 
 
 class QueueIndex:
@@ -214,11 +201,7 @@ class QueueIndex:
 _Read = tuple[int, int, Callable[[list[Queued], int], None]]  # first, limit, callback
 
 
-class _Barrier:
-    __slots__ = ("callback",)
-
-    def __init__(self, callback: Callable[[bool], None]) -> None:
-        self.callback = callback
+_Barrier = Callable[[bool], None]  # called back with True once committed, False if not
 
 
 class DiskQueue:
@@ -237,7 +220,7 @@ class DiskQueue:
         self._loop = asyncio.get_running_loop()
         self._loaded: asyncio.Future[None] = self._loop.create_future()
         self._seq = last
-        self._inserts: list[tuple[Any, ...]] = []
+        self._inserts: list[Any] = []  # the columns of the rows to insert, one after another
         self._deletes: list[int] = []
         self._reads: list[_Read] = []
         self._barriers: list[_Barrier] = []
@@ -266,7 +249,7 @@ class DiskQueue:
 
     @property
     def pending(self) -> int:
-        return self._in_thread + len(self._inserts)
+        return self._in_thread + len(self._inserts) // _COLUMNS
 
     @property
     def pending_deletes(self) -> int:
@@ -278,15 +261,24 @@ class DiskQueue:
         """The last sequence number given out."""
         return self._seq
 
-    def append(self, route: OutboundRoute) -> Queued:
-        """Queues a message (the next sequence number); it is on disk at the next
+    def append(self, item: Queued) -> Queued:
+        """Queues a message: gives it the next sequence number; it is on disk at the next
         commit."""
         if self._closed:
             raise BridgeError(f"{self.name}: the queue is closed")
-        self._seq += 1
-        item = Queued.of(self._seq, route)
-        self.index.add(item.seq, item.size, item.received_at)
-        self._inserts.append(_row(item))
+        self._seq = seq = self._seq + 1
+        item.seq = seq
+        self.index.add(seq, item.size, item.received_at)
+        props = item.properties
+        self._inserts += (
+            seq,
+            item.topic,
+            item.payload,
+            item.qos,
+            item.retain,
+            b"" if props is EMPTY else props.encoded(),
+            item.received_at,
+        )
         self._schedule()
         return item
 
@@ -309,7 +301,7 @@ class DiskQueue:
         if not self.pending:
             callback(self.error is None)
             return
-        self._barriers.append(_Barrier(callback))
+        self._barriers.append(callback)
         self._schedule()
 
     def close(self, timeout_s: float = 10.0) -> None:
@@ -335,7 +327,7 @@ class DiskQueue:
         if not (self._inserts or self._deletes or self._reads or self._barriers):
             return
         job = (self._inserts, self._deletes, self._reads, self._barriers, self._seq)
-        self._in_thread += len(self._inserts)
+        self._in_thread += len(self._inserts) // _COLUMNS
         self._deletes_in_thread += len(self._deletes)
         self._inserts, self._deletes, self._reads, self._barriers = [], [], [], []
         self._jobs.put(job)
@@ -390,7 +382,7 @@ class DiskQueue:
             self._loaded.set_result(None)
 
     def _write(self, conn: sqlite3.Connection, jobs: list[tuple[Any, ...]]) -> None:
-        inserts: list[tuple[Any, ...]] = []
+        inserts: list[Any] = []
         deletes: list[int] = []
         reads: list[_Read] = []
         barriers: list[_Barrier] = []
@@ -406,7 +398,7 @@ class DiskQueue:
             if inserts or deletes:
                 conn.execute("BEGIN")
                 if inserts:
-                    conn.executemany(_INSERT, inserts)
+                    _insert_rows(conn, inserts)
                 if deletes:
                     conn.executemany(_DELETE, _ranges(deletes))
                 conn.execute("COMMIT")
@@ -426,7 +418,7 @@ class DiskQueue:
             results.append((callback, items, items[-1].seq if items else 0))
         try:
             self._loop.call_soon_threadsafe(
-                self._done, len(inserts), len(deletes), upto, barriers, results, error
+                self._done, len(inserts) // _COLUMNS, len(deletes), upto, barriers, results, error
             )
         except RuntimeError:  # the loop is closed: nobody waits any more
             return
@@ -448,8 +440,9 @@ class DiskQueue:
                 self.on_error(error)
         elif upto > self.committed:
             self.committed = upto
+        ok = error is None
         for barrier in barriers:
-            barrier.callback(error is None)
+            barrier(ok)
         for callback, items, last in results:
             callback([item for item in items if self.index.contains(item.seq)], last)
         if error is None and self.on_commit is not None:
