@@ -190,10 +190,16 @@ class Forwarder:
                 return
         item = self.queue.append(route)
         self.queued += 1
-        if not self.spilled and self._ready_has_room(size):
-            self._hold(item)
-            if self.wire is not None:
-                self._schedule_pump()
+        if (
+            not self.spilled
+            and len(self.ready) < self.ready_messages
+            and self.ready_bytes + size <= READY_BYTES
+        ):
+            self.ready.append(item)
+            self.ready_bytes += size
+            if self.wire is not None and not self._pump_scheduled:
+                self._pump_scheduled = True
+                self._loop.call_soon(self.pump)
         elif not self.spilled:
             self.spilled = True
             self.next_read = item.seq
@@ -335,6 +341,8 @@ class Forwarder:
             self.queue.read(self.next_read, self.batch, self._loaded)
 
     def _send(self, wire: Wire) -> None:
+        """Sends from the front of ``ready``: one write of every PUBLISH the window, the
+        rate limit and the commits allow (each frame in pieces, joined once)."""
         ready = self.ready
         inflight = self.inflight
         queue = self.queue
@@ -343,16 +351,21 @@ class Forwarder:
         level = wire.level
         limit = self._allowance()
         now = time.time()
-        frames: list[bytes] = []
-        while ready and limit > 0:
+        dup_upto = self.dup_upto
+        max_packet = self.max_packet
+        topics = self._topic_bytes
+        oldest = next(iter(inflight.values())).seq if inflight else 0
+        parts: list[bytes] = []
+        append = parts.append
+        sent = 0
+        while ready and sent < limit:
             item = ready[0]
-            if item.seq > committed and item.qos == 2:
-                break  # see the module docstring: QoS 2 goes out once on disk
             qos = item.qos
+            seq = item.seq
             if qos:
-                if len(inflight) >= room:
-                    break
-                if inflight and item.seq - next(iter(inflight.values())).seq >= MID_SPAN:
+                if qos == 2 and seq > committed:
+                    break  # see the module docstring: QoS 2 goes out once on disk
+                if len(inflight) >= room or (inflight and seq - oldest >= MID_SPAN):
                     break
             ready.popleft()
             self.ready_bytes -= item.size
@@ -362,46 +375,50 @@ class Forwarder:
                 if properties is None:
                     self._discard(item, "expired")
                     continue
-            mid = item.seq % MID_SPAN + 1 if qos else 0
+            mid = seq % MID_SPAN + 1 if qos else 0
             if item.released and self.session_present:
-                frame = encode(Pubrel(mid), level)  # QoS 2 after PUBREC: finish it
+                append(encode(Pubrel(mid), level))  # QoS 2 after PUBREC: finish it
             else:
-                dup = item.dup or (qos > 0 and item.seq <= self.dup_upto)
-                frame = self._frame(item, qos, dup, mid, properties, level)
-                if self.max_packet is not None and len(frame) > self.max_packet:
+                topic = topics.get(item.topic) or self._topic(item.topic)
+                payload = item.payload
+                length = len(topic) + len(payload) + (2 if qos else 0)
+                encoded = b""
+                if level == 5:
+                    encoded = b"\x00" if properties is EMPTY else properties.encoded()
+                    length += len(encoded)
+                b0 = 0x30 | qos << 1 | item.retain
+                if item.dup or (qos and seq <= dup_upto):
+                    b0 |= 0x08
+                header = bytes((b0, length)) if length < 128 else fixed_header(b0, length)
+                if max_packet is not None and len(header) + length > max_packet:
                     self._discard(item, "too_large")
                     continue
-            frames.append(frame)
-            limit -= 1
-            self.sent += 1
+                append(header)
+                append(topic)
+                if qos:
+                    append(mid.to_bytes(2, "big"))
+                if encoded:
+                    append(encoded)
+                append(payload)
+            sent += 1
             if qos:
+                if not inflight:
+                    oldest = seq
                 item.dup = True
                 inflight[mid] = item
-            elif item.seq:
-                self.queue.remove(item.seq)
-        if frames:
-            self._spend(len(frames))
-            wire.write(b"".join(frames))
+            elif seq:
+                queue.remove(seq)
+        if sent:
+            self.sent += sent
+            self._spend(sent)
+            wire.write(b"".join(parts))
 
-    def _frame(
-        self, item: Queued, qos: int, dup: bool, mid: int, properties: Properties, level: int
-    ) -> bytes:
-        """The PUBLISH of ``item``: the encoder's, with the topic's bytes remembered (a
-        stream reuses its topics)."""
-        topic = self._topic_bytes.get(item.topic)
-        if topic is None:
-            if len(self._topic_bytes) >= 10_000:
-                self._topic_bytes.clear()
-            topic = self._topic_bytes[item.topic] = encode_utf8(item.topic)
-        body = [topic]
-        if qos:
-            body.append(mid.to_bytes(2, "big"))
-        if level == 5:
-            body.append(b"\x00" if properties is EMPTY else properties.encoded())
-        body.append(item.payload)
-        data = b"".join(body)
-        b0 = 0x30 | (qos << 1) | (0x08 if dup else 0) | (0x01 if item.retain else 0)
-        return fixed_header(b0, len(data)) + data
+    def _topic(self, topic: str) -> bytes:
+        """The encoded topic of a PUBLISH, remembered (a stream reuses its topics)."""
+        if len(self._topic_bytes) >= 10_000:
+            self._topic_bytes.clear()
+        encoded = self._topic_bytes[topic] = encode_utf8(topic)
+        return encoded
 
     def _send_qos0(self, wire: Wire, item: Queued) -> None:
         properties = expiry_left(item.properties, item.received_at, time.time())

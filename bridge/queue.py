@@ -126,6 +126,13 @@ class QueueIndex:
         return self.base + len(self.sizes) - 1
 
     def add(self, seq: int, size: int, received_at: float) -> None:
+        sizes = self.sizes
+        if sizes and seq == self.base + len(sizes):  # the next one: the usual case
+            sizes.append(size)
+            self.times.append(received_at)
+            self.count += 1
+            self.bytes += size
+            return
         gap = seq - self.last - 1
         if gap < 0:
             raise ValueError(f"sequence {seq} is not after {self.last}")
