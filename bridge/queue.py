@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import queue as thread_queue
 import sqlite3
@@ -67,14 +68,13 @@ CREATE TABLE IF NOT EXISTS queue (
 );
 """
 _COLUMNS = 7
-#: Rows per INSERT statement: a batch is written with few statements (every statement
-#: is a step that releases and takes back the interpreter lock, a handover with the
-#: event loop's thread when it is busy), each size a statement prepared once.
-_CHUNKS = (256, 64, 16, 4, 1)
-_INSERTS = {
-    rows: "INSERT INTO queue VALUES " + ",".join(["(?, ?, ?, ?, ?, ?, ?)"] * rows)
-    for rows in _CHUNKS
-}
+#: Rows per INSERT statement, at most. A batch of rows is written with one statement of
+#: exactly its size (and one of this size per 256 more): each statement is a step that
+#: lets go of the interpreter lock and takes it back, a handover with the busy event
+#: loop's thread that costs more than the SQL. Every size is prepared once and kept
+#: (``_STATEMENTS``).
+_MAX_ROWS = 256
+_STATEMENTS = _MAX_ROWS + 32  # the connection's statement cache
 _DELETE = "DELETE FROM queue WHERE seq BETWEEN ? AND ?"
 _READ = "SELECT * FROM queue WHERE seq >= ? ORDER BY seq LIMIT ?"
 
@@ -87,21 +87,18 @@ def _queued(row: tuple[Any, ...]) -> Queued:
     return Queued.of(topic, bytes(payload), qos, bool(retain), properties, received_at, seq)
 
 
+@functools.cache
+def _insert_sql(rows: int) -> str:
+    return "INSERT INTO queue VALUES " + ",".join(["(?, ?, ?, ?, ?, ?, ?)"] * rows)
+
+
 def _insert_rows(conn: sqlite3.Connection, values: list[Any]) -> None:
     """Inserts the rows whose columns follow each other in ``values`` (``_COLUMNS`` a
-    row), with as few statements as ``_CHUNKS`` allow."""
-    start, end = 0, len(values)
-    for rows in _CHUNKS:
-        width = rows * _COLUMNS
-        count = (end - start) // width
-        if count == 1:
-            conn.execute(_INSERTS[rows], values[start : start + width])
-        elif count:
-            stop = start + count * width
-            conn.executemany(
-                _INSERTS[rows], [values[at : at + width] for at in range(start, stop, width)]
-            )
-        start += count * width
+    row), ``_MAX_ROWS`` a statement at most."""
+    width = _MAX_ROWS * _COLUMNS
+    for start in range(0, len(values), width):
+        chunk = values[start : start + width]
+        conn.execute(_insert_sql(len(chunk) // _COLUMNS), chunk)
 
 
 class QueueIndex:
@@ -402,12 +399,15 @@ class DiskQueue:
             upto = seq
         error: BaseException | None = None
         try:
-            if inserts or deletes:
+            ranges = _ranges(deletes) if deletes else []
+            statements = -(-len(inserts) // (_MAX_ROWS * _COLUMNS)) + len(ranges)
+            if statements > 1:  # one statement is a transaction of its own
                 conn.execute("BEGIN")
-                if inserts:
-                    _insert_rows(conn, inserts)
-                if deletes:
-                    conn.executemany(_DELETE, _ranges(deletes))
+            if inserts:
+                _insert_rows(conn, inserts)
+            if ranges:
+                conn.executemany(_DELETE, ranges)
+            if statements > 1:
                 conn.execute("COMMIT")
         except sqlite3.Error as exc:
             error = exc
@@ -474,7 +474,9 @@ def _ranges(seqs: list[int]) -> list[tuple[int, int]]:
 def _open(path: Path) -> tuple[sqlite3.Connection, int]:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        conn = sqlite3.connect(
+            path, isolation_level=None, check_same_thread=False, cached_statements=_STATEMENTS
+        )
     except (OSError, sqlite3.Error) as exc:
         raise BridgeError(f"{path}: cannot open the bridge queue: {exc}") from exc
     try:
