@@ -272,16 +272,11 @@ class Forwarder:
 
     def pubacks(self, mids: list[int]) -> None:
         """Plain PUBACKs (success), many at once: ``puback`` without the detours."""
-        inflight = self.inflight
-        remove = self.queue.remove
-        acked = 0
-        for mid in mids:
-            item = inflight.pop(mid, None)
-            if item is not None:
-                remove(item.seq)
-                acked += 1
-        if acked:
-            self.acked += acked
+        pop = self.inflight.pop
+        seqs = [item.seq for mid in mids if (item := pop(mid, None)) is not None]
+        if seqs:
+            self.acked += len(seqs)
+            self.queue.remove_many(seqs)
             self._schedule_pump()
 
     def pubrec(self, mid: int, code: int) -> None:
@@ -355,6 +350,7 @@ class Forwarder:
         max_packet = self.max_packet
         topics = self._topic_bytes
         oldest = next(iter(inflight.values())).seq if inflight else 0
+        space = room - len(inflight)  # in the window
         parts: list[bytes] = []
         append = parts.append
         sent = 0
@@ -365,8 +361,9 @@ class Forwarder:
             if qos:
                 if qos == 2 and seq > committed:
                     break  # see the module docstring: QoS 2 goes out once on disk
-                if len(inflight) >= room or (inflight and seq - oldest >= MID_SPAN):
+                if space <= 0 or (inflight and seq - oldest >= MID_SPAN):
                     break
+                space -= 1
             ready.popleft()
             self.ready_bytes -= item.size
             properties: Properties | None = item.properties
@@ -374,6 +371,7 @@ class Forwarder:
                 properties = expiry_left(item.properties, item.received_at, now)
                 if properties is None:
                     self._discard(item, "expired")
+                    space += 1 if qos else 0
                     continue
             mid = seq % MID_SPAN + 1 if qos else 0
             if item.released and self.session_present:
@@ -392,6 +390,7 @@ class Forwarder:
                 header = bytes((b0, length)) if length < 128 else fixed_header(b0, length)
                 if max_packet is not None and len(header) + length > max_packet:
                     self._discard(item, "too_large")
+                    space += 1 if qos else 0
                     continue
                 append(header)
                 append(topic)

@@ -294,6 +294,14 @@ class DiskQueue:
             self._schedule()
         return size
 
+    def remove_many(self, seqs: list[int]) -> None:
+        """``remove`` of each of ``seqs`` (queued ones: acknowledged by the remote)."""
+        remove = self.index.remove
+        gone = [seq for seq in seqs if remove(seq) >= 0]
+        if gone and not self._closed:
+            self._deletes += gone
+            self._schedule()
+
     def read(self, first: int, limit: int, callback: Callable[[list[Queued], int], None]) -> None:
         """Loads up to ``limit`` rows with ``seq >= first``, in order, after every write
         asked before; ``callback(items, last_seq_read)`` on the loop (rows removed
