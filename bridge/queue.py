@@ -229,7 +229,9 @@ class DiskQueue:
         self._reads: list[_Read] = []
         self._barriers: list[_Barrier] = []
         self._flush_scheduled = False
-        self._in_thread = 0  # inserts handed to the thread, not yet committed
+        #: Rows appended and not yet committed (a plain attribute: the broker reads it
+        #: for every message it acknowledges).
+        self.pending = 0
         self._deletes_in_thread = 0
         self._jobs: thread_queue.SimpleQueue[tuple[Any, ...] | None] = thread_queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name=f"edgebus-{name}", daemon=True)
@@ -252,10 +254,6 @@ class DiskQueue:
     # -- what the bridge asks, on the loop ----------------------------------------------
 
     @property
-    def pending(self) -> int:
-        return self._in_thread + len(self._inserts) // _COLUMNS
-
-    @property
     def pending_deletes(self) -> int:
         """Rows removed whose delete is not committed yet (after a crash they are back)."""
         return self._deletes_in_thread + len(self._deletes)
@@ -272,6 +270,7 @@ class DiskQueue:
             raise BridgeError(f"{self.name}: the queue is closed")
         self._seq = seq = self._seq + 1
         item.seq = seq
+        self.pending += 1
         self.index.add(seq, item.size, item.received_at)
         props = item.properties
         self._inserts += (
@@ -339,7 +338,6 @@ class DiskQueue:
         if not (self._inserts or self._deletes or self._reads or self._barriers):
             return
         job = (self._inserts, self._deletes, self._reads, self._barriers, self._seq)
-        self._in_thread += len(self._inserts) // _COLUMNS
         self._deletes_in_thread += len(self._deletes)
         self._inserts, self._deletes, self._reads, self._barriers = [], [], [], []
         self._jobs.put(job)
@@ -447,7 +445,7 @@ class DiskQueue:
         results: list[tuple[Callable[[list[Queued], int], None], list[Queued], int]],
         error: BaseException | None,
     ) -> None:
-        self._in_thread -= inserted
+        self.pending -= inserted
         self._deletes_in_thread -= deleted
         if error is not None:
             self.error = error
@@ -488,6 +486,10 @@ def _open(path: Path) -> tuple[sqlite3.Connection, int]:
     except (OSError, sqlite3.Error) as exc:
         raise BridgeError(f"{path}: cannot open the bridge queue: {exc}") from exc
     try:
+        # One connection, this process's only: an exclusive lock (taken at the first
+        # write, kept) instead of file locks and the shared-memory WAL index around
+        # every transaction; another gateway opening the same queue is refused.
+        conn.execute("PRAGMA locking_mode=EXCLUSIVE")
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.executescript(_DDL)
