@@ -61,7 +61,7 @@ MID_SPAN = 65000
 #: Messages waiting to be sent held in memory, at most, and their topics' and payloads'
 #: bytes (more waits on disk only, read back in batches): a remote that keeps up never
 #: makes the bridge read back what it has just written.
-READY_MESSAGES = 20_000
+READY_MESSAGES = 50_000
 READY_BYTES = 16 * 1024 * 1024
 
 #: Why messages are dropped: ``dropped_<reason>`` in the bridge's stats.
