@@ -276,8 +276,10 @@ class Forwarder:
         seqs = [item.seq for mid in mids if (item := pop(mid, None)) is not None]
         if seqs:
             self.acked += len(seqs)
-            self.queue.remove_many(seqs)
-            self._schedule_pump()
+            # Their places in the window free up when their deletes are committed
+            # (``_committed`` pumps then), unless they were not queued any more.
+            if self.queue.remove_many(seqs) < len(seqs):
+                self._schedule_pump()
 
     def pubrec(self, mid: int, code: int) -> None:
         item = self.inflight.get(mid)
@@ -316,7 +318,7 @@ class Forwarder:
 
     def _committed(self, seq: int) -> None:
         """A commit: new rows may be sent, and deleted rows free their place."""
-        if self.ready and self.wire is not None:
+        if (self.ready or self.spilled) and self.wire is not None:
             self._schedule_pump()
 
     def _schedule_pump(self) -> None:

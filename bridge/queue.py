@@ -293,13 +293,14 @@ class DiskQueue:
             self._schedule()
         return size
 
-    def remove_many(self, seqs: list[int]) -> None:
-        """``remove`` of each of ``seqs`` (queued ones: acknowledged by the remote)."""
+    def remove_many(self, seqs: list[int]) -> int:
+        """``remove`` of each of ``seqs``; returns how many were queued."""
         remove = self.index.remove
         gone = [seq for seq in seqs if remove(seq) >= 0]
         if gone and not self._closed:
             self._deletes += gone
             self._schedule()
+        return len(gone)
 
     def read(self, first: int, limit: int, callback: Callable[[list[Queued], int], None]) -> None:
         """Loads up to ``limit`` rows with ``seq >= first``, in order, after every write
