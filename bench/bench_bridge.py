@@ -12,6 +12,10 @@
   1``, its inflight limit raised to the same 100; mosquitto's bridge buffers in memory).
   Both run interleaved, ``rounds`` times each; the figure is the median of deliveries
   per second at the remote. Target: edgebus >= 1.0x mosquitto.
+- **paho-mqtt as the client** (the client the issue named, measured for the record):
+  paho publishes QoS 1 to a local mosquitto with ``INFLIGHT`` messages in flight, as a
+  bridge's client would; acknowledged publishes per second and this process's CPU per
+  message (docs/bridges.md, "The client").
 - **Backlog drain.** With the remote down, ``backlog`` (100,000) QoS 1 messages are
   published to edgebus and acknowledged (queued on disk); then the remote starts, the
   bridge reconnects and drains the backlog to a subscriber whose persistent session
@@ -141,6 +145,44 @@ def _publish_all(port: int, count: int, window: int = 1000) -> float:
     return count / (time.perf_counter() - started)
 
 
+def paho_publish_rate(duration_s: float = 4.0) -> tuple[float, float]:
+    """paho-mqtt publishing QoS 1 to a local mosquitto, ``INFLIGHT`` in flight: (acknowledged
+    publishes per second, µs of this process's CPU per message)."""
+    import threading
+
+    import paho.mqtt.client as paho
+    from paho.mqtt.enums import CallbackAPIVersion
+
+    with launch("mosquitto", mosquitto_conf=_remote()) as broker:
+        client = paho.Client(CallbackAPIVersion.VERSION2, client_id="bench-paho")
+        client.max_inflight_messages_set(INFLIGHT)
+        room = threading.Semaphore(INFLIGHT)
+        acked = 0
+
+        def on_publish(*_: object) -> None:
+            nonlocal acked
+            acked += 1
+            room.release()
+
+        client.on_publish = on_publish
+        connected = threading.Event()
+        client.on_connect = lambda *_: connected.set()
+        client.connect("127.0.0.1", broker.port)
+        client.loop_start()
+        try:
+            if not connected.wait(10):
+                raise TimeoutError("paho did not connect")
+            started, cpu = time.perf_counter(), time.process_time()
+            while time.perf_counter() - started < duration_s:
+                room.acquire()
+                client.publish("bench/q1/paho", b"0123456789abcdef", qos=1)
+            elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
+        finally:
+            client.disconnect()
+            client.loop_stop()
+    return acked / elapsed, cpu / max(acked, 1) * 1e6
+
+
 @dataclass
 class BridgeBench:
     rounds: int = 3
@@ -150,6 +192,7 @@ class BridgeBench:
     window: int = 100
     forwarding: dict[str, list[FlowResult]] = field(default_factory=dict)
     drains: list[tuple[float, float]] = field(default_factory=list)  # (drain, publish) msg/s
+    paho: tuple[float, float] | None = None  # (acknowledged/s, µs of CPU per message)
     errors: list[str] = field(default_factory=list)
 
     def forward_once(self, kind: str) -> FlowResult:
@@ -215,6 +258,10 @@ class BridgeBench:
             shutil.rmtree(state, ignore_errors=True)
 
     def measure(self, progress: bool = True) -> None:
+        try:
+            self.paho = paho_publish_rate()
+        except Exception as exc:
+            self.errors.append(f"paho-mqtt client: {exc}")
         for round_ in range(1, self.rounds + 1):
             for kind in ("edgebus", "mosquitto"):
                 try:
@@ -293,6 +340,18 @@ class BridgeBench:
             out.append(
                 f"  per run drain: {drain_rate:,.0f}/s (backlog published at {publish_rate:,.0f}/s)"
             )
+        if self.paho is not None:
+            out.append(
+                f"  paho-mqtt as the client, QoS 1 to a local mosquitto ({INFLIGHT} in flight):"
+                f" {self.paho[0]:,.0f} acknowledged/s, {self.paho[1]:.0f} µs of CPU per message"
+            )
+        for kind in ("edgebus", "mosquitto"):
+            for result in self.forwarding.get(kind, []):
+                if result.delivery_rate:
+                    out.append(
+                        f"  CPU per delivered message, {kind}:"
+                        f" {result.broker_cpu / result.delivery_rate * 1e6:.1f} µs"
+                    )
         out += [f"  error: {error}" for error in self.errors]
         return out
 

@@ -224,6 +224,7 @@ class MqttBridge:
         self.link = link
         self.session_present = session_present
         link.on_writable = forwarder.writable
+        link.on_pubacks = forwarder.pubacks
         receiver.attach(link, session_present)
         self._subscribe(link)
         forwarder.attach(

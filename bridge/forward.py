@@ -43,8 +43,8 @@ import time
 from collections import deque
 from typing import Protocol
 
-from bridge.mapping import MappingError, Outbound, OutboundRoute, expiry_left
-from bridge.queue import DiskQueue, Queued
+from bridge.mapping import MappingError, Outbound, Queued, expiry_left
+from bridge.queue import DiskQueue
 from broker_core.context import Context
 from broker_core.mqtt.encoder import encode, fixed_header
 from broker_core.mqtt.packets import Pubrel, new_publish
@@ -52,13 +52,16 @@ from broker_core.mqtt.properties import EMPTY, Properties
 from broker_core.mqtt.wire import encode_utf8
 from gateway.config.models.bridges import BridgeConfig
 
-__all__ = ["DROP_REASONS", "MID_SPAN", "READY_BYTES", "Forwarder", "Wire"]
+__all__ = ["DROP_REASONS", "MID_SPAN", "READY_BYTES", "READY_MESSAGES", "Forwarder", "Wire"]
 
 log = logging.getLogger(__name__)
 
 #: Packet Identifiers 1..MID_SPAN carry queued messages; the rest are SUBSCRIBE's.
 MID_SPAN = 65000
-#: Memory held by messages waiting to be sent, at most (more waits on disk only).
+#: Messages waiting to be sent held in memory, at most, and their topics' and payloads'
+#: bytes (more waits on disk only, read back in batches): a remote that keeps up never
+#: makes the bridge read back what it has just written.
+READY_MESSAGES = 50_000
 READY_BYTES = 16 * 1024 * 1024
 
 #: Why messages are dropped: ``dropped_<reason>`` in the bridge's stats.
@@ -93,7 +96,7 @@ class Forwarder:
         self.max_bytes = config.queue.max_bytes
         self.batch = config.queue.batch_size
         self.queue_qos0 = config.queue.qos0
-        self.ready_messages = max(1000, 2 * self.batch, 2 * config.max_inflight)
+        self.ready_messages = max(READY_MESSAGES, 2 * self.batch, 2 * config.max_inflight)
         self.rate = config.queue.rate_limit
         self.tokens = float(self.rate or 0)
         self.refilled = time.monotonic()
@@ -154,7 +157,7 @@ class Forwarder:
             return
         self._enqueue(route)
 
-    def _offer_qos0(self, route: OutboundRoute) -> bool:
+    def _offer_qos0(self, route: Queued) -> bool:
         """Sends or holds a QoS 0 message; True when it still needs the disk queue."""
         wire = self.wire
         if (
@@ -164,18 +167,18 @@ class Forwarder:
             and wire.writable
             and self._allowance() >= 1
         ):
-            self._send_qos0(wire, Queued.of(0, route))
+            self._send_qos0(wire, route)
             return False
         if self.queue_qos0:
             return True
         if wire is not None and not self.spilled and self._ready_has_room(route.size):
-            self._hold(Queued.of(0, route))
+            self._hold(route)
             self._schedule_pump()
         else:
             self._drop("qos0")
         return False
 
-    def _enqueue(self, route: OutboundRoute) -> None:
+    def _enqueue(self, route: Queued) -> None:
         size = route.size
         if size > self.max_bytes:
             self._drop("too_large", f"{route.topic!r}: {size} bytes, more than queue.max_bytes")
@@ -187,10 +190,16 @@ class Forwarder:
                 return
         item = self.queue.append(route)
         self.queued += 1
-        if not self.spilled and self._ready_has_room(size):
-            self._hold(item)
-            if self.wire is not None:
-                self._schedule_pump()
+        if (
+            not self.spilled
+            and len(self.ready) < self.ready_messages
+            and self.ready_bytes + size <= READY_BYTES
+        ):
+            self.ready.append(item)
+            self.ready_bytes += size
+            if self.wire is not None and not self._pump_scheduled:
+                self._pump_scheduled = True
+                self._loop.call_soon(self.pump)
         elif not self.spilled:
             self.spilled = True
             self.next_read = item.seq
@@ -261,6 +270,17 @@ class Forwarder:
     def puback(self, mid: int, code: int) -> None:
         self._finish(self.inflight.pop(mid, None), code)
 
+    def pubacks(self, mids: list[int]) -> None:
+        """Plain PUBACKs (success), many at once: ``puback`` without the detours."""
+        pop = self.inflight.pop
+        seqs = [item.seq for mid in mids if (item := pop(mid, None)) is not None]
+        if seqs:
+            self.acked += len(seqs)
+            # Their places in the window free up when their deletes are committed
+            # (``_committed`` pumps then), unless they were not queued any more.
+            if self.queue.remove_many(seqs) < len(seqs):
+                self._schedule_pump()
+
     def pubrec(self, mid: int, code: int) -> None:
         item = self.inflight.get(mid)
         if item is None:
@@ -298,7 +318,7 @@ class Forwarder:
 
     def _committed(self, seq: int) -> None:
         """A commit: new rows may be sent, and deleted rows free their place."""
-        if self.ready and self.wire is not None:
+        if (self.ready or self.spilled) and self.wire is not None:
             self._schedule_pump()
 
     def _schedule_pump(self) -> None:
@@ -318,6 +338,8 @@ class Forwarder:
             self.queue.read(self.next_read, self.batch, self._loaded)
 
     def _send(self, wire: Wire) -> None:
+        """Sends from the front of ``ready``: one write of every PUBLISH the window, the
+        rate limit and the commits allow (each frame in pieces, joined once)."""
         ready = self.ready
         inflight = self.inflight
         queue = self.queue
@@ -326,17 +348,24 @@ class Forwarder:
         level = wire.level
         limit = self._allowance()
         now = time.time()
-        frames: list[bytes] = []
-        while ready and limit > 0:
+        dup_upto = self.dup_upto
+        max_packet = self.max_packet
+        topics = self._topic_bytes
+        oldest = next(iter(inflight.values())).seq if inflight else 0
+        space = room - len(inflight)  # in the window
+        parts: list[bytes] = []
+        append = parts.append
+        sent = 0
+        while ready and sent < limit:
             item = ready[0]
-            if item.seq > committed and item.qos == 2:
-                break  # see the module docstring: QoS 2 goes out once on disk
             qos = item.qos
+            seq = item.seq
             if qos:
-                if len(inflight) >= room:
+                if qos == 2 and seq > committed:
+                    break  # see the module docstring: QoS 2 goes out once on disk
+                if space <= 0 or (inflight and seq - oldest >= MID_SPAN):
                     break
-                if inflight and item.seq - next(iter(inflight.values())).seq >= MID_SPAN:
-                    break
+                space -= 1
             ready.popleft()
             self.ready_bytes -= item.size
             properties: Properties | None = item.properties
@@ -344,47 +373,53 @@ class Forwarder:
                 properties = expiry_left(item.properties, item.received_at, now)
                 if properties is None:
                     self._discard(item, "expired")
+                    space += 1 if qos else 0
                     continue
-            mid = item.seq % MID_SPAN + 1 if qos else 0
+            mid = seq % MID_SPAN + 1 if qos else 0
             if item.released and self.session_present:
-                frame = encode(Pubrel(mid), level)  # QoS 2 after PUBREC: finish it
+                append(encode(Pubrel(mid), level))  # QoS 2 after PUBREC: finish it
             else:
-                dup = item.dup or (qos > 0 and item.seq <= self.dup_upto)
-                frame = self._frame(item, qos, dup, mid, properties, level)
-                if self.max_packet is not None and len(frame) > self.max_packet:
+                topic = topics.get(item.topic) or self._topic(item.topic)
+                payload = item.payload
+                length = len(topic) + len(payload) + (2 if qos else 0)
+                encoded = b""
+                if level == 5:
+                    encoded = b"\x00" if properties is EMPTY else properties.encoded()
+                    length += len(encoded)
+                b0 = 0x30 | qos << 1 | item.retain
+                if item.dup or (qos and seq <= dup_upto):
+                    b0 |= 0x08
+                header = bytes((b0, length)) if length < 128 else fixed_header(b0, length)
+                if max_packet is not None and len(header) + length > max_packet:
                     self._discard(item, "too_large")
+                    space += 1 if qos else 0
                     continue
-            frames.append(frame)
-            limit -= 1
-            self.sent += 1
+                append(header)
+                append(topic)
+                if qos:
+                    append(mid.to_bytes(2, "big"))
+                if encoded:
+                    append(encoded)
+                append(payload)
+            sent += 1
             if qos:
+                if not inflight:
+                    oldest = seq
                 item.dup = True
                 inflight[mid] = item
-            elif item.seq:
-                self.queue.remove(item.seq)
-        if frames:
-            self._spend(len(frames))
-            wire.write(b"".join(frames))
+            elif seq:
+                queue.remove(seq)
+        if sent:
+            self.sent += sent
+            self._spend(sent)
+            wire.write(b"".join(parts))
 
-    def _frame(
-        self, item: Queued, qos: int, dup: bool, mid: int, properties: Properties, level: int
-    ) -> bytes:
-        """The PUBLISH of ``item``: the encoder's, with the topic's bytes remembered (a
-        stream reuses its topics)."""
-        topic = self._topic_bytes.get(item.topic)
-        if topic is None:
-            if len(self._topic_bytes) >= 10_000:
-                self._topic_bytes.clear()
-            topic = self._topic_bytes[item.topic] = encode_utf8(item.topic)
-        body = [topic]
-        if qos:
-            body.append(mid.to_bytes(2, "big"))
-        if level == 5:
-            body.append(b"\x00" if properties is EMPTY else properties.encoded())
-        body.append(item.payload)
-        data = b"".join(body)
-        b0 = 0x30 | (qos << 1) | (0x08 if dup else 0) | (0x01 if item.retain else 0)
-        return fixed_header(b0, len(data)) + data
+    def _topic(self, topic: str) -> bytes:
+        """The encoded topic of a PUBLISH, remembered (a stream reuses its topics)."""
+        if len(self._topic_bytes) >= 10_000:
+            self._topic_bytes.clear()
+        encoded = self._topic_bytes[topic] = encode_utf8(topic)
+        return encoded
 
     def _send_qos0(self, wire: Wire, item: Queued) -> None:
         properties = expiry_left(item.properties, item.received_at, time.time())

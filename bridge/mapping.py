@@ -33,7 +33,7 @@ __all__ = [
     "InboundRoute",
     "MappingError",
     "Outbound",
-    "OutboundRoute",
+    "Queued",
     "expiry_left",
     "forwarded_properties",
 ]
@@ -50,21 +50,36 @@ def forwarded_properties(properties: Properties) -> Properties:
     return Properties(**kept)
 
 
-@dataclass(frozen=True, slots=True)
-class OutboundRoute:
-    """One message as it goes to the remote broker."""
+@dataclass(slots=True, eq=False)
+class Queued:
+    """One message on its way to the remote broker: what ``Outbound.route`` makes of a
+    local message, then the same object in the bridge's queue and window (no copy)."""
 
-    topic: str
+    topic: str  # the remote topic
     payload: bytes
     qos: int
     retain: bool
     properties: Properties
     received_at: float  # wall time, seconds
+    size: int  # topic and payload: what counts against queue.max_bytes
+    seq: int = 0  # its place in the bridge's order, once queued; 0: QoS 0 in memory only
+    dup: bool = False  # it may have been sent before: DUP on the next send
+    released: bool = False  # QoS 2: PUBREC received, PUBREL sent
 
-    @property
-    def size(self) -> int:
-        """What counts against the queue's byte bound: topic and payload."""
-        return len(self.topic) + len(self.payload)
+    @classmethod
+    def of(
+        cls,
+        topic: str,
+        payload: bytes,
+        qos: int,
+        retain: bool,
+        properties: Properties,
+        received_at: float,
+        seq: int = 0,
+    ) -> Queued:
+        return cls(
+            topic, payload, qos, retain, properties, received_at, len(topic) + len(payload), seq
+        )
 
 
 class _Forward:
@@ -90,7 +105,7 @@ class Outbound:
         self.filters = [forward.local.topic_filter for forward in self.forwards]
         self._topics: dict[str, tuple[_Forward, str] | None] = {}
 
-    def route(self, context: Context) -> OutboundRoute | None:
+    def route(self, context: Context) -> Queued | None:
         """The message to send, or None when no forward matches; ``MappingError`` when
         it cannot be sent (template, AWS IoT Core's limits)."""
         topics = self._topics
@@ -107,13 +122,14 @@ class Outbound:
             )
         qos = context.qos
         properties = context.properties
-        return OutboundRoute(
+        return Queued(
             topic,
             payload,
             qos if qos < forward.qos else forward.qos,
             context.retain and forward.retain,
             properties if properties is EMPTY else forwarded_properties(properties),
             context.received_at / 1e9,
+            len(topic) + len(payload),
         )
 
     def _remote_topic(self, local: str) -> tuple[_Forward, str] | None:

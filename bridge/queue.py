@@ -35,19 +35,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import queue as thread_queue
 import sqlite3
 import threading
 from array import array
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bridge.mapping import OutboundRoute
+from bridge.mapping import Queued
 from broker_core.errors import BridgeError
-from broker_core.mqtt.properties import EMPTY, PacketKind, Properties, decode_properties
+from broker_core.mqtt.properties import EMPTY, PacketKind, decode_properties
 
 __all__ = ["DiskQueue", "QueueIndex", "Queued"]
 
@@ -67,43 +67,16 @@ CREATE TABLE IF NOT EXISTS queue (
     received_at REAL NOT NULL
 );
 """
-_INSERT = "INSERT INTO queue VALUES (?, ?, ?, ?, ?, ?, ?)"
+_COLUMNS = 7
+#: Rows per INSERT statement, at most. A batch of rows is written with one statement of
+#: exactly its size (and one of this size per 256 more): each statement is a step that
+#: lets go of the interpreter lock and takes it back, a handover with the busy event
+#: loop's thread that costs more than the SQL. Every size is prepared once and kept
+#: (``_STATEMENTS``).
+_MAX_ROWS = 256
+_STATEMENTS = _MAX_ROWS + 32  # the connection's statement cache
 _DELETE = "DELETE FROM queue WHERE seq BETWEEN ? AND ?"
 _READ = "SELECT * FROM queue WHERE seq >= ? ORDER BY seq LIMIT ?"
-
-
-@dataclass(slots=True, eq=False)
-class Queued:
-    """One message on its way to the remote broker."""
-
-    seq: int  # its place in the bridge's order; 0: QoS 0 held in memory only
-    topic: str
-    payload: bytes
-    qos: int
-    retain: bool
-    properties: Properties
-    received_at: float
-    size: int  # topic and payload: what counts against queue.max_bytes
-    dup: bool = False  # it may have been sent before: DUP on the next send
-    released: bool = False  # QoS 2: PUBREC received, PUBREL sent
-
-    @classmethod
-    def of(cls, seq: int, route: OutboundRoute) -> Queued:
-        return cls(
-            seq,
-            route.topic,
-            route.payload,
-            route.qos,
-            route.retain,
-            route.properties,
-            route.received_at,
-            len(route.topic) + len(route.payload),
-        )
-
-
-def _row(item: Queued) -> tuple[Any, ...]:
-    props = b"" if item.properties is EMPTY else item.properties.encoded()
-    return (item.seq, item.topic, item.payload, item.qos, item.retain, props, item.received_at)
 
 
 def _queued(row: tuple[Any, ...]) -> Queued:
@@ -111,10 +84,21 @@ def _queued(row: tuple[Any, ...]) -> Queued:
     properties = EMPTY
     if props:
         properties, _ = decode_properties(props, 0, len(props), PacketKind.PUBLISH)
-    payload = bytes(payload)
-    return Queued(
-        seq, topic, payload, qos, bool(retain), properties, received_at, len(topic) + len(payload)
-    )
+    return Queued.of(topic, bytes(payload), qos, bool(retain), properties, received_at, seq)
+
+
+@functools.cache
+def _insert_sql(rows: int) -> str:
+    return "INSERT INTO queue VALUES " + ",".join(["(?, ?, ?, ?, ?, ?, ?)"] * rows)
+
+
+def _insert_rows(conn: sqlite3.Connection, values: list[Any]) -> None:
+    """Inserts the rows whose columns follow each other in ``values`` (``_COLUMNS`` a
+    row), ``_MAX_ROWS`` a statement at most."""
+    width = _MAX_ROWS * _COLUMNS
+    for start in range(0, len(values), width):
+        chunk = values[start : start + width]
+        conn.execute(_insert_sql(len(chunk) // _COLUMNS), chunk)
 
 
 class QueueIndex:
@@ -139,6 +123,13 @@ class QueueIndex:
         return self.base + len(self.sizes) - 1
 
     def add(self, seq: int, size: int, received_at: float) -> None:
+        sizes = self.sizes
+        if sizes and seq == self.base + len(sizes):  # the next one: the usual case
+            sizes.append(size)
+            self.times.append(received_at)
+            self.count += 1
+            self.bytes += size
+            return
         gap = seq - self.last - 1
         if gap < 0:
             raise ValueError(f"sequence {seq} is not after {self.last}")
@@ -214,11 +205,7 @@ class QueueIndex:
 _Read = tuple[int, int, Callable[[list[Queued], int], None]]  # first, limit, callback
 
 
-class _Barrier:
-    __slots__ = ("callback",)
-
-    def __init__(self, callback: Callable[[bool], None]) -> None:
-        self.callback = callback
+_Barrier = Callable[[bool], None]  # called back with True once committed, False if not
 
 
 class DiskQueue:
@@ -237,12 +224,14 @@ class DiskQueue:
         self._loop = asyncio.get_running_loop()
         self._loaded: asyncio.Future[None] = self._loop.create_future()
         self._seq = last
-        self._inserts: list[tuple[Any, ...]] = []
+        self._inserts: list[Any] = []  # the columns of the rows to insert, one after another
         self._deletes: list[int] = []
         self._reads: list[_Read] = []
         self._barriers: list[_Barrier] = []
         self._flush_scheduled = False
-        self._in_thread = 0  # inserts handed to the thread, not yet committed
+        #: Rows appended and not yet committed (a plain attribute: the broker reads it
+        #: for every message it acknowledges).
+        self.pending = 0
         self._deletes_in_thread = 0
         self._jobs: thread_queue.SimpleQueue[tuple[Any, ...] | None] = thread_queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name=f"edgebus-{name}", daemon=True)
@@ -265,10 +254,6 @@ class DiskQueue:
     # -- what the bridge asks, on the loop ----------------------------------------------
 
     @property
-    def pending(self) -> int:
-        return self._in_thread + len(self._inserts)
-
-    @property
     def pending_deletes(self) -> int:
         """Rows removed whose delete is not committed yet (after a crash they are back)."""
         return self._deletes_in_thread + len(self._deletes)
@@ -278,15 +263,25 @@ class DiskQueue:
         """The last sequence number given out."""
         return self._seq
 
-    def append(self, route: OutboundRoute) -> Queued:
-        """Queues a message (the next sequence number); it is on disk at the next
+    def append(self, item: Queued) -> Queued:
+        """Queues a message: gives it the next sequence number; it is on disk at the next
         commit."""
         if self._closed:
             raise BridgeError(f"{self.name}: the queue is closed")
-        self._seq += 1
-        item = Queued.of(self._seq, route)
-        self.index.add(item.seq, item.size, item.received_at)
-        self._inserts.append(_row(item))
+        self._seq = seq = self._seq + 1
+        item.seq = seq
+        self.pending += 1
+        self.index.add(seq, item.size, item.received_at)
+        props = item.properties
+        self._inserts += (
+            seq,
+            item.topic,
+            item.payload,
+            item.qos,
+            item.retain,
+            b"" if props is EMPTY else props.encoded(),
+            item.received_at,
+        )
         self._schedule()
         return item
 
@@ -297,6 +292,15 @@ class DiskQueue:
             self._deletes.append(seq)
             self._schedule()
         return size
+
+    def remove_many(self, seqs: list[int]) -> int:
+        """``remove`` of each of ``seqs``; returns how many were queued."""
+        remove = self.index.remove
+        gone = [seq for seq in seqs if remove(seq) >= 0]
+        if gone and not self._closed:
+            self._deletes += gone
+            self._schedule()
+        return len(gone)
 
     def read(self, first: int, limit: int, callback: Callable[[list[Queued], int], None]) -> None:
         """Loads up to ``limit`` rows with ``seq >= first``, in order, after every write
@@ -309,7 +313,7 @@ class DiskQueue:
         if not self.pending:
             callback(self.error is None)
             return
-        self._barriers.append(_Barrier(callback))
+        self._barriers.append(callback)
         self._schedule()
 
     def close(self, timeout_s: float = 10.0) -> None:
@@ -335,7 +339,6 @@ class DiskQueue:
         if not (self._inserts or self._deletes or self._reads or self._barriers):
             return
         job = (self._inserts, self._deletes, self._reads, self._barriers, self._seq)
-        self._in_thread += len(self._inserts)
         self._deletes_in_thread += len(self._deletes)
         self._inserts, self._deletes, self._reads, self._barriers = [], [], [], []
         self._jobs.put(job)
@@ -390,7 +393,7 @@ class DiskQueue:
             self._loaded.set_result(None)
 
     def _write(self, conn: sqlite3.Connection, jobs: list[tuple[Any, ...]]) -> None:
-        inserts: list[tuple[Any, ...]] = []
+        inserts: list[Any] = []
         deletes: list[int] = []
         reads: list[_Read] = []
         barriers: list[_Barrier] = []
@@ -403,12 +406,15 @@ class DiskQueue:
             upto = seq
         error: BaseException | None = None
         try:
-            if inserts or deletes:
+            ranges = _ranges(deletes) if deletes else []
+            statements = -(-len(inserts) // (_MAX_ROWS * _COLUMNS)) + len(ranges)
+            if statements > 1:  # one statement is a transaction of its own
                 conn.execute("BEGIN")
-                if inserts:
-                    conn.executemany(_INSERT, inserts)
-                if deletes:
-                    conn.executemany(_DELETE, _ranges(deletes))
+            if inserts:
+                _insert_rows(conn, inserts)
+            if ranges:
+                conn.executemany(_DELETE, ranges)
+            if statements > 1:
                 conn.execute("COMMIT")
         except sqlite3.Error as exc:
             error = exc
@@ -426,7 +432,7 @@ class DiskQueue:
             results.append((callback, items, items[-1].seq if items else 0))
         try:
             self._loop.call_soon_threadsafe(
-                self._done, len(inserts), len(deletes), upto, barriers, results, error
+                self._done, len(inserts) // _COLUMNS, len(deletes), upto, barriers, results, error
             )
         except RuntimeError:  # the loop is closed: nobody waits any more
             return
@@ -440,7 +446,7 @@ class DiskQueue:
         results: list[tuple[Callable[[list[Queued], int], None], list[Queued], int]],
         error: BaseException | None,
     ) -> None:
-        self._in_thread -= inserted
+        self.pending -= inserted
         self._deletes_in_thread -= deleted
         if error is not None:
             self.error = error
@@ -448,8 +454,9 @@ class DiskQueue:
                 self.on_error(error)
         elif upto > self.committed:
             self.committed = upto
+        ok = error is None
         for barrier in barriers:
-            barrier.callback(error is None)
+            barrier(ok)
         for callback, items, last in results:
             callback([item for item in items if self.index.contains(item.seq)], last)
         if error is None and self.on_commit is not None:
@@ -474,10 +481,16 @@ def _ranges(seqs: list[int]) -> list[tuple[int, int]]:
 def _open(path: Path) -> tuple[sqlite3.Connection, int]:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        conn = sqlite3.connect(
+            path, isolation_level=None, check_same_thread=False, cached_statements=_STATEMENTS
+        )
     except (OSError, sqlite3.Error) as exc:
         raise BridgeError(f"{path}: cannot open the bridge queue: {exc}") from exc
     try:
+        # One connection, this process's only: an exclusive lock (taken at the first
+        # write, kept) instead of file locks and the shared-memory WAL index around
+        # every transaction; another gateway opening the same queue is refused.
+        conn.execute("PRAGMA locking_mode=EXCLUSIVE")
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.executescript(_DDL)

@@ -191,6 +191,7 @@ def test_a_backlog_larger_than_memory_is_read_back_in_order(tmp_path: Path) -> N
     config = _config(queue={"batch_size": 50}, max_inflight=1000)
 
     async def body(f: Forwarder) -> None:
+        f.ready_messages = 2_000  # the memory bound, lowered: a backlog of a few batches
         total = 3 * f.ready_messages + 17
         for n in range(1, total + 1):
             f.offer(_ctx(n))

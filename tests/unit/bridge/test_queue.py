@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from bridge.mapping import OutboundRoute
-from bridge.queue import DiskQueue, Queued, QueueIndex
+from bridge.mapping import Queued
+from bridge.queue import DiskQueue, QueueIndex
 from broker_core.errors import BridgeError
 from broker_core.mqtt.properties import Properties
 
 
-def _route(number: int, qos: int = 1, **kw: object) -> OutboundRoute:
-    return OutboundRoute(
+def _route(number: int, qos: int = 1, **kw: object) -> Queued:
+    return Queued.of(
         f"t/{number}",
         str(number).encode(),
         qos,
@@ -79,7 +79,7 @@ def test_properties_and_flags_round_trip(tmp_path: Path) -> None:
     async def main() -> None:
         queue = DiskQueue.open(tmp_path / "queue.db", "q")
         await queue.loaded()
-        queue.append(OutboundRoute("a/b", b"\x00\xff", 2, True, props, 5.5))
+        queue.append(Queued.of("a/b", b"\x00\xff", 2, True, props, 5.5))
         items, _ = await _read(queue, 1, 10)
         queue.close()
         item = items[0]

@@ -1,0 +1,77 @@
+"""The link's fast path: runs of plain PUBACKs read straight from the bytes, everything
+else (and anything split across reads) through the decoder, in order."""
+
+from __future__ import annotations
+
+import asyncio
+
+from bridge.link import Link
+from broker_core.mqtt.packets import Packet, Puback, Suback
+from tests.helpers import mqtt_builder as mb
+
+
+class _Transport(asyncio.Transport):
+    closed = False
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _feed(level: int, *chunks: bytes) -> tuple[list[list[int]], list[Packet]]:
+    runs, packets, _ = _link(level, *chunks)
+    return runs, packets
+
+
+def _link(level: int, *chunks: bytes) -> tuple[list[list[int]], list[Packet], Link]:
+    runs: list[list[int]] = []
+    packets: list[Packet] = []
+    links: list[Link] = []
+
+    async def main() -> None:
+        link = Link(level, packets.append, None)
+        link.on_pubacks = runs.append
+        link.connection_made(_Transport())
+        links.append(link)
+        for chunk in chunks:
+            link.data_received(chunk)
+
+    asyncio.run(main())
+    return runs, packets, links[0]
+
+
+def test_a_read_of_puback_runs_is_one_batch_of_packet_identifiers() -> None:
+    data = b"".join(mb.gen_puback(mid) for mid in (1, 2, 65000, 300))
+    runs, packets = _feed(4, data)
+    assert (runs, packets) == ([[1, 2, 65000, 300]], [])
+
+
+def test_other_packets_after_the_run_go_through_the_decoder_in_order() -> None:
+    data = mb.gen_puback(4) + mb.gen_puback(5) + mb.gen_suback(65001, 1) + mb.gen_puback(6)
+    runs, packets = _feed(4, data)
+    assert runs == [[4, 5]]
+    assert [type(p) for p in packets] == [Suback, Puback]
+    assert packets[1] == Puback(6)
+
+
+def test_a_puback_split_across_reads_is_decoded_whole() -> None:
+    data = mb.gen_puback(6) + mb.gen_puback(7)
+    runs, packets = _feed(4, data[:3], data[3:])
+    assert runs == []
+    assert packets == [Puback(6), Puback(7)]
+
+
+def test_mqtt5_pubacks_with_a_reason_code_take_the_decoder() -> None:
+    data = mb.gen_puback(8, proto_ver=5) + mb.gen_puback(9, 0x10, proto_ver=5)
+    runs, packets = _feed(5, data)
+    assert runs == [[8]]
+    assert packets == [Puback(9, 0x10)]
+
+
+def test_packet_identifier_zero_is_left_to_the_decoder() -> None:
+    runs, packets, link = _link(4, mb.gen_puback(3) + b"\x40\x02\x00\x00")
+    assert runs == [[3]]  # the malformed one is the decoder's to refuse: the link closes
+    assert packets == []
+    assert link.reason is not None and link.reason.startswith("malformed packet from the remote")
