@@ -134,6 +134,7 @@ class MqttConnection(asyncio.Protocol):
     __slots__ = (
         "_backlog",
         "_connect_task",
+        "_eof",
         "_flush_pending",
         "_held",
         "_loop",
@@ -162,6 +163,7 @@ class MqttConnection(asyncio.Protocol):
         self._paused = 0  # reasons reading is paused: _RATE | _STORE | _BUDGET
         self._held: deque[Event] | None = None  # events waiting for the publish rate
         self._backlog: deque[bytes] | None = None  # reads waiting, over the read budget
+        self._eof = False  # the peer half-closed while input still waited: close after it
 
     # -- transport callbacks -------------------------------------------------------------
 
@@ -223,7 +225,20 @@ class MqttConnection(asyncio.Protocol):
                 transport.close()
 
     def eof_received(self) -> bool:
-        return False  # close the transport
+        """The peer sent all it will. Input that arrived before its EOF is still handled:
+        while some waits (the read budget, the publish rate), the transport stays open
+        and closes once that input is through (``_close_after_input``)."""
+        if self._backlog is None and self._held is None and not self.session.input_pending:
+            return False  # close the transport
+        self._eof = True
+        return True
+
+    def _close_after_input(self) -> None:
+        """Everything received is handled; after the peer's EOF, that is the end."""
+        transport = self.transport
+        if self._eof and transport is not None and not transport.is_closing():
+            self._flush()
+            transport.close()
 
     def pause_writing(self) -> None:
         self.session.set_writable(False, time.time())
@@ -264,8 +279,8 @@ class MqttConnection(asyncio.Protocol):
                     self._fail(exc)
                     return
             events = session.events()
-        if session.closed:
-            self._flush()
+        if session.closed and self._held is None:
+            self._flush()  # closes the transport; held events first (_release_held)
 
     def _defer_input(self) -> None:
         """Over the read budget: the rest of what arrived waits for the next loop turn,
@@ -293,13 +308,16 @@ class MqttConnection(asyncio.Protocol):
         else:
             self._backlog = None
             self._resume(_BUDGET)
+            if self._held is None:
+                self._close_after_input()
 
     def _release_held(self) -> None:
         """The publish-rate bucket refilled: handle what waited, then read again."""
         held = self._held
         self._held = None
-        if held is None or self.session.closed:
-            return
+        transport = self.transport
+        if held is None or transport is None or transport.is_closing():
+            return  # the connection is gone: what waited goes with it
         now = time.time()
         while held and self._held is None:
             try:
@@ -313,6 +331,10 @@ class MqttConnection(asyncio.Protocol):
             return
         self._resume(_RATE)
         self._process(now)
+        if self.session.closed:
+            self._flush()  # what arrived before the DISCONNECT is through: close
+        elif self._backlog is None and self._held is None and not self.session.input_pending:
+            self._close_after_input()
 
     def _dispatch(self, event: Event, now: float) -> None:
         kind = type(event)
