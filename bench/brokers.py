@@ -98,24 +98,43 @@ def _mosquitto_command(port: int, workdir: Path) -> list[str]:
     return [MOSQUITTO, "-c", str(config)]
 
 
-def _edgebus_command(port: int, workdir: Path, extra_config: str = "") -> list[str]:
+# ``make run``'s defaults (MQTT and WebSocket listeners, the HTTP API, the SQLite store),
+# on ephemeral ports: the broker as it starts on a device with no configuration.
+_DEFAULTS_PROFILE = (
+    "listeners:\n"
+    "  - type: tcp\n"
+    "    bind: 127.0.0.1:{port}\n"
+    "  - type: ws\n"
+    "    bind: 127.0.0.1:0\n"
+    "data_dir: {data_dir}\n"
+    "api:\n"
+    "  bind: 127.0.0.1:0\n"
+)
+
+
+def _edgebus_command(
+    port: int, workdir: Path, extra_config: str = "", profile: str = "bench"
+) -> list[str]:
     data_dir = workdir / "data"
     data_dir.mkdir()
     config = workdir / "edgebus.yaml"
-    config.write_text(
-        "listeners:\n"
-        "  - type: tcp\n"
-        f"    bind: 127.0.0.1:{port}\n"
-        f"data_dir: {data_dir}\n"
-        "persistence: memory\n"
-        # The same queue bounds as the mosquitto config above.
-        "mqtt:\n"
-        "  max_queued_messages: 1000000\n"
-        "  max_queued_bytes: 2GB\n"
-        # The HTTP API on an ephemeral port, out of the way of anything on 8081.
-        "api:\n"
-        "  bind: 127.0.0.1:0\n" + extra_config  # more sections (adapters) for other benches
-    )
+    if profile == "defaults":
+        config.write_text(_DEFAULTS_PROFILE.format(port=port, data_dir=data_dir))
+    else:
+        config.write_text(
+            "listeners:\n"
+            "  - type: tcp\n"
+            f"    bind: 127.0.0.1:{port}\n"
+            f"data_dir: {data_dir}\n"
+            "persistence: memory\n"
+            # The same queue bounds as the mosquitto config above.
+            "mqtt:\n"
+            "  max_queued_messages: 1000000\n"
+            "  max_queued_bytes: 2GB\n"
+            # The HTTP API on an ephemeral port, out of the way of anything on 8081.
+            "api:\n"
+            "  bind: 127.0.0.1:0\n" + extra_config  # more sections (adapters) for other benches
+        )
     script = Path(sys.executable).parent / "edgebus"
     if script.exists():
         return [str(script), "run", "-c", str(config)]
@@ -155,17 +174,19 @@ def _stop(process: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
 
 @contextlib.contextmanager
 def launch(
-    kind: str, ready_timeout_s: float = 30.0, extra_config: str = ""
+    kind: str, ready_timeout_s: float = 30.0, extra_config: str = "", profile: str = "bench"
 ) -> Iterator[RunningBroker]:
     """Start a fresh broker of ``kind`` ("mosquitto" or "edgebus"); stop it on exit.
-    ``extra_config``: YAML sections added to edgebus's configuration."""
+    ``extra_config``: YAML sections added to edgebus's configuration. ``profile``:
+    ``bench`` (the configuration of docs/performance.md) or ``defaults`` (edgebus with
+    ``make run``'s listeners, API and store; mosquitto is the same either way)."""
     if kind not in BROKER_KINDS:
         raise ValueError(f"unknown broker {kind!r}; expected one of {BROKER_KINDS}")
     workdir = Path(tempfile.mkdtemp(prefix=f"bench-{kind}-"))
     try:
         port = free_port()
         if kind == "edgebus":
-            command = _edgebus_command(port, workdir, extra_config)
+            command = _edgebus_command(port, workdir, extra_config, profile)
         else:
             command = _mosquitto_command(port, workdir)
         log_path = workdir / "broker.log"
