@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.sharedctypes import RawArray, RawValue
+from typing import Any
 
 from bench.client import mqtt_connect
 from bench.errors import LoadError
@@ -46,8 +47,8 @@ class ConnectResult:
         return self.broker_cpu * self.duration_s / self.connects * 1000
 
 
-def _client(port: int, index: int, level: int, counts: RawArray, failures: RawArray,
-            stop: RawValue) -> None:  # fmt: skip
+def _client(port: int, index: int, level: int, counts: Any, failures: Any, stop: Any) -> None:
+    """One connecting process; ``counts``, ``failures`` and ``stop`` are shared ctypes."""
     die_with_parent()
     disconnect = encode_disconnect()
     n = 0
