@@ -215,6 +215,12 @@ class Router:
         cache[topic] = targets
         return targets
 
+    def has_first_level(self, level: str) -> bool:
+        """Some filter (shared or not) starts with ``level``: for ``$SYS``, whether any
+        subscription could match a ``$SYS`` topic at all (wildcards at the first level
+        do not match ``$`` topics [MQTT-4.7.2-1])."""
+        return level in self._root.children
+
     def entries(self) -> Iterator[Entry]:
         """Every subscription, shared ones included (for the API and $SYS)."""
         stack = [self._root]
