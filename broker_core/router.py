@@ -100,7 +100,7 @@ class _Node:
     def __init__(self) -> None:
         self.children: dict[str, _Node] = {}
         self.entries: dict[Subscriber, Entry] = {}
-        self.shared: dict[str, SharedGroup] = {}
+        self.shared: dict[str, SharedGroup] | None = None  # built on the first group
 
 
 class Targets:
@@ -142,6 +142,8 @@ class Router:
             existed = subscriber in node.entries
             node.entries[subscriber] = entry
         else:
+            if node.shared is None:
+                node.shared = {}
             group = node.shared.get(shared.group)
             if group is None:
                 group = node.shared[shared.group] = SharedGroup(shared.group, shared.topic_filter)
@@ -173,7 +175,7 @@ class Router:
             if node.entries.pop(subscriber, None) is None:
                 return False
         else:
-            group = node.shared.get(shared.group)
+            group = None if node.shared is None else node.shared.get(shared.group)
             if group is None:
                 return False
             kept = [m for m in group.members if m.subscriber is not subscriber]
@@ -182,6 +184,8 @@ class Router:
             group.members = kept
             if not kept:
                 del node.shared[shared.group]
+                if not node.shared:
+                    node.shared = None
         self.count -= 1
         self._cache.clear()
         # Prune empty branches so the trie does not grow with churn.
@@ -227,7 +231,7 @@ class Router:
         while stack:
             node = stack.pop()
             yield from node.entries.values()
-            for group in node.shared.values():
+            for group in (node.shared or {}).values():
                 yield from group.members
             stack.extend(node.children.values())
 

@@ -384,6 +384,8 @@ class MqttConnection(asyncio.Protocol):
         except Exception as exc:
             self._fail(exc)
             return
+        finally:
+            self._connect_task = None  # a done task and its frame: ~600 bytes a client
         self.after_session_update(time.time())
 
     def _fail(self, exc: BaseException) -> None:
