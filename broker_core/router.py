@@ -175,7 +175,8 @@ class Router:
             if node.entries.pop(subscriber, None) is None:
                 return False
         else:
-            group = None if node.shared is None else node.shared.get(shared.group)
+            groups = node.shared or {}
+            group = groups.get(shared.group)
             if group is None:
                 return False
             kept = [m for m in group.members if m.subscriber is not subscriber]
@@ -183,8 +184,8 @@ class Router:
                 return False
             group.members = kept
             if not kept:
-                del node.shared[shared.group]
-                if not node.shared:
+                del groups[shared.group]
+                if not groups:
                     node.shared = None
         self.count -= 1
         self._cache.clear()
