@@ -8,6 +8,7 @@ nothing (no data directory, database or API key) when ``check`` would report a p
 from __future__ import annotations
 
 import asyncio
+import importlib
 import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TypeVar
@@ -71,7 +72,24 @@ def _reload(gateway: Gateway) -> None:
             click.echo(f"edgebus: reload refused: {problem}", err=True)
 
 
-@click.group(context_settings=CONTEXT)
+class _Commands(click.Group):
+    """The commands, plus tools that live in their own packages, under their own names,
+    imported when one of them runs (``edgebus run`` does not pay for them)."""
+
+    TOOLS = {"idl-codegen": "idl_codegen.cli"}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.TOOLS])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module = self.TOOLS.get(cmd_name)
+        if module is None:
+            return super().get_command(ctx, cmd_name)
+        command: click.Command = importlib.import_module(module).main
+        return command
+
+
+@click.group(cls=_Commands, context_settings=CONTEXT)
 @click.version_option(package_name="edgebus", prog_name="edgebus", message="%(prog)s %(version)s")
 def main() -> None:
     """edgebus: an edge data bus around an embedded MQTT broker."""
@@ -213,15 +231,6 @@ def passwd(
     users[username] = hash_password(password, iterations or DEFAULT_ITERATIONS)
     write_password_file(file, users)
 
-
-def _add_tools() -> None:
-    """Tools that live in their own packages, under their own names."""
-    from idl_codegen.cli import main as idl_codegen
-
-    main.add_command(idl_codegen, name="idl-codegen")
-
-
-_add_tools()
 
 if __name__ == "__main__":
     main()
