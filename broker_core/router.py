@@ -94,11 +94,15 @@ class SharedGroup:
         return members[start]
 
 
+_NO_CHILDREN: dict[str, _Node] = {}
+
+
 class _Node:
     __slots__ = ("children", "entries", "shared")
 
     def __init__(self) -> None:
-        self.children: dict[str, _Node] = {}
+        # A leaf shares _NO_CHILDREN (never written to: _node makes its own dict first).
+        self.children: dict[str, _Node] = _NO_CHILDREN
         self.entries: dict[Subscriber, Entry] = {}
         self.shared: dict[str, SharedGroup] | None = None  # built on the first group
 
@@ -243,6 +247,8 @@ class Router:
             if child is None:
                 if not create:
                     return None
+                if node.children is _NO_CHILDREN:
+                    node.children = {}
                 child = node.children[level] = _Node()
             node = child
         return node
