@@ -1,9 +1,10 @@
 """Broker memory per idle connection: RSS growth per connected, subscribed client.
 
 ``warm`` clients connect and subscribe first, so that one-time costs (lazy imports,
-first-use allocations, listener buffers) are in the baseline; then, ``baseline_settle_s``
-later, the broker's RSS (VmRSS) is read, ``count`` more clients connect and each subscribes to its own topic,
-and after a settling pause RSS is read again. The figure is the growth divided by
+first-use allocations, listener buffers) are in the baseline; then,
+``baseline_settle_s`` later, the broker's RSS (VmRSS) is read, ``count`` more clients
+connect and each subscribes to its own topic, and after a settling pause RSS is read
+again. The figure is the growth divided by
 ``count``. Clients use a 600 s keep-alive, so nothing is sent while they idle.
 
 The baseline waits 6 s: edgebus hands freed heap back to the system (``malloc_trim``)

@@ -197,5 +197,5 @@ def test_every_command_block_is_run_or_says_why_not() -> None:
         ("README.md", ".venv/bin/pip wheel --no-deps -w dist ."),
         ("conformance.md", ".venv/bin/python -m pytest tests/conformance"),
         ("performance.md", "make bench                                    # edgebus vs"
-         " mosquitto, all scenarios, ~3.5 min"),
+         " mosquitto, all scenarios, ~5 min"),
     ]  # fmt: skip
