@@ -72,10 +72,8 @@ def _synthesise(directory: Path) -> list[Path]:
             elif kind == 1:
                 lines.append(f"  typedef sequence<string<16>, {number + 1}> T{number};")
             elif kind == 2:
-                lines.append(
-                    f"  union U{number} switch (E{number - 2}) {{ case A{number - 2}: "
-                    f"long a; case B{number - 2}: string b; default: double c; }};"
-                )
+                lines.append(f"  union U{number} switch (E{number - 2}) {{ case A{number - 2}: "
+                             f"long a; case B{number - 2}: string b; default: double c; }};")
             else:
                 nested = f"S{number - 5} inner;" if number >= 5 and kind == 3 else ""
                 outer = f"{previous} outer;" if previous and kind == 4 else ""
@@ -84,8 +82,7 @@ def _synthesise(directory: Path) -> list[Path]:
                     f"boolean flag; string name; string<32> label; sequence<float> xs; "
                     f"octet raw[8]; long grid[2][3]; E{number - number % 5} e; "
                     f"U{number - number % 5 + 2} u; T{number - number % 5 + 1} t; "
-                    f"@optional short maybe; {nested} {outer} }};"
-                )
+                    f"@optional short maybe; {nested} {outer} }};")
         lines.append("};")
         path = directory / f"schema{index}.idl"
         path.write_text("\n".join(lines) + "\n")
@@ -115,23 +112,19 @@ def _codegen() -> str:
         paths = _synthesise(root / "idl")
         parse_s, compiled = _best(lambda: compile_idl(paths))
         types = len(compiled.schema.types)
-        render_s, files = _best(
-            lambda: {**emit_python(compiled.schema), **emit_jsonschema(compiled.schema)}
-        )
+        render_s, files = _best(lambda: {**emit_python(compiled.schema),
+                                         **emit_jsonschema(compiled.schema)})
         write_s = min(_timed(_writer(write_files, root / f"out{n}", files)) for n in range(3))
         load_s, _ = _best(lambda: load(paths[-1]))
     total = parse_s + render_s + write_s
-    return (
-        f"idl codegen: {types} types in {FILES} files -> {len(files)} files in "
-        f"{total:.2f} s (parse+resolve {parse_s:.2f} s, render Python+JSON Schema "
-        f"{render_s:.2f} s, write {write_s:.2f} s); idl_codegen.load of the set "
-        f"{load_s:.2f} s"
-    )
+    return (f"idl codegen: {types} types in {FILES} files -> {len(files)} files in "
+            f"{total:.2f} s (parse+resolve {parse_s:.2f} s, render Python+JSON Schema "
+            f"{render_s:.2f} s, write {write_s:.2f} s); idl_codegen.load of the set "
+            f"{load_s:.2f} s")
 
 
-def _writer(
-    write: Callable[[Path, dict[str, str]], Any], out: Path, files: dict[str, str]
-) -> Callable[[], Any]:
+def _writer(write: Callable[[Path, dict[str, str]], Any], out: Path, files: dict[str, str]
+            ) -> Callable[[], Any]:
     return lambda: write(out, files)
 
 
@@ -175,16 +168,10 @@ def _json() -> str:
         position=t["bench::Vector3"](x=1.5, y=-2.25, z=100.0),
         velocity=t["bench::Vector3"](x=13.9, y=0.1, z=0.0),
         covariance=[0.01 * i for i in range(9)],
-        wheels=[
-            t["bench::Wheel"](index=i, pressure_kpa=230.5, temp_c=None if i % 2 else 21.5)
-            for i in range(4)
-        ],
-        values=[
-            value(number=12.5),
-            value(text="ok"),
-            value(raw=list(range(16))),
-            value(discriminator=9, value=-1),
-        ],
+        wheels=[t["bench::Wheel"](index=i, pressure_kpa=230.5, temp_c=None if i % 2 else 21.5)
+                for i in range(4)],
+        values=[value(number=12.5), value(text="ok"), value(raw=list(range(16))),
+                value(discriminator=9, value=-1)],
         tags=["engine", "front-left", "test"],
         blob=list(range(64)),
         note="nested benchmark sample",
@@ -196,10 +183,8 @@ def _json() -> str:
     to_json = _rate(lambda: codec.to_json(sample))
     from_json = _rate(lambda: codec.from_json(json_value))
     both = _rate(lambda: codec.loads(codec.dumps(sample)))
-    return (
-        f"idl json: nested sample ({len(data)} bytes of JSON): to_json {to_json:,.0f}/s, "
-        f"from_json {from_json:,.0f}/s, dumps+loads {both:,.0f}/s"
-    )
+    return (f"idl json: nested sample ({len(data)} bytes of JSON): to_json {to_json:,.0f}/s, "
+            f"from_json {from_json:,.0f}/s, dumps+loads {both:,.0f}/s")
 
 
 def run() -> list[str]:
