@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,7 +19,7 @@ import uvloop
 
 from tests.helpers import mqtt_builder as mb
 from tests.helpers.gateway import running_gateway
-from tests.helpers.raw_client import RawClient
+from tests.helpers.raw_client import RawClient, count_publishes
 from tests.helpers.timeouts import unit
 
 LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
@@ -28,38 +27,6 @@ LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
     "uvloop": uvloop.new_event_loop,
 }
 TOPIC = "burst/t"
-
-
-def _count_publishes(sock: socket.socket, expected: int, timeout: float) -> int:
-    """Reads until ``expected`` PUBLISH packets arrived or ``timeout`` passed; the count."""
-    deadline = time.monotonic() + timeout
-    buffer = b""
-    count = 0
-    while count < expected:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            break
-        sock.settimeout(left)
-        try:
-            chunk = sock.recv(1 << 20)
-        except TimeoutError:
-            break
-        if not chunk:
-            break
-        buffer += chunk
-        pos = 0
-        while len(buffer) - pos >= 2:
-            try:
-                length, end = mb.decode_varint(buffer, pos + 1)
-            except mb.ParseError:  # the rest of the header is still on its way
-                break
-            if end + length > len(buffer):
-                break
-            if buffer[pos] >> 4 == mb.PacketType.PUBLISH:
-                count += 1
-            pos = end + length
-        buffer = buffer[pos:]
-    return count
 
 
 @pytest.mark.parametrize("loop", sorted(LOOPS))
@@ -87,5 +54,5 @@ def test_a_half_closing_publisher_loses_nothing_it_sent(
             frame = mb.gen_publish(TOPIC, b"0123456789abcdef")
             publisher.send(frame * count + mb.gen_disconnect())
             publisher.sock.shutdown(socket.SHUT_WR)
-            received = _count_publishes(subscriber.sock, count, unit(30))
+            received = count_publishes(subscriber.sock, count, unit(30))
     assert received == count
