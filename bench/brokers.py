@@ -116,26 +116,50 @@ def _edgebus_stream_command(port: int, workdir: Path, api_port: int) -> list[str
     )
 
 
-def _edgebus_command(port: int, workdir: Path, extra_config: str = "") -> list[str]:
+# ``make run``'s defaults (MQTT and WebSocket listeners, the HTTP API, the SQLite store),
+# on ephemeral ports: the broker as it starts on a device with no configuration.
+_DEFAULTS_PROFILE = (
+    "listeners:\n"
+    "  - type: tcp\n"
+    "    bind: 127.0.0.1:{port}\n"
+    "  - type: ws\n"
+    "    bind: 127.0.0.1:0\n"
+    "data_dir: {data_dir}\n"
+    "api:\n"
+    "  bind: 127.0.0.1:0\n"
+)
+
+
+def _edgebus_command(
+    port: int, workdir: Path, extra_config: str = "", profile: str = "bench"
+) -> list[str]:
     """edgebus on ``port``; ``extra_config``: YAML sections added (adapters, a bridge, the
-    stream log; the HTTP API on an ephemeral port unless it has its own ``api:``)."""
+    stream log; the HTTP API on an ephemeral port unless it has its own ``api:``);
+    ``profile``: ``bench`` or ``defaults`` (``launch``)."""
     data_dir = workdir / "data"
     data_dir.mkdir()
     config = workdir / "edgebus.yaml"
-    config.write_text(
-        "listeners:\n"
-        "  - type: tcp\n"
-        f"    bind: 127.0.0.1:{port}\n"
-        f"data_dir: {data_dir}\n"
-        "persistence: memory\n"
-        # The same queue bounds as the mosquitto config above.
-        "mqtt:\n"
-        "  max_queued_messages: 1000000\n"
-        "  max_queued_bytes: 2GB\n"
-        # The HTTP API on an ephemeral port, out of the way of anything on 8081.
-        + ("" if "\napi:" in "\n" + extra_config else "api:\n  bind: 127.0.0.1:0\n")
-        + extra_config
-    )
+    if profile == "defaults":
+        config.write_text(_DEFAULTS_PROFILE.format(port=port, data_dir=data_dir))
+    else:
+        config.write_text(
+            "listeners:\n"
+            "  - type: tcp\n"
+            f"    bind: 127.0.0.1:{port}\n"
+            f"data_dir: {data_dir}\n"
+            "persistence: memory\n"
+            # The same queue bounds as the mosquitto config above.
+            "mqtt:\n"
+            "  max_queued_messages: 1000000\n"
+            "  max_queued_bytes: 2GB\n"
+            # Errors only, as mosquitto's "log_type error" above: edgebus logs a line per
+            # connect and per disconnect at INFO (about 0.1 ms of a connect's CPU here).
+            "logging:\n"
+            "  level: warning\n"
+            # The HTTP API on an ephemeral port, out of the way of anything on 8081.
+            + ("" if "\napi:" in "\n" + extra_config else "api:\n  bind: 127.0.0.1:0\n")
+            + extra_config
+        )
     script = Path(sys.executable).parent / "edgebus"
     if script.exists():
         return [str(script), "run", "-c", str(config)]
@@ -181,12 +205,15 @@ def launch(
     *,
     port: int | None = None,
     mosquitto_conf: str = "",
+    profile: str = "bench",
 ) -> Iterator[RunningBroker]:
     """Start a fresh broker of ``kind`` ("mosquitto", "edgebus", or "edgebus-stream":
     edgebus with the stream log recording every message); stop it on exit.
     ``extra_config``: YAML sections added to edgebus's configuration (adapters, a bridge);
     ``mosquitto_conf``: lines added to mosquitto's (a bridge's ``connection``); ``port``:
-    that port instead of a free one (a broker started again where it was)."""
+    that port instead of a free one (a broker started again where it was); ``profile``:
+    ``bench`` (the configuration of docs/performance.md) or ``defaults`` (edgebus with
+    ``make run``'s listeners, API and store; mosquitto is the same either way)."""
     if kind not in BROKER_KINDS:
         raise ValueError(f"unknown broker {kind!r}; expected one of {BROKER_KINDS}")
     workdir = Path(tempfile.mkdtemp(prefix=f"bench-{kind}-"))
@@ -196,7 +223,7 @@ def launch(
         if kind == "mosquitto":
             command = _mosquitto_command(port, workdir, mosquitto_conf)
         elif kind == "edgebus":
-            command = _edgebus_command(port, workdir, extra_config)
+            command = _edgebus_command(port, workdir, extra_config, profile)
         else:
             api_port = free_port()
             command = _edgebus_stream_command(port, workdir, api_port)

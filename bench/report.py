@@ -30,7 +30,7 @@ _LEVEL_NAMES = {3: "MQTT 3.1", 4: "MQTT 3.1.1", 5: "MQTT 5.0"}
 def _fmt(value: float | None, unit: str) -> str:
     if value is None:
         return "n/a"
-    if unit == "msg/s":
+    if unit in ("msg/s", "msg", "conn/s", "conn"):
         return f"{value:,.0f}"
     if unit == "ms":
         return f"{value:.3f}"

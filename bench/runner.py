@@ -122,7 +122,7 @@ def _run_one(
     error = None
     broker_up = False
     try:
-        with launch(slot.kind) as broker:
+        with launch(slot.kind, profile=scenario.profile) as broker:
             broker_up = True
             values, details = scenario.run(broker, opts)
             broker.check_alive()

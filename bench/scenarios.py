@@ -14,19 +14,29 @@ Process layout (see docs/performance.md for the measurements behind it):
 - QoS 1: 4 publisher connections, each with a window of 100 unacknowledged PUBLISH,
   in ``qos1_publisher_procs`` processes; one QoS 1 subscriber on ``bench/q1/+``;
 - latency: one publisher process at 1000 msg/s, one subscriber process;
-- idle memory: the harness process itself opens the connections.
+- idle memory: the harness process itself opens the connections;
+- start-up memory: the broker's RSS once it answers, with ``make run``'s defaults
+  (edgebus: MQTT, WebSocket, HTTP API, SQLite; the ``defaults`` launch profile);
+- connects: ``connect_procs`` processes connecting and disconnecting in a loop.
+
+Throughput is also given per broker CPU-second (messages / broker CPU time over the
+window): on a 2-core machine shared with the load generator, that is the figure that
+compares the brokers' own cost.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from bench.brokers import RunningBroker
+from bench.connects import run_connects
 from bench.idle import run_idle
 from bench.latency import run_latency
 from bench.loadgen import FlowResult, FlowSpec, run_flow
+from bench.procstat import rss_kib
 
 __all__ = ["SCENARIOS", "BenchOptions", "Metric", "Scenario", "Target"]
 
@@ -49,6 +59,8 @@ class BenchOptions:
     latency_rate: float = 1000.0
     idle_connections: int = 1000
     idle_warm: int = 50
+    connect_procs: int = 2
+    startup_settle_s: float = 2.0
 
 
 @dataclass(frozen=True)
@@ -91,6 +103,7 @@ class Scenario:
     title: str
     metrics: tuple[Metric, ...]
     run: Callable[[RunningBroker, BenchOptions], tuple[dict[str, float], dict[str, Any]]]
+    profile: str = "bench"  # the broker's configuration (bench.brokers.launch)
 
 
 def _flow_details(result: FlowResult) -> dict[str, Any]:
@@ -107,6 +120,11 @@ def _flow_details(result: FlowResult) -> dict[str, Any]:
         "sent_total": result.sent_total,
         "delivered_total": result.delivered_total,
     }
+
+
+def _per_cpu(rate: float, result: FlowResult) -> float:
+    """Messages per broker CPU-second."""
+    return rate / result.broker_cpu if result.broker_cpu > 0 else 0.0
 
 
 def _flow(broker: RunningBroker, opts: BenchOptions, spec: FlowSpec) -> FlowResult:
@@ -134,7 +152,11 @@ def run_fanin(broker: RunningBroker, opts: BenchOptions) -> tuple[dict[str, floa
         e2e_window=opts.e2e_window,
     )
     result = _flow(broker, opts, spec)
-    return {"received": result.delivery_rate}, _flow_details(result)
+    values = {
+        "received": result.delivery_rate,
+        "received_per_cpu": _per_cpu(result.delivery_rate, result),
+    }
+    return values, _flow_details(result)
 
 
 def run_fanout(
@@ -153,7 +175,11 @@ def run_fanout(
         e2e_window=opts.e2e_window,
     )
     result = _flow(broker, opts, spec)
-    values = {"deliveries": result.delivery_rate, "per_subscriber": result.per_subscriber_rate}
+    values = {
+        "deliveries": result.delivery_rate,
+        "per_subscriber": result.per_subscriber_rate,
+        "deliveries_per_cpu": _per_cpu(result.delivery_rate, result),
+    }
     return values, _flow_details(result)
 
 
@@ -171,7 +197,12 @@ def run_qos1(broker: RunningBroker, opts: BenchOptions) -> tuple[dict[str, float
         e2e_window=opts.e2e_window,
     )
     result = _flow(broker, opts, spec)
-    return {"acked": result.ack_rate, "delivered": result.delivery_rate}, _flow_details(result)
+    values = {
+        "acked": result.ack_rate,
+        "delivered": result.delivery_rate,
+        "acked_per_cpu": _per_cpu(result.ack_rate, result),
+    }
+    return values, _flow_details(result)
 
 
 def run_latency_probe(
@@ -219,7 +250,46 @@ def run_idle_memory(
     return {"kib_per_conn": result.kib_per_connection}, details
 
 
+def run_startup_memory(
+    broker: RunningBroker, opts: BenchOptions
+) -> tuple[dict[str, float], dict[str, Any]]:
+    time.sleep(opts.startup_settle_s)
+    broker.check_alive()
+    kib = rss_kib(broker.pid)
+    return {"rss_mb": kib / 1024}, {"rss_kib": kib}
+
+
+def run_connect_rate(
+    broker: RunningBroker, opts: BenchOptions
+) -> tuple[dict[str, float], dict[str, Any]]:
+    result = run_connects(
+        broker.port,
+        broker.pid,
+        broker.check_alive,
+        opts.warmup_s,
+        opts.duration_s,
+        opts.level,
+        opts.connect_procs,
+    )
+    values = {
+        "connects": result.rate,
+        "connects_per_cpu": result.connects / (result.broker_cpu * result.duration_s)
+        if result.broker_cpu > 0
+        else 0.0,
+        "cpu_per_connect": result.cpu_per_connect_ms,
+    }
+    details = {
+        "connects": result.connects,
+        "failures": result.failures,
+        "broker_cpu": round(result.broker_cpu, 3),
+        "generator_cpu": round(result.generator_cpu, 3),
+        "other_cpu": round(result.other_cpu, 3),
+    }
+    return values, details
+
+
 _HALF = Target("ratio_min", 0.5)
+_PAR = Target("ratio_min", 1.0)  # issue 17: at least mosquitto's
 
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
@@ -227,7 +297,10 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario(
             "fanin",
             "QoS 0 fan-in 4 -> 1 (wildcard)",
-            (Metric("received", "received", "msg/s", True, _HALF),),
+            (
+                Metric("received", "received", "msg/s", True, _HALF),
+                Metric("received_per_cpu", "received per broker CPU-s", "msg", True, _PAR),
+            ),
             run_fanin,
         ),
         Scenario(
@@ -236,6 +309,7 @@ SCENARIOS: dict[str, Scenario] = {
             (
                 Metric("deliveries", "deliveries, all subscribers", "msg/s", True, _HALF),
                 Metric("per_subscriber", "per subscriber", "msg/s", True),
+                Metric("deliveries_per_cpu", "deliveries per broker CPU-s", "msg", True),
             ),
             run_fanout,
         ),
@@ -245,6 +319,7 @@ SCENARIOS: dict[str, Scenario] = {
             (
                 Metric("acked", "acknowledged publishes", "msg/s", True, _HALF),
                 Metric("delivered", "delivered", "msg/s", True),
+                Metric("acked_per_cpu", "acknowledged per broker CPU-s", "msg", True),
             ),
             run_qos1,
         ),
@@ -263,10 +338,27 @@ SCENARIOS: dict[str, Scenario] = {
             "memory per idle connection",
             (
                 Metric(
-                    "kib_per_conn", "RSS growth per connection", "KiB", False, Target("max", 10.0)
+                    "kib_per_conn", "RSS growth per connection", "KiB", False, Target("max", 3.0)
                 ),
             ),
             run_idle_memory,
+        ),
+        Scenario(
+            "startup",
+            "idle RSS at start (make run's defaults)",
+            (Metric("rss_mb", "RSS", "MB", False, Target("max", 30.0)),),
+            run_startup_memory,
+            profile="defaults",
+        ),
+        Scenario(
+            "connect",
+            "connects (CONNECT, CONNACK, DISCONNECT)",
+            (
+                Metric("connects", "connects", "conn/s", True, _PAR),
+                Metric("connects_per_cpu", "connects per broker CPU-s", "conn", True),
+                Metric("cpu_per_connect", "broker CPU per connect", "ms", False),
+            ),
+            run_connect_rate,
         ),
     )
 }

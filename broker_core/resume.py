@@ -55,7 +55,7 @@ def restrict_to_owner(
         removed += 1
     dropped = 0
     kept: deque[Delivery] = deque()
-    for delivery in state.queue:
+    for delivery in state.queue or ():
         if acl.allows(owner, SUBSCRIBE, delivery.context.topic):
             kept.append(delivery)
         else:

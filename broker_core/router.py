@@ -94,13 +94,17 @@ class SharedGroup:
         return members[start]
 
 
+_NO_CHILDREN: dict[str, _Node] = {}
+
+
 class _Node:
     __slots__ = ("children", "entries", "shared")
 
     def __init__(self) -> None:
-        self.children: dict[str, _Node] = {}
+        # A leaf shares _NO_CHILDREN (never written to: _node makes its own dict first).
+        self.children: dict[str, _Node] = _NO_CHILDREN
         self.entries: dict[Subscriber, Entry] = {}
-        self.shared: dict[str, SharedGroup] = {}
+        self.shared: dict[str, SharedGroup] | None = None  # built on the first group
 
 
 class Targets:
@@ -142,6 +146,8 @@ class Router:
             existed = subscriber in node.entries
             node.entries[subscriber] = entry
         else:
+            if node.shared is None:
+                node.shared = {}
             group = node.shared.get(shared.group)
             if group is None:
                 group = node.shared[shared.group] = SharedGroup(shared.group, shared.topic_filter)
@@ -173,7 +179,8 @@ class Router:
             if node.entries.pop(subscriber, None) is None:
                 return False
         else:
-            group = node.shared.get(shared.group)
+            groups = node.shared or {}
+            group = groups.get(shared.group)
             if group is None:
                 return False
             kept = [m for m in group.members if m.subscriber is not subscriber]
@@ -181,7 +188,9 @@ class Router:
                 return False
             group.members = kept
             if not kept:
-                del node.shared[shared.group]
+                del groups[shared.group]
+                if not groups:
+                    node.shared = None
         self.count -= 1
         self._cache.clear()
         # Prune empty branches so the trie does not grow with churn.
@@ -215,13 +224,19 @@ class Router:
         cache[topic] = targets
         return targets
 
+    def has_first_level(self, level: str) -> bool:
+        """Some filter (shared or not) starts with ``level``: for ``$SYS``, whether any
+        subscription could match a ``$SYS`` topic at all (wildcards at the first level
+        do not match ``$`` topics [MQTT-4.7.2-1])."""
+        return level in self._root.children
+
     def entries(self) -> Iterator[Entry]:
         """Every subscription, shared ones included (for the API and $SYS)."""
         stack = [self._root]
         while stack:
             node = stack.pop()
             yield from node.entries.values()
-            for group in node.shared.values():
+            for group in (node.shared or {}).values():
                 yield from group.members
             stack.extend(node.children.values())
 
@@ -232,6 +247,8 @@ class Router:
             if child is None:
                 if not create:
                     return None
+                if node.children is _NO_CHILDREN:
+                    node.children = {}
                 child = node.children[level] = _Node()
             node = child
         return node

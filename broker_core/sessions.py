@@ -22,6 +22,7 @@ import asyncio
 import logging
 import secrets
 import time
+from collections import deque
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -177,7 +178,7 @@ class SessionRegistry:
         for topic_filter in state.subscriptions:
             self.router.unsubscribe(state, topic_filter)
         state.subscriptions.clear()
-        state.queue.clear()
+        state.queue = None
         state.queued_bytes = 0
         state.outgoing.clear()
         self.cancel_expiry(state)
@@ -205,11 +206,13 @@ class SessionRegistry:
                 if delivery.packet_id:
                     state.outgoing[delivery.packet_id] = delivery
                 else:
+                    if state.queue is None:
+                        state.queue = deque()
                     state.queue.append(delivery)
                     state.queued_bytes += delivery.size()
             if state.outgoing:
                 state.next_packet_id = max(state.outgoing) % 0xFFFF + 1
-            state.incoming_qos2 = set(restored.incoming_qos2)
+            state.incoming_qos2 = set(restored.incoming_qos2) or None
             offline_for = now - (restored.offline_since or now)
             remaining = max(restored.expiry_interval - offline_for, 0)
             self.schedule_expiry(state, remaining)

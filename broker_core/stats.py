@@ -124,7 +124,7 @@ def collect_stats(broker: Broker) -> BrokerStats:
 
     queued = queued_max = queued_bytes = inflight = 0
     for state in broker.sessions:
-        depth = len(state.queue)
+        depth = len(state.queue or ())
         queued += depth
         queued_max = max(queued_max, depth)
         queued_bytes += state.queued_bytes

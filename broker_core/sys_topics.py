@@ -110,6 +110,14 @@ class SysTopics:
             await asyncio.sleep(self.interval_s)
 
     def _client_event(self, event: ClientConnected | ClientDisconnected) -> None:
+        broker = self.broker
+        observers = broker.observers
+        if (
+            not broker.router.has_first_level("$SYS")
+            and not observers.message_publish
+            and not observers.message_dropped
+        ):
+            return  # nobody could see it: no JSON, no Context (a connect's cost)
         if isinstance(event, ClientConnected):
             self._event(
                 event.client_id,

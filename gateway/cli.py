@@ -8,6 +8,7 @@ nothing (no data directory, database or API key) when ``check`` would report a p
 from __future__ import annotations
 
 import asyncio
+import importlib
 import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TypeVar
@@ -71,7 +72,29 @@ def _reload(gateway: Gateway) -> None:
             click.echo(f"edgebus: reload refused: {problem}", err=True)
 
 
-@click.group(context_settings=CONTEXT)
+class _Commands(click.Group):
+    """The commands, plus tools that live in their own packages, under their own names,
+    imported when one of them runs (``edgebus run`` does not pay for them)."""
+
+    TOOLS = {
+        "idl-codegen": "idl_codegen.cli:main",
+        "aws": "bridge.cli:aws",
+        "spark": "spark_sink.cli:spark",
+    }
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.TOOLS])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module = self.TOOLS.get(cmd_name)
+        if module is None:
+            return super().get_command(ctx, cmd_name)
+        module_name, _, attribute = module.partition(":")
+        command: click.Command = getattr(importlib.import_module(module_name), attribute)
+        return command
+
+
+@click.group(cls=_Commands, context_settings=CONTEXT)
 @click.version_option(package_name="edgebus", prog_name="edgebus", message="%(prog)s %(version)s")
 def main() -> None:
     """edgebus: an edge data bus around an embedded MQTT broker."""
@@ -213,19 +236,6 @@ def passwd(
     users[username] = hash_password(password, iterations or DEFAULT_ITERATIONS)
     write_password_file(file, users)
 
-
-def _add_tools() -> None:
-    """Tools that live in their own packages, under their own names."""
-    from bridge.cli import aws
-    from idl_codegen.cli import main as idl_codegen
-    from spark_sink.cli import spark
-
-    main.add_command(idl_codegen, name="idl-codegen")
-    main.add_command(aws, name="aws")
-    main.add_command(spark, name="spark")
-
-
-_add_tools()
 
 if __name__ == "__main__":
     main()

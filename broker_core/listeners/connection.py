@@ -59,6 +59,9 @@ _RATE = 1  # reading paused: over the publish rate
 _STORE = 2  # reading paused: the store's writer is behind
 _BUDGET = 4  # reading paused: more than the read budget arrived in one turn
 
+_EOF = 1  # the peer's EOF arrived while its input still waited: close after that input
+_LOST = 2  # ... and the transport is already gone (TLS): the end comes after that input
+
 # Exception class -> DISCONNECT reason code; the first matching row wins.
 _EXCEPTION_REASONS: tuple[tuple[type[BaseException], int], ...] = (
     (MalformedPacket, ReasonCode.MALFORMED_PACKET),
@@ -134,6 +137,7 @@ class MqttConnection(asyncio.Protocol):
     __slots__ = (
         "_backlog",
         "_connect_task",
+        "_ending",
         "_flush_pending",
         "_held",
         "_loop",
@@ -162,6 +166,7 @@ class MqttConnection(asyncio.Protocol):
         self._paused = 0  # reasons reading is paused: _RATE | _STORE | _BUDGET
         self._held: deque[Event] | None = None  # events waiting for the publish rate
         self._backlog: deque[bytes] | None = None  # reads waiting, over the read budget
+        self._ending = 0  # _EOF or _LOST: the peer is done, input still waits
 
     # -- transport callbacks -------------------------------------------------------------
 
@@ -223,7 +228,29 @@ class MqttConnection(asyncio.Protocol):
                 transport.close()
 
     def eof_received(self) -> bool:
-        return False  # close the transport
+        """The peer sent all it will. Input that arrived before its EOF is still handled:
+        while some waits (the read budget, the publish rate), a TCP transport stays open
+        and closes once that input is through (``_input_done``). A TLS transport closes
+        now whatever this returns; ``connection_lost`` then defers the end instead."""
+        if not self._input_waits():
+            return False  # close the transport
+        self._ending = _EOF
+        transport = self.transport
+        return transport is not None and transport.get_extra_info("ssl_object") is None
+
+    def _input_waits(self) -> bool:
+        return self._backlog is not None or self._held is not None or self.session.input_pending
+
+    def _input_done(self) -> None:
+        """Everything received is handled; after the peer's EOF, that is the end."""
+        if self._ending == _LOST:
+            self._ending = 0
+            self._end()
+            return
+        transport = self.transport
+        if self._ending == _EOF and transport is not None and not transport.is_closing():
+            self._flush()
+            transport.close()
 
     def pause_writing(self) -> None:
         self.session.set_writable(False, time.time())
@@ -232,6 +259,13 @@ class MqttConnection(asyncio.Protocol):
         self.session.set_writable(True, time.time())
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._ending == _EOF and exc is None and self._input_waits():
+            self._ending = _LOST  # handled turn by turn as before; then _input_done ends
+            return
+        self._end()
+
+    def _end(self) -> None:
+        """The connection is over: the session, the listener's count, the broker."""
         self.session.connection_lost()
         task = self._connect_task
         if task is not None and not task.done():
@@ -264,8 +298,8 @@ class MqttConnection(asyncio.Protocol):
                     self._fail(exc)
                     return
             events = session.events()
-        if session.closed:
-            self._flush()
+        if session.closed and self._held is None:
+            self._flush()  # closes the transport; held events first (_release_held)
 
     def _defer_input(self) -> None:
         """Over the read budget: the rest of what arrived waits for the next loop turn,
@@ -281,25 +315,31 @@ class MqttConnection(asyncio.Protocol):
         handled."""
         session = self.session
         backlog = self._backlog
-        if session.closed or backlog is None:
+        if backlog is None:
             return
-        now = time.time()
-        session.receive_data(
-            b"" if session.input_pending or not backlog else backlog.popleft(), now
-        )
-        self._process(now)
-        if session.input_pending or backlog:
-            self._defer_input()
-        else:
-            self._backlog = None
-            self._resume(_BUDGET)
+        if not session.closed:  # after a DISCONNECT, the rest is not read
+            now = time.time()
+            session.receive_data(
+                b"" if session.input_pending or not backlog else backlog.popleft(), now
+            )
+            self._process(now)
+            if session.input_pending or backlog:
+                self._defer_input()
+                return
+        self._backlog = None
+        self._resume(_BUDGET)
+        if self._held is None:
+            self._input_done()
 
     def _release_held(self) -> None:
         """The publish-rate bucket refilled: handle what waited, then read again."""
         held = self._held
         self._held = None
-        if held is None or self.session.closed:
+        transport = self.transport
+        if held is None or transport is None:
             return
+        if transport.is_closing() and self._ending != _LOST:
+            return  # closed by us or reset by the peer: what waited goes with it
         now = time.time()
         while held and self._held is None:
             try:
@@ -313,6 +353,10 @@ class MqttConnection(asyncio.Protocol):
             return
         self._resume(_RATE)
         self._process(now)
+        if self.session.closed:
+            self._flush()  # what arrived before the DISCONNECT is through: close
+        if not self._input_waits():
+            self._input_done()
 
     def _dispatch(self, event: Event, now: float) -> None:
         kind = type(event)
@@ -362,6 +406,8 @@ class MqttConnection(asyncio.Protocol):
         except Exception as exc:
             self._fail(exc)
             return
+        finally:
+            self._connect_task = None  # a done task and its frame: ~600 bytes a client
         self.after_session_update(time.time())
 
     def _fail(self, exc: BaseException) -> None:
@@ -407,7 +453,10 @@ class MqttConnection(asyncio.Protocol):
     def _flush(self) -> None:
         self._flush_pending = False
         transport = self.transport
-        if transport is None or transport.is_closing():
+        if transport is None:
+            return
+        if transport.is_closing():
+            self.session.data_to_send()  # nowhere to go any more
             return
         data = self.session.data_to_send()
         if data:

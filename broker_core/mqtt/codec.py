@@ -95,6 +95,11 @@ _CONNACK_CODES = frozenset(
 )
 
 
+# Shared by every Decoder that is not accumulating a large packet (never appended to:
+# ``feed`` starts a new list for that), so that an idle connection carries no list.
+_NO_CHUNKS: list[bytes] = []
+
+
 class Decoder:
     """Turns a byte stream into packets; one per connection."""
 
@@ -126,7 +131,7 @@ class Decoder:
         self.read_budget = read_budget
         self.input_pending = False
         self._pending = b""
-        self._chunks: list[bytes] = []
+        self._chunks: list[bytes] = _NO_CHUNKS  # a list only while a large packet arrives
         self._have = 0
         self._need = 0
         self._error: ProtocolError | None = None
@@ -151,7 +156,7 @@ class Decoder:
             if self._have < self._need:
                 return []
             buf = b"".join(self._chunks)
-            self._chunks = []
+            self._chunks = _NO_CHUNKS
             self._need = self._have = 0
         elif self._pending:
             buf = self._pending + data

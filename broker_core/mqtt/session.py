@@ -38,6 +38,7 @@ Entering CLOSED, the session state stops sending through this connection
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -100,6 +101,12 @@ _LIMITS: dict[int, str] = {
 }
 
 
+@functools.lru_cache(maxsize=8)
+def _property_limits(count: int, size: int) -> PropertyLimits:
+    """One (frozen) PropertyLimits shared by every session with the same limits."""
+    return PropertyLimits(count, size)
+
+
 class ConnState(enum.Enum):
     """The states of one MQTT network connection (the table above)."""
 
@@ -155,7 +162,7 @@ class Session:
         self.limits = limits
         self.decoder = Decoder(
             limits.max_packet_size,
-            property_limits=PropertyLimits(
+            property_limits=_property_limits(
                 limits.max_packet_properties, limits.max_packet_properties_bytes
             ),
             read_budget=limits.read_budget,
@@ -179,7 +186,7 @@ class Session:
         self.acks_held = 0  # acknowledgements waiting for the store to commit
         self._aliases: TopicAliases | None = None  # built on the first alias
         self._events: list[Event] = []
-        self._held: list[Packet] = []
+        self._held: list[Packet] | None = None  # while CONNECTING, built on the first
         self._held_bytes = 0  # PUBLISH payload and topic bytes in _held
         self._out: list[bytes] = []  # shared with the Outgoing; emptied in place
         self._last_rx = now
@@ -325,9 +332,10 @@ class Session:
         state.sending = outgoing
         outgoing.start(session_present, now)
         held = self._held
-        self._held = []
-        self._held_bytes = 0
-        self._handle_all(held, now)
+        if held is not None:
+            self._held = None
+            self._held_bytes = 0
+            self._handle_all(held, now)
 
     def reject(self, reason_code: int, reason_string: str | None = None) -> None:
         """Sends CONNACK with a failure code and closes [MQTT-3.2.2-6, -7]."""
@@ -440,6 +448,8 @@ class Session:
             self._on_auth(packet, now)
         else:
             held = self._held
+            if held is None:
+                held = self._held = []
             if type(packet) is Publish:
                 self._held_bytes += len(packet.payload) + len(packet.topic)
             if len(held) >= _HELD_LIMIT or self._held_bytes > 2 * self.limits.max_packet_size:
@@ -481,7 +491,7 @@ class Session:
         state = self.state
         assert state is not None
         if qos == 2:
-            incoming = state.incoming_qos2
+            incoming = state.incoming_qos2 or ()
             pid = packet.packet_id
             assert pid is not None
             if pid in incoming:
@@ -507,7 +517,7 @@ class Session:
         state = self.state
         assert state is not None
         pid = packet.packet_id
-        if pid in state.incoming_qos2:
+        if pid in (state.incoming_qos2 or ()):
             state.remove_incoming(pid)
             self._send(bytes((0x70, 2, pid >> 8, pid & 0xFF)))
         elif self._v5:

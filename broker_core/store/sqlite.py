@@ -244,7 +244,7 @@ class SqliteStore:
         self._op((_SESSION_OFFLINE, (now, state.expiry_interval, state.client_id)))
 
     def session_deleted(self, state: SessionState) -> None:
-        for delivery in (*state.queue, *state.outgoing.values()):
+        for delivery in (*(state.queue or ()), *state.outgoing.values()):
             if delivery.key:
                 delivery.key = 0
                 self._release_message(delivery.context)

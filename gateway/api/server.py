@@ -1,10 +1,16 @@
 """``ApiServer``: uvicorn serving the API inside the gateway's event loop.
 
-No thread and no process of its own: the constructor builds the app (and reads or
-creates the API key), ``start()`` binds the socket (so a busy port is an
-``OSError`` at start-up, like a listener's) and ``serve()`` runs as one task of the
-gateway's TaskGroup until ``stop()``. Uvicorn configures no logging (the CLI does),
-installs no signal handlers (the CLI does) and runs no lifespan.
+No thread and no process of its own: the constructor reads or creates the API key,
+``start()`` binds the socket (so a busy port is an ``OSError`` at start-up, like a
+listener's) and ``serve()`` runs as one task of the gateway's TaskGroup until
+``stop()``. Uvicorn configures no logging (the CLI does), installs no signal handlers
+(the CLI does) and runs no lifespan.
+
+FastAPI, uvicorn and the app are loaded when the first connection arrives (the
+listening socket becomes readable), not at start-up: they are about 13 MB of the
+gateway's memory, which a device nobody queries does not pay. That first request waits
+for the import (about half a second on the 2-core dev machine); uvicorn then accepts it
+from the same socket. ``load()`` does it at once (tests, the API's own documentation).
 """
 
 from __future__ import annotations
@@ -14,13 +20,13 @@ import contextlib
 import logging
 import socket
 from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
-import uvicorn
-
-from gateway.api.app import create_app
-from gateway.api.auth import build_credentials
-from gateway.api.components import GatewayView
+from gateway.api.credentials import build_credentials
 from gateway.config import BindAddress
+
+if TYPE_CHECKING:
+    from gateway.api.components import GatewayView
 
 __all__ = ["ApiServer", "bind_socket"]
 
@@ -31,12 +37,6 @@ GRACEFUL_SHUTDOWN_S = 5
 
 #: Largest request line and headers (a longer one is refused with 400).
 MAX_REQUEST_HEAD = 128 * 1024
-
-
-class _Server(uvicorn.Server):
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield  # the gateway's CLI owns SIGTERM / SIGINT / SIGHUP
 
 
 async def bind_socket(host: str, port: int, backlog: int = 128) -> socket.socket:
@@ -62,14 +62,17 @@ async def bind_socket(host: str, port: int, backlog: int = 128) -> socket.socket
 
 class ApiServer:
     def __init__(self, gateway: GatewayView) -> None:
-        """Builds the app; reads the API key file, or creates it (``ConfigError`` when
-        it cannot), so that a problem shows before anything starts."""
+        """Reads the API key file, or creates it (``ConfigError`` when it cannot), so
+        that a problem shows before anything starts."""
         self.gateway = gateway
         config = gateway.config
-        self.app = create_app(gateway, build_credentials(config.api, config.data_dir))
+        self.credentials = build_credentials(config.api, config.data_dir)
+        self.app: Any = None  # the FastAPI app, once loaded
         self.address: tuple[str, int] | None = None
         self._socket: socket.socket | None = None
-        self._server: _Server | None = None
+        self._server: Any = None  # the uvicorn.Server, once loaded
+        self._stopping = False
+        self._first_connection: asyncio.Future[None] | None = None
 
     async def start(self) -> None:
         """Binds the socket (``OSError`` when it cannot); ``serve()`` then serves."""
@@ -77,7 +80,23 @@ class ApiServer:
         self._socket = sock = await bind_socket(bind.host, bind.port)
         host, port = sock.getsockname()[:2]
         self.address = (host, port)
-        self._server = _Server(
+        log.info("HTTP API listening on http://%s/api/v1", BindAddress(host, port))
+
+    def load(self) -> None:
+        """Imports FastAPI and uvicorn and builds the app and the server (once)."""
+        if self._server is not None:
+            return
+        import uvicorn
+
+        from gateway.api.app import create_app
+
+        class Server(uvicorn.Server):
+            @contextlib.contextmanager
+            def capture_signals(self) -> Iterator[None]:
+                yield  # the gateway's CLI owns SIGTERM / SIGINT / SIGHUP
+
+        self.app = create_app(self.gateway, self.credentials)
+        self._server = Server(
             uvicorn.Config(
                 self.app,
                 log_config=None,
@@ -90,21 +109,48 @@ class ApiServer:
                 h11_max_incomplete_event_size=MAX_REQUEST_HEAD,
             )
         )
-        log.info("HTTP API listening on http://%s/api/v1", BindAddress(host, port))
 
     async def serve(self) -> None:
-        server, sock = self._server, self._socket
-        if server is None or sock is None:
+        sock = self._socket
+        if sock is None:
             raise RuntimeError("ApiServer.serve() before start()")
         try:
-            await server.serve(sockets=[sock])
+            if self._server is None:
+                await self._wait_for_a_connection(sock)
+                if self._stopping:
+                    return
+                self.load()
+            server = self._server
+            try:
+                await server.serve(sockets=[sock])
+            finally:
+                # Cancelled (the TaskGroup failed) rather than stopped: close what is open.
+                for listening in getattr(server, "servers", ()):
+                    listening.close()
         finally:
-            # Cancelled (the TaskGroup failed) rather than stopped: close what is open.
-            for listening in getattr(server, "servers", ()):
-                listening.close()
             sock.close()
+
+    async def _wait_for_a_connection(self, sock: socket.socket) -> None:
+        """Returns when a connection waits to be accepted, or ``stop()`` was called."""
+        loop = asyncio.get_running_loop()
+        waiter = self._first_connection = loop.create_future()
+
+        def readable() -> None:
+            if not waiter.done():
+                waiter.set_result(None)
+
+        loop.add_reader(sock.fileno(), readable)
+        try:
+            await waiter
+        finally:
+            loop.remove_reader(sock.fileno())
+            self._first_connection = None
 
     def stop(self) -> None:
         """Stops accepting requests; ``serve()`` returns once those in progress are done."""
+        self._stopping = True
+        waiter = self._first_connection
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
         if self._server is not None:
             self._server.should_exit = True

@@ -198,6 +198,6 @@ def test_every_command_block_is_run_or_says_why_not() -> None:
         ("bridges.md", 'API=http://127.0.0.1:8081/api/v1; AUTH="Authorization: Bearer $KEY"'),
         ("conformance.md", ".venv/bin/python -m pytest tests/conformance"),
         ("performance.md", "make bench                                    # edgebus vs"
-         " mosquitto, all scenarios, ~3.5 min"),
+         " mosquitto, all scenarios, ~5 min"),
         ("spark.md", "spark-submit --master spark://spark-master:7077 \\"),
     ]  # fmt: skip

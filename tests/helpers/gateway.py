@@ -74,7 +74,13 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def running_gateway(tmp_path: Path, config_yaml: str = "") -> Iterator[RunningGateway]:
+def running_gateway(
+    tmp_path: Path,
+    config_yaml: str = "",
+    loop_factory: Callable[[], asyncio.AbstractEventLoop] = asyncio.new_event_loop,
+) -> Iterator[RunningGateway]:
+    """``loop_factory``: the gateway's event loop (``uvloop.new_event_loop``, as
+    ``edgebus run`` uses when uvloop is installed)."""
     base = {
         "listeners": [{"type": "tcp", "bind": "127.0.0.1:0"}],
         "data_dir": str(tmp_path / "data"),
@@ -85,7 +91,7 @@ def running_gateway(tmp_path: Path, config_yaml: str = "") -> Iterator[RunningGa
     extra = yaml.safe_load(config_yaml) if config_yaml.strip() else {}
     text = yaml.safe_dump(_merge(base, extra or {}))
     config = parse_config(text, "test-gateway.yaml")
-    loop = asyncio.new_event_loop()
+    loop = loop_factory()
     holder: dict[str, Any] = {}
     started = threading.Event()
 

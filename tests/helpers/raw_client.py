@@ -25,7 +25,7 @@ from typing import Any
 from tests.helpers import mqtt_builder as mb
 from tests.helpers.timeouts import unit
 
-__all__ = ["ConnectionClosedError", "RawClient", "recv_timeout"]
+__all__ = ["ConnectionClosedError", "RawClient", "count_publishes", "recv_timeout"]
 
 
 def recv_timeout() -> float:
@@ -451,3 +451,36 @@ class RawClient:
         else:
             self.send(mb.gen_disconnect(), allow_closed=True)
         self.close()
+
+
+def count_publishes(sock: socket.socket, expected: int, timeout: float) -> int:
+    """Reads ``sock`` until ``expected`` PUBLISH packets arrived, it closed or ``timeout``
+    passed; the number of PUBLISH packets read (other packets are skipped)."""
+    deadline = time.monotonic() + timeout
+    buffer = b""
+    count = 0
+    while count < expected:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        sock.settimeout(left)
+        try:
+            chunk = sock.recv(1 << 20)
+        except TimeoutError:
+            break
+        if not chunk:
+            break
+        buffer += chunk
+        pos = 0
+        while len(buffer) - pos >= 2:
+            try:
+                length, end = mb.decode_varint(buffer, pos + 1)
+            except mb.ParseError:  # the rest of the header is still on its way
+                break
+            if end + length > len(buffer):
+                break
+            if buffer[pos] >> 4 == mb.PacketType.PUBLISH:
+                count += 1
+            pos = end + length
+        buffer = buffer[pos:]
+    return count

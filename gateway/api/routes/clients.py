@@ -48,7 +48,7 @@ def client_info(state: SessionState, conn: MqttConnection | None) -> ClientInfo:
         clean_start=connect.clean_start if connect is not None else None,
         session_expiry_interval=state.expiry_interval,
         subscriptions=len(state.subscriptions),
-        queued_messages=len(state.queue),
+        queued_messages=len(state.queue or ()),
         queued_bytes=state.queued_bytes,
         inflight=len(state.outgoing),
     )

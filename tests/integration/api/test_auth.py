@@ -187,7 +187,7 @@ def test_a_key_is_generated_on_first_start_and_reused(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     key_file = tmp_path / "data" / "api-key"
-    with caplog.at_level(logging.INFO, logger="gateway.api.auth"):
+    with caplog.at_level(logging.INFO, logger="gateway.api.credentials"):
         with running_gateway(tmp_path) as gw:
             key = key_file.read_text().strip()
             assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
@@ -207,7 +207,7 @@ def test_a_key_is_generated_on_first_start_and_reused(
             assert key_file.read_text().strip() == key
             http = Http(http_of(gw).base)
             assert http.get("/api/v1/health", auth=api_key(key)).status == 200
-        messages = [r.message for r in caplog.records if r.name == "gateway.api.auth"]
+        messages = [r.message for r in caplog.records if r.name == "gateway.api.credentials"]
         assert messages == [f"API key read from {key_file}"]
 
 

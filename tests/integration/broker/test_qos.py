@@ -74,7 +74,7 @@ def test_qos2_flow_client_to_broker(clients: Clients, gw: RunningGateway, proto:
     def unreleased() -> set[int]:
         state = gw.broker.sessions.get("q2pub")
         assert state is not None
-        return set(state.incoming_qos2)
+        return set(state.incoming_qos2 or ())
 
     # Until PUBREL the broker keeps the packet id as "received, not released".
     assert gw.call(unreleased) == {77}

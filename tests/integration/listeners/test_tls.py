@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import ssl
 from pathlib import Path
 from typing import Any
 
 import pytest
+import uvloop
 
 from broker_core.errors import ConfigError
 from broker_core.listeners.tls import server_ssl_context
@@ -16,6 +18,8 @@ from gateway.app import Gateway
 from gateway.config import parse_config
 from tests.helpers import mqtt_builder as mb
 from tests.helpers.gateway import RunningGateway, running_gateway
+from tests.helpers.raw_client import RawClient, count_publishes
+from tests.helpers.timeouts import unit
 from tests.integration.broker.support import BOTH
 from tests.integration.listeners.pki import Pki
 from tests.integration.listeners.support import client_usernames, listener_client, tls_probe
@@ -239,3 +243,39 @@ def test_unusable_files_are_config_errors_naming_them(tmp_path: Path, pki: Pki) 
     with pytest.raises(ConfigError) as caught:
         server_ssl_context(pki.server.cert, pki.server.key, ciphers="NO-SUCH-CIPHER")
     assert "tls.ciphers" in str(caught.value)
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_a_publisher_closing_its_tls_session_loses_nothing_it_sent(
+    tmp_path: Path, pki: Pki, loop: str
+) -> None:
+    """A burst over the read budget, DISCONNECT, then TLS close_notify and a half-close:
+    a TLS transport closes as soon as the close_notify arrives (it cannot stay half
+    open), and what arrived before it is still routed (tests/integration/broker/
+    test_half_close.py is the same over plain TCP)."""
+    count = 20_000
+    listeners = json.loads(tls_config(pki))["listeners"]
+    listeners.append({"type": "tcp", "name": "tcp", "bind": "127.0.0.1:0"})
+    config = json.dumps(
+        {
+            "listeners": listeners,
+            "api": {"enabled": False},
+            "mqtt": {"max_queued_messages": 1_000_000, "max_queued_bytes": "1GB"},
+        }
+    )
+    loops = {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
+    with (
+        running_gateway(tmp_path, config, loops[loop]) as gw,
+        RawClient(*gw.address("tcp")) as subscriber,
+    ):
+        subscriber.do_connect("tls-burst-sub")
+        subscriber.subscribe("tls/burst", 0)
+        plain = socket.create_connection(gw.address("tls"), timeout=unit(10))
+        with pki.client_context(None).wrap_socket(plain, server_hostname="127.0.0.1") as pub:
+            pub.sendall(mb.gen_connect("tls-burst-pub"))
+            pub.recv(64)  # CONNACK
+            frame = mb.gen_publish("tls/burst", b"0123456789abcdef")
+            pub.sendall(frame * count + mb.gen_disconnect())
+            pub.unwrap().shutdown(socket.SHUT_WR)  # close_notify, then FIN
+            received = count_publishes(subscriber.sock, count, unit(30))
+    assert received == count

@@ -154,7 +154,7 @@ def test_a_subscriber_that_stops_reading_does_not_grow_memory(tmp_path: Path) ->
         def backlog() -> tuple[int, int]:
             state = gw.broker.sessions.get("slow")
             assert state is not None and state.connection is not None
-            return len(state.queue), gw.broker.counters.dropped_queue_full
+            return len(state.queue or ()), gw.broker.counters.dropped_queue_full
 
         queued, dropped = gw.call(backlog)
         assert queued <= 100

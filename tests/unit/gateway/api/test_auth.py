@@ -71,7 +71,7 @@ def test_users_only_generate_no_key(tmp_path: Path) -> None:
 
 def test_a_key_is_generated_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     path = tmp_path / "state" / "api-key"
-    with caplog.at_level(logging.INFO, logger="gateway.api.auth"):
+    with caplog.at_level(logging.INFO, logger="gateway.api.credentials"):
         key = load_or_create_key(path)
         again = load_or_create_key(path)
     assert key == again

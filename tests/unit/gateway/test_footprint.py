@@ -1,0 +1,65 @@
+"""What ``edgebus run`` with the embedded defaults (MQTT, WebSocket, HTTP API) imports:
+no adapter's protocol library, no bridge or Spark library, and not the web framework
+before the API's first connection (issue 17: an adapter's libraries are paid for only
+when such an adapter is configured).
+
+The check runs in a fresh interpreter (this process has imported everything the other
+tests needed): it validates the default configuration and builds the ``Gateway`` as
+``edgebus run`` does, then lists ``sys.modules``. Building the gateway writes the API
+key into ``./edgebus-data``, so it runs in a temporary directory.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.helpers.timeouts import unit
+
+# Libraries that only an adapter, a bridge profile or the Spark sink needs.
+COMPONENT_LIBRARIES = (
+    "cyclonedds",
+    "zmq",
+    "pynng",
+    "someipy",
+    "pyspark",
+    "boto3",
+    "botocore",
+    "paho",
+)
+# Loaded by the HTTP API on its first connection (gateway.api.server).
+WEB_FRAMEWORK = ("fastapi", "starlette", "uvicorn", "prometheus_client")
+
+_PROBE = """
+import json, sys
+from gateway.cli import _validate
+from gateway.app import Gateway
+valid = _validate(None)
+Gateway(valid.config)
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+def _modules_of_a_default_gateway(cwd: Path) -> set[str]:
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=unit(60),
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return set(json.loads(done.stdout.splitlines()[-1]))
+
+
+def test_the_default_gateway_imports_no_component_library_and_no_web_framework(
+    tmp_path: Path,
+) -> None:
+    modules = _modules_of_a_default_gateway(tmp_path)
+    tops = {name.split(".")[0] for name in modules}
+    assert sorted(tops & set(COMPONENT_LIBRARIES)) == []
+    assert sorted(tops & set(WEB_FRAMEWORK)) == []
+    assert sorted(m for m in modules if m.startswith(("adapters", "bridge", "spark_sink"))) == []
