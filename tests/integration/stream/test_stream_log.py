@@ -98,6 +98,46 @@ def test_records_carry_every_field(tmp_path: Path) -> None:
     assert [row["offset"] for row in rows] == [0, 1, 2, 3]
 
 
+def test_the_log_records_every_publisher_in_publish_order(tmp_path: Path) -> None:
+    """MQTT, an adapter, the API, a delayed message, a will, and ``$SYS`` when a filter
+    asks for it (``#`` alone does not match ``$SYS/...``)."""
+    config = STREAM + "  topics: ['#', '$SYS/brokers/+/clients/#']\n" + LOOPBACK
+    with running_gateway(tmp_path, config) as gw:
+        http = http_of(gw)
+        wait_for(lambda: status_of(gw, SINK, "stream")["state"], lambda s: s == "running")
+        pub = _raw(gw.port, "every-pub")
+        pub.send(mb.gen_publish("raw/hall", b"1", qos=1, mid=1, proto_ver=5))
+        assert pub.wait_for(lambda p: p.type == mb.PacketType.PUBACK).packet_id == 1
+        wait_for(lambda: [r["topic"] for r in records_of(http)], lambda t: "rooms/hall" in t)
+        for topic in ("api/now", "$delayed/1/api/later"):
+            reply = http.post("/api/v1/publish", {"topic": topic, "payload": "x", "qos": 1})
+            assert reply.status == 200, reply.text
+        will = RawClient("127.0.0.1", gw.port, protocol_level=5)
+        will.send(mb.gen_connect("will-pub", proto_ver=5, will_topic="wills/gone", will_qos=1))
+        assert will.recv_packet().reason_code == 0
+        will.abort()  # no DISCONNECT: the will is published
+        wait_for(
+            lambda: {r["topic"] for r in records_of(http)},
+            lambda t: {"api/later", "wills/gone"} <= t,
+        )
+        pub.close()
+        rows = records_of(http)
+    seen = [(row["topic"], row["protocol"], row["source"]) for row in rows]
+    assert [row["offset"] for row in rows] == list(range(len(rows)))
+    sys_events = [topic for topic, protocol, _ in seen if topic.startswith("$SYS/")]
+    assert sys_events[0].endswith("/clients/every-pub/connected")
+    assert any(topic.endswith("/clients/will-pub/disconnected") for topic in sys_events)
+    assert {protocol for topic, protocol, _ in seen if topic.startswith("$SYS/")} == {"sys"}
+    mine = [(topic, protocol, source) for topic, protocol, source in seen if topic[0] != "$"]
+    assert mine[:3] == [
+        ("raw/hall", "mqtt", "every-pub"),
+        ("rooms/hall", "loopback", "units"),  # the adapter's, after the message it maps
+        ("api/now", "api", "key-0"),
+    ]
+    # The delayed message is recorded when it comes due, the will when the client dies.
+    assert sorted(mine[3:]) == [("api/later", "api", "key-0"), ("wills/gone", "mqtt", "will-pub")]
+
+
 def test_topics_and_origins_select_what_enters(tmp_path: Path) -> None:
     config = STREAM + "  topics: ['rooms/#', 'keep/#']\n  origins: [loopback]\n" + LOOPBACK
     with running_gateway(tmp_path, config) as gw:
@@ -182,12 +222,14 @@ def test_without_a_stream_the_broker_pays_nothing(tmp_path: Path) -> None:
     with running_gateway(tmp_path, config) as gw:
         assert gw.call(lambda: gw.gateway.components.status(SINK, "stream")) is None
         assert gw.call(lambda: dict(gw.broker.acks.participants)) == {}
+        assert gw.call(lambda: gw.broker.observers.message_hooks) == ()
         reply = http_of(gw).get("/api/v1/stream/offsets")
         assert reply.status == 404
         assert "stream.enabled" in reply.json()["detail"]
     with running_gateway(tmp_path, STREAM) as gw:
         wait_for(lambda: status_of(gw, SINK, "stream")["state"], lambda s: s == "running")
         assert gw.call(lambda: len(gw.broker.acks.participants)) == 1  # the log's writer
+        assert gw.call(lambda: len(gw.broker.observers.message_hooks)) == 1  # its hook
 
 
 def test_retention_keeps_whole_recent_segments_and_never_a_gap(tmp_path: Path) -> None:
