@@ -30,11 +30,12 @@ possibly a C function such as ``list.append`` (no Python frame per message):
 
     undo = broker.observers.hook_messages(items.append)
 
-``Broker.publish`` calls the hooks (the tuple ``observers.message_hooks``) where it
-emits ``message.publish``, just before it: for every message routed, in publish order,
-from every publisher, ``$SYS`` included. A hook sees the message before any
-``message.publish`` observer runs, so before whatever such an observer publishes in
-turn. A hook that raises is counted and logged like an observer.
+``Broker.publish`` tests the tuple ``observers.message_hooks`` and calls the hooks in
+its own loop (no frame of ours in between) where it emits ``message.publish``, just
+before it: for every message routed, in publish order, from every publisher, ``$SYS``
+included. A hook sees the message before any ``message.publish`` observer runs, so
+before whatever such an observer publishes in turn. A hook that raises is counted and
+logged like an observer (``failed``).
 
 ==========================  ==========================================================
 event (``NAME``)            when
@@ -424,14 +425,6 @@ class Observers:
 
         return undo
 
-    def run_hooks(self, context: Context) -> None:
-        """Calls the message hooks with ``context``; test ``message_hooks`` first."""
-        for hook in self.message_hooks:
-            try:
-                hook(context)
-            except Exception:
-                self._failed(hook, "message hook")
-
     def observe(
         self, kinds: type[BrokerEvent] | Iterable[type[BrokerEvent]], callback: Callback
     ) -> Callable[[], None]:
@@ -464,9 +457,9 @@ class Observers:
             try:
                 callback(event)
             except Exception:
-                self._failed(callback, event.NAME)
+                self.failed(callback, event.NAME)
 
-    def _failed(self, callback: Callable[..., object], what: str) -> None:
+    def failed(self, callback: Callable[..., object], what: str) -> None:
         """Counts and logs (the first failure, then every 1000th) a callback that raised;
         call from its ``except`` block."""
         self.errors += 1
