@@ -14,9 +14,9 @@ import pytest
 from gateway.components import SINK
 from spark_sink import segments as segments_module
 from tests.helpers import mqtt_builder as mb
-from tests.helpers.gateway import running_gateway
+from tests.helpers.gateway import RunningGateway, running_gateway
 from tests.helpers.raw_client import RawClient
-from tests.integration.api.support import KEY, PASSWORD, USER, api_key, basic, bearer
+from tests.integration.api.support import KEY, PASSWORD, USER, Http, api_key, basic, bearer
 from tests.integration.broker.support import Clients, publish_props
 from tests.integration.components.support import status_of, wait_for
 from tests.integration.stream.support import (
@@ -30,6 +30,12 @@ from tests.integration.stream.support import (
 )
 
 
+def _running_log(gw: RunningGateway) -> Http:
+    """The API of ``gw`` once its stream log runs."""
+    wait_for(lambda: status_of(gw, SINK, "stream")["state"], lambda s: s == "running")
+    return http_of(gw)
+
+
 def _raw(port: int, client_id: str) -> RawClient:
     client = RawClient("127.0.0.1", port, protocol_level=5)
     client.send(mb.gen_connect(client_id, proto_ver=5))
@@ -39,8 +45,7 @@ def _raw(port: int, client_id: str) -> RawClient:
 
 def test_every_acknowledged_message_is_in_the_log_at_its_puback(tmp_path: Path) -> None:
     with running_gateway(tmp_path, STREAM) as gw:
-        http = http_of(gw)
-        wait_for(lambda: status_of(gw, SINK, "stream")["state"], lambda s: s == "running")
+        http = _running_log(gw)
         pub = _raw(gw.port, "acked")
         for number in range(1, 31):
             pub.send(mb.gen_publish("acked/n", str(number), qos=1, mid=number, proto_ver=5))
@@ -103,8 +108,7 @@ def test_the_log_records_every_publisher_in_publish_order(tmp_path: Path) -> Non
     asks for it (``#`` alone does not match ``$SYS/...``)."""
     config = STREAM + "  topics: ['#', '$SYS/brokers/+/clients/#']\n" + LOOPBACK
     with running_gateway(tmp_path, config) as gw:
-        http = http_of(gw)
-        wait_for(lambda: status_of(gw, SINK, "stream")["state"], lambda s: s == "running")
+        http = _running_log(gw)
         pub = _raw(gw.port, "every-pub")
         pub.send(mb.gen_publish("raw/hall", b"1", qos=1, mid=1, proto_ver=5))
         assert pub.wait_for(lambda p: p.type == mb.PacketType.PUBACK).packet_id == 1
@@ -235,8 +239,7 @@ def test_without_a_stream_the_broker_pays_nothing(tmp_path: Path) -> None:
 def test_retention_keeps_whole_recent_segments_and_never_a_gap(tmp_path: Path) -> None:
     config = STREAM + "  segment_bytes: 4096\n  max_bytes: 16384\n"
     with running_gateway(tmp_path, config) as gw:
-        http = http_of(gw)
-        wait_for(lambda: status_of(gw, SINK, "stream")["state"], lambda s: s == "running")
+        http = _running_log(gw)
         pub = _raw(gw.port, "retained-pub")
         acked = []
         for first in range(1, 401, 10):  # windows of 10: batches far smaller than a segment
@@ -263,8 +266,7 @@ def test_retention_keeps_whole_recent_segments_and_never_a_gap(tmp_path: Path) -
 
 def test_no_reader_ever_sees_a_gap_while_messages_pour_in(tmp_path: Path) -> None:
     with running_gateway(tmp_path, STREAM) as gw:
-        http = http_of(gw)
-        wait_for(lambda: status_of(gw, SINK, "stream")["state"], lambda s: s == "running")
+        http = _running_log(gw)
         done = threading.Event()
         total = 20_000
 
@@ -300,8 +302,7 @@ def test_offsets_go_on_after_a_restart(tmp_path: Path) -> None:
     config = STREAM + "persistence: sqlite\n"
     for round_ in range(2):
         with running_gateway(tmp_path, config) as gw:
-            http = http_of(gw)
-            wait_for(lambda: status_of(gw, SINK, "stream")["state"], lambda s: s == "running")
+            http = _running_log(gw)
             pub = _raw(gw.port, f"restart-{round_}")
             for n in range(5):
                 pub.send(mb.gen_publish("again", f"{round_}-{n}", qos=1, mid=n + 1, proto_ver=5))
@@ -318,8 +319,7 @@ def test_without_pyarrow_arrow_is_refused_clearly_and_json_lines_still_work(
 ) -> None:
     monkeypatch.setitem(sys.modules, "spark_sink.arrow", None)  # as if pyarrow were missing
     with running_gateway(tmp_path, STREAM) as gw:
-        http = http_of(gw)
-        wait_for(lambda: status_of(gw, SINK, "stream")["state"], lambda s: s == "running")
+        http = _running_log(gw)
         reply = http.get("/api/v1/stream/records?format=arrow")
         assert reply.status == 406
         assert "pip install 'edgebus[arrow]'" in reply.json()["detail"]
@@ -339,8 +339,7 @@ def test_a_failing_disk_refuses_the_puback_and_degrades_until_it_writes_again(
 
     monkeypatch.setattr(segments_module.os, "writev", writev)
     with running_gateway(tmp_path, STREAM) as gw:
-        http = http_of(gw)
-        wait_for(lambda: status_of(gw, SINK, "stream")["state"], lambda s: s == "running")
+        http = _running_log(gw)
         pub = _raw(gw.port, "full-disk")
         pub.send(mb.gen_publish("disk/ok", b"1", qos=1, mid=1, proto_ver=5))
         assert pub.wait_for(lambda p: p.type == mb.PacketType.PUBACK).packet_id == 1

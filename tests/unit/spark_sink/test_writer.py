@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from broker_core.context import Context, Origin
@@ -24,14 +25,21 @@ def run(coroutine: Any) -> Any:
     return asyncio.run(asyncio.wait_for(coroutine, 30))
 
 
+def _held() -> tuple[list[list[str]], threading.Event, Callable[[list[list[str]]], None]]:
+    """What a write wrote, the gate it waits for, and the write."""
+    written: list[list[str]] = []
+    gate = threading.Event()
+
+    def write(batches: list[list[str]]) -> None:
+        gate.wait(10)
+        written.extend(batches)
+
+    return written, gate, write
+
+
 def test_a_barrier_hands_the_batch_over_at_the_end_of_the_loop_turn() -> None:
     async def scenario() -> None:
-        written: list[list[str]] = []
-        gate = threading.Event()
-
-        def write(batches: list[list[str]]) -> None:
-            gate.wait(10)
-            written.extend(batches)
+        written, gate, write = _held()
 
         def prepare(items: list[Context], backlogged: bool) -> tuple[list[Any], int]:
             return [[c.topic for c in items]], len(items)
@@ -91,12 +99,7 @@ def test_every_batch_records_the_hook_hands_a_batch_over_and_holds_no_context() 
 
     async def scenario() -> None:
         prepared: list[list[str]] = []
-        written: list[list[str]] = []
-        gate = threading.Event()
-
-        def write(batches: list[list[str]]) -> None:
-            gate.wait(10)
-            written.extend(batches)
+        written, gate, write = _held()
 
         def prepare(items: list[Context], backlogged: bool) -> tuple[list[Any], int]:
             prepared.append([c.topic for c in items])
