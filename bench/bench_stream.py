@@ -11,6 +11,13 @@ prints them after the broker table; ``--no-stream`` skips them);
    ``edgebus``, interleaved rounds on fresh brokers, medians; target: at least 0.8x.
    Broker CPU per delivered message is shown too: the machine's other load disturbs it
    less than the rate.
+   Beside it, the same cost measured in-process, which the machine's other load disturbs
+   least (``inprocess_cost``): ``Broker.publish`` of ``INPROCESS_MESSAGES`` fan-in-like
+   QoS 0 messages (4 publishers, one wildcard subscriber, 8,000 per loop turn as a busy
+   socket read gives), with the real ``stream`` component (``StreamSink``: hook, writer
+   thread, segment files, fsync) against without it; CPU time of the whole process (the
+   writer thread included) per message, the median of ``INPROCESS_ROUNDS`` interleaved
+   rounds.
 2. **Gateway -> Parquet.** A gateway with the log holds ``BACKLOG`` messages (QoS 0 JSON,
    4 topics) and keeps receiving ``LIVE_RATE`` msg/s while the ready job's query
    (``spark_sink.job.write_parquet``: Parquet partitioned by date and protocol, a
@@ -23,6 +30,7 @@ prints them after the broker table; ``--no-stream`` skips them);
 
 from __future__ import annotations
 
+import asyncio
 import json
 import multiprocessing
 import os
@@ -44,11 +52,14 @@ from bench.report import format_table, summarize
 from bench.runner import BenchResults, BrokerSlot, run_all
 from bench.scenarios import BenchOptions, Metric, Scenario, Target, run_fanin
 
-__all__ = ["BACKLOG", "BATCH_ROWS", "LIVE_RATE", "run"]
+__all__ = ["BACKLOG", "BATCH_ROWS", "INPROCESS_MESSAGES", "LIVE_RATE", "inprocess_cost", "run"]
 
 BACKLOG = 200_000
 BATCH_ROWS = 50_000
 LIVE_RATE = 2_000
+INPROCESS_MESSAGES = 200_000
+INPROCESS_ROUNDS = 3
+_TURN = 8_000  # messages per loop turn in-process
 _TIMEOUT_S = 240.0
 _PINGREQ = b"\xc0\x00"
 _PINGRESP = 13
@@ -93,6 +104,76 @@ def fanin_cost(rounds: int, duration_s: float, warmup_s: float) -> list[str]:
             f" {without:.2f} us without: {without / with_log:.2f}x"
         )
     return lines
+
+
+# -- the same cost in-process ------------------------------------------------------------
+
+
+async def _publish_inprocess(directory: Path | None) -> float:
+    """CPU seconds per message of ``Broker.publish`` (and, with ``directory``, of the
+    stream log writing there, until every message is in it)."""
+    from broker_core.broker import Broker
+    from broker_core.context import EMPTY_META, Origin, new_context, next_message_id
+    from broker_core.mqtt.properties import EMPTY
+    from gateway.components import SINK, ComponentStatus, Host
+    from gateway.components.host import STARTING
+    from gateway.config.models.stream import StreamConfig
+    from gateway.hub import Hub
+    from spark_sink.sink import StreamSink
+
+    broker = Broker()
+    broker.tap(Origin("mqtt", "subscriber"), ["bench/in/+"], lambda context: None, 0)
+    sink = task = host = None
+    if directory is not None:
+        sink = StreamSink(StreamConfig(enabled=True, path=directory))
+        host = Host(ComponentStatus(SINK, "stream", "bench", STARTING), directory)
+        task = asyncio.ensure_future(sink.run(Hub(broker).client("sink", "bench"), host))
+        await asyncio.sleep(0)  # hooked before its first await
+    publishers = [Origin("mqtt", f"publisher-{n}", "127.0.0.1:1", None) for n in range(4)]
+    topics = [f"bench/in/{n}" for n in range(4)]
+    payload = bytes(16)
+    started = time.process_time()
+    for _ in range(INPROCESS_MESSAGES // _TURN):
+        for n in range(_TURN):
+            k = n & 3
+            context = new_context(
+                topics[k], payload, 0, False, EMPTY, publishers[k], EMPTY_META,
+                next_message_id(), time.time_ns(),
+            )  # fmt: skip
+            broker.publish(context)
+        await asyncio.sleep(0)  # the end of a loop turn
+    if sink is not None and host is not None and task is not None:
+        deadline = time.monotonic() + _TIMEOUT_S
+        while sink.stats().get("recorded", 0) < INPROCESS_MESSAGES:
+            if time.monotonic() > deadline:
+                raise TimeoutError("the stream log did not record every message")
+            await asyncio.sleep(0.001)
+    spent = time.process_time() - started
+    if host is not None and task is not None:
+        host.stopping.set()
+        await task
+    return spent / INPROCESS_MESSAGES
+
+
+def inprocess_cost() -> list[str]:
+    """The log's cost on ``Broker.publish``, in-process: see the module docstring."""
+    with_log: list[float] = []
+    without: list[float] = []
+    for _ in range(INPROCESS_ROUNDS):
+        work = Path(tempfile.mkdtemp(prefix="bench-stream-"))
+        try:
+            with_log.append(asyncio.run(_publish_inprocess(work)))
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        without.append(asyncio.run(_publish_inprocess(None)))
+    a = sorted(with_log)[len(with_log) // 2] * 1e6
+    b = sorted(without)[len(without) // 2] * 1e6
+    return [
+        f"in-process, Broker.publish of {INPROCESS_MESSAGES:,} QoS 0 messages "
+        f"({_TURN:,} per loop turn), CPU per message (median of {INPROCESS_ROUNDS}):",
+        f"  {a:.2f} us with the log, {b:.2f} us without: the log adds {a - b:.2f} us"
+        " (Broker.publish alone: no sockets, no decoding, so no ratio)",
+    ]
 
 
 # -- gateway -> Parquet -----------------------------------------------------------------
@@ -239,6 +320,7 @@ def _rate_files(query: Any) -> tuple[float, list[tuple[int, int]]]:
 def run(rounds: int = 3, duration_s: float = 5.0, warmup_s: float = 1.0) -> list[str]:
     lines = ["", "stream log (issue 13): the cost of the log on the broker", ""]
     lines += fanin_cost(rounds, duration_s, warmup_s)
+    lines += inprocess_cost()
     lines.append("")
     try:
         lines += parquet_rate()

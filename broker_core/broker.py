@@ -2,9 +2,10 @@
 
 The publish path reads as a pipeline (mosquitto's handle_publish): the session has
 parsed, validated and resolved the topic alias; here the message gets its envelope
-(``Context``), then come the publish policy, the ``message.publish`` observers, the
-retained store, the router's match, and the fan-out that encodes each wire variant
-once; then the session acknowledges, once what the message changed is durable.
+(``Context``), then come the publish policy, the message hooks and ``message.publish``
+observers, the retained store, the router's match, and the fan-out that encodes each
+wire variant once; then the session acknowledges, once what the message changed is
+durable.
 
 One publish policy (``publish_checked``) serves an MQTT client's PUBLISH and the
 gateway's hub alike: ``$delayed/``, the ``$SYS`` refusal, the ACL, then routing.
@@ -130,6 +131,12 @@ class Broker:
         if now is None:
             now = time.time()
         observers = self.observers
+        if observers.message_hooks:
+            for hook in observers.message_hooks:  # not in a method: no frame per message
+                try:
+                    hook(context)
+                except Exception:
+                    observers.failed(hook, "message hook")
         if observers.message_publish:
             observers.emit(MessagePublish(context, now))
         if context.retain:

@@ -24,6 +24,19 @@ every place an event happens tests that tuple before it builds the event. Sessio
 their kinds through the ``MessageObserver`` protocol (``mqtt.observer``) that
 ``Observers`` implements.
 
+Message hooks: the cheap path for an observer of every message (the stream log). A
+hook is a plain callable called with the ``Context`` itself, no event object built,
+possibly a C function such as ``list.append`` (no Python frame per message):
+
+    undo = broker.observers.hook_messages(items.append)
+
+``Broker.publish`` tests the tuple ``observers.message_hooks`` and calls the hooks in
+its own loop (no frame of ours in between) where it emits ``message.publish``, just
+before it: for every message routed, in publish order, from every publisher, ``$SYS``
+included. A hook sees the message before any ``message.publish`` observer runs, so
+before whatever such an observer publishes in turn. A hook that raises is counted and
+logged like an observer (``failed``).
+
 ==========================  ==========================================================
 event (``NAME``)            when
 ==========================  ==========================================================
@@ -388,10 +401,29 @@ class Observers:
     message_acked: tuple[Callback, ...]
     message_dropped: tuple[Callback, ...]
 
+    # Called with the Context of every message routed, before ``message_publish``.
+    message_hooks: tuple[Callable[[Context], object], ...]
+
     def __init__(self) -> None:
         for kind in EVENT_KINDS:
             setattr(self, _attribute(kind), ())
-        self.errors = 0  # observer callbacks that raised
+        self.message_hooks = ()
+        self.errors = 0  # observer callbacks and message hooks that raised
+
+    def hook_messages(self, hook: Callable[[Context], object]) -> Callable[[], None]:
+        """Calls ``hook(context)`` for every message routed from now on (see the module
+        docstring); returns a function that stops it."""
+        self.message_hooks = (*self.message_hooks, hook)
+
+        def undo() -> None:
+            hooks = list(self.message_hooks)
+            for index, present in enumerate(hooks):
+                if present is hook:  # identity: bound methods of equal lists compare equal
+                    del hooks[index]
+                    break
+            self.message_hooks = tuple(hooks)
+
+        return undo
 
     def observe(
         self, kinds: type[BrokerEvent] | Iterable[type[BrokerEvent]], callback: Callback
@@ -425,14 +457,16 @@ class Observers:
             try:
                 callback(event)
             except Exception:
-                self.errors += 1
-                if self.errors == 1 or self.errors % 1000 == 0:
-                    log.exception(
-                        "observer %r of %s failed (%d failures so far)",
-                        callback,
-                        event.NAME,
-                        self.errors,
-                    )
+                self.failed(callback, event.NAME)
+
+    def failed(self, callback: Callable[..., object], what: str) -> None:
+        """Counts and logs (the first failure, then every 1000th) a callback that raised;
+        call from its ``except`` block."""
+        self.errors += 1
+        if self.errors == 1 or self.errors % 1000 == 0:
+            log.exception(
+                "observer %r of %s failed (%d failures so far)", callback, what, self.errors
+            )
 
     # -- mqtt.observer.MessageObserver: what sessions report ------------------------------
 

@@ -12,10 +12,11 @@ as ``Origin("zmq", "factory-floor")``. Through it, it
 - taps Contexts (``tap``): a synchronous callback during routing, before the
   publisher's PUBACK; with ``durable=`` the component's own store takes part in the
   acknowledgement, so "acknowledged" means "in that store" (``broker_core.tap``);
-- hooks every message (``hook``): the cheapest way to see all of them, as an observer
-  of the broker's ``message.publish`` event, before routing (no topic matching; filter
-  in batches later), with ``durable=`` as for a tap (the stream log records every
-  message this way).
+- hooks every message (``hook``): the cheapest way to see all of them, a message hook
+  of the broker's observers (``broker_core.observe``: called with the Context where
+  ``message.publish`` is emitted, before routing, no event object, no topic matching;
+  filter in batches later), with ``durable=`` as for a tap (the stream log records
+  every message this way).
 
 The ACL applies as to MQTT clients: an ACL rule's ``clientid: <protocol>:<name>``
 (``zmq:factory-floor``) or ``username: <protocol>:<name>`` matches the instance, never
@@ -35,7 +36,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
-from typing import Any, cast
+from typing import Any
 
 from broker_core.acks import Durable
 from broker_core.acl import SUBSCRIBE
@@ -45,7 +46,6 @@ from broker_core.errors import AdapterError
 from broker_core.local import LocalSubscription
 from broker_core.mqtt.limits import DROP_OLDEST
 from broker_core.mqtt.reason_codes import ReasonCode
-from broker_core.observe import BrokerEvent, MessagePublish
 from broker_core.tap import Tap
 
 __all__ = ["Hub", "HubClient", "HubHook", "HubSubscription"]
@@ -133,8 +133,8 @@ class HubSubscription:
 
 
 class HubHook:
-    """A hook of one client (``HubClient.hook``): it observes the broker's
-    ``message.publish`` events (``broker_core.observe``); ``close()`` removes it."""
+    """A hook of one client (``HubClient.hook``): a message hook of the broker's
+    observers (``Observers.hook_messages``); ``close()`` removes it."""
 
     def __init__(
         self, broker: Broker, callback: Callable[[Context], None], durable: Durable | None
@@ -143,11 +143,7 @@ class HubHook:
         self.callback = callback
         self.durable = durable
         self.closed = False
-
-        def published(event: BrokerEvent) -> None:
-            callback(cast(MessagePublish, event).message)
-
-        self._undo = broker.observers.observe(MessagePublish, published)
+        self._undo = broker.observers.hook_messages(callback)
         if durable is not None:
             broker.acks.add(durable)
 
@@ -287,12 +283,15 @@ class HubClient:
         """Calls ``callback(context)`` for every message the broker routes, on the loop,
         before it is routed and before its publisher is acknowledged.
 
-        The cheapest way to see every message: one call per message, no topic
-        matching, so ``callback`` can be a C function such as ``list.append`` and the
-        component filters later, in batches. It sees the messages as published (QoS and
-        retain untouched), ``$SYS`` and other ``$`` topics included, this client's own
-        included. ``callback`` should not raise: an exception is counted and logged as
-        an observer's (``edgebus_observer_errors_total``) and the message is routed.
+        The cheapest way to see every message: one call per message with the Context
+        itself (no event object), no topic matching, so ``callback`` can be a C function
+        such as ``list.append`` and the component filters later, in batches. It sees
+        the messages in publish order, as published (QoS and retain untouched), from
+        every publisher (MQTT clients, components, the API, wills, delayed messages
+        coming due, ``$SYS``), ``$SYS`` and other ``$`` topics included, this client's
+        own included, before any ``message.publish`` observer. ``callback`` should not
+        raise: an exception is counted and logged as an observer's
+        (``edgebus_observer_errors_total``) and the message is routed.
         ``durable``: as for ``tap``. Raises ``AdapterError`` unless the ACL lets this
         client subscribe to ``#``.
         """

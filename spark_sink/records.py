@@ -42,10 +42,10 @@ from __future__ import annotations
 import json
 import struct
 import zlib
-from array import array
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence, Sized
 from dataclasses import dataclass
 from itertools import accumulate
+from operator import itemgetter
 from typing import Any
 
 from broker_core.context import EMPTY_META, Context
@@ -104,19 +104,26 @@ def _padded(parts: list[bytes], size: int) -> int:
     return size + pad
 
 
+def _pack(code: str, values: Sequence[int] | Iterable[int], count: int) -> bytes:
+    """``count`` ``values`` as little-endian numbers of struct ``code``: about half the
+    time of ``array(code, values)`` (which converts and appends them one by one), for
+    every message recorded."""
+    return struct.pack(f"<{count}{code}", *values)
+
+
 def _strings(values: list[str], parts: list[bytes]) -> int:
     """Appends offsets and UTF-8 bytes of ``values``; returns the bytes appended."""
     joined = "".join(values)
     if joined.isascii():
-        return _var(joined.encode("ascii"), [len(value) for value in values], parts)
+        return _var(joined.encode("ascii"), values, parts)
     encoded = [value.encode("utf-8", "surrogatepass") for value in values]
-    return _var(b"".join(encoded), [len(value) for value in encoded], parts)
+    return _var(b"".join(encoded), encoded, parts)
 
 
-def _var(data: bytes, lengths: list[int], parts: list[bytes]) -> int:
-    offsets = array("i", [0])
-    offsets.extend(accumulate(lengths))
-    raw = offsets.tobytes()
+def _var(data: bytes, values: Sequence[Sized], parts: list[bytes]) -> int:
+    """Appends the offsets of ``values`` (their lengths summed: ``data`` is them joined)
+    and ``data``; returns the bytes appended."""
+    raw = _pack("i", accumulate(map(len, values), initial=0), len(values) + 1)
     parts.append(raw)
     parts.append(data)
     return _padded(parts, len(raw) + len(data))
@@ -149,23 +156,26 @@ class Encoded:
 
 
 def encode_columns(contexts: Sequence[Context]) -> Encoded:
-    """The columns of ``contexts`` (the batch without its header)."""
+    """The columns of ``contexts`` (the batch without its header).
+
+    It runs on the broker's loop for every message recorded: one pass per field, each a
+    comprehension or a C call, and numbers packed with ``struct`` (see ``_pack``)."""
     count = len(contexts)
     parts: list[bytes] = []
-    ts = array("q", [c.received_at for c in contexts])
-    parts.append(array("q", [c.id for c in contexts]).tobytes())
-    parts.append(ts.tobytes())
+    ts = [c.received_at for c in contexts]
+    parts.append(_pack("q", [c.id for c in contexts], count))
+    parts.append(_pack("q", ts, count))
     flags = bytes([c.qos for c in contexts] + [c.retain for c in contexts])
     parts.append(flags)
     size = 16 * count + len(flags)
     origins = [c.origin for c in contexts]
     keys = list(map(id, origins))  # the same client: the same Origin object
     unique = dict(zip(keys, origins, strict=True))
-    if len(unique) == 1:
+    if len(unique) <= 1:
         index = bytes(2 * count)
     else:
         position = {key: at for at, key in enumerate(unique)}
-        index = array("H", map(position.__getitem__, keys)).tobytes()
+        index = _pack("H", itemgetter(*keys)(position), count)
     parts.append(index)
     size = _padded(parts, size + len(index))
     names = list(unique.values())
@@ -181,12 +191,12 @@ def encode_columns(contexts: Sequence[Context]) -> Encoded:
     else:
         size += _strings([p.content_type or "" for p in properties], parts)
     payloads = [c.payload for c in contexts]
-    size += _var(b"".join(payloads), [len(p) for p in payloads], parts)
+    size += _var(b"".join(payloads), payloads, parts)
     if plain:
         size += _empty(count, parts)
     else:
         blocks = [b"" if p is EMPTY else _block(p) for p in properties]
-        size += _var(b"".join(blocks), [len(b) for b in blocks], parts)
+        size += _var(b"".join(blocks), blocks, parts)
     metas = [c.meta for c in contexts]
     if metas.count(EMPTY_META) == count:
         size += _empty(count, parts)

@@ -1,13 +1,14 @@
 """``StreamSink``: the ``stream`` sink component, the durable hook that feeds the log.
 
-It hooks every message the broker routes (``hub.hook``: one C call per message) into a
-``LogWriter``, which hands them, per batch, to its thread: the messages matching
-``stream.topics`` (and ``stream.origins``) are appended to the ``StreamLog``. The
-writer is the hook's durable participant: a QoS 1 or 2 publisher is acknowledged only
-once its message is written (and fsync-ed with ``fsync: always``). QoS 0 messages enter
-the log the same way but hold nothing; when more than ``queue_size`` messages wait for
-the writer, QoS 0 ones are not recorded and are counted as ``dropped`` (QoS 1 and 2
-ones always are: their publishers' windows bound them).
+It hooks every message the broker routes (``hub.hook``: a message hook, one call per
+message with its Context) into a ``LogWriter``, which encodes them in batches of at most
+512 and hands them to its thread: the messages matching ``stream.topics`` (and
+``stream.origins``) are appended to the ``StreamLog``. The writer is the hook's durable
+participant: a QoS 1 or 2 publisher is acknowledged only once its message is written
+(and fsync-ed with ``fsync: always``). QoS 0 messages enter the log the same way but
+hold nothing; when more than ``queue_size`` messages wait for the writer, QoS 0 ones are
+not recorded and are counted as ``dropped`` (QoS 1 and 2 ones always are: their
+publishers' windows bound them).
 
 The log is opened and hooked before ``run`` first awaits: the gateway opens its
 listeners only after that (``Supervisor.settle``), so no message gets past it. When

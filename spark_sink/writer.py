@@ -1,16 +1,25 @@
 """``LogWriter``: the stream log's durable participant, a front for a ``BatchWriter``.
 
 The stream log sees every message the broker routes, so its per-message cost is the
-cost of the log on the broker: it is kept to one C call. The hub hook is the
-``append`` of a plain list (``items``), no Python frame per message; the rest is done
-per batch:
+cost of the log on the broker. The hub hook is ``append``: the Context goes on a plain
+list (``items``); the rest is done per batch, on the loop:
 
-- every ``linger_s`` while messages arrive (``idle_s`` while none do), or at the end of
-  the loop turn in which a barrier was asked for, the loop takes the list and
-  ``prepare(items, backlogged)`` picks what to record (topics, origins, and QoS 0 ones
-  dropped when the writer is behind) and encodes it: ``(batches, records)``;
+- when ``batch_records`` messages are taken in (in the hook's call), every ``linger_s``
+  while messages arrive (``idle_s`` while none do), and at the end of the loop turn in
+  which a barrier was asked for, the loop takes the list and ``prepare(items,
+  backlogged)`` picks what to record (topics, origins, and QoS 0 ones dropped when the
+  writer is behind) and encodes it: ``(batches, records)``;
 - that goes, as one item, to a ``gateway.components.BatchWriter``, whose thread writes
-  it (``write(batches)``: append and fsync, calls that release the GIL).
+  what a loop turn handed over in one call (``write(batches)``: append and fsync, calls
+  that release the GIL).
+
+Why at most ``batch_records`` (512) Contexts wait: a busy loop turn runs thousands of
+messages (a socket read holds many PUBLISH packets), and Contexts held that long
+outlived the cyclic GC's young generation: promoted to the old ones, they made the
+collector traverse the whole heap again and again, a cost larger than the log's own
+work. A Context held for fewer than about 700 allocations (the GC's first threshold)
+is freed by its reference count before a collection sees it; so nothing here holds
+one after its batch is encoded (the bytes handed to the thread are not tracked).
 
 Encoding on the loop rather than on the thread: the same work, but no second thread
 wanting the GIL while the broker works (on a busy 2-core machine the contention cost
@@ -50,13 +59,14 @@ class LogWriter:
         max_pending: int = 100_000,
         linger_s: float = 0.01,
         idle_s: float = 0.1,
+        batch_records: int = 512,
     ) -> None:
         self._prepare = prepare
         self.max_pending = max_pending
         self.linger_s = linger_s
         self.idle_s = idle_s
+        self.batch_records = batch_records
         self.items: list[Context] = []
-        self.append = self.items.append  # the hook: a C call per message
         self.written = 0  # messages recorded
         self.failed = 0  # messages whose write failed
         self._loop = asyncio.get_running_loop()
@@ -74,6 +84,13 @@ class LogWriter:
     def backlogged(self) -> bool:
         return self.pending > self.max_pending
 
+    def append(self, context: Context) -> None:
+        """Takes ``context`` in (the hook); hands a batch over every ``batch_records``."""
+        items = self.items
+        items.append(context)
+        if len(items) >= self.batch_records:
+            self.flush()
+
     def barrier(self, callback: Done) -> None:
         """``callback(ok)`` on the loop once everything taken in so far is written."""
         if not self.items and not self._callbacks:
@@ -87,15 +104,15 @@ class LogWriter:
     def flush(self) -> None:
         """Hands what was taken in to the thread; call on the loop."""
         self._flush_scheduled = False
-        items = self.items
-        if items:
-            taken = items.copy()
-            items.clear()  # the same list: the hook appends to it
-            backlogged = self._in_thread + len(taken) > self.max_pending
+        if self.items:
+            taken, self.items = self.items, []
+            count = len(taken)
+            backlogged = self._in_thread + count > self.max_pending
             batches, records = self._prepare(taken, backlogged)
-            self._in_thread += len(taken)
+            del taken  # nothing holds the Contexts any longer (see the module docstring)
+            self._in_thread += count
             self._thread.append(batches)
-            self._thread.barrier(lambda ok: self._written(len(taken), records, ok))
+            self._thread.barrier(lambda ok: self._written(count, records, ok))
         callbacks, self._callbacks = self._callbacks, []
         for callback in callbacks:
             self._thread.barrier(callback)

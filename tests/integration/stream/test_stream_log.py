@@ -14,9 +14,9 @@ import pytest
 from gateway.components import SINK
 from spark_sink import segments as segments_module
 from tests.helpers import mqtt_builder as mb
-from tests.helpers.gateway import running_gateway
+from tests.helpers.gateway import RunningGateway, running_gateway
 from tests.helpers.raw_client import RawClient
-from tests.integration.api.support import KEY, PASSWORD, USER, api_key, basic, bearer
+from tests.integration.api.support import KEY, PASSWORD, USER, Http, api_key, basic, bearer
 from tests.integration.broker.support import Clients, publish_props
 from tests.integration.components.support import status_of, wait_for
 from tests.integration.stream.support import (
@@ -30,6 +30,12 @@ from tests.integration.stream.support import (
 )
 
 
+def _running_log(gw: RunningGateway) -> Http:
+    """The API of ``gw`` once its stream log runs."""
+    wait_for(lambda: status_of(gw, SINK, "stream")["state"], lambda s: s == "running")
+    return http_of(gw)
+
+
 def _raw(port: int, client_id: str) -> RawClient:
     client = RawClient("127.0.0.1", port, protocol_level=5)
     client.send(mb.gen_connect(client_id, proto_ver=5))
@@ -39,8 +45,7 @@ def _raw(port: int, client_id: str) -> RawClient:
 
 def test_every_acknowledged_message_is_in_the_log_at_its_puback(tmp_path: Path) -> None:
     with running_gateway(tmp_path, STREAM) as gw:
-        http = http_of(gw)
-        wait_for(lambda: status_of(gw, SINK, "stream")["state"], lambda s: s == "running")
+        http = _running_log(gw)
         pub = _raw(gw.port, "acked")
         for number in range(1, 31):
             pub.send(mb.gen_publish("acked/n", str(number), qos=1, mid=number, proto_ver=5))
@@ -96,6 +101,45 @@ def test_records_carry_every_field(tmp_path: Path) -> None:
     assert (adapted["protocol"], adapted["source"]) == ("loopback", "units")
     assert adapted["meta"] == {"loopback.source": "raw/kitchen"}
     assert [row["offset"] for row in rows] == [0, 1, 2, 3]
+
+
+def test_the_log_records_every_publisher_in_publish_order(tmp_path: Path) -> None:
+    """MQTT, an adapter, the API, a delayed message, a will, and ``$SYS`` when a filter
+    asks for it (``#`` alone does not match ``$SYS/...``)."""
+    config = STREAM + "  topics: ['#', '$SYS/brokers/+/clients/#']\n" + LOOPBACK
+    with running_gateway(tmp_path, config) as gw:
+        http = _running_log(gw)
+        pub = _raw(gw.port, "every-pub")
+        pub.send(mb.gen_publish("raw/hall", b"1", qos=1, mid=1, proto_ver=5))
+        assert pub.wait_for(lambda p: p.type == mb.PacketType.PUBACK).packet_id == 1
+        wait_for(lambda: [r["topic"] for r in records_of(http)], lambda t: "rooms/hall" in t)
+        for topic in ("api/now", "$delayed/1/api/later"):
+            reply = http.post("/api/v1/publish", {"topic": topic, "payload": "x", "qos": 1})
+            assert reply.status == 200, reply.text
+        will = RawClient("127.0.0.1", gw.port, protocol_level=5)
+        will.send(mb.gen_connect("will-pub", proto_ver=5, will_topic="wills/gone", will_qos=1))
+        assert will.recv_packet().reason_code == 0
+        will.abort()  # no DISCONNECT: the will is published
+        wait_for(
+            lambda: {r["topic"] for r in records_of(http)},
+            lambda t: {"api/later", "wills/gone"} <= t,
+        )
+        pub.close()
+        rows = records_of(http)
+    seen = [(row["topic"], row["protocol"], row["source"]) for row in rows]
+    assert [row["offset"] for row in rows] == list(range(len(rows)))
+    sys_events = [topic for topic, protocol, _ in seen if topic.startswith("$SYS/")]
+    assert sys_events[0].endswith("/clients/every-pub/connected")
+    assert any(topic.endswith("/clients/will-pub/disconnected") for topic in sys_events)
+    assert {protocol for topic, protocol, _ in seen if topic.startswith("$SYS/")} == {"sys"}
+    mine = [(topic, protocol, source) for topic, protocol, source in seen if topic[0] != "$"]
+    assert mine[:3] == [
+        ("raw/hall", "mqtt", "every-pub"),
+        ("rooms/hall", "loopback", "units"),  # the adapter's, after the message it maps
+        ("api/now", "api", "key-0"),
+    ]
+    # The delayed message is recorded when it comes due, the will when the client dies.
+    assert sorted(mine[3:]) == [("api/later", "api", "key-0"), ("wills/gone", "mqtt", "will-pub")]
 
 
 def test_topics_and_origins_select_what_enters(tmp_path: Path) -> None:
@@ -182,19 +226,20 @@ def test_without_a_stream_the_broker_pays_nothing(tmp_path: Path) -> None:
     with running_gateway(tmp_path, config) as gw:
         assert gw.call(lambda: gw.gateway.components.status(SINK, "stream")) is None
         assert gw.call(lambda: dict(gw.broker.acks.participants)) == {}
+        assert gw.call(lambda: gw.broker.observers.message_hooks) == ()
         reply = http_of(gw).get("/api/v1/stream/offsets")
         assert reply.status == 404
         assert "stream.enabled" in reply.json()["detail"]
     with running_gateway(tmp_path, STREAM) as gw:
         wait_for(lambda: status_of(gw, SINK, "stream")["state"], lambda s: s == "running")
         assert gw.call(lambda: len(gw.broker.acks.participants)) == 1  # the log's writer
+        assert gw.call(lambda: len(gw.broker.observers.message_hooks)) == 1  # its hook
 
 
 def test_retention_keeps_whole_recent_segments_and_never_a_gap(tmp_path: Path) -> None:
     config = STREAM + "  segment_bytes: 4096\n  max_bytes: 16384\n"
     with running_gateway(tmp_path, config) as gw:
-        http = http_of(gw)
-        wait_for(lambda: status_of(gw, SINK, "stream")["state"], lambda s: s == "running")
+        http = _running_log(gw)
         pub = _raw(gw.port, "retained-pub")
         acked = []
         for first in range(1, 401, 10):  # windows of 10: batches far smaller than a segment
@@ -221,8 +266,7 @@ def test_retention_keeps_whole_recent_segments_and_never_a_gap(tmp_path: Path) -
 
 def test_no_reader_ever_sees_a_gap_while_messages_pour_in(tmp_path: Path) -> None:
     with running_gateway(tmp_path, STREAM) as gw:
-        http = http_of(gw)
-        wait_for(lambda: status_of(gw, SINK, "stream")["state"], lambda s: s == "running")
+        http = _running_log(gw)
         done = threading.Event()
         total = 20_000
 
@@ -258,8 +302,7 @@ def test_offsets_go_on_after_a_restart(tmp_path: Path) -> None:
     config = STREAM + "persistence: sqlite\n"
     for round_ in range(2):
         with running_gateway(tmp_path, config) as gw:
-            http = http_of(gw)
-            wait_for(lambda: status_of(gw, SINK, "stream")["state"], lambda s: s == "running")
+            http = _running_log(gw)
             pub = _raw(gw.port, f"restart-{round_}")
             for n in range(5):
                 pub.send(mb.gen_publish("again", f"{round_}-{n}", qos=1, mid=n + 1, proto_ver=5))
@@ -276,8 +319,7 @@ def test_without_pyarrow_arrow_is_refused_clearly_and_json_lines_still_work(
 ) -> None:
     monkeypatch.setitem(sys.modules, "spark_sink.arrow", None)  # as if pyarrow were missing
     with running_gateway(tmp_path, STREAM) as gw:
-        http = http_of(gw)
-        wait_for(lambda: status_of(gw, SINK, "stream")["state"], lambda s: s == "running")
+        http = _running_log(gw)
         reply = http.get("/api/v1/stream/records?format=arrow")
         assert reply.status == 406
         assert "pip install 'edgebus[arrow]'" in reply.json()["detail"]
@@ -297,8 +339,7 @@ def test_a_failing_disk_refuses_the_puback_and_degrades_until_it_writes_again(
 
     monkeypatch.setattr(segments_module.os, "writev", writev)
     with running_gateway(tmp_path, STREAM) as gw:
-        http = http_of(gw)
-        wait_for(lambda: status_of(gw, SINK, "stream")["state"], lambda s: s == "running")
+        http = _running_log(gw)
         pub = _raw(gw.port, "full-disk")
         pub.send(mb.gen_publish("disk/ok", b"1", qos=1, mid=1, proto_ver=5))
         assert pub.wait_for(lambda p: p.type == mb.PacketType.PUBACK).packet_id == 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from broker_core.broker import Broker
 from broker_core.context import Context, Origin
 from broker_core.observe import (
     EVENT_KINDS,
@@ -65,3 +66,34 @@ def test_message_events_read_the_envelope() -> None:
 def test_only_broker_events_can_be_observed() -> None:
     with pytest.raises(ValueError, match="not a broker event"):
         Observers().observe(Context, print)  # type: ignore[arg-type]
+
+
+def test_message_hooks_get_every_routed_context_before_the_publish_observers() -> None:
+    broker = Broker()
+    observers = broker.observers
+    seen: list[object] = []
+    hooked: list[Context] = []
+    other: list[Context] = []  # equal to `hooked` while both are empty: undo by identity
+
+    def boom(context: Context) -> None:
+        raise ValueError("bug")
+
+    observers.observe(MessagePublish, lambda event: seen.append(("event", event.message)))
+    undo = observers.hook_messages(hooked.append)
+    observers.hook_messages(boom)
+    undo_other = observers.hook_messages(other.append)
+    observers.hook_messages(lambda context: seen.append(("hook", context)))
+    first = Context("a/b", b"1", origin=Origin("mqtt", "pub"))
+    second = Context("$SYS/x", b"2", 1, True, origin=Origin("sys", "edgebus"))
+    assert broker.publish(first) == 0  # nobody subscribed: hooked all the same
+    broker.publish(second)
+    assert hooked == other == [first, second]
+    assert seen == [("hook", first), ("event", first), ("hook", second), ("event", second)]
+    assert observers.errors == 2  # the hook that raised, once per message; the rest ran
+    undo_other()
+    assert other.append not in observers.message_hooks
+    assert hooked.append in observers.message_hooks
+    undo()
+    broker.publish(Context("a/c", b"3"))
+    assert hooked == [first, second]
+    assert len(observers.message_hooks) == 2

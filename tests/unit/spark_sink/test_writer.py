@@ -4,7 +4,9 @@ behind; and the sink's choice of what to record."""
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from broker_core.context import Context, Origin
@@ -23,14 +25,21 @@ def run(coroutine: Any) -> Any:
     return asyncio.run(asyncio.wait_for(coroutine, 30))
 
 
+def _held() -> tuple[list[list[str]], threading.Event, Callable[[list[list[str]]], None]]:
+    """What a write wrote, the gate it waits for, and the write."""
+    written: list[list[str]] = []
+    gate = threading.Event()
+
+    def write(batches: list[list[str]]) -> None:
+        gate.wait(10)
+        written.extend(batches)
+
+    return written, gate, write
+
+
 def test_a_barrier_hands_the_batch_over_at_the_end_of_the_loop_turn() -> None:
     async def scenario() -> None:
-        written: list[list[str]] = []
-        gate = threading.Event()
-
-        def write(batches: list[list[str]]) -> None:
-            gate.wait(10)
-            written.extend(batches)
+        written, gate, write = _held()
 
         def prepare(items: list[Context], backlogged: bool) -> tuple[list[Any], int]:
             return [[c.topic for c in items]], len(items)
@@ -79,6 +88,44 @@ def test_without_a_barrier_batches_leave_every_linger() -> None:
         await task
         await writer.close()
         assert sum(written) == 100 and writer.written == 100
+
+    run(scenario())
+
+
+def test_every_batch_records_the_hook_hands_a_batch_over_and_holds_no_context() -> None:
+    """A busy loop turn runs thousands of messages: the writer encodes every
+    ``batch_records`` of them at once and keeps none of their Contexts (the cyclic GC
+    would otherwise see them; see spark_sink.writer)."""
+
+    async def scenario() -> None:
+        prepared: list[list[str]] = []
+        written, gate, write = _held()
+
+        def prepare(items: list[Context], backlogged: bool) -> tuple[list[Any], int]:
+            prepared.append([c.topic for c in items])
+            return [prepared[-1]], len(items)
+
+        writer = LogWriter(write, prepare, "test", linger_s=3600, idle_s=3600, batch_records=3)
+        kept = _context("kept")
+        before = sys.getrefcount(kept)
+        for topic in ("a", "b"):
+            writer.append(_context(topic))
+        writer.append(kept)
+        # The third message filled a batch: encoded in the hook's call, in this turn.
+        assert prepared == [["a", "b", "kept"]]
+        assert (writer.items, writer.pending) == ([], 3)
+        assert sys.getrefcount(kept) == before  # the writer holds it no longer
+        writer.append(_context("d"))
+        assert prepared == [["a", "b", "kept"]]  # the rest waits for the linger or a barrier
+        done: list[bool] = []
+        writer.barrier(done.append)
+        await asyncio.sleep(0)
+        assert prepared == [["a", "b", "kept"], ["d"]]
+        gate.set()
+        while not done:
+            await asyncio.sleep(0.01)
+        assert (done, written, writer.written) == ([True], [["a", "b", "kept"], ["d"]], 4)
+        await writer.close()
 
     run(scenario())
 
