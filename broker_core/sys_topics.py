@@ -114,6 +114,7 @@ class SysTopics:
         observers = broker.observers
         if (
             not broker.router.has_first_level("$SYS")
+            and not observers.message_hooks
             and not observers.message_publish
             and not observers.message_dropped
         ):
