@@ -135,10 +135,20 @@ def writer(bus: Bus, name: str, type_name: str, qos: dict[str, Any] | None = Non
 
 
 def reader(bus: Bus, name: str, type_name: str, qos: dict[str, Any] | None = None) -> str:
-    bus.peer.call("reader", id=name, topic=bus.names.get(name, name), type=type_name,
-                  qos=qos or {})
+    topic = bus.names.get(name, name)
+    bus.peer.call("reader", id=name, topic=topic, type=type_name, qos=qos or {})
     assert bus.peer.call("matched", id=name, timeout=unit(10))["matched"] >= 1
+    # Discovery is two-sided: the reader has seen the gateway's writer; wait until that
+    # writer has seen the reader too, or a volatile sample written now reaches nobody.
+    wait_until(lambda: bus.gw.call(lambda: _writer_matched(bus, topic)), unit(10),
+               f"the gateway's DDS writer of {topic} matches the reader")
     return name
+
+
+def _writer_matched(bus: Bus, topic: str) -> bool:
+    bridge = bus.gw.gateway.adapters.instance("car")._bridge
+    writer = None if bridge is None else bridge.writer_for(topic)
+    return writer is None or writer.matched() >= 1
 
 
 def properties(message: Any) -> dict[str, Any]:
