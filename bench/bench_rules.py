@@ -83,8 +83,12 @@ def _metrics(broker: RunningBroker) -> dict[str, Any]:
         found.group(1) + "/metrics",
         headers={"Authorization": f"Bearer {key_file.read_text().strip()}"},
     )
-    with urllib.request.urlopen(request, timeout=10) as response:
-        metrics: dict[str, Any] = json.load(response)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            metrics: dict[str, Any] = json.load(response)
+    except OSError as exc:  # a gateway still busy with the backlog: no shares this round
+        print(f"rules: could not read the gateway's metrics: {exc}", file=sys.stderr)
+        return {}
     return metrics
 
 

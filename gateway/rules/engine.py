@@ -34,6 +34,7 @@ statement on a sample message without any action.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import time
@@ -175,8 +176,11 @@ class RuleEngine:
         self.processed = 0  # results whose actions ran
         self._configured = list(rules)
         self._rules: dict[str, Rule] = {}
-        # Results waiting for their rule's actions: (rule, SELECT output, row).
-        self._queue: deque[tuple[Rule, dict[str, Any], Row]] = deque()
+        # Results waiting for their rule's actions: the rules and their SELECT outputs,
+        # side by side (no tuple per result: a retained result is one dict, which the
+        # garbage collector does not track while it holds plain values).
+        self._queue: deque[Rule] = deque()
+        self._results: deque[dict[str, Any]] = deque()
         self._wake: asyncio.Event | None = None
         self._tables: dict[Path, SqliteTables] = {}
         self._groups: dict[tuple[str, ...], _Group] = {}
@@ -226,7 +230,7 @@ class RuleEngine:
 
     async def _work(self) -> None:
         """Runs the actions of the queued results, within ``CPU_SHARE`` of the loop."""
-        queue = self._queue
+        queue, results = self._queue, self._results
         wake = self._wake
         assert wake is not None
         clock = time.perf_counter
@@ -239,61 +243,61 @@ class RuleEngine:
             started = clock()
             deadline = started + min(MAX_TURN_S, max(MIN_TURN_S, (started - ended) * factor))
             while queue and clock() < deadline:
-                rule, out, row = queue.popleft()
+                rule, out = queue.popleft(), results.popleft()
                 if rule.client is not None:  # not deleted or disabled since
-                    self._act(rule, out, row)
+                    self._act(rule, out)
                 self.processed += 1
             ended = clock()
             await asyncio.sleep(0)
 
-    def _act(self, rule: Rule, out: dict[str, Any], row: Row) -> None:
+    def _act(self, rule: Rule, out: dict[str, Any]) -> None:
         for action in rule.actions:
             try:
-                action.run(out, row)
+                action.run(out)
             except Exception:
                 action.failed += 1
                 if action.failed == 1 or action.failed % 1000 == 0:
                     log.exception("rule %s: action %s failed", rule.name, action.type)
 
     def _route(self, group: _Group, context: Context) -> None:
-        """A group's tap, during routing: evaluates each of its rules on the message."""
+        """A group's tap, during routing: evaluates each of its rules on the message
+        (a rule never sees its own messages)."""
         origin = context.origin
         own = origin.name if origin.protocol == "rule" else None
-        row = MessageRow(context, self.node)
-        evaluate = self._evaluate
-        for rule in group.rules:
-            if rule.name != own:  # a rule never sees its own messages
-                evaluate(rule, row)
+        self._evaluate(group.rules, MessageRow(context, self.node), own)
 
-    def _evaluate(self, rule: Rule, row: Row) -> None:
-        """WHERE, then SELECT for a row that passes; the result goes to the action
-        queue. Counts ``matched``, ``passed``, ``failed``; never raises."""
-        rule.matched += 1
-        statement = rule.statement
-        try:
-            where = statement.where
-            if where is not None and where(row) is not True:
-                return
-            out = statement.select(row)
-        except Exception as exc:
-            rule.failed += 1
-            if rule.failed == 1 or rule.failed % 1000 == 0:
-                log.warning("rule %s failed (%d so far): %s", rule.name, rule.failed, exc)
-            return
-        rule.passed += 1
-        if rule.actions:
-            self._enqueue(rule, out, row)
-
-    def _enqueue(self, rule: Rule, out: dict[str, Any], row: Row) -> None:
-        queue = self._queue
-        if len(queue) >= self.queue_size:
-            old = queue.popleft()[0]
-            old.dropped += 1
-            self.dropped += 1
-        queue.append((rule, out, row))
-        wake = self._wake
-        if wake is not None and not wake.is_set():
-            wake.set()
+    def _evaluate(self, rules: Iterable[Rule], row: Row, own: str | None) -> None:
+        """WHERE, then SELECT for a row that passes, of each rule but ``own``; the
+        results go to the action queue (the oldest dropped, counted, when it is full).
+        Counts ``matched``, ``passed``, ``failed``; never raises."""
+        for rule in rules:
+            if rule.name == own:
+                continue
+            rule.matched += 1
+            statement = rule.statement
+            try:
+                where = statement.where
+                if where is not None and where(row) is not True:
+                    continue
+                out = statement.select(row)
+            except Exception as exc:
+                rule.failed += 1
+                if rule.failed == 1 or rule.failed % 1000 == 0:
+                    log.warning("rule %s failed (%d so far): %s", rule.name, rule.failed, exc)
+                continue
+            rule.passed += 1
+            if not rule.actions:
+                continue
+            queue = self._queue
+            if len(queue) >= self.queue_size:
+                queue.popleft().dropped += 1
+                self._results.popleft()
+                self.dropped += 1
+            queue.append(rule)
+            self._results.append(out)
+            wake = self._wake
+            if wake is not None and not wake.is_set():
+                wake.set()
 
     def _tables_for(self, database: Path | None) -> SqliteTables:
         path = database if database is not None else Path("rules.db")
@@ -316,7 +320,7 @@ class RuleEngine:
         if rule.statement.topics:
             self._join_group(rule, client)
         if rule.statement.events:
-            evaluate, node = self._evaluate, self.node
+            evaluate, node, alone = self._evaluate, self.node, (rule,)
 
             def observe(event: BrokerEvent) -> None:
                 message = getattr(event, "message", None)
@@ -326,7 +330,7 @@ class RuleEngine:
                     and (message.origin.name == rule.name)
                 ):
                     return  # what this rule published: no loop through its own events
-                evaluate(rule, EventRow(event_row(event, node)))
+                evaluate(alone, EventRow(event_row(event, node)), None)
 
             undo = self.hub.broker.observers.observe(rule.statement.events, observe)
             rule.undo.append(undo)
@@ -345,10 +349,8 @@ class RuleEngine:
         group = self._groups.get(filters)
         if group is None:
             group = self._groups[filters] = _Group(filters)
-            route, target = self._route, group
-            group.tap = broker.tap(
-                self._origin, filters, lambda ctx: route(target, ctx), 2, no_local=False
-            )
+            route = functools.partial(self._route, group)
+            group.tap = broker.tap(self._origin, filters, route, 2, no_local=False)
         group.rules.append(rule)
         rule.group = group
 
