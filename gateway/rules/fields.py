@@ -129,7 +129,7 @@ class MessageRow(Row):
     __slots__ = ("context", "node")
 
     def __init__(self, context: Context, node: str = "edgebus") -> None:
-        super().__init__()
+        self._json = _MISSING  # Row.__init__'s, inline: a row is built per message
         self.context = context
         self.node = node
 
