@@ -260,10 +260,15 @@ def _select_columns(columns: list[tuple[str, _Column]]) -> Callable[[Row], dict[
     heads = [(name, head) for name, (head, _) in columns]
 
     def select_columns(row: Row) -> dict[str, Any]:
+        out: dict[str, Any] = {}
         if type(row) is MessageRow:
             context = row.context
-            return {name: read(context) for name, read in readers}
-        return {name: row.column(head) for name, head in heads}
+            for name, read in readers:  # a loop: a comprehension is a call more
+                out[name] = read(context)
+        else:
+            for name, head in heads:
+                out[name] = row.column(head)
+        return out
 
     return select_columns
 

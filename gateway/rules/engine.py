@@ -182,6 +182,7 @@ class RuleEngine:
         self._queue: deque[Rule] = deque()
         self._results: deque[dict[str, Any]] = deque()
         self._wake: asyncio.Event | None = None
+        self._idle = False  # the worker waits on _wake
         self._tables: dict[Path, SqliteTables] = {}
         self._groups: dict[tuple[str, ...], _Group] = {}
         # The identity of the engine's taps; no rule can have this name.
@@ -239,6 +240,7 @@ class RuleEngine:
         while True:
             if not queue:
                 wake.clear()
+                self._idle = True
                 await wake.wait()
             started = clock()
             deadline = started + min(MAX_TURN_S, max(MIN_TURN_S, (started - ended) * factor))
@@ -295,9 +297,9 @@ class RuleEngine:
                 self.dropped += 1
             queue.append(rule)
             self._results.append(out)
-            wake = self._wake
-            if wake is not None and not wake.is_set():
-                wake.set()
+            if self._idle:  # the worker waits for results
+                self._idle = False
+                self._wake.set()  # type: ignore[union-attr]
 
     def _tables_for(self, database: Path | None) -> SqliteTables:
         path = database if database is not None else Path("rules.db")
