@@ -35,7 +35,6 @@ from gateway.config.models.rules import (
 )
 from gateway.hub import HubClient
 from gateway.mapping import FilterTemplate, MappingError, TopicTemplate
-from gateway.rules.fields import Row
 from gateway.rules.functions import to_json, to_text
 from gateway.rules.sqlite_table import SqliteTables
 
@@ -129,7 +128,7 @@ class Action:
         self.succeeded = 0
         self.failed = 0
 
-    def run(self, out: dict[str, Any], row: Row) -> None:
+    def run(self, out: dict[str, Any]) -> None:
         raise NotImplementedError
 
     def stats(self) -> dict[str, Any]:
@@ -147,7 +146,7 @@ class Republish(Action):
         self.retain = getattr(config, "retain", False)
         self.client = context.client
 
-    def run(self, out: dict[str, Any], row: Row) -> None:
+    def run(self, out: dict[str, Any]) -> None:
         try:
             topic = self.topic.render(_flat(out), out.get("payload"))
         except MappingError as exc:
@@ -233,7 +232,7 @@ class SqliteInsert(Action):
         self.table = config.table
         self.tables = context.tables(config.database)
 
-    def run(self, out: dict[str, Any], row: Row) -> None:
+    def run(self, out: dict[str, Any]) -> None:
         if not self.tables.insert(self, self.table, out):
             self.failed += 1  # the writer is behind by more than its limit
 
@@ -252,7 +251,7 @@ class WebhookPost(Action):
         else:
             self.failed += 1
 
-    def run(self, out: dict[str, Any], row: Row) -> None:
+    def run(self, out: dict[str, Any]) -> None:
         if self.webhooks is None or not self.webhooks.post(self.webhook, out, self._done):
             self.failed += 1
 
@@ -265,7 +264,7 @@ class Log(Action):
         self.level = logging.getLevelName(config.level.upper())
         self.rule = rule
 
-    def run(self, out: dict[str, Any], row: Row) -> None:
+    def run(self, out: dict[str, Any]) -> None:
         if log.isEnabledFor(self.level):
             log.log(self.level, "rule %s: %s", self.rule, to_json(out))
         self.succeeded += 1

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from broker_core.context import Context
 from broker_core.mqtt.topics import topic_filter_problem
 from broker_core.observe import EVENT_KINDS, BrokerEvent, MessagePublish
 from gateway.rules.fields import MESSAGE_COLUMNS, MessageRow, Row
@@ -157,12 +158,23 @@ def _compare(op: str, a: Any, b: Any) -> bool | None:
 _OPERATORS = {**_ORDER, "=": operator.eq, "!=": operator.ne}
 
 
-def _compare_constant(op: str, left: Getter, constant: Any) -> Getter:
+def _compare_constant(op: str, left: Getter, constant: Any, column: _Column | None) -> Getter:
     """A comparison with a literal: values of the literal's own type (the usual case:
-    ``payload.temp > 30``, ``clientid = 'a'``) compare at once, others as ``_compare``."""
+    ``payload.temp > 30``, ``clientid = 'a'``) compare at once, others as ``_compare``;
+    a message's column (``qos < 2``) is read straight from the Context."""
     direct = _OPERATORS[op]
     numeric = isinstance(constant, int | float) and not isinstance(constant, bool)
     kinds = (int, float) if numeric else (type(constant),)
+    if column is not None:
+        head, read = column
+
+        def compare_column(row: Row) -> bool | None:
+            value = read(row.context) if type(row) is MessageRow else row.column(head)
+            if type(value) in kinds:
+                return bool(direct(value, constant))
+            return _compare(op, value, constant)
+
+        return compare_column
 
     def compare(row: Row) -> bool | None:
         value = left(row)
@@ -171,6 +183,20 @@ def _compare_constant(op: str, left: Getter, constant: Any) -> Getter:
         return _compare(op, value, constant)
 
     return compare
+
+
+#: A message's column by name and its reader from the Context.
+_Column = tuple[str, Callable[[Context], Any]]
+
+
+def _column_of(node: Expr) -> _Column | None:
+    """The message column ``node`` names (``topic``, ``qos``, ...), or None."""
+    if isinstance(node, Field) and len(node.path) == 1:
+        head = str(node.path[0])
+        read = MESSAGE_COLUMNS.get(head)
+        if read is not None:
+            return head, read
+    return None
 
 
 def _add(a: Any, b: Any) -> Any:
@@ -229,6 +255,24 @@ def _nest(out: dict[str, Any], path: tuple[str | int, ...], value: Any) -> None:
     node[keys[-1]] = value
 
 
+def _select_columns(columns: list[tuple[str, _Column]]) -> Callable[[Row], dict[str, Any]]:
+    readers = [(name, read) for name, (_, read) in columns]
+    heads = [(name, head) for name, (head, _) in columns]
+
+    def select_columns(row: Row) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if type(row) is MessageRow:
+            context = row.context
+            for name, read in readers:  # a loop: a comprehension is a call more
+                out[name] = read(context)
+        else:
+            for name, head in heads:
+                out[name] = row.column(head)
+        return out
+
+    return select_columns
+
+
 # -- compiler -----------------------------------------------------------------------------
 
 
@@ -250,6 +294,13 @@ class _Compiler:
                 path = item.expr.path
                 nested = path if len(path) > 1 else ()
                 items.append((self.expr(item.expr), str(path[0]), nested))
+        columns = [
+            (name, column)
+            for item, (_, name, path) in zip(statement.fields, items, strict=True)
+            if item.expr is not None and not path and (column := _column_of(item.expr))
+        ]
+        if len(columns) == len(items):  # only message columns: read from the Context
+            return _select_columns(columns)
 
         def select(row: Row) -> dict[str, Any]:
             out: dict[str, Any] = {}
@@ -331,7 +382,7 @@ class _Compiler:
             )
         if op in ("=", "!=", "<", "<=", ">", ">="):
             if isinstance(node.right, Literal) and node.right.value is not None:
-                return _compare_constant(op, left, node.right.value)
+                return _compare_constant(op, left, node.right.value, _column_of(node.left))
             return lambda row: _compare(op, left(row), right(row))
         if op == "+":
             return lambda row: _add(left(row), right(row))
@@ -375,6 +426,18 @@ class _Compiler:
         negated = node.negated
         if isinstance(node.pattern, Literal) and isinstance(node.pattern.value, str):
             match = _like(node.pattern.value).fullmatch
+            column = _column_of(node.value)
+            if column is not None and not negated:  # ``topic LIKE 'a/%'``: from the Context
+                head, read = column
+
+                def like_column(row: Row) -> bool | None:
+                    value = read(row.context) if type(row) is MessageRow else row.column(head)
+                    if value is None:
+                        return None
+                    text = value if type(value) is str else to_text(value)
+                    return match(text) is not None
+
+                return like_column
 
             def like_constant(row: Row) -> bool | None:
                 value = value_of(row)

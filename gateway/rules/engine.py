@@ -1,25 +1,29 @@
-"""``RuleEngine``: the rules, the taps and observers feeding them, one bounded queue.
+"""``RuleEngine``: the rules, the taps and observers evaluating them, one action queue.
 
 Each rule gets a hub client ``rule:<name>`` (the ACL knows it by that client id; its
 republished messages carry that origin). Rules with the same FROM filters share one tap
 on the broker (``_Group``, identity ``rule:$rules``; the ACL is checked with each rule's
-identity): while a message is routed, the tap appends ``(group, message)`` to the
-engine's queue and returns; the router matched the filters, so the hot path does no
-SQL, and a message is tapped once for all the rules of a group. ``$events/...`` sources
-become broker-event observers (``broker.observers``) that append ``(rule, event)`` the
-same way. One worker task on the loop takes the queue in batches, evaluates each rule's
-WHERE and SELECT on the message's row (built once per message, however many rules read
-it) and runs the actions.
+identity). The router matched the filters; while the message is routed, the tap
+evaluates each rule of the group on it at once: WHERE, and for a row that passes the
+SELECT projection (the message's row is built once per group, lazily: a WHERE reading
+``payload.x`` parses the JSON payload once, and nothing else is computed for a message
+that fails it). So every message a rule's FROM matches is evaluated, whatever the load,
+and counted (``matched``, ``passed``, ``failed``); a statement that raises counts
+``failed`` and routing goes on. ``$events/...`` sources are broker-event observers
+(``broker.observers``) evaluating their rule the same way.
 
-So a slow rule or action never slows the broker beyond a bound: the worker takes at most
-``CPU_SHARE`` (a fifth) of the loop's time while entries wait, and the queue is bounded
-(``queue_size``, default 10 000); when it is full the oldest entry is dropped and counted
-(``dropped``, the metric ``edgebus_rule_queue_dropped_total``). SQLite rows and webhook
-posts go to their own bounded queues.
+Only the actions (I/O) are deferred: a result that passed goes with its rule into one
+bounded queue (``queue_size``, default 10 000), and one worker task on the loop runs
+the actions, taking at most ``CPU_SHARE`` (a fifth) of the loop's time while results
+wait. When the queue is full the oldest result is dropped and counted (the rule's
+``dropped``, the engine's ``dropped``, the metric ``edgebus_rule_queue_dropped_total``):
+under overload actions are shed, counted, never the evaluation. SQLite rows and webhook
+posts go on to their own bounded queues.
 
-A rule never sees its own messages (the worker skips a rule for messages whose origin
-is that rule), so a rule that republishes to a topic matching its own FROM does not
-loop; rules chained through republish (A feeds B) do run, as in EMQX.
+A rule never sees its own messages (the tap skips a rule for messages whose origin is
+that rule), so a rule that republishes to a topic matching its own FROM does not loop;
+rules chained through republish (A feeds B) do run, as in EMQX: B evaluates when A's
+action publishes, in the worker.
 
 Rules come from the configuration (``source: config``) and from the HTTP API
 (``source: api``): ``add``, ``update``, ``enable``, ``delete``; a configuration reload
@@ -30,6 +34,7 @@ statement on a sample message without any action.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import time
@@ -58,10 +63,10 @@ log = logging.getLogger(__name__)
 
 CONFIG = "config"
 API = "api"
-#: The share of the loop's time the worker takes while entries wait: after the loop
-#: spent ``t`` seconds elsewhere, a turn may last ``t * CPU_SHARE / (1 - CPU_SHARE)``
-#: (between ``MIN_TURN_S`` and ``MAX_TURN_S``). Under overload rules get this share and
-#: the queue drops the rest (counted); the broker keeps the other four fifths.
+#: The share of the loop's time the action worker takes while results wait: after the
+#: loop spent ``t`` seconds elsewhere, a turn may last ``t * CPU_SHARE / (1 - CPU_SHARE)``
+#: (between ``MIN_TURN_S`` and ``MAX_TURN_S``). Under overload actions get this share and
+#: the queue drops the oldest results (counted); the broker keeps the other four fifths.
 CPU_SHARE = 0.2
 MIN_TURN_S = 0.0002
 MAX_TURN_S = 0.02
@@ -81,18 +86,13 @@ class Rule:
         self.matched = 0  # a message or event of its FROM reached it
         self.passed = 0  # ... and passed WHERE
         self.failed = 0  # evaluating it raised
-        self.dropped = 0  # its entries dropped from the full queue (with its group's)
+        self.dropped = 0  # its results dropped from the full action queue
         self.error: str | None = None  # why it could not be installed
         self.group: _Group | None = None  # the tap it shares
-        self.group_dropped = 0  # the group's drops when it joined
 
     @property
     def enabled(self) -> bool:
         return self.config.enabled
-
-    def group_drops(self) -> int:
-        """Drops of its group's entries since it joined."""
-        return 0 if self.group is None else self.group.dropped - self.group_dropped
 
     def status(self) -> dict[str, Any]:
         return {
@@ -106,7 +106,7 @@ class Rule:
             "matched": self.matched,
             "passed": self.passed,
             "failed": self.failed,
-            "dropped": self.dropped + self.group_drops(),
+            "dropped": self.dropped,
             "error": self.error,
             "actions": [action.stats() for action in self.actions]
             or [{"type": a.type, "succeeded": 0, "failed": 0} for a in self.config.actions],
@@ -116,13 +116,12 @@ class Rule:
 class _Group:
     """Rules with the same FROM filters and the one tap they share."""
 
-    __slots__ = ("dropped", "filters", "rules", "tap")
+    __slots__ = ("filters", "rules", "tap")
 
     def __init__(self, filters: tuple[str, ...]) -> None:
         self.filters = filters
         self.rules: list[Rule] = []
         self.tap: Tap | None = None
-        self.dropped = 0  # its entries dropped from the full queue
 
 
 def sample_row(sample: dict[str, Any], node: str = "edgebus") -> Row:
@@ -173,12 +172,17 @@ class RuleEngine:
         self.webhooks = webhooks
         self.node = node
         self.queue_size = queue_size
-        self.dropped = 0
-        self.processed = 0
+        self.dropped = 0  # results the full action queue dropped
+        self.processed = 0  # results whose actions ran
         self._configured = list(rules)
         self._rules: dict[str, Rule] = {}
-        self._queue: deque[tuple[Rule | _Group, Any]] = deque()
+        # Results waiting for their rule's actions: the rules and their SELECT outputs,
+        # side by side (no tuple per result: a retained result is one dict, which the
+        # garbage collector does not track while it holds plain values).
+        self._queue: deque[Rule] = deque()
+        self._results: deque[dict[str, Any]] = deque()
         self._wake: asyncio.Event | None = None
+        self._idle = False  # the worker waits on _wake
         self._tables: dict[Path, SqliteTables] = {}
         self._groups: dict[tuple[str, ...], _Group] = {}
         # The identity of the engine's taps; no rule can have this name.
@@ -226,73 +230,76 @@ class RuleEngine:
             self._tables.clear()
 
     async def _work(self) -> None:
-        queue = self._queue
+        """Runs the actions of the queued results, within ``CPU_SHARE`` of the loop."""
+        queue, results = self._queue, self._results
         wake = self._wake
         assert wake is not None
-        node = self.node
-        evaluate = self._evaluate
         clock = time.perf_counter
         factor = CPU_SHARE / (1 - CPU_SHARE)
         ended = clock()
         while True:
             if not queue:
                 wake.clear()
+                self._idle = True
                 await wake.wait()
             started = clock()
             deadline = started + min(MAX_TURN_S, max(MIN_TURN_S, (started - ended) * factor))
-            last: Any = None
-            row: Row | None = None
             while queue and clock() < deadline:
-                target, item = queue.popleft()
-                if item is not last or row is None:
-                    last = item
-                    if isinstance(item, Context):
-                        row = MessageRow(item, node)
-                    else:
-                        row = EventRow(event_row(item, node))
-                if isinstance(target, _Group):
-                    origin = item.origin
-                    own = origin.name if origin.protocol == "rule" else None
-                    for rule in target.rules:
-                        if rule.name != own:  # a rule never sees its own messages
-                            evaluate(rule, row)
-                else:
-                    evaluate(target, row)
+                rule, out = queue.popleft(), results.popleft()
+                if rule.client is not None:  # not deleted or disabled since
+                    self._act(rule, out)
                 self.processed += 1
             ended = clock()
             await asyncio.sleep(0)
 
-    def _evaluate(self, rule: Rule, row: Row) -> None:
-        rule.matched += 1
-        statement = rule.statement
-        try:
-            if statement.where is not None and statement.where(row) is not True:
-                return
-            out = statement.select(row)
-        except Exception as exc:
-            rule.failed += 1
-            if rule.failed == 1 or rule.failed % 1000 == 0:
-                log.warning("rule %s failed (%d so far): %s", rule.name, rule.failed, exc)
-            return
-        rule.passed += 1
+    def _act(self, rule: Rule, out: dict[str, Any]) -> None:
         for action in rule.actions:
             try:
-                action.run(out, row)
+                action.run(out)
             except Exception:
                 action.failed += 1
                 if action.failed == 1 or action.failed % 1000 == 0:
                     log.exception("rule %s: action %s failed", rule.name, action.type)
 
-    def _enqueue(self, target: Rule | _Group, item: Any) -> None:
-        queue = self._queue
-        if len(queue) >= self.queue_size:
-            old, _ = queue.popleft()
-            old.dropped += 1  # a group's drops count for each of its rules
-            self.dropped += 1
-        queue.append((target, item))
-        wake = self._wake
-        if wake is not None and not wake.is_set():
-            wake.set()
+    def _route(self, group: _Group, context: Context) -> None:
+        """A group's tap, during routing: evaluates each of its rules on the message
+        (a rule never sees its own messages)."""
+        origin = context.origin
+        own = origin.name if origin.protocol == "rule" else None
+        self._evaluate(group.rules, MessageRow(context, self.node), own)
+
+    def _evaluate(self, rules: Iterable[Rule], row: Row, own: str | None) -> None:
+        """WHERE, then SELECT for a row that passes, of each rule but ``own``; the
+        results go to the action queue (the oldest dropped, counted, when it is full).
+        Counts ``matched``, ``passed``, ``failed``; never raises."""
+        for rule in rules:
+            if rule.name == own:
+                continue
+            rule.matched += 1
+            statement = rule.statement
+            try:
+                where = statement.where
+                if where is not None and where(row) is not True:
+                    continue
+                out = statement.select(row)
+            except Exception as exc:
+                rule.failed += 1
+                if rule.failed == 1 or rule.failed % 1000 == 0:
+                    log.warning("rule %s failed (%d so far): %s", rule.name, rule.failed, exc)
+                continue
+            rule.passed += 1
+            if not rule.actions:
+                continue
+            queue = self._queue
+            if len(queue) >= self.queue_size:
+                queue.popleft().dropped += 1
+                self._results.popleft()
+                self.dropped += 1
+            queue.append(rule)
+            self._results.append(out)
+            if self._idle:  # the worker waits for results
+                self._idle = False
+                self._wake.set()  # type: ignore[union-attr]
 
     def _tables_for(self, database: Path | None) -> SqliteTables:
         path = database if database is not None else Path("rules.db")
@@ -312,10 +319,10 @@ class RuleEngine:
         rule.client = client
         context = ActionContext(client, self._tables_for, self.webhooks, self.targets)
         rule.actions = [build_action(a, context, rule.name) for a in rule.config.actions]
-        enqueue = self._enqueue
         if rule.statement.topics:
             self._join_group(rule, client)
         if rule.statement.events:
+            evaluate, node, alone = self._evaluate, self.node, (rule,)
 
             def observe(event: BrokerEvent) -> None:
                 message = getattr(event, "message", None)
@@ -325,7 +332,7 @@ class RuleEngine:
                     and (message.origin.name == rule.name)
                 ):
                     return  # what this rule published: no loop through its own events
-                enqueue(rule, event)
+                evaluate(alone, EventRow(event_row(event, node)), None)
 
             undo = self.hub.broker.observers.observe(rule.statement.events, observe)
             rule.undo.append(undo)
@@ -344,20 +351,15 @@ class RuleEngine:
         group = self._groups.get(filters)
         if group is None:
             group = self._groups[filters] = _Group(filters)
-            enqueue = self._enqueue
-            target = group
-            group.tap = broker.tap(
-                self._origin, filters, lambda ctx: enqueue(target, ctx), 2, no_local=False
-            )
+            route = functools.partial(self._route, group)
+            group.tap = broker.tap(self._origin, filters, route, 2, no_local=False)
         group.rules.append(rule)
         rule.group = group
-        rule.group_dropped = group.dropped
 
     def _leave_group(self, rule: Rule) -> None:
         group = rule.group
         if group is None:
             return
-        rule.dropped += rule.group_drops()
         rule.group = None
         if rule in group.rules:
             group.rules.remove(rule)

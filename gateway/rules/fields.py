@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from operator import attrgetter
 from typing import Any
 
 from broker_core.context import Context
@@ -103,16 +104,16 @@ def properties_fields(properties: Properties) -> dict[str, Any]:
 
 #: A message's columns, each read from its Context.
 MESSAGE_COLUMNS: dict[str, Callable[[Context], Any]] = {
-    "id": lambda c: c.id,
-    "topic": lambda c: c.topic,
-    "qos": lambda c: c.qos,
-    "retain": lambda c: c.retain,
+    "id": attrgetter("id"),
+    "topic": attrgetter("topic"),
+    "qos": attrgetter("qos"),
+    "retain": attrgetter("retain"),
     "payload": lambda c: _text(c.payload),
-    "clientid": lambda c: c.origin.name,
-    "username": lambda c: c.origin.username,
+    "clientid": attrgetter("origin.name"),
+    "username": attrgetter("origin.username"),
     "peerhost": lambda c: (c.origin.peer or "").rpartition(":")[0] or None,
-    "peername": lambda c: c.origin.peer,
-    "origin": lambda c: c.origin.protocol,
+    "peername": attrgetter("origin.peer"),
+    "origin": attrgetter("origin.protocol"),
     "timestamp": lambda c: c.received_at // 1_000_000,
     "publish_received_at": lambda c: c.received_at // 1_000_000,
     "event": lambda c: "message.publish",
@@ -128,7 +129,7 @@ class MessageRow(Row):
     __slots__ = ("context", "node")
 
     def __init__(self, context: Context, node: str = "edgebus") -> None:
-        super().__init__()
+        self._json = _MISSING  # Row.__init__'s, inline: a row is built per message
         self.context = context
         self.node = node
 

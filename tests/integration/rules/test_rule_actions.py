@@ -196,9 +196,11 @@ rules:
         assert states["allowed"]["state"] == "running"
 
 
-def test_a_full_queue_drops_the_oldest_and_counts(tmp_path: Path) -> None:
-    """100 messages routed in one loop turn, before the engine's worker runs, into a
-    queue of 10: the 90 oldest are dropped and counted; the broker delivers all 100."""
+def test_a_full_action_queue_drops_the_oldest_results_and_counts(tmp_path: Path) -> None:
+    """100 messages routed in one loop turn, before the engine's worker runs, with an
+    action queue of 10: all 100 are evaluated during routing (matched, passed); the 90
+    oldest results are dropped and counted, the 10 newest run their action; the broker
+    delivers all 100."""
     config = """
 rules:
   - name: busy
@@ -209,18 +211,21 @@ rules:
         watcher = clients.subscriber(4, "burst/#")
         engine = gw.gateway.rules
 
-        def burst() -> None:
+        def burst() -> dict[str, object]:
             engine.queue_size = 10
             client = gw.gateway.hub.client("api", "burst")
             for i in range(100):
                 client.publish(client.context("burst/x", str(i).encode()))
+            return engine.statuses()[0]
 
-        gw.call(burst)
+        evaluated = gw.call(burst)  # in the same loop turn: the worker has not run
+        assert (evaluated["matched"], evaluated["passed"], evaluated["dropped"]) == (100, 100, 90)
         assert len(watcher.expect_messages(100)) == 100
         status = wait_until(
-            lambda: (s := gw.call(engine.statuses)[0])["matched"] == 10 and s,
-            what="the 10 newest evaluated",
+            lambda: (s := gw.call(engine.statuses)[0])["actions"][0]["succeeded"] == 10 and s,
+            what="the 10 newest results acted on",
         )
+        assert (status["matched"], status["passed"], status["failed"]) == (100, 100, 0)
         assert (status["dropped"], gw.call(engine.stats)["dropped"]) == (90, 90)
         scraped = gw.call(lambda: generate_latest(new_registry(gw.gateway)).decode())
         assert "edgebus_rule_queue_dropped_total 90.0" in scraped

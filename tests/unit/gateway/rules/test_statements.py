@@ -179,6 +179,35 @@ def test_statement_on_a_message(sql: str, expected: dict[str, Any] | None) -> No
     assert statement.select(row) == expected
 
 
+@pytest.mark.parametrize(("sql", "expected"), TABLE, ids=[sql for sql, _ in TABLE])
+def test_a_message_as_an_event_row_gives_the_same(sql: str, expected: Any) -> None:
+    """Message columns are read straight from the Context in comparisons, LIKE and
+    SELECT; an event row carrying the same columns gives the same results."""
+    statement = compile_statement(sql)
+    row = EventRow(MessageRow(MESSAGE).as_dict())
+    assert statement.matches(row) is (expected is not None)
+    if expected is not None:
+        assert statement.select(row) == expected
+
+
+@pytest.mark.parametrize(
+    ("where", "matches"),
+    [
+        ("qos < 2 AND topic LIKE 'sensors/%'", True),
+        ("qos > '0'", True),  # a numeric string compares as a number
+        ("clientid LIKE 'dev-_'", True),
+        ("clientid NOT LIKE 'dev-%'", False),
+        ("username LIKE 'a%' AND retain = false", True),
+        ("topic LIKE 'other/%' OR qos = 1", True),
+    ],
+)
+def test_message_columns_in_where(where: str, matches: bool) -> None:
+    statement = compile_statement(f'SELECT topic, clientid FROM "#" WHERE {where}')
+    for row in (MessageRow(MESSAGE), EventRow(MessageRow(MESSAGE).as_dict())):
+        assert statement.matches(row) is matches
+    assert statement.matches(EventRow({})) is False  # missing columns are NULL
+
+
 def test_select_star_is_every_column() -> None:
     out = compile_statement('SELECT * FROM "#"').select(MessageRow(MESSAGE))
     assert out["payload"] == MESSAGE.payload.decode()
