@@ -31,9 +31,7 @@ import logging
 import ssl
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Any
-
-import aiohttp
+from typing import TYPE_CHECKING, Any
 
 from broker_core.broker import Broker
 from broker_core.mqtt.topics import filter_matches
@@ -41,6 +39,9 @@ from broker_core.observe import EVENT_KINDS, BrokerEvent
 from gateway.config.models.rules import WebhookConfig
 from gateway.rules.fields import event_row
 from gateway.rules.functions import to_json
+
+if TYPE_CHECKING:
+    import aiohttp
 
 __all__ = ["Webhook", "Webhooks"]
 
@@ -165,6 +166,8 @@ class Webhook:
                 entry[1](ok)
 
     async def _post(self, session: aiohttp.ClientSession, body: bytes) -> bool:
+        import aiohttp  # loaded with the first webhook, not by every gateway
+
         config = self.config
         headers = self.headers(body)
         delay = config.retry_backoff
@@ -214,6 +217,8 @@ class Webhooks:
         return True
 
     async def run(self) -> None:
+        if self.configs:
+            import aiohttp  # loaded only when a webhook is configured
         undo: list[Callable[[], None]] = []
         sessions: list[aiohttp.ClientSession] = []
         try:

@@ -28,6 +28,7 @@ COMPONENT_LIBRARIES = (
     "boto3",
     "botocore",
     "paho",
+    "aiohttp",  # the webhooks' client, loaded when a webhook is configured
 )
 # Loaded by the HTTP API on its first connection (gateway.api.server).
 WEB_FRAMEWORK = ("fastapi", "starlette", "uvicorn", "prometheus_client")
