@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 import statistics
 import sys
 import urllib.request
@@ -73,14 +72,13 @@ def rules_config(count: int) -> str:
 
 
 def _metrics(broker: RunningBroker) -> dict[str, Any]:
-    """The gateway's ``/api/v1/metrics`` (its address is in the log, its generated key in
-    the data directory); empty when it cannot be read."""
-    found = re.search(r"HTTP API listening on (http://\S+/api/v1)", broker.log_path.read_text())
+    """The gateway's ``/api/v1/metrics`` (on ``broker.api_port``, its generated key in the
+    data directory); empty when it cannot be read."""
     key_file = broker.log_path.parent / "data" / "api-key"
-    if found is None or not key_file.exists():
+    if broker.api_port is None or not key_file.exists():
         return {}
     request = urllib.request.Request(
-        found.group(1) + "/metrics",
+        f"http://127.0.0.1:{broker.api_port}/api/v1/metrics",
         headers={"Authorization": f"Bearer {key_file.read_text().strip()}"},
     )
     try:

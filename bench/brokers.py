@@ -51,7 +51,7 @@ class RunningBroker:
     pid: int
     log_path: Path
     process: subprocess.Popen[bytes]
-    api_port: int | None = None  # edgebus-stream: its HTTP API, with STREAM_API_KEY
+    api_port: int | None = None  # edgebus: its HTTP API (edgebus-stream: with STREAM_API_KEY)
 
     def check_alive(self) -> None:
         code = self.process.poll()
@@ -131,7 +131,7 @@ _DEFAULTS_PROFILE = (
 
 
 def _edgebus_command(
-    port: int, workdir: Path, extra_config: str = "", profile: str = "bench"
+    port: int, workdir: Path, extra_config: str = "", profile: str = "bench", api_port: int = 0
 ) -> list[str]:
     """edgebus on ``port``; ``extra_config``: YAML sections added (adapters, a bridge, the
     stream log; the HTTP API on an ephemeral port unless it has its own ``api:``);
@@ -157,13 +157,17 @@ def _edgebus_command(
             "logging:\n"
             "  level: warning\n"
             # The HTTP API on an ephemeral port, out of the way of anything on 8081.
-            + ("" if "\napi:" in "\n" + extra_config else "api:\n  bind: 127.0.0.1:0\n")
+            + ("" if _has_api(extra_config) else f"api:\n  bind: 127.0.0.1:{api_port}\n")
             + extra_config
         )
     script = Path(sys.executable).parent / "edgebus"
     if script.exists():
         return [str(script), "run", "-c", str(config)]
     return [sys.executable, "-m", "gateway.cli", "run", "-c", str(config)]
+
+
+def _has_api(extra_config: str) -> bool:
+    return "\napi:" in "\n" + extra_config
 
 
 def _wait_ready(broker: RunningBroker, timeout_s: float) -> None:
@@ -223,7 +227,9 @@ def launch(
         if kind == "mosquitto":
             command = _mosquitto_command(port, workdir, mosquitto_conf)
         elif kind == "edgebus":
-            command = _edgebus_command(port, workdir, extra_config, profile)
+            if profile == "bench" and not _has_api(extra_config):
+                api_port = free_port()  # known, for benches that read the API
+            command = _edgebus_command(port, workdir, extra_config, profile, api_port or 0)
         else:
             api_port = free_port()
             command = _edgebus_stream_command(port, workdir, api_port)
