@@ -92,7 +92,7 @@ class HubSubscription:
         ``subscribe``). Raises ``AdapterError`` when the ACL denies one of them."""
         if self._client is None:
             raise AdapterError("this subscription cannot change its filters")
-        self._client._check_subscribe(filters)
+        self._client.check_subscribe(filters)
         broker = self._client.hub.broker
         broker.add_local_filters(self._local, filters, self._qos, send_retained=self._retained)
 
@@ -240,7 +240,7 @@ class HubClient:
 
         Raises ``AdapterError`` when the ACL denies one of the filters.
         """
-        self._check_subscribe(filters)
+        self.check_subscribe(filters)
         local = self.hub.broker.subscribe(
             self.origin,
             filters,
@@ -272,7 +272,7 @@ class HubClient:
         are tapped on subscribe too. The callback must not block; one that raises is
         counted and logged. Raises ``AdapterError`` when the ACL denies a filter.
         """
-        self._check_subscribe(filters)
+        self.check_subscribe(filters)
         tap = self.hub.broker.tap(
             self.origin, filters, callback, qos, durable=durable, send_retained=retained
         )
@@ -295,12 +295,14 @@ class HubClient:
         ``durable``: as for ``tap``. Raises ``AdapterError`` unless the ACL lets this
         client subscribe to ``#``.
         """
-        self._check_subscribe(("#",))
+        self.check_subscribe(("#",))
         hook = HubHook(self.hub.broker, callback, durable)
         self._hooks.append(hook)
         return hook
 
-    def _check_subscribe(self, filters: tuple[str, ...]) -> None:
+    def check_subscribe(self, filters: tuple[str, ...]) -> None:
+        """Raises ``AdapterError`` unless the ACL lets this client subscribe to every
+        filter (what ``subscribe``, ``tap`` and ``hook`` check first)."""
         acl = self.hub.broker.acl
         if acl is None:
             return

@@ -43,7 +43,6 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from broker_core.acl import SUBSCRIBE
 from broker_core.context import Context, Origin
 from broker_core.errors import AdapterError
 from broker_core.mqtt.properties import Properties
@@ -342,12 +341,7 @@ class RuleEngine:
         tapped once for all of them. The ACL is checked with the rule's identity."""
         broker = self.hub.broker
         filters = tuple(sorted(set(rule.statement.topics)))
-        acl = broker.acl
-        for topic_filter in filters:
-            if acl is not None and not acl.allows(client.origin, SUBSCRIBE, topic_filter):
-                raise AdapterError(
-                    f"rule {rule.name!r}: the ACL denies subscribing to {topic_filter!r}"
-                )
+        client.check_subscribe(filters)  # with the rule's own identity
         group = self._groups.get(filters)
         if group is None:
             group = self._groups[filters] = _Group(filters)
