@@ -59,7 +59,9 @@ def restrict_to_owner(
         if acl.allows(owner, SUBSCRIBE, delivery.context.topic):
             kept.append(delivery)
         else:
-            state.queued_bytes -= delivery.size()
+            size = delivery.size()
+            state.queued_bytes -= size
+            state.counters.queued_bytes -= size
             state.discard(delivery)
             denied.append(delivery)
             dropped += 1

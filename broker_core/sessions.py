@@ -14,6 +14,8 @@ A session outlives its connection for its Session Expiry Interval (MQTT 5.0 3.1.
   an administrative kick: ``kick``), a ``SessionTerminated`` event.
 
 Connected clients are counted here (``online``, and the most at once, ``online_max``).
+Sessions kept for offline clients are at most ``limits.max_offline_sessions``: past it,
+the one offline the longest ends as if it had expired (``offline_limit``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from collections import deque
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from broker_core.lograte import RateLimitedLog
 from broker_core.mqtt.limits import ServerLimits
 from broker_core.mqtt.reason_codes import ReasonCode
 from broker_core.mqtt.session_state import NEVER_EXPIRES, Counters, SessionState
@@ -62,6 +65,9 @@ class SessionRegistry:
         self.online_max = 0  # the most at once since start
         self._sessions: dict[str, SessionState] = {}
         self._expiry: dict[str, asyncio.TimerHandle] = {}
+        # Sessions with no connection, the longest offline first (insertion order).
+        self._offline: dict[str, SessionState] = {}
+        self._offline_log = RateLimitedLog(log)
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -74,6 +80,10 @@ class SessionRegistry:
 
     def online_count(self) -> int:
         return self.online
+
+    def offline_count(self) -> int:
+        """Sessions kept for clients that are not connected."""
+        return len(self._offline)
 
     def assign_client_id(self) -> str:
         """A fresh client id for a client that sent none (MQTT 5.0 3.1.3.1)."""
@@ -102,6 +112,7 @@ class SessionRegistry:
     def went_online(self, state: SessionState) -> None:
         """A connection was attached to ``state`` (``Session.accept``)."""
         self.cancel_expiry(state)
+        self._offline.pop(state.client_id, None)
         self.online += 1
         if self.online > self.online_max:
             self.online_max = self.online
@@ -148,6 +159,7 @@ class SessionRegistry:
             if state.journal is not None:
                 self.store.session_offline(state, now)
             self.schedule_expiry(state)
+            self._went_offline(state)
 
     def kick(self, client_id: str, now: float | None = None) -> bool:
         """Ends a client's session by administrative action (the API).
@@ -178,19 +190,23 @@ class SessionRegistry:
         for topic_filter in state.subscriptions:
             self.router.unsubscribe(state, topic_filter)
         state.subscriptions.clear()
-        state.queue = None
-        state.queued_bytes = 0
+        state.unqueue_all()
         state.outgoing.clear()
         self.cancel_expiry(state)
         if self._sessions.get(state.client_id) is state:
             del self._sessions[state.client_id]
+        if self._offline.get(state.client_id) is state:
+            del self._offline[state.client_id]
         observers = self.observers
         if observers.session_terminated:
             observers.emit(SessionTerminated(state.client_id, username, reason, time.time()))
 
     def restore(self, snapshot: Snapshot, now: float) -> None:
-        """Rebuilds the offline sessions of the store at start-up; their expiry resumes."""
-        for restored in snapshot.sessions:
+        """Rebuilds the offline sessions of the store at start-up; their expiry resumes.
+
+        Beyond ``max_offline_sessions``, those offline the longest end at once.
+        """
+        for restored in sorted(snapshot.sessions, key=lambda r: r.offline_since or now):
             state = self.create(restored.client_id)
             state.expiry_interval = restored.expiry_interval
             state.journal = self.store
@@ -210,14 +226,32 @@ class SessionRegistry:
                         state.queue = deque()
                     state.queue.append(delivery)
                     state.queued_bytes += delivery.size()
+                    self.counters.queued_bytes += delivery.size()
             if state.outgoing:
                 state.next_packet_id = max(state.outgoing) % 0xFFFF + 1
             state.incoming_qos2 = set(restored.incoming_qos2) or None
             offline_for = now - (restored.offline_since or now)
             remaining = max(restored.expiry_interval - offline_for, 0)
             self.schedule_expiry(state, remaining)
+            self._went_offline(state)
 
     # -- expiry ---------------------------------------------------------------------------------
+
+    def _went_offline(self, state: SessionState) -> None:
+        """``state`` is kept for an offline client; the bound ends the longest offline."""
+        offline = self._offline
+        offline[state.client_id] = state
+        while len(offline) > self.limits.max_offline_sessions:
+            oldest = next(iter(offline.values()))
+            self.counters.hit("offline_sessions")
+            self._offline_log.warning(
+                time.monotonic(),
+                "session %s ended: more than %d offline sessions (mqtt.max_offline_sessions)",
+                oldest.client_id,
+                self.limits.max_offline_sessions,
+            )
+            self.wills.fire_now(oldest.client_id)
+            self.discard(oldest, "offline_limit")
 
     def schedule_expiry(self, state: SessionState, delay_s: float | None = None) -> None:
         """Starts the expiry timer of a session whose client went offline."""

@@ -59,6 +59,8 @@ def limits_from_config(mqtt: MqttConfig) -> ServerLimits:
         max_queued_messages=mqtt.max_queued_messages,
         max_queued_bytes=mqtt.max_queued_bytes,
         queue_overflow=mqtt.queue_overflow,
+        max_queued_bytes_total=mqtt.max_queued_bytes_total,
+        max_offline_sessions=mqtt.max_offline_sessions,
         max_topic_alias=mqtt.max_topic_alias,
         max_topic_alias_bytes=mqtt.max_topic_alias_bytes,
         max_packet_properties=mqtt.max_packet_properties,

@@ -22,7 +22,13 @@ class ServerLimits:
     offline, over its inflight window, or paused at the write high-water mark) holds at
     most ``max_queued_messages`` and ``max_queued_bytes``. On overflow ``drop_oldest``
     discards the oldest queued message to make room; ``drop_new`` discards the arriving
-    one. Either way the drop is counted (``Counters.dropped_queue_full``).
+    one. Either way the drop is counted (``Counters.dropped_queue_full``). All sessions'
+    queues together hold at most ``max_queued_bytes_total``: past it, a ``drop_oldest``
+    session makes room from its own queue, and an arriving message nothing of its session
+    can make room for is dropped.
+
+    Sessions kept for offline clients are at most ``max_offline_sessions``: past it, the
+    session offline the longest ends as if it had expired (its will is published).
 
     Aggregate bounds (docs/broker.md lists each with its reason code and metric): topic
     alias tables (``max_topic_alias`` per connection, ``max_topic_alias_bytes`` in all),
@@ -36,6 +42,8 @@ class ServerLimits:
     max_queued_messages: int = 1000
     max_queued_bytes: int = 64_000_000
     queue_overflow: str = DROP_OLDEST
+    max_queued_bytes_total: int = 256_000_000  # all sessions' queues together
+    max_offline_sessions: int = 10_000  # sessions kept for clients not connected
     max_topic_alias: int = 10  # advertised in CONNACK, as mosquitto does
     max_topic_alias_bytes: int = 32_000_000  # topic characters in all alias tables together
     max_packet_properties: int = 128  # properties in one property block

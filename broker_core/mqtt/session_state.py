@@ -40,6 +40,8 @@ LIMITS = (
     "topic_alias_bytes",  # client disconnected, 0x97 (max_topic_alias_bytes)
     "subscriptions",  # filter refused in SUBACK, 0x97 (max_subscriptions)
     "subscriptions_total",  # filter refused in SUBACK, 0x97 (max_subscriptions_total)
+    "queued_bytes_total",  # a message not queued for a session (max_queued_bytes_total)
+    "offline_sessions",  # the longest-offline session ended early (max_offline_sessions)
     "retained_messages",  # retained message not stored (max_retained_messages)
     "retained_bytes",  # retained message not stored (max_retained_bytes)
     "read_budget",  # a connection's input deferred to the next loop turn (read_budget)
@@ -63,6 +65,7 @@ class Counters:
         "messages_received",
         "messages_sent",
         "publish_denied",
+        "queued_bytes",
         "received_from",
         "topic_alias_bytes",
     )
@@ -84,6 +87,7 @@ class Counters:
         self.publish_denied = 0
         self.limit_hits: dict[str, int] = dict.fromkeys(LIMITS, 0)
         self.topic_alias_bytes = 0  # topic bytes held in client topic alias tables
+        self.queued_bytes = 0  # bytes in all sessions' queues (max_queued_bytes_total)
 
     def hit(self, limit: str) -> None:
         """A bound of ``LIMITS`` was reached once."""
@@ -236,8 +240,13 @@ class SessionState:
         self.observer.report_dropped(context, reason, self.client_id, username, now)
 
     def enqueue(self, delivery: Delivery) -> bool:
-        """Queues ``delivery`` under the overflow policy; False when it was dropped."""
+        """Queues ``delivery`` under the overflow policy; False when it was dropped.
+
+        The session's own bounds come first; the broker-wide ``max_queued_bytes_total``
+        is met the same way, except that only this session's queue can make room for it.
+        """
         limits = self.limits
+        counters = self.counters
         size = delivery.size()
         queue = self.queue
         if queue is None:
@@ -245,35 +254,56 @@ class SessionState:
         if (
             len(queue) >= limits.max_queued_messages
             or self.queued_bytes + size > limits.max_queued_bytes
+            or counters.queued_bytes + size > limits.max_queued_bytes_total
         ):
-            if limits.queue_overflow == DROP_NEW or size > limits.max_queued_bytes:
-                self.counters.dropped_queue_full += 1
-                self.discard(delivery)
-                if self.observer.message_dropped:
-                    self.report_drop(delivery.context, "queue_full")
-                return False
-            while queue and (
+            if counters.queued_bytes + size > limits.max_queued_bytes_total:
+                counters.hit("queued_bytes_total")
+            if (
+                limits.queue_overflow != DROP_NEW
+                and size <= limits.max_queued_bytes
+                and size <= limits.max_queued_bytes_total
+            ):
+                while queue and (
+                    len(queue) >= limits.max_queued_messages
+                    or self.queued_bytes + size > limits.max_queued_bytes
+                    or counters.queued_bytes + size > limits.max_queued_bytes_total
+                ):
+                    self._drop(self.dequeue())
+            if (
                 len(queue) >= limits.max_queued_messages
                 or self.queued_bytes + size > limits.max_queued_bytes
+                or counters.queued_bytes + size > limits.max_queued_bytes_total
             ):
-                old = queue.popleft()
-                self.queued_bytes -= old.size()
-                self.counters.dropped_queue_full += 1
-                self.discard(old)
-                if self.observer.message_dropped:
-                    self.report_drop(old.context, "queue_full")
+                self._drop(delivery)
+                return False
         queue.append(delivery)
         self.queued_bytes += size
+        counters.queued_bytes += size
         if self.journal is not None and delivery.qos:
             self.journal.queued(self, delivery)
         return True
+
+    def _drop(self, delivery: Delivery) -> None:
+        """``delivery`` did not fit the queue: gone, counted, reported."""
+        self.counters.dropped_queue_full += 1
+        self.discard(delivery)
+        if self.observer.message_dropped:
+            self.report_drop(delivery.context, "queue_full")
 
     def dequeue(self) -> Delivery:
         """The oldest queued delivery; only when ``queue`` holds one."""
         assert self.queue is not None
         delivery = self.queue.popleft()
-        self.queued_bytes -= delivery.size()
+        size = delivery.size()
+        self.queued_bytes -= size
+        self.counters.queued_bytes -= size
         return delivery
+
+    def unqueue_all(self) -> None:
+        """Empties the queue without sending (the session ends); no drop is reported."""
+        self.counters.queued_bytes -= self.queued_bytes
+        self.queue = None
+        self.queued_bytes = 0
 
     def track(self, delivery: Delivery) -> int:
         """Puts a QoS 1/2 delivery in flight under a fresh packet id."""

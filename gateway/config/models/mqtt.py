@@ -65,6 +65,18 @@ class MqttConfig(ConfigModel):
     max_queued_bytes: Annotated[int, SizeSpec(ge=1)] = Field(
         default=64_000_000, description="Payload bytes queued per session, at most."
     )
+    max_queued_bytes_total: Annotated[int, SizeSpec(ge=1)] = Field(
+        default=256_000_000,
+        description="Payload bytes queued in all sessions together; past it a message is"
+        " queued only if its session's own queue makes room (`drop_oldest`), else dropped"
+        " and counted.",
+    )
+    max_offline_sessions: int = Field(
+        default=10_000,
+        ge=0,
+        description="Sessions kept for clients that are not connected; past it the session"
+        " offline the longest ends as if it had expired (its will is published).",
+    )
     queue_overflow: Literal["drop_oldest", "drop_new"] = Field(
         default="drop_oldest",
         description="What a full session queue drops: the oldest queued message or the new one.",

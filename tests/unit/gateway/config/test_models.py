@@ -59,6 +59,8 @@ def test_mqtt_defaults() -> None:
         "max_inflight": 256,
         "max_queued_messages": 1000,
         "max_queued_bytes": 64_000_000,
+        "max_queued_bytes_total": 256_000_000,
+        "max_offline_sessions": 10_000,
         "queue_overflow": "drop_oldest",
         "max_session_expiry": 604800.0,
         "max_topic_alias": 10,
