@@ -240,6 +240,16 @@ class Router:
                 yield from group.members
             stack.extend(node.children.values())
 
+    def shared_group(self, topic_filter: str) -> SharedGroup | None:
+        """The group of a ``$share/{group}/{filter}`` subscription; None when it has none."""
+        shared = parse_shared(topic_filter)
+        if shared is None:
+            return None
+        node = self._node(shared.topic_filter, create=False)
+        if node is None or not node.shared:
+            return None
+        return node.shared.get(shared.group)
+
     def _node(self, topic_filter: str, create: bool) -> _Node | None:
         node = self._root
         for level in topic_filter.split("/"):

@@ -11,7 +11,9 @@ A session outlives its connection for its Session Expiry Interval (MQTT 5.0 3.1.
   ``broker_core.connect``) and detaches; detaching schedules the will (``will``), then
   the session ends (expiry 0) or its expiry timer starts;
 - ``discard``: the session ends with its subscriptions and queue (expiry, clean start,
-  an administrative kick: ``kick``), a ``SessionTerminated`` event.
+  an administrative kick: ``kick``), a ``SessionTerminated`` event. What it owed at
+  QoS 1 through a shared subscription goes to another member of the group (MQTT 5.0
+  4.8.2: SHOULD); a QoS 2 message already sent does not [MQTT-4.8.2-5].
 
 Connected clients are counted here (``online``, and the most at once, ``online_max``).
 Sessions kept for offline clients are at most ``limits.max_offline_sessions``: past it,
@@ -31,7 +33,8 @@ from typing import TYPE_CHECKING
 from broker_core.lograte import RateLimitedLog
 from broker_core.mqtt.limits import ServerLimits
 from broker_core.mqtt.reason_codes import ReasonCode
-from broker_core.mqtt.session_state import NEVER_EXPIRES, Counters, SessionState
+from broker_core.mqtt.session_state import NEVER_EXPIRES, Counters, Delivery, SessionState
+from broker_core.mqtt.topics import SHARE_PREFIX, filter_matches, parse_shared
 from broker_core.observe import ClientDisconnected, Observers, SessionTerminated
 
 if TYPE_CHECKING:
@@ -183,7 +186,11 @@ class SessionRegistry:
         return True
 
     def discard(self, state: SessionState, reason: str, username: str | None = None) -> None:
-        """The session ends: its subscriptions leave the router, its queue is dropped."""
+        """The session ends: its subscriptions leave the router, its queue is dropped.
+
+        Messages it owed through a shared subscription go to the group's other members.
+        """
+        owed = _owed_to_groups(state)
         if state.journal is not None:
             self.store.session_deleted(state)
             state.journal = None
@@ -197,9 +204,30 @@ class SessionRegistry:
             del self._sessions[state.client_id]
         if self._offline.get(state.client_id) is state:
             del self._offline[state.client_id]
+        if owed:
+            self._redistribute(owed)
         observers = self.observers
         if observers.session_terminated:
             observers.emit(SessionTerminated(state.client_id, username, reason, time.time()))
+
+    def _redistribute(self, owed: list[tuple[str, Delivery]]) -> None:
+        """Each message to the next member of its shared group, if the group has one."""
+        now = time.time()
+        for topic_filter, delivery in owed:
+            group = self.router.shared_group(topic_filter)
+            member = None if group is None else group.pick()
+            if member is None:
+                continue
+            context = delivery.context
+            member.subscriber.deliver(
+                context,
+                member.qos if member.qos < context.qos else context.qos,
+                context.retain and member.retain_as_published,
+                member.subscription_ids,
+                {},
+                now,
+            )
+            self.counters.shared_redelivered += 1
 
     def restore(self, snapshot: Snapshot, now: float) -> None:
         """Rebuilds the offline sessions of the store at start-up; their expiry resumes.
@@ -271,3 +299,33 @@ class SessionRegistry:
         if state.connection is None:
             self.wills.fire_now(state.client_id)
             self.discard(state, "expired")
+
+
+def _owed_to_groups(state: SessionState) -> list[tuple[str, Delivery]]:
+    """(shared filter, delivery) for what ``state`` owes through a shared subscription.
+
+    QoS 1 messages, queued or in flight, and QoS 2 messages not yet sent. A message whose
+    topic one of the session's ordinary filters matches as well stays with the session
+    (which of its copies came through the group cannot be told).
+    """
+    subscriptions = state.subscriptions
+    shared: list[tuple[str, str]] = []
+    for topic_filter in subscriptions:
+        if topic_filter.startswith(SHARE_PREFIX):
+            parsed = parse_shared(topic_filter)
+            if parsed is not None:
+                shared.append((topic_filter, parsed.topic_filter))
+    if not shared:
+        return []
+    ordinary = [f for f in subscriptions if not f.startswith(SHARE_PREFIX)]
+    owed: list[tuple[str, Delivery]] = []
+    for delivery in (*state.outgoing.values(), *(state.queue or ())):
+        if not delivery.qos or delivery.released or (delivery.qos == 2 and delivery.packet_id):
+            continue
+        topic = delivery.context.topic
+        for topic_filter, inner in shared:
+            if filter_matches(inner, topic):
+                if not any(filter_matches(f, topic) for f in ordinary):
+                    owed.append((topic_filter, delivery))
+                break
+    return owed

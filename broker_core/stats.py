@@ -77,6 +77,7 @@ class BrokerStats:
     bytes_sent: Mapping[str, int]
     dropped: Mapping[str, int]  # by reason, every one of DROP_REASONS
     publish_denied: int  # publishes refused (ACL, $SYS, $delayed/ topic)
+    shared_redelivered: int  # owed by an ended shared-subscription member, sent to another
     retained: int
     retained_bytes: int
     delayed: int
@@ -172,6 +173,7 @@ def collect_stats(broker: Broker) -> BrokerStats:
             "not_authorized": counters.dropped_not_authorized,
         },
         publish_denied=counters.publish_denied,
+        shared_redelivered=counters.shared_redelivered,
         retained=len(broker.retained),
         retained_bytes=broker.retained.bytes,
         delayed=len(broker.delayed),

@@ -67,6 +67,7 @@ class Counters:
         "publish_denied",
         "queued_bytes",
         "received_from",
+        "shared_redelivered",
         "topic_alias_bytes",
     )
 
@@ -88,6 +89,9 @@ class Counters:
         self.limit_hits: dict[str, int] = dict.fromkeys(LIMITS, 0)
         self.topic_alias_bytes = 0  # topic bytes held in client topic alias tables
         self.queued_bytes = 0  # bytes in all sessions' queues (max_queued_bytes_total)
+        # Messages a shared-subscription member's session owed when it ended, sent to
+        # another member of the group (MQTT 5.0 4.8.2).
+        self.shared_redelivered = 0
 
     def hit(self, limit: str) -> None:
         """A bound of ``LIMITS`` was reached once."""

@@ -24,6 +24,7 @@ edgebus_bytes_received_total             counter  protocol; wire bytes (mqtt), p
 edgebus_bytes_sent_total                 counter  protocol; wire bytes (mqtt)
 edgebus_messages_dropped_total           counter  reason; see ``DROP_REASONS``
 edgebus_publish_denied_total             counter  publishes refused (ACL, ``$SYS``)
+edgebus_shared_redelivered_total         counter  owed by an ended shared member, sent to another
 edgebus_retained_messages                gauge    retained messages held
 edgebus_delayed_messages                 gauge    ``$delayed/`` messages waiting
 edgebus_queued_messages                  gauge    messages queued for MQTT sessions, summed
@@ -152,6 +153,7 @@ def snapshot(gateway: GatewayView) -> Metrics:
             sent=dict(stats.sent),
             dropped={reason: stats.dropped[reason] for reason in DROP_REASONS},
             publish_denied=stats.publish_denied,
+            shared_redelivered=stats.shared_redelivered,
             retained=stats.retained,
             delayed=stats.delayed,
         ),
@@ -258,6 +260,11 @@ class BrokerCollector(Collector):
         yield dropped
         yield CounterMetricFamily(
             "edgebus_publish_denied", "Publishes refused", value=m.messages.publish_denied
+        )
+        yield CounterMetricFamily(
+            "edgebus_shared_redelivered",
+            "Messages an ended session owed through a shared subscription, sent to another member",
+            value=m.messages.shared_redelivered,
         )
         queues = m.queues
         for name, doc, value in (

@@ -313,6 +313,10 @@ class MessageMetrics(BaseModel):
     sent: dict[str, int] = Field(description="Messages out, by protocol.")
     dropped: dict[str, int] = Field(description="Messages dropped, by reason.")
     publish_denied: int = Field(description="Publishes refused by the ACL or for `$SYS`.")
+    shared_redelivered: int = Field(
+        description="Messages an ended session owed through a shared subscription, sent to"
+        " another member of the group.",
+    )
     retained: int
     delayed: int
 
