@@ -13,10 +13,12 @@ For a client with credentials the provider sends one request to the configured U
   timeout or a connection error refuses with 0x88 Server unavailable (3.1.1 return
   code 3) and logs a warning.
 
-Answers 2xx, 401 and 403 are cached for ``cache_ttl_s`` under (client id, username,
-SHA-256 of the password): the cache never holds a password in clear, and the peer's
-address is not part of the key. Unavailable answers are never cached. The cache holds
-at most ``cache_size`` entries; past that the least recently used goes.
+Answers 2xx, 401 and 403 are cached for ``cache_ttl_s`` under the SHA-256 of (client
+id, username, password): the cache never holds a password in clear, and a key is 32
+bytes however long the client id and user name are; the peer's address is not part of
+the key. Unavailable answers are never cached. The cache holds at most ``cache_size``
+entries and ``cache_bytes`` bytes (an entry counts ``ENTRY_BYTES`` plus the user name an
+allowed answer keeps); past either the least recently used go.
 
 The provider owns its ``aiohttp.ClientSession`` (created on first use, one pool of
 keep-alive connections); ``aclose()`` closes it.
@@ -41,7 +43,8 @@ __all__ = ["HttpAuthProvider"]
 
 log = logging.getLogger(__name__)
 
-_CacheKey = tuple[str, str | None, bytes | None]
+#: What one cache entry costs beside the user name it keeps (key, tuple, result, links).
+ENTRY_BYTES = 400
 
 
 class HttpAuthProvider:
@@ -53,6 +56,7 @@ class HttpAuthProvider:
         cache_ttl_s: float = 60.0,
         headers: Mapping[str, str] | None = None,
         cache_size: int = 10_000,
+        cache_bytes: int = 8_000_000,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if method not in ("POST", "GET"):
@@ -63,33 +67,50 @@ class HttpAuthProvider:
         self.cache_ttl_s = cache_ttl_s
         self.headers = dict(headers or {})
         self.cache_size = cache_size
+        self.cache_bytes = cache_bytes
         self._clock = clock
-        self._cache: OrderedDict[_CacheKey, tuple[float, AuthResult]] = OrderedDict()
+        self._cache: OrderedDict[bytes, tuple[float, AuthResult]] = OrderedDict()
+        self._cached_bytes = 0
         self._session: aiohttp.ClientSession | None = None
         self.requests_sent = 0
 
     async def check(self, request: AuthRequest) -> AuthResult:
-        key: _CacheKey | None = None
+        key: bytes | None = None
         if self.cache_ttl_s > 0:
-            password = request.password
-            digest = None if password is None else hashlib.sha256(password).digest()
-            key = (request.client_id, request.username, digest)
+            key = _cache_key(request)
             hit = self._cache.get(key)
             if hit is not None:
                 expires, result = hit
                 if self._clock() < expires:
                     self._cache.move_to_end(key)
                     return result
-                del self._cache[key]
+                self._forget(key)
         result = await self._ask(request)
         if key is not None and result.reason_code != ReasonCode.SERVER_UNAVAILABLE:
-            self._cache[key] = (self._clock() + self.cache_ttl_s, result)
-            while len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)
+            self._remember(key, result)
         return result
 
     def clear_cache(self) -> None:
         self._cache.clear()
+        self._cached_bytes = 0
+
+    @property
+    def cached(self) -> tuple[int, int]:
+        """(entries, bytes) the cache holds now."""
+        return len(self._cache), self._cached_bytes
+
+    def _remember(self, key: bytes, result: AuthResult) -> None:
+        if key in self._cache:
+            self._forget(key)
+        self._cache[key] = (self._clock() + self.cache_ttl_s, result)
+        self._cached_bytes += _entry_bytes(result)
+        cache = self._cache
+        while cache and (len(cache) > self.cache_size or self._cached_bytes > self.cache_bytes):
+            self._forget(next(iter(cache)))
+
+    def _forget(self, key: bytes) -> None:
+        _, result = self._cache.pop(key)
+        self._cached_bytes -= _entry_bytes(result)
 
     async def aclose(self) -> None:
         session = self._session
@@ -145,3 +166,23 @@ class HttpAuthProvider:
             return AuthResult.refuse(ReasonCode.NOT_AUTHORIZED)
         log.warning("HTTP authentication at %s answered status %d", self.url, status)
         return AuthResult.refuse(ReasonCode.SERVER_UNAVAILABLE)
+
+
+def _cache_key(request: AuthRequest) -> bytes:
+    """SHA-256 of (client id, user name, password), each length-prefixed."""
+    digest = hashlib.sha256()
+    for part in (request.client_id.encode(), _text(request.username), request.password):
+        if part is None:
+            digest.update(b"\xff\xff\xff\xff")
+        else:
+            digest.update(len(part).to_bytes(4, "big"))
+            digest.update(part)
+    return digest.digest()
+
+
+def _text(value: str | None) -> bytes | None:
+    return None if value is None else value.encode("utf-8", "surrogatepass")
+
+
+def _entry_bytes(result: AuthResult) -> int:
+    return ENTRY_BYTES + len(result.username or "")

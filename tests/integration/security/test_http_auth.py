@@ -223,3 +223,33 @@ def test_cache_entries_expire_and_are_bounded() -> None:
 
     with auth_service(ANSWERS) as service:
         asyncio.run(scenario(service))
+
+
+def test_cache_is_bounded_in_bytes_whatever_the_user_names() -> None:
+    # Allowed answers keep the user name; long ones fill the byte bound before the
+    # entry bound, and the least recently used go. Keys are digests: a long client id
+    # or user name costs the key nothing.
+    clock = Clock()
+    names = [f"{i}" + "u" * 10_000 for i in range(5)]
+
+    async def scenario(service: AuthService) -> None:
+        provider = HttpAuthProvider(
+            service.url, cache_ttl_s=60, cache_size=100, cache_bytes=25_000, clock=clock
+        )
+        try:
+            for name in names:
+                assert await ask(provider, name) == 0
+            entries, size = provider.cached
+            assert entries == 2  # 2 x (10,001 + ENTRY_BYTES) <= 25,000
+            assert size <= 25_000
+            asked = len(service.seen())
+            assert await ask(provider, names[-1]) == 0  # still cached
+            assert await ask(provider, names[0]) == 0  # was evicted: asked again
+            assert len(service.seen()) == asked + 1
+            provider.clear_cache()
+            assert provider.cached == (0, 0)
+        finally:
+            await provider.aclose()
+
+    with auth_service(dict.fromkeys(names, 200)) as service:
+        asyncio.run(scenario(service))
