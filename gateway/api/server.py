@@ -8,9 +8,12 @@ listener's) and ``serve()`` runs as one task of the gateway's TaskGroup until
 
 FastAPI, uvicorn and the app are loaded when the first connection arrives (the
 listening socket becomes readable), not at start-up: they are about 13 MB of the
-gateway's memory, which a device nobody queries does not pay. That first request waits
-for the import (about half a second on the 2-core dev machine); uvicorn then accepts it
-from the same socket. ``load()`` does it at once (tests, the API's own documentation).
+gateway's memory, which a device nobody queries does not pay. The import and the app's
+construction run in a worker thread, so the event loop keeps serving MQTT meanwhile (it
+shares the interpreter with the import, at Python's thread switch interval, instead of
+stopping for it: about half a second on the 2-core dev machine, seconds on a loaded
+one). That first request waits for it; uvicorn then accepts it from the same socket.
+``load()`` does it at once (tests, the API's own documentation).
 """
 
 from __future__ import annotations
@@ -119,7 +122,7 @@ class ApiServer:
                 await self._wait_for_a_connection(sock)
                 if self._stopping:
                     return
-                self.load()
+                await asyncio.to_thread(self.load)
             server = self._server
             try:
                 await server.serve(sockets=[sock])
