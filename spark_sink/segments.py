@@ -7,10 +7,12 @@ one before it ends. One thread writes (``append``, ``sync``, ``close``), any num
 threads read (``bounds``, ``read``); retention (``enforce_retention``) may run on
 another thread.
 
-- **Commit.** ``append`` writes the batches, fsyncs them when the policy says so
-  (``always``: every call; ``interval``: at most every ``fsync_interval_s``; ``never``),
-  and only then moves the committed end. Readers see up to the committed end only, so no
-  reader ever sees an offset before it is written, nor a gap.
+- **Commit.** ``append`` writes the batches (one ``writev`` per call and segment), fsyncs
+  them when the policy says so (``always``: every call, by opening the segment with
+  ``O_DSYNC`` so that the write itself returns once the data is on disk; ``interval``:
+  at most every ``fsync_interval_s``; ``never``), and only then moves the committed
+  end. Readers see up to the committed end only, so no reader ever sees an offset
+  before it is written, nor a gap.
 - **Recovery.** ``open`` reads every segment's batch headers into an in-memory index
   (first offset and file position of each batch) and checks the CRC of every batch of
   the last segment. A torn tail (a short or damaged batch at its end, left by a crash
@@ -61,6 +63,8 @@ SUFFIX = ".log"
 MAX_BATCH_RECORDS = 8192
 MAX_BATCH_BYTES = 4 * 1024 * 1024
 _PAYLOAD = attrgetter("payload")
+#: The most buffers one ``os.writev`` takes (Linux: 1024).
+_IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024) if hasattr(os, "sysconf") else 16
 
 
 class StreamLogError(EdgebusError):
@@ -128,6 +132,7 @@ class StreamLog:
         self._fd = -1  # the last segment's, for appending
         self._synced_at = time.monotonic()
         self._unsynced = False
+        self._dsync = fsync == "always" and hasattr(os, "O_DSYNC")
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -192,7 +197,10 @@ class StreamLog:
         return segment
 
     def _open_for_append(self, segment: _Segment) -> None:
-        self._fd = os.open(segment.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+        if self._dsync:
+            flags |= os.O_DSYNC  # ``fsync: always``: every write is synced as it returns
+        self._fd = os.open(segment.path, flags, 0o644)
         if segment.size == 0:
             self._sync_directory()
 
@@ -223,29 +231,50 @@ class StreamLog:
         segment = self._segments[-1]
         end, size = segment.end, segment.size
         added: list[tuple[BatchHeader, int]] = []
+        buffers: list[bytes] = []
         try:
             for batch in batches:
                 if size >= self.segment_bytes:
+                    self._write(segment, buffers)
+                    buffers = []
                     self._commit(segment, added)
                     added = []
                     segment = self._roll(segment)
                     end, size = segment.end, segment.size
+                if len(buffers) + len(batch.parts) >= _IOV_MAX:
+                    self._write(segment, buffers)
+                    buffers = []
                 head = frame(end, batch)
-                total = len(head) + batch.size
-                written = os.writev(self._fd, [head, *batch.parts])
-                if written != total:
-                    raise OSError(f"short write to {segment.path.name} ({written} of {total})")
+                buffers.append(head)
+                buffers += batch.parts
                 header = decode_header(head)
                 added.append((header, size))
-                end, size = header.end, size + total
-            self._unsynced = True
+                end, size = header.end, size + len(head) + batch.size
+            self._write(segment, buffers)
             self._maybe_sync()
         except BaseException:
             with contextlib.suppress(OSError):
-                os.ftruncate(self._fd, segment.size if not added else added[0][1])
+                os.ftruncate(self._fd, segment.size)
             raise
         self._commit(segment, added)
         return end
+
+    def _write(self, segment: _Segment, buffers: list[bytes]) -> None:
+        """``buffers`` appended to ``segment`` in one call.
+
+        One ``writev`` per ``append`` (not one per batch, nor a write then an fsync):
+        each call that releases the GIL makes this thread take it back from the busy
+        loop, and every such hand-over stalls the broker (``LogWriter``)."""
+        if not buffers:
+            return
+        total = sum(map(len, buffers))
+        written = os.writev(self._fd, buffers)
+        if written != total:
+            raise OSError(f"short write to {segment.path.name} ({written} of {total})")
+        if self._dsync:
+            self.fsyncs += 1  # O_DSYNC: the write was the fsync
+        else:
+            self._unsynced = True
 
     def _commit(self, segment: _Segment, added: list[tuple[BatchHeader, int]]) -> None:
         with self._lock:
@@ -270,7 +299,7 @@ class StreamLog:
 
     def _roll(self, segment: _Segment) -> _Segment:
         """Closes the full segment and starts the next; then applies ``max_bytes``."""
-        if self.fsync != "never":
+        if self.fsync != "never" and not self._dsync:
             os.fsync(self._fd)
             self.fsyncs += 1
         os.close(self._fd)

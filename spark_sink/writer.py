@@ -10,8 +10,10 @@ list (``items``); the rest is done per batch, on the loop:
   backlogged)`` picks what to record (topics, origins, and QoS 0 ones dropped when the
   writer is behind) and encodes it: ``(batches, records)``;
 - that goes, as one item, to a ``gateway.components.BatchWriter``, whose thread writes
-  what a loop turn handed over in one call (``write(batches)``: append and fsync, calls
-  that release the GIL).
+  what a loop turn handed over in one call (``write(batches)``: one ``writev``, synced
+  as it is written under ``fsync: always``). Each call of the thread that releases the
+  GIL makes it take the GIL back from the busy loop (a forced switch after 5 ms), so
+  the thread makes as few as it can (``StreamLog._write``).
 
 Why at most ``batch_records`` (512) Contexts wait: a busy loop turn runs thousands of
 messages (a socket read holds many PUBLISH packets), and Contexts held that long

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 from importlib.metadata import version
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from gateway.cli import main
+from gateway.cli import GC_GEN0_THRESHOLD, _collect_less, main
 
 REPO = Path(__file__).resolve().parents[3]
 HELLO = REPO / "tests" / "golden" / "idl_codegen" / "idl" / "hello" / "HelloWorldData.idl"
@@ -209,3 +210,16 @@ def test_check_needs_one_file(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["check", "a.yaml", "-c", "b.yaml"])
     assert result.exit_code == 2
     assert "give the file once" in result.output
+
+
+def test_a_ready_gateway_freezes_its_start_up_heap_and_collects_less_often() -> None:
+    """``edgebus run`` sets the garbage collector once the gateway is ready (the one place
+    it is set): the start-up objects frozen, a young collection per 10,000 allocations."""
+    threshold = gc.get_threshold()
+    try:
+        _collect_less()
+        assert gc.get_freeze_count() > 1000
+        assert gc.get_threshold() == (GC_GEN0_THRESHOLD, *threshold[1:])
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*threshold)

@@ -95,3 +95,16 @@ def test_a_header_of_another_version_is_refused() -> None:
     struct.pack_into("<I", data, 4, zlib.crc32(bytes(data[8:])))
     with pytest.raises(CorruptBatch, match="version 9"):
         decode_header(bytes(data))
+
+
+def test_the_crc_of_large_columns_is_the_crc_of_the_whole_batch() -> None:
+    """``frame`` computes the CRC of columns past 4 KiB in steps (``zlib.crc32`` would let
+    go of the GIL): the result is the CRC of the bytes, as a reader checks it."""
+    contexts = [
+        Context(f"t/{n}", bytes([n % 251]) * (3000 + n), 0, False, origin=Origin("mqtt", "c"))
+        for n in range(7)
+    ]
+    data = b"".join(encode_batch(5, contexts))
+    assert decode_header(data).crc == zlib.crc32(data[8:])
+    columns = decode_batch(data)  # verifies the CRC
+    assert [columns.binary("payload", r) for r in range(7)] == [c.payload for c in contexts]

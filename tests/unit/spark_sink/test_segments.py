@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import threading
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 
 from broker_core.context import Context, Origin
 from spark_sink import segments as segments_module
+from spark_sink.records import Encoded, encode_columns
 from spark_sink.segments import RecordsDeleted, StreamLog, StreamLogError
 
 ORIGIN = Origin("mqtt", "pub")
@@ -246,4 +248,69 @@ def test_readers_never_see_a_gap_while_the_writer_appends(tmp_path: Path) -> Non
         thread.join()
     assert problems == []
     assert reads > 0
+    log.close()
+
+
+def _encoded(first: int, batches: int, count: int) -> list[Encoded]:
+    return [encode_columns(_batch(first + b * count, count)) for b in range(batches)]
+
+
+def test_one_append_is_one_write_whatever_its_batches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every call that lets go of the GIL makes the writer thread take it back from the
+    broker's loop: an append of many batches writes them in one ``writev``."""
+    log = _open(tmp_path)
+    calls: list[int] = []
+    real_writev = os.writev
+
+    def counted(fd: int, buffers: list[bytes]) -> int:
+        calls.append(len(buffers))
+        return real_writev(fd, buffers)
+
+    monkeypatch.setattr(segments_module.os, "writev", counted)
+    assert log.append_encoded(_encoded(0, 5, 7)) == 35
+    assert len(calls) == 1
+    assert _numbers(_read(log)) == list(range(35))
+    log.close()
+
+
+def test_an_append_of_more_buffers_than_one_writev_takes(tmp_path: Path) -> None:
+    """Past the system's limit of buffers per ``writev`` (IOV_MAX, 1024 on Linux) an
+    append writes in several calls; the log reads back whole, also after a reopen."""
+    log = _open(tmp_path)
+    batches = _encoded(0, 200, 3)  # ~15 buffers each: ~3,000 buffers
+    assert sum(1 + len(batch.parts) for batch in batches) > 1024
+    assert log.append_encoded(batches) == 600
+    log.close()
+    log = _open(tmp_path)
+    assert (log.bounds().end, log.truncated_bytes) == (600, 0)
+    assert _numbers(_read(log)) == list(range(600))
+    log.close()
+
+
+def test_an_append_that_fills_segments_rolls_them_in_its_call(tmp_path: Path) -> None:
+    log = _open(tmp_path, segment_bytes=4096)
+    assert log.append_encoded(_encoded(0, 40, 30)) == 1200
+    assert log.bounds().segments > 3
+    assert _numbers(_read(log)) == list(range(1200))
+    log.close()
+    log = _open(tmp_path, segment_bytes=4096)
+    assert _numbers(_read(log, 500, 700)) == list(range(500, 700))
+    log.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "O_DSYNC"), reason="no O_DSYNC on this system")
+def test_fsync_always_writes_synchronously_in_one_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``fsync: always``: the segment is open with O_DSYNC, so the write returns once its
+    data is on disk, and no separate fsync follows it (one GIL hand-over less)."""
+    log = _open(tmp_path, fsync="always")
+    fsynced: list[int] = []
+    monkeypatch.setattr(segments_module.os, "fsync", fsynced.append)
+    log.append_encoded(_encoded(0, 3, 10))
+    assert (log.fsyncs, fsynced) == (1, [])
+    flags = fcntl.fcntl(log._fd, fcntl.F_GETFL)  # the open file's own flags
+    assert flags & os.O_DSYNC == os.O_DSYNC
     log.close()
