@@ -176,7 +176,7 @@ class MqttConnection(asyncio.Protocol):
         peer_text = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else None
         broker = self.broker
         session = Session(broker.limits, time.time(), peer_text, broker.counters, broker.observers)
-        session.wakeup = self._wakeup
+        session.waker = self
         self.session = session
         ssl_object = transport.get_extra_info("ssl_object")
         if ssl_object is not None:  # tls, wss: the CN of a verified client certificate
@@ -445,7 +445,8 @@ class MqttConnection(asyncio.Protocol):
         ):
             transport.resume_reading()
 
-    def _wakeup(self) -> None:
+    def wakeup(self) -> None:
+        """The session has output: one flush this loop turn (``Waker``)."""
         if not self._flush_pending:
             self._flush_pending = True
             self._loop.call_soon(self._flush)
