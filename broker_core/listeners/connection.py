@@ -24,8 +24,8 @@ import sys
 import termios
 import time
 from collections import deque
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol, cast
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from broker_core.errors import MalformedPacket, ProtocolError, ProtocolViolation
 from broker_core.listeners.certificates import certificate_identity
@@ -97,7 +97,7 @@ class Server(Protocol):
     @property
     def store(self) -> WriteStore: ...
 
-    async def connect(
+    def connect(
         self,
         session: Session,
         connect: Connect,
@@ -105,7 +105,7 @@ class Server(Protocol):
         listener: ListenerSettings | None = None,
         certificate_identity: str | None = None,
         refusal: int | None = None,
-    ) -> None: ...
+    ) -> Coroutine[Any, Any, None] | None: ...
 
     def on_publish(self, session: Session, event: PublishReceived, now: float) -> None: ...
 
@@ -143,7 +143,6 @@ class MqttConnection(asyncio.Protocol):
         "_loop",
         "_paused",
         "_publish_bucket",
-        "_refusal",
         "broker",
         "certificate_identity",
         "counted",
@@ -160,7 +159,6 @@ class MqttConnection(asyncio.Protocol):
         self._flush_pending = False
         self._connect_task: asyncio.Task[None] | None = None
         self._loop = asyncio.get_running_loop()
-        self._refusal: int | None = None  # over a listener limit: refuse the CONNECT
         self.counted = False  # it sent CONNECT: counts against max_connections
         self._publish_bucket: TokenBucket | None = None
         self._paused = 0  # reasons reading is paused: _RATE | _STORE | _BUDGET
@@ -377,9 +375,7 @@ class MqttConnection(asyncio.Protocol):
         elif kind is UnsubscribeRequested:
             self.broker.on_unsubscribe(session, cast(UnsubscribeRequested, event).unsubscribe, now)
         elif kind is ConnectRequested:
-            self._refusal = self.broker.connections.connect_received(self, now)
-            task = self._loop.create_task(self._connect(cast(ConnectRequested, event)))
-            self._connect_task = task
+            self._connect(cast(ConnectRequested, event), now)
         elif kind is DisconnectReceived or kind is ConnectionClosing:
             if log.isEnabledFor(logging.DEBUG):
                 log.debug("connection %s closing: %s", session.peer, event)
@@ -388,21 +384,25 @@ class MqttConnection(asyncio.Protocol):
                 session, cast(AuthReceived, event).auth, self.listener, self.certificate_identity
             )
 
-    async def _connect(self, event: ConnectRequested) -> None:
-        refusal = self._refusal
-        limits = self.broker.limits
+    def _connect(self, event: ConnectRequested, now: float) -> None:
+        """The broker decides on the CONNECT, here and now unless authentication has
+        to wait: then a task awaits the rest. (The CONNACK goes out with the flush the
+        session's output scheduled.)"""
+        broker = self.broker
+        refusal = broker.connections.connect_received(self, now)
+        limits = broker.limits
         if refusal is None and limits.publish_rate is not None:
             burst = limits.publish_burst or max(1, math.ceil(limits.publish_rate))
-            self._publish_bucket = TokenBucket(limits.publish_rate, burst, time.time())
+            self._publish_bucket = TokenBucket(limits.publish_rate, burst, now)
+        rest = broker.connect(
+            self.session, event.connect, now, self.listener, self.certificate_identity, refusal
+        )
+        if rest is not None:
+            self._connect_task = self._loop.create_task(self._connect_later(rest))
+
+    async def _connect_later(self, rest: Coroutine[Any, Any, None]) -> None:
         try:
-            await self.broker.connect(
-                self.session,
-                event.connect,
-                time.time(),
-                self.listener,
-                self.certificate_identity,
-                refusal,
-            )
+            await rest
         except Exception as exc:
             self._fail(exc)
             return
