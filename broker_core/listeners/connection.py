@@ -151,14 +151,21 @@ class MqttConnection(asyncio.Protocol):
         "transport",
     )
 
-    def __init__(self, broker: Server, listener: ListenerSettings) -> None:
+    def __init__(
+        self,
+        broker: Server,
+        listener: ListenerSettings,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        """``loop``: the running loop, passed by a listener that knows it (looking it up
+        costs a ``getpid`` system call per connection)."""
         self.broker = broker
         self.listener = listener
         self.certificate_identity: str | None = None  # a verified client certificate's CN
-        self.transport: asyncio.BaseTransport | None = None
+        self.transport: asyncio.Transport | None = None
         self._flush_pending = False
         self._connect_task: asyncio.Task[None] | None = None
-        self._loop = asyncio.get_running_loop()
+        self._loop = loop or asyncio.get_running_loop()
         self.counted = False  # it sent CONNECT: counts against max_connections
         self._publish_bucket: TokenBucket | None = None
         self._paused = 0  # reasons reading is paused: _RATE | _STORE | _BUDGET
@@ -168,8 +175,10 @@ class MqttConnection(asyncio.Protocol):
 
     # -- transport callbacks -------------------------------------------------------------
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport
+    def connection_made(self, base: asyncio.BaseTransport) -> None:
+        # A stream transport: asyncio's, uvloop's or the WebSocket one. uvloop's are not
+        # subclasses of asyncio.Transport, so no isinstance check: they have its methods.
+        self.transport = transport = cast(asyncio.Transport, base)
         peer = transport.get_extra_info("peername")
         peer_text = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else None
         broker = self.broker
@@ -179,8 +188,7 @@ class MqttConnection(asyncio.Protocol):
         ssl_object = transport.get_extra_info("ssl_object")
         if ssl_object is not None:  # tls, wss: the CN of a verified client certificate
             self.certificate_identity = certificate_identity(ssl_object)
-        if isinstance(transport, asyncio.WriteTransport):
-            transport.set_write_buffer_limits(high=broker.write_high_water)
+        transport.set_write_buffer_limits(high=broker.write_high_water)
         broker.connections.opened(self)
 
     def data_received(self, data: bytes) -> None:
@@ -220,10 +228,7 @@ class MqttConnection(asyncio.Protocol):
         self.session.connection_lost()
         transport = self.transport
         if transport is not None and not transport.is_closing():
-            if isinstance(transport, asyncio.WriteTransport):
-                transport.abort()
-            else:
-                transport.close()
+            transport.abort()
 
     def eof_received(self) -> bool:
         """The peer sent all it will. Input that arrived before its EOF is still handled:
@@ -429,7 +434,7 @@ class MqttConnection(asyncio.Protocol):
 
     def _pause(self, reason: int) -> None:
         transport = self.transport
-        if not self._paused and isinstance(transport, asyncio.ReadTransport):
+        if not self._paused and transport is not None:
             transport.pause_reading()
         self._paused |= reason
 
@@ -438,11 +443,7 @@ class MqttConnection(asyncio.Protocol):
             return
         self._paused &= ~reason
         transport = self.transport
-        if (
-            not self._paused
-            and isinstance(transport, asyncio.ReadTransport)
-            and not transport.is_closing()
-        ):
+        if not self._paused and transport is not None and not transport.is_closing():
             transport.resume_reading()
 
     def wakeup(self) -> None:
@@ -462,6 +463,6 @@ class MqttConnection(asyncio.Protocol):
         data = self.session.data_to_send()
         if data:
             self.broker.counters.bytes_sent += len(data)
-            transport.write(data)  # type: ignore[attr-defined]
+            transport.write(data)
         if self.session.closed:
             transport.close()
