@@ -101,6 +101,10 @@ _LIMITS: dict[int, str] = {
 }
 
 
+# CONNACK 0x00 before MQTT 5, by session present: nothing in it to encode per client.
+_CONNACK_ACCEPTED = (b"\x20\x02\x00\x00", b"\x20\x02\x01\x00")
+
+
 @functools.lru_cache(maxsize=8)
 def _property_limits(count: int, size: int) -> PropertyLimits:
     """One (frozen) PropertyLimits shared by every session with the same limits."""
@@ -311,10 +315,11 @@ class Session:
         if keep_alive is not None and keep_alive != connect.keep_alive:
             server_keep_alive = keep_alive
         self.keep_alive = connect.keep_alive if keep_alive is None else keep_alive
-        props = EMPTY
         window = limits.max_inflight
         max_packet_size = MAX_PACKET
-        if self._v5:
+        if not self._v5:
+            self._send(_CONNACK_ACCEPTED[session_present])
+        else:
             cp = connect.properties
             window = min(limits.max_inflight, cp.receive_maximum or 65535)
             max_packet_size = cp.maximum_packet_size or MAX_PACKET
@@ -328,7 +333,7 @@ class Session:
                 authentication_method=auth_method,
                 authentication_data=auth_data,
             )
-        self._send(encode(Connack(session_present, 0, props), self.protocol_level))
+            self._send(encode(Connack(session_present, 0, props), 5))
         self.conn_state = ConnState.CONNECTED
         self._last_rx = now
         self._connect_deadline = 0.0  # a float of its own no more (next_deadline: keep alive)
