@@ -275,6 +275,7 @@ class MqttConnection(asyncio.Protocol):
             task.cancel()
         self.broker.connections.closed(self)
         self.broker.connection_closed(self.session, time.time())
+        self.transport = None  # it refers to us: no cycle left (freed without the GC)
 
     # -- session driving ---------------------------------------------------------------------
 

@@ -278,6 +278,10 @@ class Session:
                 self.close_reason = ReasonCode.UNSPECIFIED_ERROR
         self._out.clear()
         self._release_aliases()
+        # Let go of the driver and of the flow (which refers back to both): no reference
+        # cycle outlives the connection, so it is freed at once, not by the cyclic GC.
+        self.waker = None
+        self.outgoing = None
 
     def set_writable(self, writable: bool, now: float) -> None:
         """The driver's transport crossed its write high-water mark (False) or drained."""
