@@ -183,41 +183,29 @@ def handle_connect(
     if throttle is None or throttle.passes(request):
         result = broker.authenticator.decide_now(request)
     if result is None:
-        return _decide_later(broker, session, connect, client_id, assigned, now, request, answer)
-    _decide(broker, session, connect, client_id, assigned, now, result, answer)
+        return _decide_later(answer, client_id, assigned, request)
+    _decide(answer, client_id, assigned, result)
     return None
 
 
 async def _decide_later(
-    broker: Broker,
-    session: Session,
-    connect: Connect,
-    client_id: str,
-    assigned: str | None,
-    now: float,
-    request: AuthRequest,
-    answer: _Answer,
+    answer: _Answer, client_id: str, assigned: str | None, request: AuthRequest
 ) -> None:
     """The decision once the authenticator (or the login throttle) has answered."""
     try:
-        result = await _authenticate(broker, session, request, now)
+        result = await _authenticate(answer.broker, answer.session, request, answer.now)
     except ProtocolError as exc:
         answer.answered(exc.reason_code)
         raise
-    _decide(broker, session, connect, client_id, assigned, now, result, answer)
+    _decide(answer, client_id, assigned, result)
 
 
-def _decide(
-    broker: Broker,
-    session: Session,
-    connect: Connect,
-    client_id: str,
-    assigned: str | None,
-    now: float,
-    result: AuthResult,
-    answer: _Answer,
-) -> None:
+def _decide(answer: _Answer, client_id: str, assigned: str | None, result: AuthResult) -> None:
     """Steps 3 (the authenticator's answer) to 7 of the module."""
+    broker = answer.broker
+    session = answer.session
+    connect = answer.connect
+    now = answer.now
     limits = broker.limits
     if not result.allowed:
         log.info(
