@@ -92,6 +92,12 @@ class AuthResult:
 class Authenticator(Protocol):
     async def authenticate(self, request: AuthRequest) -> AuthResult: ...
 
+    def decide_now(self, request: AuthRequest) -> AuthResult | None:
+        """The answer when nothing has to be awaited (no provider or method to ask),
+        else None; the broker then awaits ``authenticate``. Most CONNECTs are decided
+        here, without a task of their own."""
+        ...
+
 
 class CredentialProvider(Protocol):
     """Checks a username and password; None when it does not know the client."""
@@ -124,16 +130,25 @@ class AuthChain:
             if method is None or request.exchange is None:
                 return AuthResult.refuse(ReasonCode.BAD_AUTHENTICATION_METHOD)
             return await method.authenticate(request)
+        result = self.decide_now(request)
+        if result is not None:
+            return result
+        for provider in self.providers:
+            result = await provider.check(request)
+            if result is not None:
+                return result
+        return AuthResult.refuse(ReasonCode.BAD_USER_NAME_OR_PASSWORD)
+
+    def decide_now(self, request: AuthRequest) -> AuthResult | None:
+        """Steps 2 and 4 of the module; None for steps 1 and 3 (a method or the
+        providers must be asked)."""
+        if request.auth_method is not None:
+            return None
         listener = request.listener
         if listener.use_identity_as_username and request.certificate_identity:
             return AuthResult(True, username=request.certificate_identity)
-        if request.username is not None or request.password is not None:
-            for provider in self.providers:
-                result = await provider.check(request)
-                if result is not None:
-                    return result
-            if self.providers:
-                return AuthResult.refuse(ReasonCode.BAD_USER_NAME_OR_PASSWORD)
+        if self.providers and (request.username is not None or request.password is not None):
+            return None
         if listener.allow_anonymous:
             return AuthResult(True, username=request.username)
         return AuthResult.refuse(ReasonCode.NOT_AUTHORIZED)

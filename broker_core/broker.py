@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -352,7 +352,7 @@ class Broker:
 
     # -- MQTT clients (called by listeners.connection, a ``Server``) -----------------------
 
-    async def connect(
+    def connect(
         self,
         session: Session,
         connect: Connect,
@@ -360,9 +360,10 @@ class Broker:
         listener: ListenerSettings | None = None,
         certificate_identity: str | None = None,
         refusal: int | None = None,
-    ) -> None:
-        """Decides on a CONNECT (``broker_core.connect``)."""
-        await handle_connect(self, session, connect, now, listener, certificate_identity, refusal)
+    ) -> Coroutine[Any, Any, None] | None:
+        """Decides on a CONNECT (``broker_core.connect``): None when decided now, else
+        the rest of the decision to await (authentication that must wait)."""
+        return handle_connect(self, session, connect, now, listener, certificate_identity, refusal)
 
     def on_publish(self, session: Session, event: PublishReceived, now: float) -> None:
         """A client's PUBLISH: the publish policy, then the acknowledgement."""

@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Coroutine
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from broker_core.auth import AuthRequest, AuthResult
 from broker_core.context import Origin
@@ -143,7 +144,7 @@ class _Answer:
         self.answered(reason_code)
 
 
-async def handle_connect(
+def handle_connect(
     broker: Broker,
     session: Session,
     connect: Connect,
@@ -151,34 +152,61 @@ async def handle_connect(
     listener: ListenerSettings | None = None,
     certificate_identity: str | None = None,
     refusal: int | None = None,
-) -> None:
-    """Decides on a CONNECT (see the module); ``refusal``: the listener's bounds refused it."""
+) -> Coroutine[Any, Any, None] | None:
+    """Decides on a CONNECT (see the module); ``refusal``: the listener's bounds refused it.
+    Returns None when it is decided without waiting, the common case: no credential
+    provider, authentication method or login throttle has to be awaited (the
+    authenticator's ``decide_now``). Otherwise returns the rest of the decision, to
+    await."""
     listener = listener or ListenerSettings()
     answer = _Answer(broker, session, connect, listener.name, now)
     answer.received()
     if refusal is not None:
         answer.refuse(refusal)
-        return
+        return None
     limits = broker.limits
     client_id = connect.client_id
     assigned: str | None = None
     if not client_id:
         if not _may_assign_client_id(connect):
             answer.refuse(ReasonCode.CLIENT_IDENTIFIER_NOT_VALID)
-            return
+            return None
         client_id = broker.sessions.assign_client_id()
         if connect.protocol_level == 5:
             assigned = client_id  # [MQTT-3.2.2-16]
     if _client_id_too_long(client_id, connect.protocol_level, limits):
         answer.refuse(ReasonCode.CLIENT_IDENTIFIER_NOT_VALID)
-        return
+        return None
+    request = _auth_request(broker, session, connect, client_id, listener, certificate_identity)
+    throttle = broker.login_throttle
+    result = None
+    if throttle is None or throttle.passes(request):
+        result = broker.authenticator.decide_now(request)
+    if result is None:
+        return _decide_later(answer, client_id, assigned, request)
+    _decide(answer, client_id, assigned, result)
+    return None
+
+
+async def _decide_later(
+    answer: _Answer, client_id: str, assigned: str | None, request: AuthRequest
+) -> None:
+    """The decision once the authenticator (or the login throttle) has answered."""
     try:
-        result = await _authenticate(
-            broker, session, connect, client_id, now, listener, certificate_identity
-        )
+        result = await _authenticate(answer.broker, answer.session, request, answer.now)
     except ProtocolError as exc:
         answer.answered(exc.reason_code)
         raise
+    _decide(answer, client_id, assigned, result)
+
+
+def _decide(answer: _Answer, client_id: str, assigned: str | None, result: AuthResult) -> None:
+    """Steps 3 (the authenticator's answer) to 7 of the module."""
+    broker = answer.broker
+    session = answer.session
+    connect = answer.connect
+    now = answer.now
+    limits = broker.limits
     if not result.allowed:
         log.info(
             "client %s from %s refused (0x%02X)",
@@ -215,17 +243,16 @@ async def handle_connect(
     )
 
 
-async def _authenticate(
+def _auth_request(
     broker: Broker,
     session: Session,
     connect: Connect,
     client_id: str,
-    now: float,
     listener: ListenerSettings,
     certificate_identity: str | None,
-) -> AuthResult:
+) -> AuthRequest:
     method = connect.properties.authentication_method if connect.protocol_level == 5 else None
-    request = AuthRequest(
+    return AuthRequest(
         client_id,
         connect.username,
         connect.password,
@@ -237,6 +264,11 @@ async def _authenticate(
         auth_data=None if method is None else connect.properties.authentication_data,
         exchange=None if method is None else broker.auth_exchanges.exchange(session, method),
     )
+
+
+async def _authenticate(
+    broker: Broker, session: Session, request: AuthRequest, now: float
+) -> AuthResult:
     throttle = broker.login_throttle
     if throttle is None:
         return await broker.authenticator.authenticate(request)

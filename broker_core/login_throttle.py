@@ -79,7 +79,7 @@ class LoginThrottle:
     ) -> AuthResult:
         """``authenticator``'s answer to ``request``, throttled. A client that presents no
         credentials (anonymous) is not throttled: no password is checked."""
-        if request.auth_method is None and request.username is None and not request.password:
+        if self.passes(request):
             return await authenticator.authenticate(request)
         address = request.peer_host
         wait = self.admit(request.username, address, now, budget_s)
@@ -93,6 +93,11 @@ class LoginThrottle:
         elif result.reason_code in _FAILURES:
             self.failed(request.username, address, time.time())
         return result
+
+    @staticmethod
+    def passes(request: AuthRequest) -> bool:
+        """A client that presents no credentials (anonymous) is not throttled."""
+        return request.auth_method is None and request.username is None and not request.password
 
     def admit(
         self, username: str | None, address: str | None, now: float, budget_s: float

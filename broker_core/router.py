@@ -9,7 +9,7 @@ until the subscriptions change, so a steady stream to a fixed topic walks the tr
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
 
 from broker_core.context import Context
@@ -98,13 +98,56 @@ _NO_CHILDREN: dict[str, _Node] = {}
 
 
 class _Node:
+    """A level of the trie. Its subscriptions (``entries``): None, the one ``Entry`` of a
+    filter with a single subscriber (most filters: a client's own topic; a dict of one
+    costs 224 bytes a client), or a dict by subscriber once there are more."""
+
     __slots__ = ("children", "entries", "shared")
 
     def __init__(self) -> None:
         # A leaf shares _NO_CHILDREN (never written to: _node makes its own dict first).
         self.children: dict[str, _Node] = _NO_CHILDREN
-        self.entries: dict[Subscriber, Entry] = {}
+        self.entries: Entry | dict[Subscriber, Entry] | None = None
         self.shared: dict[str, SharedGroup] | None = None  # built on the first group
+
+    def each(self) -> Iterable[Entry]:
+        entries = self.entries
+        if entries is None:
+            return ()
+        if type(entries) is Entry:
+            return (entries,)
+        return entries.values()  # type: ignore[union-attr]
+
+    def put(self, entry: Entry) -> bool:
+        """Adds or replaces ``entry.subscriber``'s entry; True when it replaced one."""
+        entries = self.entries
+        subscriber = entry.subscriber
+        if entries is None or (type(entries) is Entry and entries.subscriber is subscriber):
+            self.entries = entry
+            return entries is not None
+        if type(entries) is Entry:
+            entries = self.entries = {entries.subscriber: entries}
+        assert isinstance(entries, dict)
+        existed = subscriber in entries
+        entries[subscriber] = entry
+        return existed
+
+    def drop(self, subscriber: Subscriber) -> bool:
+        """Removes ``subscriber``'s entry; False when it had none."""
+        entries = self.entries
+        if entries is None:
+            return False
+        if type(entries) is Entry:
+            if entries.subscriber is not subscriber:
+                return False
+            self.entries = None
+            return True
+        assert isinstance(entries, dict)
+        if entries.pop(subscriber, None) is None:
+            return False
+        if len(entries) == 1:
+            [self.entries] = entries.values()
+        return True
 
 
 class Targets:
@@ -143,8 +186,7 @@ class Router:
         entry = Entry(subscriber, topic_filter, options, subscription_id)
         self._cache.clear()
         if shared is None:
-            existed = subscriber in node.entries
-            node.entries[subscriber] = entry
+            existed = node.put(entry)
         else:
             if node.shared is None:
                 node.shared = {}
@@ -176,7 +218,7 @@ class Router:
             trail.append((node, level))
             node = child
         if shared is None:
-            if node.entries.pop(subscriber, None) is None:
+            if not node.drop(subscriber):
                 return False
         else:
             groups = node.shared or {}
@@ -196,7 +238,7 @@ class Router:
         # Prune empty branches so the trie does not grow with churn.
         for parent, level in reversed(trail):
             child = parent.children[level]
-            if child.entries or child.shared or child.children:
+            if child.entries is not None or child.shared or child.children:
                 break
             del parent.children[level]
         return True
@@ -209,7 +251,8 @@ class Router:
         by_subscriber: dict[Subscriber, list[Entry]] = {}
         groups: list[SharedGroup] = []
         for node in nodes:
-            for subscriber, entry in node.entries.items():
+            for entry in node.each():
+                subscriber = entry.subscriber
                 found = by_subscriber.get(subscriber)
                 if found is None:
                     by_subscriber[subscriber] = [entry]
@@ -235,7 +278,7 @@ class Router:
         stack = [self._root]
         while stack:
             node = stack.pop()
-            yield from node.entries.values()
+            yield from node.each()
             for group in (node.shared or {}).values():
                 yield from group.members
             stack.extend(node.children.values())

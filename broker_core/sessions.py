@@ -248,7 +248,7 @@ class SessionRegistry:
                 state.subscriptions[subscription.topic_filter] = subscription
             for delivery in restored.deliveries:
                 if delivery.packet_id:
-                    state.outgoing[delivery.packet_id] = delivery
+                    state.hold_in_flight(delivery)
                 else:
                     if state.queue is None:
                         state.queue = deque()

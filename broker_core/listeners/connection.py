@@ -24,8 +24,8 @@ import sys
 import termios
 import time
 from collections import deque
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol, cast
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from broker_core.errors import MalformedPacket, ProtocolError, ProtocolViolation
 from broker_core.listeners.certificates import certificate_identity
@@ -97,7 +97,7 @@ class Server(Protocol):
     @property
     def store(self) -> WriteStore: ...
 
-    async def connect(
+    def connect(
         self,
         session: Session,
         connect: Connect,
@@ -105,7 +105,7 @@ class Server(Protocol):
         listener: ListenerSettings | None = None,
         certificate_identity: str | None = None,
         refusal: int | None = None,
-    ) -> None: ...
+    ) -> Coroutine[Any, Any, None] | None: ...
 
     def on_publish(self, session: Session, event: PublishReceived, now: float) -> None: ...
 
@@ -143,7 +143,6 @@ class MqttConnection(asyncio.Protocol):
         "_loop",
         "_paused",
         "_publish_bucket",
-        "_refusal",
         "broker",
         "certificate_identity",
         "counted",
@@ -152,15 +151,21 @@ class MqttConnection(asyncio.Protocol):
         "transport",
     )
 
-    def __init__(self, broker: Server, listener: ListenerSettings) -> None:
+    def __init__(
+        self,
+        broker: Server,
+        listener: ListenerSettings,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        """``loop``: the running loop, passed by a listener that knows it (looking it up
+        costs a ``getpid`` system call per connection)."""
         self.broker = broker
         self.listener = listener
         self.certificate_identity: str | None = None  # a verified client certificate's CN
-        self.transport: asyncio.BaseTransport | None = None
+        self.transport: asyncio.Transport | None = None
         self._flush_pending = False
         self._connect_task: asyncio.Task[None] | None = None
-        self._loop = asyncio.get_running_loop()
-        self._refusal: int | None = None  # over a listener limit: refuse the CONNECT
+        self._loop = loop or asyncio.get_running_loop()
         self.counted = False  # it sent CONNECT: counts against max_connections
         self._publish_bucket: TokenBucket | None = None
         self._paused = 0  # reasons reading is paused: _RATE | _STORE | _BUDGET
@@ -170,19 +175,20 @@ class MqttConnection(asyncio.Protocol):
 
     # -- transport callbacks -------------------------------------------------------------
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport
+    def connection_made(self, base: asyncio.BaseTransport) -> None:
+        # A stream transport: asyncio's, uvloop's or the WebSocket one. uvloop's are not
+        # subclasses of asyncio.Transport, so no isinstance check: they have its methods.
+        self.transport = transport = cast(asyncio.Transport, base)
         peer = transport.get_extra_info("peername")
         peer_text = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else None
         broker = self.broker
         session = Session(broker.limits, time.time(), peer_text, broker.counters, broker.observers)
-        session.wakeup = self._wakeup
+        session.waker = self
         self.session = session
         ssl_object = transport.get_extra_info("ssl_object")
         if ssl_object is not None:  # tls, wss: the CN of a verified client certificate
             self.certificate_identity = certificate_identity(ssl_object)
-        if isinstance(transport, asyncio.WriteTransport):
-            transport.set_write_buffer_limits(high=broker.write_high_water)
+        transport.set_write_buffer_limits(high=broker.write_high_water)
         broker.connections.opened(self)
 
     def data_received(self, data: bytes) -> None:
@@ -222,10 +228,7 @@ class MqttConnection(asyncio.Protocol):
         self.session.connection_lost()
         transport = self.transport
         if transport is not None and not transport.is_closing():
-            if isinstance(transport, asyncio.WriteTransport):
-                transport.abort()
-            else:
-                transport.close()
+            transport.abort()
 
     def eof_received(self) -> bool:
         """The peer sent all it will. Input that arrived before its EOF is still handled:
@@ -272,6 +275,7 @@ class MqttConnection(asyncio.Protocol):
             task.cancel()
         self.broker.connections.closed(self)
         self.broker.connection_closed(self.session, time.time())
+        self.transport = None  # it refers to us: no cycle left (freed without the GC)
 
     # -- session driving ---------------------------------------------------------------------
 
@@ -377,9 +381,7 @@ class MqttConnection(asyncio.Protocol):
         elif kind is UnsubscribeRequested:
             self.broker.on_unsubscribe(session, cast(UnsubscribeRequested, event).unsubscribe, now)
         elif kind is ConnectRequested:
-            self._refusal = self.broker.connections.connect_received(self, now)
-            task = self._loop.create_task(self._connect(cast(ConnectRequested, event)))
-            self._connect_task = task
+            self._connect(cast(ConnectRequested, event), now)
         elif kind is DisconnectReceived or kind is ConnectionClosing:
             if log.isEnabledFor(logging.DEBUG):
                 log.debug("connection %s closing: %s", session.peer, event)
@@ -388,21 +390,25 @@ class MqttConnection(asyncio.Protocol):
                 session, cast(AuthReceived, event).auth, self.listener, self.certificate_identity
             )
 
-    async def _connect(self, event: ConnectRequested) -> None:
-        refusal = self._refusal
-        limits = self.broker.limits
+    def _connect(self, event: ConnectRequested, now: float) -> None:
+        """The broker decides on the CONNECT, here and now unless authentication has
+        to wait: then a task awaits the rest. (The CONNACK goes out with the flush the
+        session's output scheduled.)"""
+        broker = self.broker
+        refusal = broker.connections.connect_received(self, now)
+        limits = broker.limits
         if refusal is None and limits.publish_rate is not None:
             burst = limits.publish_burst or max(1, math.ceil(limits.publish_rate))
-            self._publish_bucket = TokenBucket(limits.publish_rate, burst, time.time())
+            self._publish_bucket = TokenBucket(limits.publish_rate, burst, now)
+        rest = broker.connect(
+            self.session, event.connect, now, self.listener, self.certificate_identity, refusal
+        )
+        if rest is not None:
+            self._connect_task = self._loop.create_task(self._connect_later(rest))
+
+    async def _connect_later(self, rest: Coroutine[Any, Any, None]) -> None:
         try:
-            await self.broker.connect(
-                self.session,
-                event.connect,
-                time.time(),
-                self.listener,
-                self.certificate_identity,
-                refusal,
-            )
+            await rest
         except Exception as exc:
             self._fail(exc)
             return
@@ -429,7 +435,7 @@ class MqttConnection(asyncio.Protocol):
 
     def _pause(self, reason: int) -> None:
         transport = self.transport
-        if not self._paused and isinstance(transport, asyncio.ReadTransport):
+        if not self._paused and transport is not None:
             transport.pause_reading()
         self._paused |= reason
 
@@ -438,14 +444,11 @@ class MqttConnection(asyncio.Protocol):
             return
         self._paused &= ~reason
         transport = self.transport
-        if (
-            not self._paused
-            and isinstance(transport, asyncio.ReadTransport)
-            and not transport.is_closing()
-        ):
+        if not self._paused and transport is not None and not transport.is_closing():
             transport.resume_reading()
 
-    def _wakeup(self) -> None:
+    def wakeup(self) -> None:
+        """The session has output: one flush this loop turn (``Waker``)."""
         if not self._flush_pending:
             self._flush_pending = True
             self._loop.call_soon(self._flush)
@@ -461,6 +464,6 @@ class MqttConnection(asyncio.Protocol):
         data = self.session.data_to_send()
         if data:
             self.broker.counters.bytes_sent += len(data)
-            transport.write(data)  # type: ignore[attr-defined]
+            transport.write(data)
         if self.session.closed:
             transport.close()

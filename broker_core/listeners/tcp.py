@@ -19,7 +19,11 @@ async def start_tcp(
 ) -> asyncio.Server:
     loop = asyncio.get_running_loop()
     server = await loop.create_server(
-        lambda: MqttConnection(broker, settings), host, port, backlog=backlog, reuse_address=True
+        lambda: MqttConnection(broker, settings, loop),
+        host,
+        port,
+        backlog=backlog,
+        reuse_address=True,
     )
     for sock in server.sockets:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

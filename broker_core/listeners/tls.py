@@ -151,7 +151,7 @@ async def start_tls(
     """Binds a TLS listener whose connections are ``MqttConnection``s, like tcp."""
     loop = asyncio.get_running_loop()
     server = await loop.create_server(
-        lambda: MqttConnection(broker, settings),
+        lambda: MqttConnection(broker, settings, loop),
         host,
         port,
         backlog=backlog,

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import enum
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -59,7 +59,7 @@ from broker_core.mqtt.events import (
 )
 from broker_core.mqtt.limits import MAX_PACKET, ServerLimits
 from broker_core.mqtt.observer import UNOBSERVED, MessageObserver
-from broker_core.mqtt.outgoing import Outgoing
+from broker_core.mqtt.outgoing import Outgoing, Waker
 from broker_core.mqtt.packets import (
     Auth,
     Connack,
@@ -101,6 +101,10 @@ _LIMITS: dict[int, str] = {
 }
 
 
+# CONNACK 0x00 before MQTT 5, by session present: nothing in it to encode per client.
+_CONNACK_ACCEPTED = (b"\x20\x02\x00\x00", b"\x20\x02\x01\x00")
+
+
 @functools.lru_cache(maxsize=8)
 def _property_limits(count: int, size: int) -> PropertyLimits:
     """One (frozen) PropertyLimits shared by every session with the same limits."""
@@ -132,7 +136,9 @@ class Session:
         "_last_rx",
         "_out",
         "_v5",
+        "_v5_expiry_asked",
         "acks_held",
+        "clean_start",
         "close_reason",
         "conn_state",
         "connect",
@@ -146,7 +152,7 @@ class Session:
         "peer",
         "protocol_level",
         "state",
-        "wakeup",
+        "waker",
         "will",
         "writable",
     )
@@ -174,18 +180,22 @@ class Session:
         self.state: SessionState | None = None
         self.counters: Any = counters  # the broker's Counters (the state's, once accepted)
         self.observer = observer
+        # The CONNECT, until accepted; kept after that only when re-authentication may
+        # read it again (MQTT 5 with an authentication method): ~160 bytes a client.
         self.connect: Connect | None = None
+        self.clean_start = False  # the CONNECT's clean session / clean start flag
+        self._v5_expiry_asked = False  # an MQTT 5 CONNECT asked for a session expiry
         self.origin = Origin("mqtt", "", peer)
         self.keep_alive = 0
         self.will: Will | None = None
         self.close_reason: int | None = None
         self.writable = True  # False while the transport is at its write high-water mark
-        # Called when data_to_send() stops being empty; set it before accept().
-        self.wakeup: Callable[[], None] | None = None
+        # Told when data_to_send() stops being empty (the driver); set it before accept().
+        self.waker: Waker | None = None
         self.outgoing: Outgoing | None = None  # built by accept()
         self.acks_held = 0  # acknowledgements waiting for the store to commit
         self._aliases: TopicAliases | None = None  # built on the first alias
-        self._events: list[Event] = []
+        self._events: list[Event] | None = None  # built on the first event
         self._held: list[Packet] | None = None  # while CONNECTING, built on the first
         self._held_bytes = 0  # PUBLISH payload and topic bytes in _held
         self._out: list[bytes] = []  # shared with the Outgoing; emptied in place
@@ -202,7 +212,12 @@ class Session:
         if self.conn_state is ConnState.CLOSED:
             return
         self._last_rx = now
-        if self.connect is None and data and data[0] != 0x10 and not self.decoder.buffered:
+        if (
+            self.conn_state is ConnState.AWAIT_CONNECT
+            and data
+            and data[0] != 0x10
+            and not self.decoder.buffered
+        ):
             # Not even the start of a CONNECT: no need to wait for the rest [MQTT-3.1.0-1].
             self._fail(ProtocolViolation("the first packet must be CONNECT"))
             return
@@ -216,10 +231,11 @@ class Session:
         if error is not None and self.conn_state is not ConnState.CLOSED:
             self._fail(error)
 
-    def events(self) -> list[Event]:
+    def events(self) -> Sequence[Event]:
         events = self._events
-        if events:
-            self._events = []
+        if events is None:
+            return ()
+        self._events = None
         return events
 
     def data_to_send(self) -> bytes:
@@ -262,6 +278,10 @@ class Session:
                 self.close_reason = ReasonCode.UNSPECIFIED_ERROR
         self._out.clear()
         self._release_aliases()
+        # Let go of the driver and of the flow (which refers back to both): no reference
+        # cycle outlives the connection, so it is freed at once, not by the cyclic GC.
+        self.waker = None
+        self.outgoing = None
 
     def set_writable(self, writable: bool, now: float) -> None:
         """The driver's transport crossed its write high-water mark (False) or drained."""
@@ -299,10 +319,11 @@ class Session:
         if keep_alive is not None and keep_alive != connect.keep_alive:
             server_keep_alive = keep_alive
         self.keep_alive = connect.keep_alive if keep_alive is None else keep_alive
-        props = EMPTY
         window = limits.max_inflight
         max_packet_size = MAX_PACKET
-        if self._v5:
+        if not self._v5:
+            self._send(_CONNACK_ACCEPTED[session_present])
+        else:
             cp = connect.properties
             window = min(limits.max_inflight, cp.receive_maximum or 65535)
             max_packet_size = cp.maximum_packet_size or MAX_PACKET
@@ -316,14 +337,23 @@ class Session:
                 authentication_method=auth_method,
                 authentication_data=auth_data,
             )
-        self._send(encode(Connack(session_present, 0, props), self.protocol_level))
+            self._send(encode(Connack(session_present, 0, props), 5))
         self.conn_state = ConnState.CONNECTED
         self._last_rx = now
+        self._connect_deadline = 0.0  # a float of its own no more (next_deadline: keep alive)
+        self.clean_start = connect.clean_start
+        if self._v5:
+            cp = connect.properties
+            self._v5_expiry_asked = bool(cp.session_expiry_interval)
+            if cp.authentication_method is None:
+                self.connect = None  # nothing reads it again
+        else:
+            self.connect = None
         outgoing = self.outgoing = Outgoing(
             self,
             state,
             self._out,
-            self.wakeup,
+            self.waker,
             self.protocol_level,
             window,
             max_packet_size,
@@ -408,8 +438,15 @@ class Session:
     def _send(self, data: bytes) -> None:
         out = self._out
         out.append(data)
-        if len(out) == 1 and self.wakeup is not None:
-            self.wakeup()
+        if len(out) == 1 and self.waker is not None:
+            self.waker.wakeup()
+
+    def _event(self, event: Event) -> None:
+        events = self._events
+        if events is None:
+            self._events = [event]
+        else:
+            events.append(event)
 
     def _handle_all(self, packets: list[Packet], now: float) -> None:
         connected = ConnState.CONNECTED
@@ -460,10 +497,11 @@ class Session:
 
     def _on_connect(self, connect: Connect) -> None:
         self.connect = connect
+        self.clean_start = connect.clean_start
         self.protocol_level = connect.protocol_level
         self._v5 = connect.protocol_level == 5
         self.conn_state = ConnState.CONNECTING
-        self._events.append(ConnectRequested(connect))
+        self._event(ConnectRequested(connect))
 
     def _on_publish(self, packet: Publish, now: float) -> None:
         topic = packet.topic
@@ -506,7 +544,12 @@ class Session:
         raw = packet.raw
         if raw is not None and (packet.retain or props is not EMPTY):
             raw = None  # forwarded byte for byte only without retain and properties
-        self._events.append(new_publish_received(packet, topic, props, raw))
+        event = new_publish_received(packet, topic, props, raw)
+        events = self._events
+        if events is None:
+            self._events = [event]
+        else:
+            events.append(event)
 
     def _release_aliases(self) -> None:
         if self._aliases is not None:
@@ -526,10 +569,10 @@ class Session:
             self._send(bytes((0x70, 2, pid >> 8, pid & 0xFF)))
 
     def _on_subscribe(self, packet: Subscribe, now: float) -> None:
-        self._events.append(SubscribeRequested(packet))
+        self._event(SubscribeRequested(packet))
 
     def _on_unsubscribe(self, packet: Unsubscribe, now: float) -> None:
-        self._events.append(UnsubscribeRequested(packet))
+        self._event(UnsubscribeRequested(packet))
 
     def _on_pingreq(self, packet: Pingreq, now: float) -> None:
         self._send(b"\xd0\x00")
@@ -537,9 +580,8 @@ class Session:
     def _on_disconnect(self, packet: Disconnect, now: float) -> None:
         expiry = packet.properties.session_expiry_interval
         if expiry is not None:
-            connect = self.connect
-            assert connect is not None and self.state is not None
-            if not connect.properties.session_expiry_interval and expiry:
+            assert self.state is not None
+            if not self._v5_expiry_asked and expiry:
                 raise ProtocolViolation(
                     "session expiry set on DISCONNECT after 0 on CONNECT"
                 )  # [MQTT-3.14.2-2]
@@ -547,7 +589,7 @@ class Session:
         publish_will = packet.reason_code == ReasonCode.DISCONNECT_WITH_WILL_MESSAGE
         if not publish_will:
             self.will = None  # [MQTT-3.14.4-3]
-        self._events.append(DisconnectReceived(packet.reason_code, publish_will))
+        self._event(DisconnectReceived(packet.reason_code, publish_will))
         self.close_reason = packet.reason_code
         self._enter_closed()
 
@@ -555,7 +597,7 @@ class Session:
         connect = self.connect
         if connect is None or connect.properties.authentication_method is None:
             raise ProtocolViolation("AUTH without an authentication method in CONNECT")
-        self._events.append(AuthReceived(packet))
+        self._event(AuthReceived(packet))
 
     def _fail(self, exc: ProtocolError) -> None:
         """Reports a protocol error to the peer where the spec allows, then closes."""
@@ -579,9 +621,9 @@ class Session:
         self.close_reason = code
         self._release_aliases()
         if notify:
-            self._events.append(ConnectionClosing(code, message))
-        if self.wakeup is not None:
-            self.wakeup()  # the driver flushes what is left, then closes the transport
+            self._event(ConnectionClosing(code, message))
+        if self.waker is not None:
+            self.waker.wakeup()  # the driver flushes what is left, then closes the transport
 
     def _enter_closed(self) -> None:
         """CLOSED: the state stops sending through this connection's flow."""

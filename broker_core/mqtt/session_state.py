@@ -153,6 +153,10 @@ class Subscription:
     subscription_id: int | None = None
 
 
+# The ``outgoing`` of every session with nothing ever in flight; never written to.
+_NOTHING_IN_FLIGHT: dict[int, Delivery] = {}
+
+
 class SessionState:
     __slots__ = (
         "__weakref__",
@@ -188,7 +192,9 @@ class SessionState:
         # None otherwise (then messages are held: ``hold``).
         self.sending: Outgoing | None = None
         self.subscriptions: dict[str, Subscription] = {}
-        self.outgoing: dict[int, Delivery] = {}
+        # Shares _NOTHING_IN_FLIGHT until the first QoS 1/2 delivery (``hold_in_flight``
+        # makes its own dict first): most idle clients never get one (~64 bytes each).
+        self.outgoing: dict[int, Delivery] = _NOTHING_IN_FLIGHT
         # Built on first use: most sessions never queue or receive QoS 2 (an empty
         # deque is ~600 bytes, an empty set ~200, per connected client).
         self.queue: deque[Delivery] | None = None
@@ -313,10 +319,17 @@ class SessionState:
         """Puts a QoS 1/2 delivery in flight under a fresh packet id."""
         pid = self.allocate_packet_id()
         delivery.packet_id = pid
-        self.outgoing[pid] = delivery
+        self.hold_in_flight(delivery)
         if self.journal is not None:
             self.journal.sent(self, delivery)
         return pid
+
+    def hold_in_flight(self, delivery: Delivery) -> None:
+        """Puts ``delivery`` in ``outgoing`` under its packet id (the only writer)."""
+        outgoing = self.outgoing
+        if outgoing is _NOTHING_IN_FLIGHT:
+            outgoing = self.outgoing = {}
+        outgoing[delivery.packet_id] = delivery
 
     def release(self, delivery: Delivery) -> None:
         """QoS 2: PUBREC arrived, PUBREL goes out."""

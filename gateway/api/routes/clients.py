@@ -36,7 +36,6 @@ def _connections(gateway: GatewayView) -> dict[int, MqttConnection]:
 
 def client_info(state: SessionState, conn: MqttConnection | None) -> ClientInfo:
     session = state.connection
-    connect = session.connect if session is not None else None
     return ClientInfo(
         clientid=state.client_id,
         connected=session is not None,
@@ -45,7 +44,7 @@ def client_info(state: SessionState, conn: MqttConnection | None) -> ClientInfo:
         listener=conn.listener.name if conn is not None else None,
         protocol_level=session.protocol_level if session is not None else None,
         keep_alive=session.keep_alive if session is not None else None,
-        clean_start=connect.clean_start if connect is not None else None,
+        clean_start=session.clean_start if session is not None else None,
         session_expiry_interval=state.expiry_interval,
         subscriptions=len(state.subscriptions),
         queued_messages=len(state.queue or ()),

@@ -105,3 +105,28 @@ def test_entries_lists_everything() -> None:
     router.subscribe(a, "x", SubscriptionOptions())
     router.subscribe(a, "$share/g/y", SubscriptionOptions())
     assert sorted(e.topic_filter for e in router.entries()) == ["$share/g/y", "x"]
+
+
+def test_a_filter_goes_from_one_subscriber_to_many_and_back() -> None:
+    # One subscriber is held as its entry, more as a dict: every step matches the same.
+    router = Router()
+    a, b, c = Sink("a"), Sink("b"), Sink("c")
+    assert router.subscribe(a, "t/1", SubscriptionOptions(0)) is False
+    assert router.subscribe(a, "t/1", SubscriptionOptions(1)) is True  # replaced
+    assert [e.qos for _, (e,) in router.match("t/1").subscribers] == [1]
+    assert router.subscribe(b, "t/1", SubscriptionOptions()) is False
+    assert router.subscribe(c, "t/1", SubscriptionOptions()) is False
+    assert router.subscribe(b, "t/1", SubscriptionOptions(2)) is True
+    assert names(router, "t/1") == {"a", "b", "c"}
+    assert router.count == 3
+    assert router.unsubscribe(a, "t/1") is True
+    assert router.unsubscribe(a, "t/1") is False
+    assert names(router, "t/1") == {"b", "c"}
+    assert router.unsubscribe(c, "t/1") is True
+    assert names(router, "t/1") == {"b"}
+    assert router.unsubscribe(c, "t/1") is False
+    assert {(e.subscriber, e.qos) for e in router.entries()} == {(b, 2)}
+    assert router.unsubscribe(b, "t/1") is True
+    assert not router.match("t/1")
+    assert router.count == 0
+    assert not router.has_first_level("t")  # the emptied branch was pruned

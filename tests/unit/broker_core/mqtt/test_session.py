@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from broker_core.context import Context
+from broker_core.mqtt.encoder import encode
 from broker_core.mqtt.events import (
     ConnectionClosing,
     ConnectRequested,
@@ -13,6 +14,7 @@ from broker_core.mqtt.events import (
     SubscribeRequested,
 )
 from broker_core.mqtt.limits import ServerLimits
+from broker_core.mqtt.packets import Connack
 from broker_core.mqtt.properties import Properties
 from broker_core.mqtt.session import ConnState, Session
 from broker_core.mqtt.session_state import Counters, SessionState
@@ -153,7 +155,7 @@ def test_qos2_duplicate_is_delivered_once() -> None:
     assert len(session.events()) == 1
     session.acknowledge(9, 2)
     session.receive_data(dup, T0)
-    assert session.events() == []  # not delivered twice
+    assert not session.events()  # not delivered twice
     assert session.data_to_send() == mb.gen_pubrec(9) + mb.gen_pubrec(9)
     session.receive_data(mb.gen_pubrel(9), T0)
     assert session.data_to_send() == mb.gen_pubcomp(9)
@@ -344,3 +346,20 @@ def test_pubrel_for_unknown_id() -> None:
     session = connected(5)
     session.receive_data(mb.gen_pubrel(77, proto_ver=5), T0)
     assert session.data_to_send() == mb.gen_pubcomp(77, 0x92, proto_ver=5)
+
+
+@pytest.mark.parametrize("level", [3, 4, 5])
+@pytest.mark.parametrize("present", [False, True])
+def test_the_connack_of_an_accepted_connect_is_the_encoders(level: int, present: bool) -> None:
+    # Before MQTT 5 it is written prebuilt; it must stay the bytes the encoder makes.
+    limits = ServerLimits()
+    session = Session(limits, T0, "peer")
+    session.receive_data(mb.gen_connect("c", proto_ver=level, clean_session=not present), T0)
+    session.events()
+    session.accept(SessionState("c", limits, Counters()), present, T0)
+    connack = session.data_to_send()
+    assert connack[0] == 0x20 and connack[2] == int(present) and connack[3] == 0
+    if level < 5:
+        assert connack == encode(Connack(present, 0), level)
+    assert session.clean_start is not present
+    assert session.connect is None  # not kept once accepted (no authentication method)
