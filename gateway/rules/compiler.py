@@ -4,6 +4,9 @@ The syntax tree is turned once into nested closures, so evaluating a rule on a m
 walks no tree and looks nothing up by name. Unknown functions, wrong argument counts,
 bad topic filters and unknown ``$events/`` sources are ``RuleSyntaxError``-s naming
 their position, found here, when the rule is created, not when a message arrives.
+The rule engine's taps run a message through ``message``, the same WHERE and SELECT
+generated as one Python function (``gateway.rules.codegen``); the closures evaluate
+broker events and are what the generated code falls back on.
 
 Semantics:
 
@@ -28,6 +31,7 @@ from typing import Any
 from broker_core.context import Context
 from broker_core.mqtt.topics import topic_filter_problem
 from broker_core.observe import EVENT_KINDS, BrokerEvent, MessagePublish
+from gateway.rules.codegen import MessageProgram, message_program
 from gateway.rules.fields import MESSAGE_COLUMNS, MessageRow, Row
 from gateway.rules.functions import FUNCTIONS, to_number, to_text
 from gateway.rules.nodes import (
@@ -77,6 +81,7 @@ class CompiledStatement:
     events: tuple[type[BrokerEvent], ...]  # event kinds of FROM
     where: Getter | None
     select: Callable[[Row], dict[str, Any]]
+    message: MessageProgram  # WHERE and SELECT on a message, compiled to one function
 
     def matches(self, row: Row) -> bool:
         return self.where is None or self.where(row) is True
@@ -103,9 +108,9 @@ def compile_statement(sql: str) -> CompiledStatement:
             raise RuleSyntaxError(f"bad topic filter {source!r}: {problem}", sql, pos)
         topics.append(source)
     where = None if statement.where is None else compiler.expr(statement.where)
-    return CompiledStatement(
-        sql, statement, tuple(topics), tuple(events), where, compiler.select(statement)
-    )
+    select = compiler.select(statement)
+    message = message_program(statement, compiler.expr)
+    return CompiledStatement(sql, statement, tuple(topics), tuple(events), where, select, message)
 
 
 # -- comparisons and columns ---------------------------------------------------------------
