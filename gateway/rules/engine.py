@@ -284,6 +284,7 @@ class RuleEngine:
         origin = context.origin
         own = origin.name if origin.protocol == "rule" else None
         row = MessageRow(context, self.node) if group.needs_row else None
+        queue, results = self._queue, self._results
         for rule in group.rules:
             if rule.name == own:
                 continue
@@ -293,10 +294,21 @@ class RuleEngine:
             except Exception as exc:
                 self._failed(rule, exc)
                 continue
-            if out is not None:  # WHERE passed
-                rule.passed += 1
-                if rule.actions:
-                    self._enqueue(rule, out)
+            if out is None:  # WHERE is not true
+                continue
+            rule.passed += 1
+            if not rule.actions:
+                continue
+            # _enqueue, inline (a call less per result)
+            if len(queue) >= self.queue_size:
+                queue.popleft().dropped += 1
+                results.popleft()
+                self.dropped += 1
+            queue.append(rule)
+            results.append(out)
+            if self._idle:  # the worker waits for results
+                self._idle = False
+                self._wake.set()  # type: ignore[union-attr]
 
     def _evaluate(self, rules: Iterable[Rule], row: Row, own: str | None) -> None:
         """WHERE, then SELECT for a row that passes, of each rule but ``own`` (the
