@@ -234,9 +234,13 @@ def _text_test(pattern: str) -> Callable[[str], bool]:
     return lambda text: match(text) is not None
 
 
-def message_program(statement: Statement, closure: Callable[[Expr], Getter]) -> MessageProgram:
+def message_program(
+    statement: Statement, closure: Callable[[Expr], Getter], closures: Run
+) -> MessageProgram:
     """The statement's WHERE and SELECT on a message as one compiled function;
-    ``closure(node)`` is the compiler's closure of an expression (the fallback)."""
+    ``closure(node)`` is the compiler's closure of an expression (the fallback for
+    what is not inlined), ``closures`` the whole statement as closures (for a statement
+    nested too deep for Python's own parser)."""
     generator = _Generator(closure)
     lines = ["def run(c, row):"]
     if statement.where is not None:
@@ -245,6 +249,10 @@ def message_program(statement: Statement, closure: Callable[[Expr], Getter]) -> 
         lines += [f"    if {test}:", "        return None"]
     lines += ["    " + line for line in generator.select(statement)]
     source = "\n".join(lines) + "\n"
+    try:
+        code = compile(source, "<rule statement>", "exec")
+    except (SyntaxError, RecursionError, MemoryError):  # too many nested parentheses
+        return MessageProgram(closures, True, "")
     namespace = dict(generator.names)
-    exec(compile(source, "<rule statement>", "exec"), namespace)
+    exec(code, namespace)
     return MessageProgram(namespace["run"], generator.needs_row, source)

@@ -109,7 +109,12 @@ def compile_statement(sql: str) -> CompiledStatement:
         topics.append(source)
     where = None if statement.where is None else compiler.expr(statement.where)
     select = compiler.select(statement)
-    message = message_program(statement, compiler.expr)
+
+    def closures(context: Context, row: Row | None) -> dict[str, Any] | None:
+        assert row is not None
+        return select(row) if where is None or where(row) is True else None
+
+    message = message_program(statement, compiler.expr, closures)
     return CompiledStatement(sql, statement, tuple(topics), tuple(events), where, select, message)
 
 

@@ -14,9 +14,11 @@ from hypothesis import strategies as st
 
 from broker_core.context import Context, Origin
 from gateway.rules import compile_statement
+from gateway.rules.codegen import message_program
 from gateway.rules.compiler import CompiledStatement
-from gateway.rules.fields import MessageRow
+from gateway.rules.fields import MessageRow, Row
 from gateway.rules.functions import RuleEvaluationError
+from gateway.rules.nodes import Binary, Expr, Field, Literal, SelectItem, Statement, Unary
 
 from .test_statements import MESSAGE, TABLE
 
@@ -114,3 +116,19 @@ def test_generated_where_clauses_mean_the_same(where: str, fields: list[str]) ->
     for context in MESSAGES:
         expected = _outcome(_by_closures, statement, context)
         assert _outcome(_by_program, statement, context) == expected, (sql, context)
+
+
+def test_a_statement_too_deep_for_python_runs_on_the_closures() -> None:
+    """The parser bounds nesting (64 levels), far below Python's own limit; a deeper
+    tree (built here by hand) still runs, on the compiler's closures."""
+    where: Expr = Binary("=", Field(("qos",), 0), Literal(1, 0), 0)
+    for _ in range(250):
+        where = Unary("NOT", where, 0)
+    statement = Statement((SelectItem(Field(("topic",), 0), None, 0),), ("#",), where)
+
+    def closures(context: Context, row: Row | None) -> dict[str, Any] | None:
+        return {"by": "closures"}
+
+    program = message_program(statement, lambda node: lambda row: None, closures)
+    assert program.run is closures
+    assert program.needs_row is True
