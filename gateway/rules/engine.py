@@ -3,14 +3,17 @@
 Each rule gets a hub client ``rule:<name>`` (the ACL knows it by that client id; its
 republished messages carry that origin). Rules with the same FROM filters share one tap
 on the broker (``_Group``, identity ``rule:$rules``; the ACL is checked with each rule's
-identity). The router matched the filters; while the message is routed, the tap
-evaluates each rule of the group on it at once: WHERE, and for a row that passes the
-SELECT projection (the message's row is built once per group, lazily: a WHERE reading
-``payload.x`` parses the JSON payload once, and nothing else is computed for a message
-that fails it). So every message a rule's FROM matches is evaluated, whatever the load,
-and counted (``matched``, ``passed``, ``failed``); a statement that raises counts
-``failed`` and routing goes on. ``$events/...`` sources are broker-event observers
-(``broker.observers``) evaluating their rule the same way.
+identity). The router matched the filters (once per topic: its match cache); while
+the message is routed, the tap runs each rule of the group on it at once, through the
+rule's generated function (``CompiledStatement.message``, ``gateway.rules.codegen``):
+WHERE, and for a message that passes the SELECT projection. A rule reading only message
+columns reads them from the Context; otherwise the message's row is built once per
+group (a WHERE reading ``payload.x`` parses the JSON payload once, and nothing else is
+computed for a message that fails it). So every message a rule's FROM matches is
+evaluated, whatever the load, and counted (``matched``, ``passed``, ``failed``); a
+statement that raises counts ``failed`` and routing goes on. ``$events/...`` sources
+are broker-event observers (``broker.observers``) evaluating their rule with the
+compiler's closures.
 
 Only the actions (I/O) are deferred: a result that passed goes with its rule into one
 bounded queue (``queue_size``, default 10 000), and one worker task on the loop runs
