@@ -19,8 +19,7 @@ from gateway.rules.compiler import CompiledStatement
 from gateway.rules.fields import MessageRow, Row
 from gateway.rules.functions import RuleEvaluationError
 from gateway.rules.nodes import Binary, Expr, Field, Literal, SelectItem, Statement, Unary
-
-from .test_statements import MESSAGE, TABLE
+from tests.helpers.rule_statements import MESSAGE, TABLE
 
 MESSAGES = [
     MESSAGE,
