@@ -42,7 +42,7 @@ from typing import Any
 from bench.brokers import RunningBroker, launch
 from bench.scenarios import BenchOptions, run_fanin
 
-__all__ = ["rules_config", "run"]
+__all__ = ["rule_filters", "rules_config", "run"]
 
 ROUNDS = 3
 RULE_COUNTS = (0, 10, 100)
@@ -51,7 +51,7 @@ TARGETS = {10: 0.7, 100: 0.4}
 PUBLISHERS = 100
 
 
-def _filters(i: int, count: int) -> list[str]:
+def rule_filters(i: int, count: int) -> list[str]:
     """The FROM filters of rule ``i`` of ``count``: its share of the publishers' topics."""
     share = PUBLISHERS // count
     return [f"bench/in/{k:02d}" for k in range(i * share, (i + 1) * share)]
@@ -63,7 +63,7 @@ def rules_config(count: int) -> str:
         return ""
     lines = ["rules:"]
     for i in range(count):
-        sources = ", ".join(f'"{f}"' for f in _filters(i, count))
+        sources = ", ".join(f'"{f}"' for f in rule_filters(i, count))
         lines += [
             f"  - name: r{i:03d}",
             f"    sql: >-\n      SELECT topic, qos, clientid FROM {sources}"
