@@ -2,24 +2,29 @@
 
 The rule engine's taps run a rule on every message its FROM matches, in the broker's
 path, so this is the code that costs the broker speed. The statement is turned once,
-when the rule is created, into the source of one function::
+when the rule is created, into the source of one function; ``WHERE qos < 2 AND topic
+LIKE 'bench/%'`` with ``SELECT topic, qos, clientid`` becomes (``_k..`` are constants)::
 
-    def run(c, row):                 # c: the Context; row: its MessageRow, or None
-        if ((v0 := (c.qos < 2 if type(v := c.qos) in _k0 else compare(...))) ...
-            return None              # WHERE is not true
+    def run(c, row):  # c: the Context; row: its MessageRow, or None
+        if not (((v1 < _k6 if type(v1 := c.qos) in _k5 else compare('<', v1, _k6))
+                 is True) and ((v2.startswith(_k7) if type(v2 := c.topic) is str
+                 else like_value(v2, _k8, False)) is True)):
+            return None  # WHERE is not true
         return {'topic': c.topic, 'qos': c.qos, 'clientid': c.origin.name}
 
 compiled with ``compile()``: a message runs no loop over a tree of closures, and a
 statement that reads only message columns reads them straight from the Context
-(``row`` is None: no row is built, the payload is not decoded).
+(``row`` is None: no row is built, the payload is not decoded). A tree too deep for
+Python's own parser (deeper than the rule parser allows) runs on the closures.
 
 It means exactly what ``gateway.rules.compiler``'s closures mean (the unit tests run
-both on a table of statements): a comparison with a literal of the value's own type is
-Python's, any other goes through ``values.compare``; a ``LIKE`` pattern without ``_``
-whose ``%`` are at its ends is ``startswith`` / ``endswith`` / ``in`` / ``==`` on text.
-Every other expression (arithmetic, functions, ``CASE``, ``IN``, ``meta.*``, ``node``)
-is the compiler's closure, called with the row (``needs_row``): generated code stays
-small and the compiler stays the one definition of those. Errors in a statement were
+both on a table of statements and on generated WHERE clauses): a comparison with a
+literal of the value's own type is Python's, any other goes through ``values.compare``;
+a ``LIKE`` pattern without ``_`` whose ``%`` are at its ends is ``startswith`` /
+``endswith`` / ``in`` / ``==`` on text. Every other expression (arithmetic, functions,
+``CASE``, ``IN``, ``meta.*``, ``node``) is the compiler's closure, called with the row
+(``needs_row``): generated code stays small and the compiler stays the one definition
+of those. Errors in a statement were
 reported with their position by the compiler, before any code is generated.
 """
 
