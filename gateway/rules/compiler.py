@@ -4,6 +4,9 @@ The syntax tree is turned once into nested closures, so evaluating a rule on a m
 walks no tree and looks nothing up by name. Unknown functions, wrong argument counts,
 bad topic filters and unknown ``$events/`` sources are ``RuleSyntaxError``-s naming
 their position, found here, when the rule is created, not when a message arrives.
+The rule engine's taps run a message through ``message``, the same WHERE and SELECT
+generated as one Python function (``gateway.rules.codegen``); the closures evaluate
+broker events and are what the generated code falls back on.
 
 Semantics:
 
@@ -21,18 +24,16 @@ Semantics:
 
 from __future__ import annotations
 
-import operator
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 from broker_core.context import Context
 from broker_core.mqtt.topics import topic_filter_problem
 from broker_core.observe import EVENT_KINDS, BrokerEvent, MessagePublish
+from gateway.rules.codegen import MessageProgram, message_program
 from gateway.rules.fields import MESSAGE_COLUMNS, MessageRow, Row
-from gateway.rules.functions import FUNCTIONS, RuleEvaluationError, to_number, to_text
+from gateway.rules.functions import FUNCTIONS, to_number, to_text
 from gateway.rules.nodes import (
     Binary,
     Call,
@@ -48,6 +49,16 @@ from gateway.rules.nodes import (
     Unary,
 )
 from gateway.rules.parser import RuleSyntaxError, parse
+from gateway.rules.values import (
+    OPERATORS,
+    add,
+    arith,
+    compare,
+    like_pattern,
+    nest,
+    truthy,
+    walk,
+)
 
 __all__ = ["EVENT_SOURCES", "CompiledStatement", "compile_statement"]
 
@@ -70,6 +81,7 @@ class CompiledStatement:
     events: tuple[type[BrokerEvent], ...]  # event kinds of FROM
     where: Getter | None
     select: Callable[[Row], dict[str, Any]]
+    message: MessageProgram  # WHERE and SELECT on a message, compiled to one function
 
     def matches(self, row: Row) -> bool:
         return self.where is None or self.where(row) is True
@@ -96,73 +108,24 @@ def compile_statement(sql: str) -> CompiledStatement:
             raise RuleSyntaxError(f"bad topic filter {source!r}: {problem}", sql, pos)
         topics.append(source)
     where = None if statement.where is None else compiler.expr(statement.where)
-    return CompiledStatement(
-        sql, statement, tuple(topics), tuple(events), where, compiler.select(statement)
-    )
+    select = compiler.select(statement)
+
+    def closures(context: Context, row: Row | None) -> dict[str, Any] | None:
+        assert row is not None
+        return select(row) if where is None or where(row) is True else None
+
+    message = message_program(statement, compiler.expr, closures)
+    return CompiledStatement(sql, statement, tuple(topics), tuple(events), where, select, message)
 
 
-# -- values -------------------------------------------------------------------------------
-
-
-def _walk(node: Any, path: tuple[str | int, ...]) -> Any:
-    for part in path:
-        if isinstance(node, dict):
-            node = node.get(part if isinstance(part, str) else str(part))
-        elif isinstance(node, list) and isinstance(part, int):
-            node = node[part] if -len(node) <= part < len(node) else None
-        else:
-            return None
-        if node is None:
-            return None
-    return node
-
-
-def _pair(a: Any, b: Any) -> tuple[Any, Any]:
-    """Numbers and numeric strings compare as numbers."""
-    a_num = isinstance(a, int | float)
-    b_num = isinstance(b, int | float)
-    if a_num and isinstance(b, str):
-        try:
-            return a, to_number(b)
-        except RuleEvaluationError:
-            return str(a), b
-    if b_num and isinstance(a, str):
-        try:
-            return to_number(a), b
-        except RuleEvaluationError:
-            return a, str(b)
-    if isinstance(a, bytes) and isinstance(b, str):
-        return to_text(a), b
-    if isinstance(b, bytes) and isinstance(a, str):
-        return a, to_text(b)
-    return a, b
-
-
-_ORDER = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
-
-
-def _compare(op: str, a: Any, b: Any) -> bool | None:
-    if a is None or b is None:
-        return None
-    a, b = _pair(a, b)
-    if op == "=":
-        return bool(a == b)
-    if op == "!=":
-        return bool(a != b)
-    try:
-        return bool(_ORDER[op](a, b))
-    except TypeError:
-        return None
-
-
-_OPERATORS = {**_ORDER, "=": operator.eq, "!=": operator.ne}
+# -- comparisons and columns ---------------------------------------------------------------
 
 
 def _compare_constant(op: str, left: Getter, constant: Any, column: _Column | None) -> Getter:
     """A comparison with a literal: values of the literal's own type (the usual case:
-    ``payload.temp > 30``, ``clientid = 'a'``) compare at once, others as ``_compare``;
+    ``payload.temp > 30``, ``clientid = 'a'``) compare at once, others as ``compare``;
     a message's column (``qos < 2``) is read straight from the Context."""
-    direct = _OPERATORS[op]
+    direct = OPERATORS[op]
     numeric = isinstance(constant, int | float) and not isinstance(constant, bool)
     kinds = (int, float) if numeric else (type(constant),)
     if column is not None:
@@ -172,17 +135,17 @@ def _compare_constant(op: str, left: Getter, constant: Any, column: _Column | No
             value = read(row.context) if type(row) is MessageRow else row.column(head)
             if type(value) in kinds:
                 return bool(direct(value, constant))
-            return _compare(op, value, constant)
+            return compare(op, value, constant)
 
         return compare_column
 
-    def compare(row: Row) -> bool | None:
+    def compare_value(row: Row) -> bool | None:
         value = left(row)
         if type(value) in kinds:
             return bool(direct(value, constant))
-        return _compare(op, value, constant)
+        return compare(op, value, constant)
 
-    return compare
+    return compare_value
 
 
 #: A message's column by name and its reader from the Context.
@@ -197,62 +160,6 @@ def _column_of(node: Expr) -> _Column | None:
         if read is not None:
             return head, read
     return None
-
-
-def _add(a: Any, b: Any) -> Any:
-    if a is None or b is None:
-        return None
-    if isinstance(a, str | bytes) or isinstance(b, str | bytes):
-        try:
-            return to_number(a) + to_number(b)
-        except RuleEvaluationError:
-            return to_text(a) + to_text(b)
-    return a + b
-
-
-def _arith(op: str) -> Callable[[Any, Any], Any]:
-    def apply(a: Any, b: Any) -> Any:
-        if a is None or b is None:
-            return None
-        x, y = to_number(a), to_number(b)
-        if op == "-":
-            return x - y
-        if op == "*":
-            return x * y
-        if y == 0:
-            raise RuleEvaluationError("division by zero")
-        if op == "/":
-            result = x / y
-            return int(result) if isinstance(x, int) and isinstance(y, int) and x % y == 0 \
-                else result  # fmt: skip
-        if op == "div":
-            return int(x // y)
-        return x % y
-
-    return apply
-
-
-@lru_cache(maxsize=256)
-def _like(pattern: str) -> re.Pattern[str]:
-    parts = []
-    for char in pattern:
-        parts.append(".*" if char == "%" else "." if char == "_" else re.escape(char))
-    return re.compile("".join(parts), re.DOTALL)
-
-
-def _truthy(value: Any) -> bool:
-    return value is True or (value is not None and value is not False and bool(value))
-
-
-def _nest(out: dict[str, Any], path: tuple[str | int, ...], value: Any) -> None:
-    node = out
-    keys = [part if isinstance(part, str) else str(part) for part in path]
-    for key in keys[:-1]:
-        child = node.get(key)
-        if not isinstance(child, dict):
-            child = node[key] = {}
-        node = child
-    node[keys[-1]] = value
 
 
 def _select_columns(columns: list[tuple[str, _Column]]) -> Callable[[Row], dict[str, Any]]:
@@ -308,7 +215,7 @@ class _Compiler:
                 if getter is None:
                     out.update(row.as_dict())
                 elif path:
-                    _nest(out, path, getter(row))
+                    nest(out, path, getter(row))
                 else:
                     out[name] = getter(row)
             return out
@@ -327,7 +234,7 @@ class _Compiler:
         if isinstance(node, Unary):
             operand = self.expr(node.operand)
             if node.op == "NOT":
-                return lambda row: not _truthy(operand(row))
+                return lambda row: not truthy(operand(row))
             return lambda row: None if (v := operand(row)) is None else -to_number(v)
         if isinstance(node, Binary):
             return self.binary(node)
@@ -347,13 +254,13 @@ class _Compiler:
     def field(self, node: Field) -> Getter:
         head, rest = str(node.path[0]), node.path[1:]
         if head == "payload" and rest:
-            return lambda row: _walk(row.json(), rest)
+            return lambda row: walk(row.json(), rest)
         if head == "meta" and rest:
             key = ".".join(str(part) for part in rest)
 
             def meta(row: Row) -> Any:
                 found = row.meta(key)  # type: ignore[attr-defined]
-                return found if found is not None else _walk(row.column("meta"), rest)
+                return found if found is not None else walk(row.column("meta"), rest)
 
             return meta
         column = MESSAGE_COLUMNS.get(head)
@@ -367,25 +274,25 @@ class _Compiler:
             return message_column
         if not rest:
             return lambda row: row.column(head)
-        return lambda row: _walk(row.column(head), rest)
+        return lambda row: walk(row.column(head), rest)
 
     def binary(self, node: Binary) -> Getter:
         left, right = self.expr(node.left), self.expr(node.right)
         op = node.op
         if op == "AND":
-            return lambda row: ((a := left(row)) is True or _truthy(a)) and (
-                (b := right(row)) is True or _truthy(b)
+            return lambda row: (
+                ((a := left(row)) is True or truthy(a)) and ((b := right(row)) is True or truthy(b))
             )
         if op == "OR":
-            return lambda row: ((a := left(row)) is True or _truthy(a)) or (
-                (b := right(row)) is True or _truthy(b)
+            return lambda row: (
+                ((a := left(row)) is True or truthy(a)) or ((b := right(row)) is True or truthy(b))
             )
         if op in ("=", "!=", "<", "<=", ">", ">="):
             if isinstance(node.right, Literal) and node.right.value is not None:
                 return _compare_constant(op, left, node.right.value, _column_of(node.left))
-            return lambda row: _compare(op, left(row), right(row))
+            return lambda row: compare(op, left(row), right(row))
         if op == "+":
-            return lambda row: _add(left(row), right(row))
+            return lambda row: add(left(row), right(row))
         if op == "||":
 
             def concat(row: Row) -> Any:
@@ -393,7 +300,7 @@ class _Compiler:
                 return None if a is None or b is None else to_text(a) + to_text(b)
 
             return concat
-        apply = _arith(op)
+        apply = arith(op)
         return lambda row: apply(left(row), right(row))
 
     def in_list(self, node: InList) -> Getter:
@@ -407,7 +314,7 @@ class _Compiler:
                 value = value_of(row)
                 if value is None:
                     return None
-                found = any(_compare("=", value, c) for c in constants)
+                found = any(compare("=", value, c) for c in constants)
                 return found != negated
 
             return member
@@ -417,7 +324,7 @@ class _Compiler:
             value, choices = value_of(row), options_of(row)
             if value is None or not isinstance(choices, list):
                 return None
-            return any(_compare("=", value, c) for c in choices) != negated
+            return any(compare("=", value, c) for c in choices) != negated
 
         return member_of
 
@@ -425,7 +332,7 @@ class _Compiler:
         value_of = self.expr(node.value)
         negated = node.negated
         if isinstance(node.pattern, Literal) and isinstance(node.pattern.value, str):
-            match = _like(node.pattern.value).fullmatch
+            match = like_pattern(node.pattern.value).fullmatch
             column = _column_of(node.value)
             if column is not None and not negated:  # ``topic LIKE 'a/%'``: from the Context
                 head, read = column
@@ -454,7 +361,7 @@ class _Compiler:
             value, pattern = value_of(row), pattern_of(row)
             if value is None or pattern is None:
                 return None
-            return (_like(to_text(pattern)).fullmatch(to_text(value)) is not None) != negated
+            return (like_pattern(to_text(pattern)).fullmatch(to_text(value)) is not None) != negated
 
         return like
 
@@ -467,7 +374,7 @@ class _Compiler:
             value = None if subject is None else subject(row)
             for when, then in branches:
                 test = when(row)
-                if (_compare("=", value, test) if subject is not None else _truthy(test)) is True:
+                if (compare("=", value, test) if subject is not None else truthy(test)) is True:
                     return then(row)
             return None if default is None else default(row)
 

@@ -3,14 +3,17 @@
 Each rule gets a hub client ``rule:<name>`` (the ACL knows it by that client id; its
 republished messages carry that origin). Rules with the same FROM filters share one tap
 on the broker (``_Group``, identity ``rule:$rules``; the ACL is checked with each rule's
-identity). The router matched the filters; while the message is routed, the tap
-evaluates each rule of the group on it at once: WHERE, and for a row that passes the
-SELECT projection (the message's row is built once per group, lazily: a WHERE reading
-``payload.x`` parses the JSON payload once, and nothing else is computed for a message
-that fails it). So every message a rule's FROM matches is evaluated, whatever the load,
-and counted (``matched``, ``passed``, ``failed``); a statement that raises counts
-``failed`` and routing goes on. ``$events/...`` sources are broker-event observers
-(``broker.observers``) evaluating their rule the same way.
+identity). The router matched the filters (once per topic: its match cache); while
+the message is routed, the tap runs each rule of the group on it at once, through the
+rule's generated function (``CompiledStatement.message``, ``gateway.rules.codegen``):
+WHERE, and for a message that passes the SELECT projection. A rule reading only message
+columns reads them from the Context; otherwise the message's row is built once per
+group (a WHERE reading ``payload.x`` parses the JSON payload once, and nothing else is
+computed for a message that fails it). So every message a rule's FROM matches is
+evaluated, whatever the load, and counted (``matched``, ``passed``, ``failed``); a
+statement that raises counts ``failed`` and routing goes on. ``$events/...`` sources
+are broker-event observers (``broker.observers``) evaluating their rule with the
+compiler's closures.
 
 Only the actions (I/O) are deferred: a result that passed goes with its rule into one
 bounded queue (``queue_size``, default 10 000), and one worker task on the loop runs
@@ -69,6 +72,8 @@ API = "api"
 CPU_SHARE = 0.2
 MIN_TURN_S = 0.0002
 MAX_TURN_S = 0.02
+#: Results the worker acts on between two readings of the clock.
+WORKER_BATCH = 16
 
 
 class Rule:
@@ -79,6 +84,7 @@ class Rule:
         self.name = config.name
         self.source = source
         self.statement: CompiledStatement = compile_statement(config.sql)
+        self.run = self.statement.message.run  # WHERE and SELECT on a message
         self.actions: list[Action] = []
         self.client: HubClient | None = None
         self.undo: list[Callable[[], None]] = []
@@ -115,12 +121,22 @@ class Rule:
 class _Group:
     """Rules with the same FROM filters and the one tap they share."""
 
-    __slots__ = ("filters", "rules", "tap")
+    __slots__ = ("filters", "needs_row", "rules", "tap")
 
     def __init__(self, filters: tuple[str, ...]) -> None:
         self.filters = filters
         self.rules: list[Rule] = []
         self.tap: Tap | None = None
+        self.needs_row = False  # a rule reads more than the Context (the JSON payload)
+
+    def add(self, rule: Rule) -> None:
+        self.rules.append(rule)
+        self.needs_row = any(r.statement.message.needs_row for r in self.rules)
+
+    def remove(self, rule: Rule) -> None:
+        if rule in self.rules:
+            self.rules.remove(rule)
+        self.needs_row = any(r.statement.message.needs_row for r in self.rules)
 
 
 def sample_row(sample: dict[str, Any], node: str = "edgebus") -> Row:
@@ -244,33 +260,62 @@ class RuleEngine:
             started = clock()
             deadline = started + min(MAX_TURN_S, max(MIN_TURN_S, (started - ended) * factor))
             while queue and clock() < deadline:
-                rule, out = queue.popleft(), results.popleft()
-                if rule.client is not None:  # not deleted or disabled since
-                    self._act(rule, out)
-                self.processed += 1
+                batch = min(len(queue), WORKER_BATCH)  # the clock is read once a batch
+                for _ in range(batch):
+                    rule, out = queue.popleft(), results.popleft()
+                    if rule.client is not None:  # not deleted or disabled since
+                        for action in rule.actions:
+                            try:
+                                action.run(out)
+                            except Exception:
+                                self._action_failed(rule, action)
+                self.processed += batch
             ended = clock()
             await asyncio.sleep(0)
 
-    def _act(self, rule: Rule, out: dict[str, Any]) -> None:
-        for action in rule.actions:
-            try:
-                action.run(out)
-            except Exception:
-                action.failed += 1
-                if action.failed == 1 or action.failed % 1000 == 0:
-                    log.exception("rule %s: action %s failed", rule.name, action.type)
+    @staticmethod
+    def _action_failed(rule: Rule, action: Action) -> None:
+        action.failed += 1
+        if action.failed == 1 or action.failed % 1000 == 0:
+            log.exception("rule %s: action %s failed", rule.name, action.type)
 
     def _route(self, group: _Group, context: Context) -> None:
-        """A group's tap, during routing: evaluates each of its rules on the message
-        (a rule never sees its own messages)."""
+        """A group's tap, during routing: runs each of its rules on the message (a rule
+        never sees its own messages) through its generated function; the message's row
+        is built only when one of them reads more than the Context. Counts ``matched``,
+        ``passed``, ``failed``; never raises."""
         origin = context.origin
         own = origin.name if origin.protocol == "rule" else None
-        self._evaluate(group.rules, MessageRow(context, self.node), own)
+        row = MessageRow(context, self.node) if group.needs_row else None
+        queue, results = self._queue, self._results
+        for rule in group.rules:
+            if rule.name == own:
+                continue
+            rule.matched += 1
+            try:
+                out = rule.run(context, row)
+            except Exception as exc:
+                self._failed(rule, exc)
+                continue
+            if out is None:  # WHERE is not true
+                continue
+            rule.passed += 1
+            if not rule.actions:
+                continue
+            # _enqueue, inline (a call less per result)
+            if len(queue) >= self.queue_size:
+                queue.popleft().dropped += 1
+                results.popleft()
+                self.dropped += 1
+            queue.append(rule)
+            results.append(out)
+            if self._idle:  # the worker waits for results
+                self._idle = False
+                self._wake.set()  # type: ignore[union-attr]
 
     def _evaluate(self, rules: Iterable[Rule], row: Row, own: str | None) -> None:
-        """WHERE, then SELECT for a row that passes, of each rule but ``own``; the
-        results go to the action queue (the oldest dropped, counted, when it is full).
-        Counts ``matched``, ``passed``, ``failed``; never raises."""
+        """WHERE, then SELECT for a row that passes, of each rule but ``own`` (the
+        closures: for broker events). Counts as ``_route``; never raises."""
         for rule in rules:
             if rule.name == own:
                 continue
@@ -282,23 +327,31 @@ class RuleEngine:
                     continue
                 out = statement.select(row)
             except Exception as exc:
-                rule.failed += 1
-                if rule.failed == 1 or rule.failed % 1000 == 0:
-                    log.warning("rule %s failed (%d so far): %s", rule.name, rule.failed, exc)
+                self._failed(rule, exc)
                 continue
             rule.passed += 1
-            if not rule.actions:
-                continue
-            queue = self._queue
-            if len(queue) >= self.queue_size:
-                queue.popleft().dropped += 1
-                self._results.popleft()
-                self.dropped += 1
-            queue.append(rule)
-            self._results.append(out)
-            if self._idle:  # the worker waits for results
-                self._idle = False
-                self._wake.set()  # type: ignore[union-attr]
+            if rule.actions:
+                self._enqueue(rule, out)
+
+    @staticmethod
+    def _failed(rule: Rule, exc: Exception) -> None:
+        rule.failed += 1
+        if rule.failed == 1 or rule.failed % 1000 == 0:
+            log.warning("rule %s failed (%d so far): %s", rule.name, rule.failed, exc)
+
+    def _enqueue(self, rule: Rule, out: dict[str, Any]) -> None:
+        """Queues a result for its rule's actions (the oldest dropped, counted, when the
+        queue is full) and wakes the worker when it waits."""
+        queue = self._queue
+        if len(queue) >= self.queue_size:
+            queue.popleft().dropped += 1
+            self._results.popleft()
+            self.dropped += 1
+        queue.append(rule)
+        self._results.append(out)
+        if self._idle:  # the worker waits for results
+            self._idle = False
+            self._wake.set()  # type: ignore[union-attr]
 
     def _tables_for(self, database: Path | None) -> SqliteTables:
         path = database if database is not None else Path("rules.db")
@@ -347,7 +400,7 @@ class RuleEngine:
             group = self._groups[filters] = _Group(filters)
             route = functools.partial(self._route, group)
             group.tap = broker.tap(self._origin, filters, route, 2, no_local=False)
-        group.rules.append(rule)
+        group.add(rule)
         rule.group = group
 
     def _leave_group(self, rule: Rule) -> None:
@@ -355,8 +408,7 @@ class RuleEngine:
         if group is None:
             return
         rule.group = None
-        if rule in group.rules:
-            group.rules.remove(rule)
+        group.remove(rule)
         if not group.rules:
             if group.tap is not None:
                 group.tap.close()
@@ -479,8 +531,12 @@ class RuleEngine:
         ):
             return {"matched": False, "output": None, "reason": "FROM does not match"}
         try:
-            if not statement.matches(row):
+            if isinstance(row, MessageRow):  # as the taps run it
+                out = statement.message.run(row.context, row)
+            else:
+                out = statement.select(row) if statement.matches(row) else None
+            if out is None:
                 return {"matched": False, "output": None, "reason": "WHERE is not true"}
-            return {"matched": True, "output": statement.select(row)}
+            return {"matched": True, "output": out}
         except Exception as exc:
             return {"matched": False, "output": None, "error": str(exc)}
