@@ -108,7 +108,9 @@ def test_a_real_login_stays_fast_while_a_guesser_runs(
 ) -> None:
     baseline = statistics.median(timed_login(gw) for _ in range(3))
     with guessing(gw, threads=16, usernames=targets) as codes:
-        deadline = time.monotonic() + unit(10)
+        # 16 guessing threads share this process with the gateway: on a loaded machine
+        # the first 20 refusals can take a while.
+        deadline = time.monotonic() + unit(40)
         while codes.count(0x9F) < 20:  # the throttle has taken over
             assert time.monotonic() < deadline, f"no throttling: {codes[-20:]}"
             time.sleep(0.05)
