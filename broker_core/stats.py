@@ -123,12 +123,11 @@ def collect_stats(broker: Broker) -> BrokerStats:
         )
     )
 
-    queued = queued_max = queued_bytes = inflight = 0
+    queued = queued_max = inflight = 0
     for state in broker.sessions:
         depth = len(state.queue or ())
         queued += depth
         queued_max = max(queued_max, depth)
-        queued_bytes += state.queued_bytes
         inflight += len(state.outgoing)
 
     local_queued = local_max = local_dropped = 0
@@ -179,7 +178,7 @@ def collect_stats(broker: Broker) -> BrokerStats:
         delayed=len(broker.delayed),
         queued_messages=queued,
         queued_messages_max=queued_max,
-        queued_bytes=queued_bytes,
+        queued_bytes=counters.queued_bytes,
         inflight=inflight,
         local_queued=local_queued,
         local_queued_max=local_max,

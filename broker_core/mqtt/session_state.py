@@ -261,11 +261,7 @@ class SessionState:
         queue = self.queue
         if queue is None:
             queue = self.queue = deque()
-        if (
-            len(queue) >= limits.max_queued_messages
-            or self.queued_bytes + size > limits.max_queued_bytes
-            or counters.queued_bytes + size > limits.max_queued_bytes_total
-        ):
+        if self._no_room(queue, size):
             if counters.queued_bytes + size > limits.max_queued_bytes_total:
                 counters.hit("queued_bytes_total")
             if (
@@ -273,17 +269,9 @@ class SessionState:
                 and size <= limits.max_queued_bytes
                 and size <= limits.max_queued_bytes_total
             ):
-                while queue and (
-                    len(queue) >= limits.max_queued_messages
-                    or self.queued_bytes + size > limits.max_queued_bytes
-                    or counters.queued_bytes + size > limits.max_queued_bytes_total
-                ):
+                while queue and self._no_room(queue, size):
                     self._drop(self.dequeue())
-            if (
-                len(queue) >= limits.max_queued_messages
-                or self.queued_bytes + size > limits.max_queued_bytes
-                or counters.queued_bytes + size > limits.max_queued_bytes_total
-            ):
+            if self._no_room(queue, size):
                 self._drop(delivery)
                 return False
         queue.append(delivery)
@@ -292,6 +280,15 @@ class SessionState:
         if self.journal is not None and delivery.qos:
             self.journal.queued(self, delivery)
         return True
+
+    def _no_room(self, queue: deque[Delivery], size: int) -> bool:
+        """A message of ``size`` bytes does not fit: the session's bounds or all queues'."""
+        limits = self.limits
+        return (
+            len(queue) >= limits.max_queued_messages
+            or self.queued_bytes + size > limits.max_queued_bytes
+            or self.counters.queued_bytes + size > limits.max_queued_bytes_total
+        )
 
     def _drop(self, delivery: Delivery) -> None:
         """``delivery`` did not fit the queue: gone, counted, reported."""
