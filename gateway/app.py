@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from broker_core.broker import VERSION, Broker
 from broker_core.errors import ConfigError
-from broker_core.listeners.settings import ListenerSettings
+from broker_core.listeners.settings import ListenerSettings, Listening
 from broker_core.mqtt.limits import ServerLimits
 from broker_core.mqtt.reason_codes import ReasonCode
 from broker_core.store.base import MemoryStore, Store
@@ -139,7 +139,7 @@ class Gateway:
         self.addresses: dict[str, tuple[str, int]] = {}
         self.ready = asyncio.Event()
         self._stop = asyncio.Event()
-        self._servers: list[asyncio.Server] = []
+        self._servers: list[Listening] = []
         self._tg: asyncio.TaskGroup | None = None
         self.api: ApiServer | None = None
         if config.api.enabled:
@@ -237,7 +237,7 @@ class Gateway:
         for path, message in inactive_sections(self.config):
             log.warning("%s %s", path[0], message)
 
-    async def _start_listener(self, listener: ListenerConfig) -> asyncio.Server:
+    async def _start_listener(self, listener: ListenerConfig) -> Listening:
         host, port = listener.bind.host, listener.bind.port
         settings = listener_settings(listener)
         context = None
@@ -256,6 +256,7 @@ class Gateway:
                 keyfile_password=None if password is None else password.get_secret_value(),
                 where=f"listener {listener.name!r} tls",
             )
+        server: Listening
         if listener.type == "tcp":
             from broker_core.listeners.tcp import start_tcp
 
@@ -273,9 +274,8 @@ class Gateway:
                     f"listener {listener.name!r}: type {listener.type} needs the websockets"
                     " package: pip install 'edgebus[ws]'"
                 ) from exc
-            # websockets' Server offers what run() and _shutdown() use of an asyncio.Server
-            # (sockets, close, wait_closed), and its close() also ends open handshakes.
-            server = await start_websocket(  # type: ignore[assignment]
+            # websockets' close() also ends open handshakes.
+            server = await start_websocket(
                 self.broker, host, port, settings, listener.path or "/mqtt", context
             )
         sockname = server.sockets[0].getsockname()

@@ -6,7 +6,8 @@
   (``MqttConnection`` reports both);
 - the sockets that have not sent CONNECT yet, at most ``max_pending_connections``
   (``listeners.pending``: the oldest silent one is closed to make room, counted in
-  limit ``pending_connections``);
+  limit ``pending_connections``); on a TLS listener a socket is pending from its accept,
+  its TLS handshake included (``handshake_started``, ``listeners.tls``);
 - when a CONNECT arrives: at most ``max_connections`` clients that sent CONNECT at once
   (refused with 0x97 Quota exceeded, limit ``max_connections``) and at most
   ``connection_rate`` CONNECTs a second (0x9F Connection rate exceeded, limit
@@ -22,7 +23,7 @@ import asyncio
 import time
 from collections import Counter
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from broker_core.listeners.pending import PendingSockets
 from broker_core.memory import TRIM_INTERVAL_S, release_free_memory
@@ -32,18 +33,27 @@ from broker_core.ratelimit import TokenBucket
 
 if TYPE_CHECKING:
     from broker_core.listeners.connection import MqttConnection
+    from broker_core.listeners.settings import ListenerSettings
 
-__all__ = ["Connections"]
+__all__ = ["Connections", "Unconnected"]
 
 
-def _has_unread_input(conn: MqttConnection) -> bool:
-    return conn.has_unread_input()
+class Unconnected(Protocol):
+    """A socket that has not sent CONNECT: a connection, or a TLS handshake under way."""
+
+    def has_unread_input(self) -> bool: ...
+
+    def evict(self) -> None: ...
+
+
+def _has_unread_input(socket: Unconnected) -> bool:
+    return socket.has_unread_input()
 
 
 class Connections:
     def __init__(self, counters: Counters) -> None:
         self.counters = counters
-        self.pending: PendingSockets[MqttConnection] = PendingSockets()
+        self.pending: PendingSockets[Unconnected] = PendingSockets()
         self._open: set[MqttConnection] = set()
         self._counted: dict[str, int] = {}  # per listener: connections that sent CONNECT
         self._buckets: dict[str, TokenBucket] = {}  # per listener: connection_rate
@@ -58,9 +68,21 @@ class Connections:
     def opened(self, conn: MqttConnection) -> None:
         """A new socket, pending until it sends CONNECT (listeners.pending)."""
         self._open.add(conn)
-        listener = conn.listener
+        self._pending(conn.listener, conn)
+
+    def handshake_started(self, listener: ListenerSettings, handshake: Unconnected) -> None:
+        """A socket accepted by a TLS listener, in its handshake: pending from now, so
+        handshakes that stall count against ``max_pending_connections`` too."""
+        self._pending(listener, handshake)
+
+    def handshake_ended(self, listener: ListenerSettings, handshake: Unconnected) -> None:
+        """The handshake is over: failed, evicted, or done (the connection is pending
+        in its place from its ``connection_made``)."""
+        self.pending.remove(listener.name, handshake)
+
+    def _pending(self, listener: ListenerSettings, socket: Unconnected) -> None:
         oldest = self.pending.add(
-            listener.name, conn, listener.max_pending_connections, _has_unread_input
+            listener.name, socket, listener.max_pending_connections, _has_unread_input
         )
         if oldest is not None:
             self.counters.hit("pending_connections")

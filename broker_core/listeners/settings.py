@@ -2,9 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
-__all__ = ["ListenerSettings"]
+__all__ = ["ListenerSettings", "Listening"]
+
+
+class Listening(Protocol):
+    """A bound listener as the gateway runs it: an ``asyncio.Server`` (tcp), websockets'
+    ``Server`` (ws, wss) or ``listeners.tls.TlsListener``."""
+
+    @property
+    def sockets(self) -> Sequence[Any]: ...
+
+    def close(self) -> None: ...
+
+    async def wait_closed(self) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,11 +13,21 @@ A certificate that does not chain to ``cafile`` fails the handshake in both veri
 modes. ``certificate_identity`` (``listeners.certificates``) reads the subject CN of a
 verified client certificate; ``MqttConnection`` stores it for the authenticator
 (``use_identity_as_username``).
+
+``TlsListener`` accepts its sockets itself rather than through ``loop.create_server``,
+whose connections the broker sees only once their handshake is done: a socket is pending
+(``Connections.handshake_started``) from its accept, so sockets that open a handshake and
+stall count against ``max_pending_connections`` like sockets that never send CONNECT,
+and the oldest of them is closed to make room (its handshake task is cancelled, which
+closes the socket, in asyncio's loop and in uvloop's). The handshake itself is the
+loop's (``loop.connect_accepted_socket`` with the context), limited to
+``HANDSHAKE_TIMEOUT_S``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import socket
 import ssl
@@ -29,12 +39,26 @@ from broker_core.listeners.certificates import certificate_identity
 from broker_core.listeners.connection import MqttConnection, Server
 from broker_core.listeners.settings import ListenerSettings
 
-__all__ = ["certificate_identity", "server_ssl_context", "start_tls", "tls_problems"]
+__all__ = [
+    "HANDSHAKE_TIMEOUT_S",
+    "TlsListener",
+    "certificate_identity",
+    "server_ssl_context",
+    "start_tls",
+    "tls_problems",
+]
 
 log = logging.getLogger(__name__)
 
 #: Seconds a client has to complete the TLS handshake.
 HANDSHAKE_TIMEOUT_S = 10.0
+
+#: Sockets accepted at most per readiness of a listening socket, so one listener under a
+#: flood does not hold the loop.
+ACCEPT_BATCH = 64
+#: Seconds accepting pauses when the process is out of file descriptors or memory.
+ACCEPT_PAUSE_S = 1.0
+_OUT_OF_RESOURCES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 
 _VERSIONS = {"1.2": ssl.TLSVersion.TLSv1_2, "1.3": ssl.TLSVersion.TLSv1_3}
 
@@ -140,6 +164,149 @@ def server_ssl_context(
     return context
 
 
+class _Handshake:
+    """One accepted socket in its TLS handshake, pending (``Connections.handshake_started``)."""
+
+    __slots__ = ("task",)
+
+    def __init__(self, task: asyncio.Task[object]) -> None:
+        self.task = task
+
+    def has_unread_input(self) -> bool:
+        return False  # a handshake under way is as silent as a socket that says nothing
+
+    def evict(self) -> None:
+        self.task.cancel()  # closes the socket
+
+
+class _TlsConnection(MqttConnection):
+    """The connection of a TLS listener: its handshake stops being pending as the
+    connection starts to be."""
+
+    __slots__ = ("handshake",)
+    handshake: _Handshake | None  # under way: pending as this, until connection_made
+
+    def connection_made(self, base: asyncio.BaseTransport) -> None:
+        handshake = self.handshake
+        if handshake is not None:
+            self.handshake = None
+            self.broker.connections.handshake_ended(self.listener, handshake)
+        super().connection_made(base)
+
+
+class TlsListener:
+    """A TLS listener's sockets and its accept loop; offers what the gateway uses of an
+    ``asyncio.Server`` (``sockets``, ``close``, ``wait_closed``)."""
+
+    def __init__(
+        self,
+        broker: Server,
+        settings: ListenerSettings,
+        context: ssl.SSLContext,
+        sockets: list[socket.socket],
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        self.broker = broker
+        self.settings = settings
+        self.context = context
+        self.sockets = sockets
+        self._loop = loop
+        self._handshakes: set[asyncio.Task[object]] = set()
+        self._closed = False
+        for sock in sockets:
+            self._serve(sock)
+
+    def _serve(self, sock: socket.socket) -> None:
+        if not self._closed:
+            self._loop.add_reader(sock.fileno(), self._accept, sock)
+
+    def _accept(self, listening: socket.socket) -> None:
+        for _ in range(ACCEPT_BATCH):
+            try:
+                sock, _ = listening.accept()
+            except (BlockingIOError, InterruptedError, ConnectionAbortedError):
+                return
+            except OSError as exc:
+                if exc.errno not in _OUT_OF_RESOURCES:
+                    raise
+                log.error(
+                    "listener %s: cannot accept (%s), pausing %.0f s",
+                    self.settings.name,
+                    exc.strerror,
+                    ACCEPT_PAUSE_S,
+                )
+                self._loop.remove_reader(listening.fileno())
+                self._loop.call_later(ACCEPT_PAUSE_S, self._serve, listening)
+                return
+            sock.setblocking(False)
+            self._handshake(sock)
+
+    def _handshake(self, sock: socket.socket) -> None:
+        connection = _TlsConnection(self.broker, self.settings, self._loop)
+        task: asyncio.Task[object] = self._loop.create_task(
+            self._loop.connect_accepted_socket(
+                lambda: connection,
+                sock,
+                ssl=self.context,
+                ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S,
+            )
+        )
+        handshake = connection.handshake = _Handshake(task)
+        self._handshakes.add(task)
+        task.add_done_callback(lambda done: self._handshake_done(done, connection, handshake))
+        self.broker.connections.handshake_started(self.settings, handshake)
+
+    def _handshake_done(
+        self, task: asyncio.Task[object], connection: _TlsConnection, handshake: _Handshake
+    ) -> None:
+        self._handshakes.discard(task)
+        if connection.handshake is not None:  # not done: failed, timed out or evicted
+            connection.handshake = None
+            self.broker.connections.handshake_ended(self.settings, handshake)
+        if not task.cancelled() and task.exception() is not None:
+            log.debug("listener %s: TLS handshake failed: %s", self.settings.name, task.exception())
+
+    def close(self) -> None:
+        """Stops accepting and ends the handshakes under way; connections stay."""
+        self._closed = True
+        for sock in self.sockets:
+            self._loop.remove_reader(sock.fileno())
+            sock.close()
+        for task in self._handshakes:
+            task.cancel()
+
+    async def wait_closed(self) -> None:
+        await asyncio.gather(*self._handshakes, return_exceptions=True)
+
+
+async def _bind(host: str, port: int, backlog: int) -> list[socket.socket]:
+    """Listening sockets for ``host`` (every address it resolves to) and ``port``, as
+    ``loop.create_server`` binds them."""
+    loop = asyncio.get_running_loop()
+    infos = await loop.getaddrinfo(
+        host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )
+    sockets: list[socket.socket] = []
+    try:
+        for family, kind, proto, _, address in dict.fromkeys(infos):
+            if sockets and port == 0:  # every address on the port the first one got
+                address = (address[0], sockets[0].getsockname()[1], *address[2:])
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # accepted ones inherit it
+            sock.bind(address)
+            sock.listen(backlog)
+            sock.setblocking(False)
+    except OSError:
+        for sock in sockets:
+            sock.close()
+        raise
+    return sockets
+
+
 async def start_tls(
     broker: Server,
     host: str,
@@ -147,19 +314,10 @@ async def start_tls(
     settings: ListenerSettings,
     context: ssl.SSLContext,
     backlog: int = 1024,
-) -> asyncio.Server:
+) -> TlsListener:
     """Binds a TLS listener whose connections are ``MqttConnection``s, like tcp."""
-    loop = asyncio.get_running_loop()
-    server = await loop.create_server(
-        lambda: MqttConnection(broker, settings, loop),
-        host,
-        port,
-        backlog=backlog,
-        reuse_address=True,
-        ssl=context,
-        ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S,
-    )
-    for sock in server.sockets:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sockets = await _bind(host, port, backlog)
+    listener = TlsListener(broker, settings, context, sockets, asyncio.get_running_loop())
+    for sock in sockets:
         log.info("listener %s (TLS) bound to %s", settings.name, sock.getsockname()[:2])
-    return server
+    return listener

@@ -57,6 +57,7 @@ from websockets.typing import Subprotocol
 
 from broker_core.listeners.connection import MqttConnection
 from broker_core.listeners.connection import Server as MqttServer
+from broker_core.listeners.connections import Connections
 from broker_core.listeners.settings import ListenerSettings
 
 __all__ = [
@@ -81,9 +82,36 @@ CLOSE_TIMEOUT_S = 1.0
 
 class MqttServerConnection(ServerConnection):
     """websockets' server connection, telling its ``WebSocketTransport`` about flow
-    control and about the end of the TCP connection."""
+    control and about the end of the TCP connection.
+
+    Until its upgrade is done it is pending (``Connections.handshake_started``) like a
+    socket that has not sent CONNECT: sockets that stall in the HTTP upgrade count
+    against ``max_pending_connections``, and the oldest is closed to make room. Each
+    listener serves a subclass that names its ``listener`` and ``connections``.
+    """
 
     adapter: WebSocketTransport | None = None
+    listener: ListenerSettings | None = None
+    connections: Connections | None = None
+    upgrading = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        if self.connections is not None and self.listener is not None:
+            self.upgrading = True
+            self.connections.handshake_started(self.listener, self)
+
+    def upgraded(self) -> None:
+        """The upgrade is done (or failed): no longer pending as an upgrade."""
+        if self.upgrading and self.connections is not None and self.listener is not None:
+            self.upgrading = False
+            self.connections.handshake_ended(self.listener, self)
+
+    def has_unread_input(self) -> bool:
+        return False  # an upgrade under way is as silent as a socket that says nothing
+
+    def evict(self) -> None:
+        self.transport.abort()
 
     def pause_writing(self) -> None:
         super().pause_writing()
@@ -97,6 +125,7 @@ class MqttServerConnection(ServerConnection):
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
+        self.upgraded()
         if self.adapter is not None:
             self.adapter.connection_ended()
 
@@ -226,6 +255,7 @@ async def start_websocket(
 
     async def handler(websocket: ServerConnection) -> None:
         assert isinstance(websocket, MqttServerConnection)
+        websocket.upgraded()  # pending from here as the MQTT connection, until CONNECT
         connection = MqttConnection(broker, settings)
         transport = WebSocketTransport(websocket, connection)
         connection.connection_made(transport)
@@ -253,6 +283,10 @@ async def start_websocket(
             transport.connection_ended()
             connection.connection_lost(None)
 
+    class ListenerConnection(MqttServerConnection):
+        listener = settings
+        connections = broker.connections
+
     server = await serve(
         handler,
         host,
@@ -267,7 +301,7 @@ async def start_websocket(
         close_timeout=CLOSE_TIMEOUT_S,
         max_size=broker.limits.max_packet_size + MESSAGE_SLACK,
         write_limit=broker.write_high_water,
-        create_connection=MqttServerConnection,
+        create_connection=ListenerConnection,
         ssl=ssl_context,
         backlog=backlog,
         reuse_address=True,

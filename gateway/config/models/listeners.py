@@ -162,8 +162,9 @@ class ListenerConfig(ConfigModel):
         default=256,
         ge=1,
         description="Sockets that have not sent CONNECT yet, at most, apart from"
-        " `max_connections`; a new one beyond the bound closes the oldest silent one, so"
-        " idle sockets cannot keep clients out.",
+        " `max_connections`, counted from their accept (a TLS handshake on `tls`, a"
+        " WebSocket upgrade on `ws`/`wss` under way included); a new one beyond the bound"
+        " closes the oldest silent one, so idle or stalled sockets cannot keep clients out.",
     )
     connection_rate: float | None = Field(
         default=None,
