@@ -9,6 +9,9 @@ Writes are batched: a session with new output schedules one flush per event-loop
 turn, so a subscriber receiving many messages in a turn gets one ``write``. The
 transport's high-water mark pauses delivery (the session queues instead, bounded).
 
+A connection the broker closes while the client's input is still unread ends with a
+FIN rather than a reset (``listeners.linger``), so the client reads the DISCONNECT.
+
 Exceptions raised while handling a client's packets map to DISCONNECT reason codes
 through one table (mosquitto's handle__packet); unknown ones are logged with
 ``exc_info`` and the client only sees UNSPECIFIED_ERROR.
@@ -29,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from broker_core.errors import MalformedPacket, ProtocolError, ProtocolViolation
 from broker_core.listeners.certificates import certificate_identity
+from broker_core.listeners.linger import linger
 from broker_core.listeners.settings import ListenerSettings
 from broker_core.mqtt.events import (
     AuthReceived,
@@ -253,7 +257,8 @@ class MqttConnection(asyncio.Protocol):
         transport = self.transport
         if self._ending == _EOF and transport is not None and not transport.is_closing():
             self._flush()
-            transport.close()
+            if self.transport is transport:  # not handed over to linger by the flush
+                transport.close()
 
     def pause_writing(self) -> None:
         self.session.set_writable(False, time.time())
@@ -466,4 +471,8 @@ class MqttConnection(asyncio.Protocol):
             self.broker.counters.bytes_sent += len(data)
             transport.write(data)
         if self.session.closed:
-            transport.close()
+            if transport.can_write_eof() and self.has_unread_input():
+                linger(transport, self._loop)  # a reset now could lose what we just wrote
+                self._end()
+            else:
+                transport.close()
