@@ -4,7 +4,9 @@ Each rule gets a hub client ``rule:<name>`` (the ACL knows it by that client id;
 republished messages carry that origin). Rules with the same FROM filters share one tap
 on the broker (``_Group``, identity ``rule:$rules``; the ACL is checked with each rule's
 identity). The router matched the filters (once per topic: its match cache); while
-the message is routed, the tap runs each rule of the group on it at once, through the
+the message is routed, the tap's callback (a closure built for the group's rules as
+they are, again whenever they change; for a group of one rule reading only the
+Context, without a loop) runs each rule of the group on it at once, through the
 rule's generated function (``CompiledStatement.message``, ``gateway.rules.codegen``):
 WHERE, and for a message that passes the SELECT projection. A rule reading only message
 columns reads them from the Context; otherwise the message's row is built once per
@@ -20,7 +22,11 @@ bounded queue (``queue_size``, default 10 000), and one worker task on the loop 
 the actions, taking at most ``CPU_SHARE`` (a fifth) of the loop's time while results
 wait. When the queue is full the oldest result is dropped and counted (the rule's
 ``dropped``, the engine's ``dropped``, the metric ``edgebus_rule_queue_dropped_total``):
-under overload actions are shed, counted, never the evaluation. SQLite rows and webhook
+under overload actions are shed, counted, never the evaluation. The queue is a
+``deque`` with ``maxlen`` (dropping costs the broker's path nothing but the append);
+the drops are counted from the other counts when asked: a rule's results queued (every
+result that passed, when it has actions) less those the worker took and those still
+waiting. SQLite rows and webhook
 posts go on to their own bounded queues.
 
 A rule never sees its own messages (the tap skips a rule for messages whose origin is
