@@ -4,7 +4,9 @@ Each rule gets a hub client ``rule:<name>`` (the ACL knows it by that client id;
 republished messages carry that origin). Rules with the same FROM filters share one tap
 on the broker (``_Group``, identity ``rule:$rules``; the ACL is checked with each rule's
 identity). The router matched the filters (once per topic: its match cache); while
-the message is routed, the tap runs each rule of the group on it at once, through the
+the message is routed, the tap's callback (a closure built for the group's rules as
+they are, again whenever they change; for a group of one rule reading only the
+Context, without a loop) runs each rule of the group on it at once, through the
 rule's generated function (``CompiledStatement.message``, ``gateway.rules.codegen``):
 WHERE, and for a message that passes the SELECT projection. A rule reading only message
 columns reads them from the Context; otherwise the message's row is built once per
@@ -20,7 +22,11 @@ bounded queue (``queue_size``, default 10 000), and one worker task on the loop 
 the actions, taking at most ``CPU_SHARE`` (a fifth) of the loop's time while results
 wait. When the queue is full the oldest result is dropped and counted (the rule's
 ``dropped``, the engine's ``dropped``, the metric ``edgebus_rule_queue_dropped_total``):
-under overload actions are shed, counted, never the evaluation. SQLite rows and webhook
+under overload actions are shed, counted, never the evaluation. The queue is a
+``deque`` with ``maxlen`` (dropping costs the broker's path nothing but the append);
+the drops are counted from the other counts when asked: a rule's results queued (every
+result that passed, when it has actions) less those the worker took and those still
+waiting. SQLite rows and webhook
 posts go on to their own bounded queues.
 
 A rule never sees its own messages (the tap skips a rule for messages whose origin is
@@ -37,11 +43,10 @@ statement on a sample message without any action.
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import logging
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -91,7 +96,9 @@ class Rule:
         self.matched = 0  # a message or event of its FROM reached it
         self.passed = 0  # ... and passed WHERE
         self.failed = 0  # evaluating it raised
-        self.dropped = 0  # its results dropped from the full action queue
+        self.taken = 0  # its results the action worker took off the queue
+        #: How many of its results wait in the action queue (set by the engine).
+        self.waiting: Callable[[Rule], int] | None = None
         self.error: str | None = None  # why it could not be installed
         self.group: _Group | None = None  # the tap it shares
 
@@ -99,7 +106,20 @@ class Rule:
     def enabled(self) -> bool:
         return self.config.enabled
 
-    def status(self) -> dict[str, Any]:
+    @property
+    def queued(self) -> int:
+        """Its results that went to the action queue: every result that passed, when it
+        has actions (``_route`` and ``_evaluate`` queue exactly those)."""
+        return self.passed if self.config.actions else 0
+
+    def dropped(self, waiting: int | None = None) -> int:
+        """Its results the full action queue dropped: queued, neither taken by the
+        worker nor waiting (``waiting``: how many wait, when the caller counted them)."""
+        if waiting is None:
+            waiting = self.waiting(self) if self.waiting is not None else 0
+        return self.queued - self.taken - waiting
+
+    def status(self, waiting: int | None = None) -> dict[str, Any]:
         return {
             "name": self.name,
             "state": "error" if self.error else "running" if self.enabled else "disabled",
@@ -111,7 +131,7 @@ class Rule:
             "matched": self.matched,
             "passed": self.passed,
             "failed": self.failed,
-            "dropped": self.dropped,
+            "dropped": self.dropped(waiting),
             "error": self.error,
             "actions": [action.stats() for action in self.actions]
             or [{"type": a.type, "succeeded": 0, "failed": 0} for a in self.config.actions],
@@ -186,16 +206,20 @@ class RuleEngine:
         self.data_dir = Path(data_dir)
         self.webhooks = webhooks
         self.node = node
-        self.queue_size = queue_size
-        self.dropped = 0  # results the full action queue dropped
-        self.processed = 0  # results whose actions ran
+        if queue_size < 1:
+            raise ValueError("queue_size must be at least 1")
+        self.processed = 0  # results the worker took off the queue (acted on, or not)
+        self._retired = 0  # results queued by rules deleted or replaced since
         self._configured = list(rules)
         self._rules: dict[str, Rule] = {}
         # Results waiting for their rule's actions: the rules and their SELECT outputs,
         # side by side (no tuple per result: a retained result is one dict, which the
-        # garbage collector does not track while it holds plain values).
-        self._queue: deque[Rule] = deque()
-        self._results: deque[dict[str, Any]] = deque()
+        # garbage collector does not track while it holds plain values). Both bounded
+        # by ``maxlen``: appending to a full one drops its oldest entry, in C, with no
+        # bookkeeping on the broker's path; the drops are counted from the other counts
+        # (``dropped``).
+        self._queue: deque[Rule] = deque(maxlen=queue_size)
+        self._results: deque[dict[str, Any]] = deque(maxlen=queue_size)
         self._wake: asyncio.Event | None = None
         self._idle = False  # the worker waits on _wake
         self._tables: dict[Path, SqliteTables] = {}
@@ -215,7 +239,37 @@ class RuleEngine:
     def statuses(self) -> list[dict[str, Any]]:
         if not self._running:
             return [Rule(config, CONFIG).status() for config in self._configured]
-        return [rule.status() for rule in self._rules.values()]
+        waiting = Counter(self._queue)  # one pass over the queue for every rule
+        return [rule.status(waiting[rule]) for rule in self._rules.values()]
+
+    @property
+    def queue_size(self) -> int:
+        """The action queue's bound (``queue_size`` of the constructor)."""
+        size = self._queue.maxlen
+        assert size is not None
+        return size
+
+    @queue_size.setter
+    def queue_size(self, size: int) -> None:
+        """Resizes the action queue; results over the new bound are dropped (the oldest)
+        and counted."""
+        if size < 1:
+            raise ValueError("queue_size must be at least 1")
+        self._queue = deque(self._queue, maxlen=size)
+        self._results = deque(self._results, maxlen=size)
+        for group in self._groups.values():
+            self._refresh(group)  # the taps append to the new queue
+
+    @property
+    def dropped(self) -> int:
+        """Results the full action queue dropped: every result queued (by the rules
+        installed and by those gone) but those the worker took and those waiting."""
+        queued = self._retired + sum(rule.queued for rule in self._rules.values())
+        return queued - self.processed - len(self._queue)
+
+    def _waiting(self, rule: Rule) -> int:
+        """How many results of ``rule`` wait in the action queue."""
+        return self._queue.count(rule)
 
     def stats(self) -> dict[str, int]:
         return {
@@ -239,30 +293,31 @@ class RuleEngine:
         finally:
             self._running = False
             for rule in list(self._rules.values()):
-                self._uninstall(rule)
+                self._discard(rule)
             for tables in self._tables.values():
                 tables.close()
             self._tables.clear()
 
     async def _work(self) -> None:
         """Runs the actions of the queued results, within ``CPU_SHARE`` of the loop."""
-        queue, results = self._queue, self._results
         wake = self._wake
         assert wake is not None
         clock = time.perf_counter
         factor = CPU_SHARE / (1 - CPU_SHARE)
         ended = clock()
         while True:
-            if not queue:
+            if not self._queue:
                 wake.clear()
                 self._idle = True
                 await wake.wait()
+            queue, results = self._queue, self._results  # new ones once resized
             started = clock()
             deadline = started + min(MAX_TURN_S, max(MIN_TURN_S, (started - ended) * factor))
             while queue and clock() < deadline:
                 batch = min(len(queue), WORKER_BATCH)  # the clock is read once a batch
                 for _ in range(batch):
                     rule, out = queue.popleft(), results.popleft()
+                    rule.taken += 1
                     if rule.client is not None:  # not deleted or disabled since
                         for action in rule.actions:
                             try:
@@ -279,43 +334,80 @@ class RuleEngine:
         if action.failed == 1 or action.failed % 1000 == 0:
             log.exception("rule %s: action %s failed", rule.name, action.type)
 
-    def _route(self, group: _Group, context: Context) -> None:
-        """A group's tap, during routing: runs each of its rules on the message (a rule
-        never sees its own messages) through its generated function; the message's row
-        is built only when one of them reads more than the Context. Counts ``matched``,
-        ``passed``, ``failed``; never raises."""
-        origin = context.origin
-        own = origin.name if origin.protocol == "rule" else None
-        row = MessageRow(context, self.node) if group.needs_row else None
-        queue, results = self._queue, self._results
-        for rule in group.rules:
-            if rule.name == own:
-                continue
-            rule.matched += 1
-            try:
-                out = rule.run(context, row)
-            except Exception as exc:
-                self._failed(rule, exc)
-                continue
-            if out is None:  # WHERE is not true
-                continue
-            rule.passed += 1
-            if not rule.actions:
-                continue
-            # _enqueue, inline (a call less per result)
-            if len(queue) >= self.queue_size:
-                queue.popleft().dropped += 1
-                results.popleft()
-                self.dropped += 1
-            queue.append(rule)
-            results.append(out)
-            if self._idle:  # the worker waits for results
-                self._idle = False
-                self._wake.set()  # type: ignore[union-attr]
+    def _tap_callback(self, group: _Group) -> Callable[[Context], None]:
+        """The callback of a group's tap, for its rules as they are now (``_refresh``
+        builds it again when they change or the queue is resized). During routing it
+        runs each rule on the message (a rule never sees its own messages) through its
+        generated function; the message's row is built only when one of them reads
+        more than the Context. Counts ``matched``, ``passed``, ``failed``; a result of
+        a rule with actions goes to the action queue (a full one drops its oldest);
+        never raises. A group of one rule reading only the Context (the common case)
+        gets a callback without the loop."""
+        engine, failed = self, self._failed
+        queue_append, results_append = self._queue.append, self._results.append
+        if len(group.rules) == 1 and not group.needs_row:
+            (rule,) = group.rules
+            name, run, acts = rule.name, rule.run, bool(rule.actions)
+
+            def route_one(context: Context) -> None:
+                origin = context.origin
+                if origin.name == name and origin.protocol == "rule":
+                    return  # what this rule published
+                rule.matched += 1
+                try:
+                    out = run(context, None)
+                except Exception as exc:
+                    failed(rule, exc)
+                    return
+                if out is None:  # WHERE is not true
+                    return
+                rule.passed += 1
+                if acts:
+                    queue_append(rule)
+                    results_append(out)
+                    if engine._idle:  # the worker waits for results
+                        engine._wake_worker()
+
+            return route_one
+
+        rules = tuple((rule, rule.name, rule.run, bool(rule.actions)) for rule in group.rules)
+        needs_row, node = group.needs_row, self.node
+
+        def route(context: Context) -> None:
+            origin = context.origin
+            own = origin.name if origin.protocol == "rule" else None
+            row = MessageRow(context, node) if needs_row else None
+            for rule, name, run, acts in rules:
+                if name == own:
+                    continue
+                rule.matched += 1
+                try:
+                    out = run(context, row)
+                except Exception as exc:
+                    failed(rule, exc)
+                    continue
+                if out is None:  # WHERE is not true
+                    continue
+                rule.passed += 1
+                if acts:
+                    queue_append(rule)
+                    results_append(out)
+                    if engine._idle:
+                        engine._wake_worker()
+
+        return route
+
+    def _refresh(self, group: _Group) -> None:
+        if group.tap is not None:
+            group.tap.callback = self._tap_callback(group)
+
+    def _wake_worker(self) -> None:
+        self._idle = False
+        self._wake.set()  # type: ignore[union-attr]
 
     def _evaluate(self, rules: Iterable[Rule], row: Row, own: str | None) -> None:
         """WHERE, then SELECT for a row that passes, of each rule but ``own`` (the
-        closures: for broker events). Counts as ``_route``; never raises."""
+        closures: for broker events). Counts as the taps do; never raises."""
         for rule in rules:
             if rule.name == own:
                 continue
@@ -340,18 +432,12 @@ class RuleEngine:
             log.warning("rule %s failed (%d so far): %s", rule.name, rule.failed, exc)
 
     def _enqueue(self, rule: Rule, out: dict[str, Any]) -> None:
-        """Queues a result for its rule's actions (the oldest dropped, counted, when the
-        queue is full) and wakes the worker when it waits."""
-        queue = self._queue
-        if len(queue) >= self.queue_size:
-            queue.popleft().dropped += 1
-            self._results.popleft()
-            self.dropped += 1
-        queue.append(rule)
+        """Queues a result for its rule's actions (a full queue drops its oldest) and
+        wakes the worker when it waits."""
+        self._queue.append(rule)
         self._results.append(out)
         if self._idle:  # the worker waits for results
-            self._idle = False
-            self._wake.set()  # type: ignore[union-attr]
+            self._wake_worker()
 
     def _tables_for(self, database: Path | None) -> SqliteTables:
         path = database if database is not None else Path("rules.db")
@@ -369,6 +455,7 @@ class RuleEngine:
             return
         client = self.hub.client("rule", rule.name)
         rule.client = client
+        rule.waiting = self._waiting
         context = ActionContext(client, self._tables_for, self.webhooks, self.targets)
         rule.actions = [build_action(a, context, rule.name) for a in rule.config.actions]
         if rule.statement.topics:
@@ -398,9 +485,12 @@ class RuleEngine:
         group = self._groups.get(filters)
         if group is None:
             group = self._groups[filters] = _Group(filters)
-            route = functools.partial(self._route, group)
+            group.add(rule)
+            route = self._tap_callback(group)
             group.tap = broker.tap(self._origin, filters, route, 2, no_local=False)
-        group.add(rule)
+        else:
+            group.add(rule)
+            self._refresh(group)
         rule.group = group
 
     def _leave_group(self, rule: Rule) -> None:
@@ -413,6 +503,14 @@ class RuleEngine:
             if group.tap is not None:
                 group.tap.close()
             self._groups.pop(group.filters, None)
+        else:
+            self._refresh(group)
+
+    def _discard(self, rule: Rule) -> None:
+        """Uninstalls a rule for good (deleted, replaced, the engine stopping); its
+        queued results stay in the engine's count (``dropped``)."""
+        self._uninstall(rule)
+        self._retired += rule.queued
 
     def _uninstall(self, rule: Rule) -> None:
         self._leave_group(rule)
@@ -451,6 +549,7 @@ class RuleEngine:
             self._uninstall(new)
             self._install(old)
             raise
+        self._retired += old.queued
         return new
 
     def enable(self, name: str, enabled: bool) -> Rule:
@@ -476,7 +575,7 @@ class RuleEngine:
         rule = self._rules.get(name)
         if rule is None:
             return False
-        self._uninstall(rule)
+        self._discard(rule)
         log.info("rule %s deleted", name)
         return True
 
@@ -497,7 +596,7 @@ class RuleEngine:
                 self._install_configured(config)
                 changes.append(f"rule: added {name}")
             elif installed.config != config or installed.source != CONFIG:
-                self._uninstall(installed)
+                self._discard(installed)
                 self._install_configured(config)
                 changes.append(f"rule: updated {name}")
         return changes
