@@ -108,3 +108,44 @@ def test_the_crc_of_large_columns_is_the_crc_of_the_whole_batch() -> None:
     assert decode_header(data).crc == zlib.crc32(data[8:])
     columns = decode_batch(data)  # verifies the CRC
     assert [columns.binary("payload", r) for r in range(7)] == [c.payload for c in contexts]
+
+
+def _origins_in(layout: str, count: int) -> list[Origin]:
+    """Origins of ``count`` messages: ``one``, ``runs`` (three clients, a few runs, one
+    client twice), ``interleaved`` (every message its own turn), ``many-runs`` (more runs
+    than the encoder follows one by one)."""
+    clients = [Origin("mqtt", f"client-{n}") for n in range(3)]
+    if layout == "one":
+        return [clients[0]] * count
+    if layout == "runs":
+        return [clients[0]] * 10 + [clients[1]] * 7 + [clients[0]] * 3 + [clients[2]] * (count - 20)
+    if layout == "interleaved":
+        return [clients[n % 3] for n in range(count)]
+    return [clients[(n // 2) % 3] for n in range(count)]  # many-runs: runs of two
+
+
+@pytest.mark.parametrize("layout", ["one", "runs", "interleaved", "many-runs"])
+@pytest.mark.parametrize("sizes", ["equal", "varied", "empty"])
+def test_origins_and_sizes_of_every_layout_read_back(layout: str, sizes: str) -> None:
+    """The encoder's shortcuts (origins in runs, values of one size) read back as the
+    general case does."""
+    count = 120
+    origins = _origins_in(layout, count)
+
+    def payload(n: int) -> bytes:
+        return {"equal": b"%04d" % n, "varied": b"p" * (n % 5), "empty": b""}[sizes]
+
+    def topic(n: int) -> str:
+        return {"equal": f"t/{n % 10}", "varied": f"t/{n}/é", "empty": "x"}[sizes]
+
+    contexts = [
+        Context(topic(n), payload(n), n % 3, n % 2 == 0, origin=origins[n]) for n in range(count)
+    ]
+    for _ in range(2):  # the second time from the caches
+        columns = decode_batch(b"".join(encode_batch(5, contexts)))
+        assert [columns.source(r) for r in range(count)] == [o.name for o in origins]
+        assert len(columns.origins) == len(set(origins))
+        assert [columns.string("topic", r) for r in range(count)] == [c.topic for c in contexts]
+        assert [columns.binary("payload", r) for r in range(count)] == [c.payload for c in contexts]
+        assert list(columns.qos) == [c.qos for c in contexts]
+        assert list(columns.retain) == [c.retain for c in contexts]
