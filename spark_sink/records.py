@@ -243,10 +243,13 @@ class Encoded:
 
 
 def encode_columns(
-    contexts: Sequence[Context], topics: list[str] | None = None, joined: str | None = None
+    contexts: Sequence[Context],
+    topics: list[str] | None = None,
+    joined: str | None = None,
+    payloads: list[bytes] | None = None,
 ) -> Encoded:
     """The columns of ``contexts`` (the batch without its header); ``topics`` (and
-    ``joined``, them joined): their topics, when the caller has them already.
+    ``joined``, them joined) and ``payloads``: theirs, when the caller has them already.
 
     It runs on the broker's loop for every message recorded: one pass per field, each a
     comprehension or a C call, and numbers packed with ``struct`` (see ``_packer``)."""
@@ -273,7 +276,8 @@ def encode_columns(
         size += _empty(count, parts)
     else:
         size += _strings([p.content_type or "" for p in properties], parts)
-    payloads = [c.payload for c in contexts]
+    if payloads is None:
+        payloads = [c.payload for c in contexts]
     size += _var(b"".join(payloads), payloads, parts)
     if plain:
         size += _empty(count, parts)
