@@ -197,7 +197,7 @@ def _origin_index(origins: list[Any], count: int) -> tuple[bytes, list[Any]]:
     A batch is mostly runs of one origin (a socket read holds one client's messages):
     consecutive ones are compared by identity in C, and each run written as one
     repeated index; ``id`` of every message (a new int each) only past ``_MAX_RUNS``."""
-    if count <= 1:
+    if count <= 1 or origins[1:] == origins[:-1]:  # identity first, in C; equal reads the same
         return bytes(2 * count), origins[:1]
     if origins[0] is not origins[1] and origins[-2] is not origins[-1]:
         return _keyed_index(origins, count)  # interleaved at both ends: not in runs
@@ -258,7 +258,10 @@ def encode_columns(
     ts = [c.received_at for c in contexts]
     parts.append(_packer("q", count)(*[c.id for c in contexts]))
     parts.append(_packer("q", count)(*ts))
-    flags = bytes([c.qos for c in contexts] + [c.retain for c in contexts])
+    if [c.qos or c.retain for c in contexts].count(0) == count:  # the common case
+        flags = bytes(2 * count)
+    else:
+        flags = bytes([c.qos for c in contexts] + [c.retain for c in contexts])
     parts.append(flags)
     index, names = _origin_index([c.origin for c in contexts], count)
     parts.append(index)
