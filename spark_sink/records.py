@@ -25,8 +25,9 @@ Layout, little endian::
              every column padded to 8 bytes
 
 The origins (protocol and source name) are a dictionary per batch: a batch holds the
-messages of a few clients and adapters, so each is written once, and encoding costs
-one lookup per message instead of two strings.
+messages of a few clients and adapters, so each is written once; the encoder finds them
+as runs of one ``Origin`` object (a socket read holds one client's messages), compared
+by identity in C, and looks each message up only when they interleave.
 
 ``content_type`` empty: none. ``properties``: the MQTT 5 property block of the message
 (``Properties.encoded()``), empty when it has none. ``meta``: the metadata as a JSON
