@@ -10,7 +10,16 @@ import pytest
 
 from broker_core.context import Context, Origin
 from broker_core.mqtt.properties import Properties
-from spark_sink.records import HEADER, CorruptBatch, decode_batch, decode_header, encode_batch
+from spark_sink.records import (
+    _CACHE_LIMIT,
+    _EVEN,
+    _STRUCTS,
+    HEADER,
+    CorruptBatch,
+    decode_batch,
+    decode_header,
+    encode_batch,
+)
 
 ORIGIN = Origin("mqtt", "client-1")
 
@@ -149,3 +158,14 @@ def test_origins_and_sizes_of_every_layout_read_back(layout: str, sizes: str) ->
         assert [columns.binary("payload", r) for r in range(count)] == [c.payload for c in contexts]
         assert list(columns.qos) == [c.qos for c in contexts]
         assert list(columns.retain) == [c.retain for c in contexts]
+
+
+def test_the_encoders_caches_are_bounded_and_refilled() -> None:
+    """More batch sizes than the caches hold: each still reads back (a cache emptied when
+    full is filled again)."""
+    for count in range(1, 3 * _CACHE_LIMIT):
+        contexts = [Context("t/1", b"%03d" % n, origin=ORIGIN) for n in range(count)]
+        columns = decode_batch(b"".join(encode_batch(0, contexts)))
+        assert columns.binary("payload", count - 1) == contexts[-1].payload
+        assert columns.string("topic", 0) == "t/1"
+    assert len(_EVEN) <= _CACHE_LIMIT and len(_STRUCTS) <= _CACHE_LIMIT
