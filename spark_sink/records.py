@@ -45,7 +45,7 @@ import struct
 import zlib
 from collections.abc import Callable, Sequence, Sized
 from dataclasses import dataclass
-from itertools import accumulate, islice
+from itertools import accumulate, islice, repeat
 from operator import is_, itemgetter
 from typing import Any
 
@@ -111,8 +111,7 @@ def _padded(parts: list[bytes], size: int) -> int:
 
 #: Compiled ``struct`` formats by (code, count), and offsets columns of equal-width values
 #: by (count, width): at most ``_CACHE_LIMIT`` entries each (the offsets at most 2 MiB),
-#: emptied when full (a batch
-#: holds at most 8,192 records, so a busy log uses a handful).
+#: emptied when full.
 _CACHE_LIMIT = 64
 _STRUCTS: dict[tuple[str, int], Callable[..., bytes]] = {}
 _EVEN: dict[tuple[int, int], bytes] = {}
@@ -196,9 +195,10 @@ def _origin_index(origins: list[Any], count: int) -> tuple[bytes, list[Any]]:
     ``Origin`` object (two equal ones are written twice, which reads the same).
 
     A batch is mostly runs of one origin (a socket read holds one client's messages):
-    consecutive ones are compared by identity in C, and each run written as one
-    repeated index; ``id`` of every message (a new int each) only past ``_MAX_RUNS``."""
-    if count <= 1 or origins[1:] == origins[:-1]:  # identity first, in C; equal reads the same
+    consecutive ones are compared by identity in C (never ``Origin.__eq__``, a Python
+    call), and each run written as one repeated index; ``id`` of every message (a new
+    int each) only past ``_MAX_RUNS``."""
+    if count <= 1 or all(map(is_, repeat(origins[0]), origins)):  # identity only, in C
         return bytes(2 * count), origins[:1]
     if origins[0] is not origins[1] and origins[-2] is not origins[-1]:
         return _keyed_index(origins, count)  # interleaved at both ends: not in runs

@@ -121,8 +121,8 @@ def test_the_crc_of_large_columns_is_the_crc_of_the_whole_batch() -> None:
 
 def _origins_in(layout: str, count: int) -> list[Origin]:
     """Origins of ``count`` messages: ``one``, ``runs`` (three clients, a few runs, one
-    client twice), ``interleaved`` (every message its own turn), ``many-runs`` (more runs
-    than the encoder follows one by one)."""
+    client twice), ``interleaved`` (every message its own turn), ``copies`` (an equal
+    origin per message), ``many-runs`` (more runs than the encoder follows one by one)."""
     clients = [Origin("mqtt", f"client-{n}") for n in range(3)]
     if layout == "one":
         return [clients[0]] * count
@@ -130,10 +130,12 @@ def _origins_in(layout: str, count: int) -> list[Origin]:
         return [clients[0]] * 10 + [clients[1]] * 7 + [clients[0]] * 3 + [clients[2]] * (count - 20)
     if layout == "interleaved":
         return [clients[n % 3] for n in range(count)]
+    if layout == "copies":  # equal, not the same object: one per message
+        return [Origin("mqtt", "client-0") for _ in range(count)]
     return [clients[(n // 2) % 3] for n in range(count)]  # many-runs: runs of two
 
 
-@pytest.mark.parametrize("layout", ["one", "runs", "interleaved", "many-runs"])
+@pytest.mark.parametrize("layout", ["one", "runs", "interleaved", "copies", "many-runs"])
 @pytest.mark.parametrize("sizes", ["equal", "varied", "empty"])
 def test_origins_and_sizes_of_every_layout_read_back(layout: str, sizes: str) -> None:
     """The encoder's shortcuts (origins in runs, values of one size) read back as the
@@ -153,7 +155,7 @@ def test_origins_and_sizes_of_every_layout_read_back(layout: str, sizes: str) ->
     for _ in range(2):  # the second time from the caches
         columns = decode_batch(b"".join(encode_batch(5, contexts)))
         assert [columns.source(r) for r in range(count)] == [o.name for o in origins]
-        assert len(columns.origins) == len(set(origins))
+        assert len(columns.origins) == len({id(origin) for origin in origins})
         assert [columns.string("topic", r) for r in range(count)] == [c.topic for c in contexts]
         assert [columns.binary("payload", r) for r in range(count)] == [c.payload for c in contexts]
         assert list(columns.qos) == [c.qos for c in contexts]
