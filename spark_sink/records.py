@@ -25,8 +25,9 @@ Layout, little endian::
              every column padded to 8 bytes
 
 The origins (protocol and source name) are a dictionary per batch: a batch holds the
-messages of a few clients and adapters, so each is written once, and encoding costs
-one lookup per message instead of two strings.
+messages of a few clients and adapters, so each is written once; the encoder finds them
+as runs of one ``Origin`` object (a socket read holds one client's messages), compared
+by identity in C, and looks each message up only when they interleave.
 
 ``content_type`` empty: none. ``properties``: the MQTT 5 property block of the message
 (``Properties.encoded()``), empty when it has none. ``meta``: the metadata as a JSON
@@ -42,10 +43,10 @@ from __future__ import annotations
 import json
 import struct
 import zlib
-from collections.abc import Iterable, Sequence, Sized
+from collections.abc import Callable, Sequence, Sized
 from dataclasses import dataclass
-from itertools import accumulate
-from operator import itemgetter
+from itertools import accumulate, islice, repeat
+from operator import is_, itemgetter
 from typing import Any
 
 from broker_core.context import EMPTY_META, Context
@@ -108,16 +109,51 @@ def _padded(parts: list[bytes], size: int) -> int:
     return size + pad
 
 
-def _pack(code: str, values: Sequence[int] | Iterable[int], count: int) -> bytes:
-    """``count`` ``values`` as little-endian numbers of struct ``code``: about half the
-    time of ``array(code, values)`` (which converts and appends them one by one), for
-    every message recorded."""
-    return struct.pack(f"<{count}{code}", *values)
+#: Compiled ``struct`` formats by (code, count), and offsets columns of equal-width values
+#: by (count, width): at most ``_CACHE_LIMIT`` entries each (the offsets at most 2 MiB),
+#: emptied when full.
+_CACHE_LIMIT = 64
+_STRUCTS: dict[tuple[str, int], Callable[..., bytes]] = {}
+_EVEN: dict[tuple[int, int], bytes] = {}
 
 
-def _strings(values: list[str], parts: list[bytes]) -> int:
-    """Appends offsets and UTF-8 bytes of ``values``; returns the bytes appended."""
-    joined = "".join(values)
+def _packer(code: str, count: int) -> Callable[..., bytes]:
+    """``pack(*values)`` of ``count`` little-endian numbers of struct ``code``: about half
+    the time of ``array(code, values)`` (which converts and appends them one by one)."""
+    pack = _STRUCTS.get((code, count))
+    if pack is None:
+        if len(_STRUCTS) >= _CACHE_LIMIT:
+            _STRUCTS.clear()
+        pack = _STRUCTS[code, count] = struct.Struct(f"<{count}{code}").pack
+    return pack
+
+
+def _offsets(values: Sequence[Sized]) -> bytes:
+    """The int32 offsets column of ``values``: ``count + 1`` running sums of their sizes.
+
+    Values of one size (fixed-size records, topics of one pattern) take a cached column:
+    the running sums make a new int object per value, which costs more than the rest."""
+    count = len(values)
+    if count and len(values[0]) != len(values[-1]):  # not of one size: no list to count
+        return _packer("i", count + 1)(*accumulate(map(len, values), initial=0))
+    lengths = list(map(len, values))
+    width = lengths[0] if count else 0
+    if lengths.count(width) == count:
+        even = _EVEN.get((count, width))
+        if even is None:
+            if len(_EVEN) >= _CACHE_LIMIT:
+                _EVEN.clear()
+            sums = range(0, (count + 1) * width, width) if width else [0] * (count + 1)
+            even = _EVEN[count, width] = _packer("i", count + 1)(*sums)
+        return even
+    return _packer("i", count + 1)(*accumulate(lengths, initial=0))
+
+
+def _strings(values: list[str], parts: list[bytes], joined: str | None = None) -> int:
+    """Appends offsets and UTF-8 bytes of ``values`` (``joined``: them joined, when the
+    caller has it); returns the bytes appended."""
+    if joined is None:
+        joined = "".join(values)
     if joined.isascii():
         return _var(joined.encode("ascii"), values, parts)
     encoded = [value.encode("utf-8", "surrogatepass") for value in values]
@@ -127,7 +163,7 @@ def _strings(values: list[str], parts: list[bytes]) -> int:
 def _var(data: bytes, values: Sequence[Sized], parts: list[bytes]) -> int:
     """Appends the offsets of ``values`` (their lengths summed: ``data`` is them joined)
     and ``data``; returns the bytes appended."""
-    raw = _pack("i", accumulate(map(len, values), initial=0), len(values) + 1)
+    raw = _offsets(values)
     parts.append(raw)
     parts.append(data)
     return _padded(parts, len(raw) + len(data))
@@ -148,6 +184,54 @@ def _block(properties: Any) -> bytes:
     return b"" if encoded == b"\x00" else encoded
 
 
+_ONE_INDEX = struct.Struct("<H").pack
+#: Runs of one origin per batch past which ``_origin_index`` keys every message instead.
+_MAX_RUNS = 32
+
+
+def _origin_index(origins: list[Any], count: int) -> tuple[bytes, list[Any]]:
+    """The origin column (uint16 indexes) and the batch's origins, in order of first
+    appearance. Origins are told apart by identity: the Contexts of one client share its
+    ``Origin`` object (two equal ones are written twice, which reads the same).
+
+    A batch is mostly runs of one origin (a socket read holds one client's messages):
+    consecutive ones are compared by identity in C (never ``Origin.__eq__``, a Python
+    call), and each run written as one repeated index; ``id`` of every message (a new
+    int each) only past ``_MAX_RUNS``."""
+    if count <= 1 or all(map(is_, repeat(origins[0]), origins)):  # identity only, in C
+        return bytes(2 * count), origins[:1]
+    if origins[0] is not origins[1] and origins[-2] is not origins[-1]:
+        return _keyed_index(origins, count)  # interleaved at both ends: not in runs
+    same = list(map(is_, origins, islice(origins, 1, None)))  # same[i]: i and i + 1
+    breaks = count - 1 - same.count(True)
+    if not breaks:
+        return bytes(2 * count), origins[:1]
+    if breaks < _MAX_RUNS:
+        codes: dict[int, bytes] = {}
+        names: list[Any] = []
+        chunks: list[bytes] = []
+        start = 0
+        for _ in range(breaks + 1):
+            end = same.index(False, start) + 1 if len(chunks) < breaks else count
+            origin = origins[start]
+            code = codes.get(id(origin))
+            if code is None:
+                code = codes[id(origin)] = _ONE_INDEX(len(names))
+                names.append(origin)
+            chunks.append(code * (end - start))
+            start = end
+        return b"".join(chunks), names
+    return _keyed_index(origins, count)
+
+
+def _keyed_index(origins: list[Any], count: int) -> tuple[bytes, list[Any]]:
+    """``_origin_index`` of origins not in runs: each message's looked up by ``id``."""
+    keys = list(map(id, origins))
+    unique = dict(zip(keys, origins, strict=True))
+    numbers = {key: at for at, key in enumerate(unique)}
+    return _packer("H", count)(*itemgetter(*keys)(numbers)), list(unique.values())
+
+
 @dataclass(frozen=True, slots=True)
 class Encoded:
     """The columns of a batch, encoded (``encode_columns``); ``frame`` gives the header
@@ -159,42 +243,45 @@ class Encoded:
     size: int  # bytes of ``parts``
 
 
-def encode_columns(contexts: Sequence[Context]) -> Encoded:
-    """The columns of ``contexts`` (the batch without its header).
+def encode_columns(
+    contexts: Sequence[Context],
+    topics: list[str] | None = None,
+    joined: str | None = None,
+    payloads: list[bytes] | None = None,
+) -> Encoded:
+    """The columns of ``contexts`` (the batch without its header); ``topics`` (and
+    ``joined``, them joined) and ``payloads``: theirs, when the caller has them already.
 
     It runs on the broker's loop for every message recorded: one pass per field, each a
-    comprehension or a C call, and numbers packed with ``struct`` (see ``_pack``)."""
+    comprehension or a C call, and numbers packed with ``struct`` (see ``_packer``)."""
     count = len(contexts)
     parts: list[bytes] = []
     ts = [c.received_at for c in contexts]
-    parts.append(_pack("q", [c.id for c in contexts], count))
-    parts.append(_pack("q", ts, count))
-    flags = bytes([c.qos for c in contexts] + [c.retain for c in contexts])
-    parts.append(flags)
-    size = 16 * count + len(flags)
-    origins = [c.origin for c in contexts]
-    keys = list(map(id, origins))  # the same client: the same Origin object
-    unique = dict(zip(keys, origins, strict=True))
-    if len(unique) <= 1:
-        index = bytes(2 * count)
+    parts.append(_packer("q", count)(*[c.id for c in contexts]))
+    parts.append(_packer("q", count)(*ts))
+    if [c.qos or c.retain for c in contexts].count(0) == count:  # the common case
+        flags = bytes(2 * count)
     else:
-        position = {key: at for at, key in enumerate(unique)}
-        index = _pack("H", itemgetter(*keys)(position), count)
+        flags = bytes([c.qos for c in contexts] + [c.retain for c in contexts])
+    parts.append(flags)
+    index, names = _origin_index([c.origin for c in contexts], count)
     parts.append(index)
-    size = _padded(parts, size + len(index))
-    names = list(unique.values())
+    size = _padded(parts, 16 * count + len(flags) + len(index))
     parts.append(struct.pack("<Q", len(names)))
     size += 8
     size += _strings([o.protocol for o in names], parts)
     size += _strings([o.name for o in names], parts)
-    size += _strings([c.topic for c in contexts], parts)
+    if topics is None:
+        topics = [c.topic for c in contexts]
+    size += _strings(topics, parts, joined)
     properties = [c.properties for c in contexts]
     plain = properties.count(EMPTY) == count  # the common case: no MQTT 5 properties
     if plain:
         size += _empty(count, parts)
     else:
         size += _strings([p.content_type or "" for p in properties], parts)
-    payloads = [c.payload for c in contexts]
+    if payloads is None:
+        payloads = [c.payload for c in contexts]
     size += _var(b"".join(payloads), payloads, parts)
     if plain:
         size += _empty(count, parts)
@@ -206,7 +293,7 @@ def encode_columns(contexts: Sequence[Context]) -> Encoded:
         size += _empty(count, parts)
     else:
         size += _strings([_meta_json(m) if m else "" for m in metas], parts)
-    return Encoded(parts, count, max(ts) if count else 0, size)
+    return Encoded(parts, count, max(ts, default=0), size)
 
 
 def frame(first: int, encoded: Encoded) -> bytes:

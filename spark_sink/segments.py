@@ -35,7 +35,6 @@ import time
 from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
 from pathlib import Path
 
 from broker_core.context import Context
@@ -62,7 +61,6 @@ SUFFIX = ".log"
 #: what a reader holds in memory at a time.
 MAX_BATCH_RECORDS = 8192
 MAX_BATCH_BYTES = 4 * 1024 * 1024
-_PAYLOAD = attrgetter("payload")
 #: The most buffers one ``os.writev`` takes (Linux: 1024).
 _IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024) if hasattr(os, "sysconf") else 16
 
@@ -422,12 +420,18 @@ class StreamLog:
         return segment, max(index, 0)
 
 
-def encode_chunks(contexts: Sequence[Context]) -> list[Encoded]:
+def encode_chunks(
+    contexts: Sequence[Context], topics: list[str] | None = None, joined: str | None = None
+) -> list[Encoded]:
     """``contexts`` encoded in batches of at most ``MAX_BATCH_RECORDS`` records and about
-    ``MAX_BATCH_BYTES`` of payload."""
+    ``MAX_BATCH_BYTES`` of payload; ``topics`` and ``joined``: as for ``encode_columns``."""
     count = len(contexts)
-    if count <= MAX_BATCH_RECORDS and sum(map(len, map(_PAYLOAD, contexts))) <= MAX_BATCH_BYTES:
-        return [encode_columns(contexts)] if count else []  # the common case: one pass in C
+    if not count:
+        return []
+    if count <= MAX_BATCH_RECORDS:
+        payloads = [c.payload for c in contexts]
+        if sum(map(len, payloads)) <= MAX_BATCH_BYTES:  # the common case: one batch
+            return [encode_columns(contexts, topics, joined, payloads)]
     lengths = [len(c.payload) for c in contexts]
     batches = []
     start = 0

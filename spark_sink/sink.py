@@ -94,14 +94,15 @@ class StreamSink:
 
     def _prepare(self, items: list[Context], backlogged: bool) -> tuple[list[Encoded], int]:
         """On the loop, per batch: the messages to record, encoded."""
+        if self._everything and not backlogged:
+            topics = [c.topic for c in items]
+            joined = "".join(topics)
+            if "$" not in joined:  # the common case: everything, nothing to look at
+                return encode_chunks(items, topics, joined), len(items)
         selected = self._select(items, backlogged)
         return encode_chunks(selected), len(selected)
 
     def _select(self, items: list[Context], backlogged: bool) -> list[Context]:
-        if self._everything and not backlogged:
-            topics = "".join([c.topic for c in items])
-            if "$" not in topics:
-                return items  # the common case: everything, nothing to look at
         matches = self._matches
         origins = self._origins
         selected = []

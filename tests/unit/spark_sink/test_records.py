@@ -10,7 +10,16 @@ import pytest
 
 from broker_core.context import Context, Origin
 from broker_core.mqtt.properties import Properties
-from spark_sink.records import HEADER, CorruptBatch, decode_batch, decode_header, encode_batch
+from spark_sink.records import (
+    _CACHE_LIMIT,
+    _EVEN,
+    _STRUCTS,
+    HEADER,
+    CorruptBatch,
+    decode_batch,
+    decode_header,
+    encode_batch,
+)
 
 ORIGIN = Origin("mqtt", "client-1")
 
@@ -108,3 +117,57 @@ def test_the_crc_of_large_columns_is_the_crc_of_the_whole_batch() -> None:
     assert decode_header(data).crc == zlib.crc32(data[8:])
     columns = decode_batch(data)  # verifies the CRC
     assert [columns.binary("payload", r) for r in range(7)] == [c.payload for c in contexts]
+
+
+def _origins_in(layout: str, count: int) -> list[Origin]:
+    """Origins of ``count`` messages: ``one``, ``runs`` (three clients, a few runs, one
+    client twice), ``interleaved`` (every message its own turn), ``copies`` (an equal
+    origin per message), ``many-runs`` (more runs than the encoder follows one by one)."""
+    clients = [Origin("mqtt", f"client-{n}") for n in range(3)]
+    if layout == "one":
+        return [clients[0]] * count
+    if layout == "runs":
+        return [clients[0]] * 10 + [clients[1]] * 7 + [clients[0]] * 3 + [clients[2]] * (count - 20)
+    if layout == "interleaved":
+        return [clients[n % 3] for n in range(count)]
+    if layout == "copies":  # equal, not the same object: one per message
+        return [Origin("mqtt", "client-0") for _ in range(count)]
+    return [clients[(n // 2) % 3] for n in range(count)]  # many-runs: runs of two
+
+
+@pytest.mark.parametrize("layout", ["one", "runs", "interleaved", "copies", "many-runs"])
+@pytest.mark.parametrize("sizes", ["equal", "varied", "empty"])
+def test_origins_and_sizes_of_every_layout_read_back(layout: str, sizes: str) -> None:
+    """The encoder's shortcuts (origins in runs, values of one size) read back as the
+    general case does."""
+    count = 120
+    origins = _origins_in(layout, count)
+
+    def payload(n: int) -> bytes:
+        return {"equal": b"%04d" % n, "varied": b"p" * (n % 5), "empty": b""}[sizes]
+
+    def topic(n: int) -> str:
+        return {"equal": f"t/{n % 10}", "varied": f"t/{n}/é", "empty": "x"}[sizes]
+
+    contexts = [
+        Context(topic(n), payload(n), n % 3, n % 2 == 0, origin=origins[n]) for n in range(count)
+    ]
+    for _ in range(2):  # the second time from the caches
+        columns = decode_batch(b"".join(encode_batch(5, contexts)))
+        assert [columns.source(r) for r in range(count)] == [o.name for o in origins]
+        assert len(columns.origins) == len({id(origin) for origin in origins})
+        assert [columns.string("topic", r) for r in range(count)] == [c.topic for c in contexts]
+        assert [columns.binary("payload", r) for r in range(count)] == [c.payload for c in contexts]
+        assert list(columns.qos) == [c.qos for c in contexts]
+        assert list(columns.retain) == [c.retain for c in contexts]
+
+
+def test_the_encoders_caches_are_bounded_and_refilled() -> None:
+    """More batch sizes than the caches hold: each still reads back (a cache emptied when
+    full is filled again)."""
+    for count in range(1, 3 * _CACHE_LIMIT):
+        contexts = [Context("t/1", b"%03d" % n, origin=ORIGIN) for n in range(count)]
+        columns = decode_batch(b"".join(encode_batch(0, contexts)))
+        assert columns.binary("payload", count - 1) == contexts[-1].payload
+        assert columns.string("topic", 0) == "t/1"
+    assert len(_EVEN) <= _CACHE_LIMIT and len(_STRUCTS) <= _CACHE_LIMIT
