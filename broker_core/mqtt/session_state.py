@@ -182,7 +182,6 @@ _NOTHING_IN_FLIGHT: dict[int, Delivery] = {}
 
 class SessionState:
     __slots__ = (
-        "__weakref__",
         "_subscriptions",
         "client_id",
         "connection",
