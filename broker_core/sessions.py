@@ -35,7 +35,7 @@ from broker_core.mqtt.limits import ServerLimits
 from broker_core.mqtt.reason_codes import ReasonCode
 from broker_core.mqtt.session_state import NEVER_EXPIRES, Counters, Delivery, SessionState
 from broker_core.mqtt.topics import SHARE_PREFIX, filter_matches, parse_shared
-from broker_core.observe import ClientDisconnected, Observers, SessionTerminated
+from broker_core.observe import Observers, SessionTerminated, new_client_disconnected
 from broker_core.router import Entry
 
 if TYPE_CHECKING:
@@ -146,7 +146,7 @@ class SessionRegistry:
         observers = self.observers
         if observers.client_disconnected:
             observers.emit(
-                ClientDisconnected(
+                new_client_disconnected(
                     origin.name,
                     origin.username,
                     session.peer,

@@ -86,7 +86,7 @@ from broker_core.mqtt.properties import (
 )
 from broker_core.mqtt.reason_codes import ReasonCode
 from broker_core.mqtt.session_state import SessionState
-from broker_core.origin import Origin
+from broker_core.origin import new_origin
 
 __all__ = ["ConnState", "Session"]
 
@@ -184,7 +184,7 @@ class Session:
         self.connect: Connect | None = None
         self.clean_start = False  # the CONNECT's clean session / clean start flag
         self._v5_expiry_asked = False  # an MQTT 5 CONNECT asked for a session expiry
-        self.origin = Origin("mqtt", "", peer)
+        self.origin = new_origin("mqtt", "", peer, None)
         self.keep_alive = 0
         self.will: Will | None = None
         self.close_reason: int | None = None
@@ -315,7 +315,7 @@ class Session:
         self.state = state
         self.counters = state.counters
         state.connection = self
-        self.origin = Origin("mqtt", state.client_id, self.peer, username)
+        self.origin = new_origin("mqtt", state.client_id, self.peer, username)
         self.will = connect.will
         server_keep_alive = None
         if keep_alive is not None and keep_alive != connect.keep_alive:
