@@ -213,8 +213,10 @@ class MqttConnection(asyncio.Protocol):
                 # Closed by a DISCONNECT behind events held by the publish rate: the
                 # end waits for them (``_release_held`` flushes, then closes).
                 self._flush_pending = False
-            else:
+            elif session.has_output or session.closed:
                 self._flush()
+            else:
+                self._flush_pending = False  # nothing to answer (a QoS 0 publisher)
         if session.input_pending:
             self._defer_input()
         if broker.store.pending and broker.store.backlogged():

@@ -240,6 +240,11 @@ class Session:
         self._events = None
         return events
 
+    @property
+    def has_output(self) -> bool:
+        """``data_to_send()`` has bytes to return."""
+        return bool(self._out)
+
     def data_to_send(self) -> bytes:
         out = self._out
         if not out:
