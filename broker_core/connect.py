@@ -35,7 +35,7 @@ from collections.abc import Coroutine
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from broker_core.auth import AuthRequest, AuthResult
+from broker_core.auth import AuthRequest, AuthResult, new_auth_request
 from broker_core.context import Origin
 from broker_core.errors import ProtocolError
 from broker_core.listeners.settings import ListenerSettings
@@ -44,7 +44,7 @@ from broker_core.mqtt.packets import Connect
 from broker_core.mqtt.reason_codes import ReasonCode
 from broker_core.mqtt.session import Session
 from broker_core.mqtt.session_state import NEVER_EXPIRES, SessionState
-from broker_core.observe import ClientConnack, ClientConnect, ClientConnected
+from broker_core.observe import ClientConnack, ClientConnect, new_client_connected
 from broker_core.resume import restrict_to_owner
 
 if TYPE_CHECKING:
@@ -252,7 +252,7 @@ def _auth_request(
     certificate_identity: str | None,
 ) -> AuthRequest:
     method = connect.properties.authentication_method if connect.protocol_level == 5 else None
-    return AuthRequest(
+    return new_auth_request(
         client_id,
         connect.username,
         connect.password,
@@ -260,9 +260,10 @@ def _auth_request(
         listener,
         connect.protocol_level,
         certificate_identity,
-        auth_method=method,
-        auth_data=None if method is None else connect.properties.authentication_data,
-        exchange=None if method is None else broker.auth_exchanges.exchange(session, method),
+        method,  # auth_method
+        None if method is None else connect.properties.authentication_data,  # auth_data
+        None if method is None else broker.auth_exchanges.exchange(session, method),  # exchange
+        False,  # reauthentication
     )
 
 
@@ -344,7 +345,7 @@ def _accept(
     observers = broker.observers
     if observers.client_connected:
         observers.emit(
-            ClientConnected(
+            new_client_connected(
                 client_id,
                 owner,
                 session.peer,

@@ -71,6 +71,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from broker_core.context import Context
+from broker_core.mqtt.fastinit import frozen_factory
 from broker_core.mqtt.reason_codes import ReasonCode
 
 if TYPE_CHECKING:
@@ -93,6 +94,8 @@ __all__ = [
     "SessionSubscribed",
     "SessionTerminated",
     "SessionUnsubscribed",
+    "new_client_connected",
+    "new_client_disconnected",
 ]
 
 log = logging.getLogger(__name__)
@@ -383,6 +386,13 @@ def _attribute(kind: type[BrokerEvent]) -> str:
     return kind.NAME.replace(".", "_")
 
 
+# Every field positionally, fast (two per connection: see fastinit).
+new_client_connected = frozen_factory(ClientConnected)
+new_client_disconnected = frozen_factory(ClientDisconnected)
+
+_ATTRIBUTES: dict[type[BrokerEvent], str] = {kind: _attribute(kind) for kind in EVENT_KINDS}
+
+
 class Observers:
     """The observers of every kind of broker event; see the module docstring."""
 
@@ -453,7 +463,7 @@ class Observers:
 
     def emit(self, event: BrokerEvent) -> None:
         """Calls the observers of ``event``'s kind; test the kind's tuple first."""
-        for callback in getattr(self, _attribute(type(event))):
+        for callback in getattr(self, _ATTRIBUTES[type(event)]):
             try:
                 callback(event)
             except Exception:

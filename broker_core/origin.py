@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Origin"]
+from broker_core.mqtt.fastinit import frozen_factory
+
+__all__ = ["Origin", "new_origin"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,3 +27,7 @@ class Origin:
     name: str
     peer: str | None = None
     username: str | None = None
+
+
+# Every field positionally, fast (two per MQTT connection: see fastinit).
+new_origin = frozen_factory(Origin)

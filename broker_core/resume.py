@@ -45,11 +45,11 @@ def restrict_to_owner(
     """
     denied: list[Delivery] = []
     removed = 0
-    for topic_filter in list(state.subscriptions):
+    for topic_filter in state.subscriptions:  # a copy
         if acl.allows(owner, SUBSCRIBE, topic_filter):
             continue
         router.unsubscribe(state, topic_filter)
-        del state.subscriptions[topic_filter]
+        state.remove_subscription(topic_filter)
         if state.journal is not None:
             store.subscription_deleted(state, topic_filter)
         removed += 1

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from broker_core.context import Context
 from broker_core.mqtt.packets import SubscriptionOptions
+from broker_core.mqtt.session_state import Subscription
 from broker_core.mqtt.topics import parse_shared
 
 __all__ = ["Entry", "Router", "SharedGroup", "Subscriber", "Targets"]
@@ -38,33 +39,24 @@ class Subscriber(Protocol):
     ) -> None: ...
 
 
-class Entry:
-    """One subscription of one subscriber to one filter."""
+class Entry(Subscription):
+    """One subscription of one subscriber to one filter: the subscriber's record of it
+    too (a ``SessionState`` keeps its entries as its ``Subscription`` objects)."""
 
-    __slots__ = (
-        "no_local",
-        "options",
-        "qos",
-        "retain_as_published",
-        "subscriber",
-        "subscription_ids",
-        "topic_filter",
-    )
+    __slots__ = ("no_local", "qos", "retain_as_published", "subscriber")
 
     def __init__(
         self,
         subscriber: Subscriber,
         topic_filter: str,
         options: SubscriptionOptions,
-        subscription_id: int | None,
+        subscription_id: int | None = None,
     ) -> None:
+        super().__init__(topic_filter, options, subscription_id)
         self.subscriber = subscriber
-        self.topic_filter = topic_filter
-        self.options = options
         self.qos = options.qos
         self.no_local = options.no_local
         self.retain_as_published = options.retain_as_published
-        self.subscription_ids: tuple[int, ...] = (subscription_id,) if subscription_id else ()
 
 
 class SharedGroup:
@@ -180,10 +172,16 @@ class Router:
         subscription_id: int | None = None,
     ) -> bool:
         """Adds or replaces a subscription [MQTT-3.8.4-3]; True when it replaced one."""
+        return self.add(Entry(subscriber, topic_filter, options, subscription_id))
+
+    def add(self, entry: Entry) -> bool:
+        """``subscribe`` with the entry built by the caller, who keeps it (a session's
+        record of its subscription); True when it replaced one."""
+        topic_filter = entry.topic_filter
+        subscriber = entry.subscriber
         shared = parse_shared(topic_filter)
         node = self._node(shared.topic_filter if shared else topic_filter, create=True)
         assert node is not None
-        entry = Entry(subscriber, topic_filter, options, subscription_id)
         self._cache.clear()
         if shared is None:
             existed = node.put(entry)

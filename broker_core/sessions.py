@@ -35,7 +35,8 @@ from broker_core.mqtt.limits import ServerLimits
 from broker_core.mqtt.reason_codes import ReasonCode
 from broker_core.mqtt.session_state import NEVER_EXPIRES, Counters, Delivery, SessionState
 from broker_core.mqtt.topics import SHARE_PREFIX, filter_matches, parse_shared
-from broker_core.observe import ClientDisconnected, Observers, SessionTerminated
+from broker_core.observe import Observers, SessionTerminated, new_client_disconnected
+from broker_core.router import Entry
 
 if TYPE_CHECKING:
     from broker_core.mqtt.session import Session
@@ -145,7 +146,7 @@ class SessionRegistry:
         observers = self.observers
         if observers.client_disconnected:
             observers.emit(
-                ClientDisconnected(
+                new_client_disconnected(
                     origin.name,
                     origin.username,
                     session.peer,
@@ -196,7 +197,7 @@ class SessionRegistry:
             state.journal = None
         for topic_filter in state.subscriptions:
             self.router.unsubscribe(state, topic_filter)
-        state.subscriptions.clear()
+            state.remove_subscription(topic_filter)
         state.unqueue_all()
         state.outgoing.clear()
         self.cancel_expiry(state)
@@ -238,14 +239,15 @@ class SessionRegistry:
             state = self.create(restored.client_id)
             state.expiry_interval = restored.expiry_interval
             state.journal = self.store
-            for subscription in restored.subscriptions:
-                self.router.subscribe(
+            for restored_subscription in restored.subscriptions:
+                entry = Entry(
                     state,
-                    subscription.topic_filter,
-                    subscription.options,
-                    subscription.subscription_id,
+                    restored_subscription.topic_filter,
+                    restored_subscription.options,
+                    restored_subscription.subscription_id,
                 )
-                state.subscriptions[subscription.topic_filter] = subscription
+                self.router.add(entry)
+                state.add_subscription(entry)
             for delivery in restored.deliveries:
                 if delivery.packet_id:
                     state.hold_in_flight(delivery)

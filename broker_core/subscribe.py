@@ -14,7 +14,6 @@ subscription removed.
 
 from __future__ import annotations
 
-from collections.abc import Sized
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -22,7 +21,6 @@ from broker_core.acl import DENY_DISCONNECT, SUBSCRIBE
 from broker_core.mqtt.packets import Subscribe, Unsubscribe
 from broker_core.mqtt.reason_codes import ReasonCode
 from broker_core.mqtt.session import Session
-from broker_core.mqtt.session_state import Subscription
 from broker_core.mqtt.topics import is_wildcard_filter, parse_shared
 from broker_core.observe import (
     ClientSubscribe,
@@ -30,6 +28,7 @@ from broker_core.observe import (
     SessionSubscribed,
     SessionUnsubscribed,
 )
+from broker_core.router import Entry
 
 if TYPE_CHECKING:
     from broker_core.broker import Broker
@@ -96,8 +95,8 @@ def handle_subscribe(broker: Broker, session: Session, packet: Subscribe, now: f
         if not limits.wildcard_subscriptions and is_wildcard_filter(inner):
             codes.append(ReasonCode.WILDCARD_SUBSCRIPTIONS_NOT_SUPPORTED)
             continue
-        if topic_filter not in state.subscriptions:
-            over = _over_subscription_limit(broker, state.subscriptions)
+        if state.subscription(topic_filter) is None:
+            over = _over_subscription_limit(broker, state.subscription_count)
             if over is not None:
                 broker.counters.hit(over)
                 codes.append(ReasonCode.QUOTA_EXCEEDED)
@@ -107,9 +106,9 @@ def handle_subscribe(broker: Broker, session: Session, packet: Subscribe, now: f
             options = replace(options, qos=granted)
         if not v5 and options.retain_as_published:
             options = replace(options, retain_as_published=False)
-        existed = broker.router.subscribe(state, topic_filter, options, sub_id)
-        subscription = Subscription(topic_filter, options, sub_id)
-        state.subscriptions[topic_filter] = subscription
+        subscription = Entry(state, topic_filter, options, sub_id)  # the router's and the state's
+        existed = broker.router.add(subscription)
+        state.add_subscription(subscription)
         if state.journal is not None:
             broker.store.subscription_saved(state, subscription)
         codes.append(granted)
@@ -140,10 +139,10 @@ def handle_subscribe(broker: Broker, session: Session, packet: Subscribe, now: f
             state.deliver(retained, qos, True, ids, {}, now)
 
 
-def _over_subscription_limit(broker: Broker, subscriptions: Sized) -> str | None:
+def _over_subscription_limit(broker: Broker, session_count: int) -> str | None:
     """The bound a new subscription would pass: per session, or in the whole router."""
     limits = broker.limits
-    if len(subscriptions) >= limits.max_subscriptions:
+    if session_count >= limits.max_subscriptions:
         return "subscriptions"
     if broker.router.count >= limits.max_subscriptions_total:
         return "subscriptions_total"
@@ -163,7 +162,7 @@ def handle_unsubscribe(broker: Broker, session: Session, packet: Unsubscribe, no
                 ClientUnsubscribe(origin.name, origin.username, session.peer, topic_filter, now)
             )
         removed = broker.router.unsubscribe(state, topic_filter)
-        if state.subscriptions.pop(topic_filter, None) is not None and state.journal is not None:
+        if state.remove_subscription(topic_filter) is not None and state.journal is not None:
             broker.store.subscription_deleted(state, topic_filter)
         if removed and observers.session_unsubscribed:
             observers.emit(

@@ -206,8 +206,21 @@ class MqttConnection(asyncio.Protocol):
             return
         now = time.time()
         session = self.session
-        session.receive_data(data, now)
-        self._process(now)
+        # What the session answers (CONNACK, acknowledgements) leaves in one write at
+        # the end of this input: no flush scheduled for later in the turn (``wakeup``).
+        self._flush_pending = True
+        try:
+            session.receive_data(data, now)
+            self._process(now)
+        finally:
+            if session.closed and self._held is not None:
+                # Closed by a DISCONNECT behind events held by the publish rate: the
+                # end waits for them (``_release_held`` flushes, then closes).
+                self._flush_pending = False
+            elif session.has_output or session.closed:
+                self._flush()
+            else:
+                self._flush_pending = False  # nothing to answer (a QoS 0 publisher)
         if session.input_pending:
             self._defer_input()
         if broker.store.pending and broker.store.backlogged():

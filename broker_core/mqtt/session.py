@@ -86,7 +86,7 @@ from broker_core.mqtt.properties import (
 )
 from broker_core.mqtt.reason_codes import ReasonCode
 from broker_core.mqtt.session_state import SessionState
-from broker_core.origin import Origin
+from broker_core.origin import new_origin
 
 __all__ = ["ConnState", "Session"]
 
@@ -129,7 +129,6 @@ class Session:
 
     __slots__ = (
         "_aliases",
-        "_connect_deadline",
         "_events",
         "_held",
         "_held_bytes",
@@ -185,7 +184,7 @@ class Session:
         self.connect: Connect | None = None
         self.clean_start = False  # the CONNECT's clean session / clean start flag
         self._v5_expiry_asked = False  # an MQTT 5 CONNECT asked for a session expiry
-        self.origin = Origin("mqtt", "", peer)
+        self.origin = new_origin("mqtt", "", peer, None)
         self.keep_alive = 0
         self.will: Will | None = None
         self.close_reason: int | None = None
@@ -199,8 +198,9 @@ class Session:
         self._held: list[Packet] | None = None  # while CONNECTING, built on the first
         self._held_bytes = 0  # PUBLISH payload and topic bytes in _held
         self._out: list[bytes] = []  # shared with the Outgoing; emptied in place
+        # When the last packet arrived once CONNECTED (keep alive); before that, when the
+        # connection opened: the CONNECT must arrive within connect_timeout_s of it.
         self._last_rx = now
-        self._connect_deadline = now + limits.connect_timeout_s
 
     # -- driver interface -------------------------------------------------------------
 
@@ -209,11 +209,13 @@ class Session:
         return self.conn_state is ConnState.CLOSED
 
     def receive_data(self, data: bytes, now: float) -> None:
-        if self.conn_state is ConnState.CLOSED:
+        conn_state = self.conn_state
+        if conn_state is ConnState.CONNECTED:
+            self._last_rx = now
+        elif conn_state is ConnState.CLOSED:
             return
-        self._last_rx = now
-        if (
-            self.conn_state is ConnState.AWAIT_CONNECT
+        elif (
+            conn_state is ConnState.AWAIT_CONNECT
             and data
             and data[0] != 0x10
             and not self.decoder.buffered
@@ -238,6 +240,11 @@ class Session:
         self._events = None
         return events
 
+    @property
+    def has_output(self) -> bool:
+        """``data_to_send()`` has bytes to return."""
+        return bool(self._out)
+
     def data_to_send(self) -> bytes:
         out = self._out
         if not out:
@@ -251,7 +258,7 @@ class Session:
         if self.conn_state is ConnState.CLOSED:
             return None
         if self.conn_state is not ConnState.CONNECTED:
-            return self._connect_deadline
+            return self._last_rx + self.limits.connect_timeout_s
         if self.keep_alive:
             return self._last_rx + self.keep_alive * 1.5
         return None
@@ -313,7 +320,7 @@ class Session:
         self.state = state
         self.counters = state.counters
         state.connection = self
-        self.origin = Origin("mqtt", state.client_id, self.peer, username)
+        self.origin = new_origin("mqtt", state.client_id, self.peer, username)
         self.will = connect.will
         server_keep_alive = None
         if keep_alive is not None and keep_alive != connect.keep_alive:
@@ -340,7 +347,6 @@ class Session:
             self._send(encode(Connack(session_present, 0, props), 5))
         self.conn_state = ConnState.CONNECTED
         self._last_rx = now
-        self._connect_deadline = 0.0  # a float of its own no more (next_deadline: keep alive)
         self.clean_start = connect.clean_start
         if self._v5:
             cp = connect.properties

@@ -10,7 +10,8 @@ connection is open, or else holds it (``hold``: the one "offline, so queue it" r
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from broker_core.mqtt.limits import DROP_NEW, ServerLimits
@@ -144,14 +145,36 @@ class Journal(Protocol):
     def incoming_removed(self, state: SessionState, packet_id: int) -> None: ...
 
 
-@dataclass(frozen=True, slots=True)
 class Subscription:
-    """One of a session's subscriptions, as the client asked for it."""
+    """One of a session's subscriptions, as the client asked for it.
 
-    topic_filter: str
-    options: SubscriptionOptions
-    subscription_id: int | None = None
+    The router's entry for a subscription (``router.Entry``) is one: the session's
+    record and the router's are the same object, a subscription is held once.
+    """
 
+    __slots__ = ("options", "subscription_ids", "topic_filter")
+
+    def __init__(
+        self, topic_filter: str, options: SubscriptionOptions, subscription_id: int | None = None
+    ) -> None:
+        self.topic_filter = topic_filter
+        self.options = options
+        # As a delivery carries them: () or the one identifier (MQTT 5.0 3.8.2.1.2).
+        self.subscription_ids: tuple[int, ...] = (subscription_id,) if subscription_id else ()
+
+    @property
+    def subscription_id(self) -> int | None:
+        ids = self.subscription_ids
+        return ids[0] if ids else None
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}({self.topic_filter!r}, {self.options!r},"
+            f" {self.subscription_id!r})"
+        )
+
+
+_NO_SUBSCRIPTIONS: Mapping[str, Subscription] = MappingProxyType({})
 
 # The ``outgoing`` of every session with nothing ever in flight; never written to.
 _NOTHING_IN_FLIGHT: dict[int, Delivery] = {}
@@ -159,7 +182,7 @@ _NOTHING_IN_FLIGHT: dict[int, Delivery] = {}
 
 class SessionState:
     __slots__ = (
-        "__weakref__",
+        "_subscriptions",
         "client_id",
         "connection",
         "counters",
@@ -173,7 +196,6 @@ class SessionState:
         "queue",
         "queued_bytes",
         "sending",
-        "subscriptions",
     )
 
     def __init__(
@@ -191,7 +213,9 @@ class SessionState:
         # The open connection's outgoing flow: set while the connection is CONNECTED,
         # None otherwise (then messages are held: ``hold``).
         self.sending: Outgoing | None = None
-        self.subscriptions: dict[str, Subscription] = {}
+        # None, the one subscription of a session with a single one (most clients: a
+        # dict of one costs 184 bytes), or a dict by filter once there are more.
+        self._subscriptions: Subscription | dict[str, Subscription] | None = None
         # Shares _NOTHING_IN_FLIGHT until the first QoS 1/2 delivery (``hold_in_flight``
         # makes its own dict first): most idle clients never get one (~64 bytes each).
         self.outgoing: dict[int, Delivery] = _NOTHING_IN_FLIGHT
@@ -208,6 +232,58 @@ class SessionState:
     @property
     def online(self) -> bool:
         return self.connection is not None
+
+    # -- subscriptions ----------------------------------------------------------------------
+
+    @property
+    def subscriptions(self) -> Mapping[str, Subscription]:
+        """The subscriptions by filter: a read-only copy (change them with
+        ``add_subscription`` and ``remove_subscription``)."""
+        subs = self._subscriptions
+        if subs is None:
+            return _NO_SUBSCRIPTIONS
+        if isinstance(subs, dict):
+            return MappingProxyType(dict(subs))
+        return MappingProxyType({subs.topic_filter: subs})
+
+    @property
+    def subscription_count(self) -> int:
+        subs = self._subscriptions
+        if subs is None:
+            return 0
+        return len(subs) if isinstance(subs, dict) else 1
+
+    def subscription(self, topic_filter: str) -> Subscription | None:
+        subs = self._subscriptions
+        if isinstance(subs, dict):
+            return subs.get(topic_filter)
+        if subs is not None and subs.topic_filter == topic_filter:
+            return subs
+        return None
+
+    def add_subscription(self, subscription: Subscription) -> None:
+        """Adds ``subscription``, or replaces the one with its filter."""
+        subs = self._subscriptions
+        topic_filter = subscription.topic_filter
+        if subs is None or (isinstance(subs, Subscription) and subs.topic_filter == topic_filter):
+            self._subscriptions = subscription
+            return
+        if isinstance(subs, Subscription):
+            subs = self._subscriptions = {subs.topic_filter: subs}
+        subs[topic_filter] = subscription
+
+    def remove_subscription(self, topic_filter: str) -> Subscription | None:
+        """Removes the subscription to ``topic_filter``; None when there was none."""
+        subs = self._subscriptions
+        if isinstance(subs, dict):
+            removed = subs.pop(topic_filter, None)
+            if len(subs) == 1:
+                [self._subscriptions] = subs.values()
+            return removed
+        if subs is not None and subs.topic_filter == topic_filter:
+            self._subscriptions = None
+            return subs
+        return None
 
     def deliver(
         self,

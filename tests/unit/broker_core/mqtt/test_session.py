@@ -218,6 +218,16 @@ def test_connect_timeout() -> None:
     assert session.closed
 
 
+def test_a_connect_sent_byte_by_byte_does_not_push_the_connect_deadline_back() -> None:
+    session = Session(ServerLimits(connect_timeout_s=3), T0)
+    connect = mb.gen_connect("slow", proto_ver=4)
+    for i in range(3):
+        session.receive_data(connect[i : i + 1], T0 + 1 + i * 0.5)
+    assert session.next_deadline() == T0 + 3
+    session.handle_timeout(T0 + 3)
+    assert session.closed
+
+
 def deliver(
     session: Session,
     topic: str,

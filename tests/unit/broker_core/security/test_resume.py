@@ -6,9 +6,9 @@ from broker_core.acl import AclRule, RuleAcl
 from broker_core.context import Context, Origin
 from broker_core.mqtt.limits import ServerLimits
 from broker_core.mqtt.packets import SubscriptionOptions
-from broker_core.mqtt.session_state import Counters, Delivery, SessionState, Subscription
+from broker_core.mqtt.session_state import Counters, Delivery, SessionState
 from broker_core.resume import restrict_to_owner
-from broker_core.router import Router
+from broker_core.router import Entry, Router
 from broker_core.store.base import MemoryStore
 
 ACL = RuleAcl([AclRule(allow=False, topics=("secret/#",), username="mallory")])
@@ -18,8 +18,9 @@ def session_of_admin() -> tuple[SessionState, Router]:
     state = SessionState("console", ServerLimits(), Counters())
     router = Router()
     for topic_filter in ("secret/#", "$share/g/secret/x", "public/#", "#"):
-        router.subscribe(state, topic_filter, SubscriptionOptions(1))
-        state.subscriptions[topic_filter] = Subscription(topic_filter, SubscriptionOptions(1))
+        entry = Entry(state, topic_filter, SubscriptionOptions(1))
+        router.add(entry)
+        state.add_subscription(entry)
     for topic in ("secret/a", "public/a", "secret/b"):
         state.enqueue(Delivery(Context(topic, b"x", 1), 1, False, ()))
     for topic in ("secret/c", "public/c"):
