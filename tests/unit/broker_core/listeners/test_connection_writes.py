@@ -30,6 +30,9 @@ class RecordingTransport:
     def is_closing(self) -> bool:
         return self.closing
 
+    def can_write_eof(self) -> bool:
+        return False  # closes at once (no lingering close, listeners.linger)
+
     def close(self) -> None:
         self.closing = True
 
