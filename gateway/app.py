@@ -23,13 +23,7 @@ from broker_core.store.sqlite import SqliteStore
 from broker_core.sys_topics import SysTopics
 from gateway.binding import bind_error
 from gateway.components import ADAPTER, BRIDGE, KindView, Supervisor, registry
-from gateway.config import (
-    GatewayConfig,
-    ListenerConfig,
-    MqttConfig,
-    inactive_sections,
-    load_config,
-)
+from gateway.config.validate import inactive_sections
 from gateway.hub import Hub
 from gateway.rules.engine import RuleEngine
 from gateway.rules.targets import GatewayTargets
@@ -38,6 +32,7 @@ from gateway.webhook import Webhooks
 
 if TYPE_CHECKING:
     from gateway.api import ApiServer
+    from gateway.config import GatewayConfig, ListenerConfig, MqttConfig
 
 __all__ = ["Gateway", "limits_from_config"]
 
@@ -119,9 +114,7 @@ class Gateway:
         self.security.install(self.broker)  # authenticator, acl, acl_deny_action
         self.hub = Hub(self.broker)
         specs = registry.specs_from_config(config)[0]
-        self.components = Supervisor(
-            self.hub, Path(config.data_dir), specs, events=self.sys_topics
-        )
+        self.components = Supervisor(self.hub, Path(config.data_dir), specs, events=self.sys_topics)
         self.webhooks = Webhooks(config.webhooks, self.broker, config.node_name)
         self.rules = RuleEngine(
             self.hub,
@@ -167,6 +160,8 @@ class Gateway:
         if self.config_path is None:
             self.security.reload()
             return ["password_file", "acl_cache"]
+        from gateway.config import load_config  # the schema's models: from the first reload
+
         new = load_config(self.config_path)
         self.security.reload(new.acl)
         done = ["acl", "password_file"]
@@ -174,9 +169,7 @@ class Gateway:
         done += self.components.reconcile(specs)
         done += self.rules.reconcile(new.rules)
         fixed = [
-            name
-            for name in _RESTART_SECTIONS
-            if getattr(new, name) != getattr(self.config, name)
+            name for name in _RESTART_SECTIONS if getattr(new, name) != getattr(self.config, name)
         ]
         if getattr(new, "api", None) != getattr(self.config, "api", None):
             fixed.append("api")

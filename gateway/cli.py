@@ -1,8 +1,9 @@
 """The ``edgebus`` command: ``run``, ``check`` and the tools built in.
 
 The only module that configures logging handlers and prints. ``run`` and ``check``
-validate with the same function (``gateway.config.validate_config``): ``run`` starts
-nothing (no data directory, database or API key) when ``check`` would report a problem.
+validate with the same function (``gateway.config.validate_config``; ``run`` calls it
+in a child process, ``gateway.config.light``): ``run`` starts nothing (no data
+directory, database or API key) when ``check`` would report a problem.
 """
 
 from __future__ import annotations
@@ -20,11 +21,12 @@ import click
 from broker_core.errors import ConfigError
 from broker_core.store.schema import StoreError
 from gateway.binding import BindError, unavailable_addresses
-from gateway.config import ValidConfig, validate_config
+from gateway.config.light import validate_for_run
 from gateway.logs import configure_logging
 
 if TYPE_CHECKING:
     from gateway.app import Gateway
+    from gateway.config import ValidConfig
 
 __all__ = ["GC_GEN0_THRESHOLD", "main"]
 
@@ -53,6 +55,8 @@ def _refuse(problems: list[str], status: int, prefix: str = "") -> NoReturn:
 
 
 def _validate(config_path: Path | None) -> ValidConfig:
+    from gateway.config import validate_config
+
     try:
         return validate_config(config_path)
     except ConfigError as exc:
@@ -148,7 +152,10 @@ def run(config_path: Path | None) -> None:
     The configuration is checked first, as `edgebus check` does: on any problem
     nothing starts and nothing is written.
     """
-    valid = _validate(config_path)
+    try:  # in a child process: the gateway does not load the schema (gateway.config.light)
+        valid = validate_for_run(config_path)
+    except ConfigError as exc:
+        _refuse(exc.problems, 2)
     configure_logging(valid.config.logging)
     busy = unavailable_addresses(valid.config)
     if busy:

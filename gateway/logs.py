@@ -16,8 +16,11 @@ import logging
 import logging.handlers
 import sys
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-from gateway.config import LoggingConfig
+if TYPE_CHECKING:
+    from gateway.config import LoggingConfig
+
 
 __all__ = ["TEXT_FORMAT", "JsonFormatter", "configure_logging", "log_handler"]
 

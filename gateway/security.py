@@ -14,6 +14,7 @@ decisions, and with a new ``acl:`` section installs its rules;
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from broker_core.acl import DENY_DISCONNECT, DENY_IGNORE, PUBLISH, SUBSCRIBE, AclRule, RuleAcl
 from broker_core.auth import AuthChain, CredentialProvider, EnhancedAuthMethod
@@ -25,8 +26,10 @@ from broker_core.errors import ConfigError
 from broker_core.login_throttle import LoginThrottle, ThrottleSettings
 from broker_core.passwords import PasswordFile
 from broker_core.scram import METHOD as SCRAM_METHOD
-from gateway.config import GatewayConfig
-from gateway.config.models.security import AclConfig
+
+if TYPE_CHECKING:
+    from gateway.config import GatewayConfig
+    from gateway.config.models.security import AclConfig
 
 __all__ = ["Security", "acl_rules", "build_acl", "build_security"]
 

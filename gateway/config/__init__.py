@@ -8,42 +8,72 @@ Problems raise ``ConfigError``; its ``problems`` lists every one, each naming fi
 line and YAML path. ``validate_config`` also checks the files the configuration names
 (certificates, password file, data directory), as ``edgebus check`` and ``run`` do.
 docs/configuration.md is generated from these models by ``python -m gateway.config.docgen``.
+The names below are imported on first use (PEP 562): importing the package is cheap.
 """
 
 from __future__ import annotations
 
+from importlib import import_module
+from typing import TYPE_CHECKING
+
 from broker_core.errors import ConfigError
-from gateway.config.loader import (
-    dump_config,
-    load_config,
-    load_config_document,
-    parse_config,
-    parse_model,
-)
-from gateway.config.models import (
-    AclConfig,
-    AclRule,
-    ApiConfig,
-    ApiUser,
-    AuthConfig,
-    BridgeConfig,
-    BridgeForward,
-    BridgeSubscription,
-    ConfigModel,
-    GatewayConfig,
-    HttpAuthConfig,
-    ListenerConfig,
-    ListenerType,
-    LoggingConfig,
-    MqttConfig,
-    RuleConfig,
-    StreamConfig,
-    SysConfig,
-    TlsConfig,
-    WebhookConfig,
-)
-from gateway.config.validate import ValidConfig, inactive_sections, validate_config
-from gateway.config.values import BindAddress
+
+if TYPE_CHECKING:
+    from gateway.config.address import BindAddress
+    from gateway.config.loader import (
+        dump_config,
+        load_config,
+        load_config_document,
+        parse_config,
+        parse_model,
+    )
+    from gateway.config.models import (
+        AclConfig,
+        AclRule,
+        ApiConfig,
+        ApiUser,
+        AuthConfig,
+        BridgeConfig,
+        BridgeForward,
+        BridgeSubscription,
+        ConfigModel,
+        GatewayConfig,
+        HttpAuthConfig,
+        ListenerConfig,
+        ListenerType,
+        LoggingConfig,
+        MqttConfig,
+        RuleConfig,
+        StreamConfig,
+        SysConfig,
+        TlsConfig,
+        WebhookConfig,
+    )
+    from gateway.config.validate import ValidConfig, inactive_sections, validate_config
+
+#: Where each name lives. Importing this package imports none of them: the schema's
+#: models and pydantic load on first use, and ``edgebus run`` validates in a child
+#: process (``gateway.config.light``), so the running gateway never loads them.
+_HOMES = {
+    "BindAddress": "gateway.config.address",
+    **dict.fromkeys(
+        ["dump_config", "load_config", "load_config_document", "parse_config", "parse_model"],
+        "gateway.config.loader",
+    ),
+    **dict.fromkeys(
+        ["ValidConfig", "inactive_sections", "validate_config"], "gateway.config.validate"
+    ),
+}
+
+
+def __getattr__(name: str) -> object:
+    home = _HOMES.get(name, "gateway.config.models")
+    if name not in __all__ or name == "ConfigError":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(home), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "AclConfig",

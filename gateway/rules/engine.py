@@ -44,7 +44,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker_core.context import Context, Origin
 from broker_core.errors import AdapterError
@@ -52,12 +52,14 @@ from broker_core.mqtt.properties import Properties
 from broker_core.mqtt.topics import filter_matches
 from broker_core.observe import BrokerEvent
 from broker_core.tap import Tap
-from gateway.config.models.rules import RuleConfig
 from gateway.hub import Hub, HubClient
 from gateway.rules.actions import Action, ActionContext, Targets, WebhookSender, build_action
 from gateway.rules.compiler import CompiledStatement, compile_statement
 from gateway.rules.fields import EventRow, MessageRow, Row, event_row
 from gateway.rules.sqlite_table import SqliteTables
+
+if TYPE_CHECKING:
+    from gateway.config.models.rules import RuleConfig
 
 __all__ = ["Rule", "RuleEngine", "sample_row"]
 
