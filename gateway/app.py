@@ -8,10 +8,13 @@ MQTT 5 clients the server is shutting down (0x8B), and returns.
 from __future__ import annotations
 
 import asyncio
+import importlib
+import importlib.util
 import logging
+import socket
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from broker_core.broker import VERSION, Broker
 from broker_core.errors import ConfigError
@@ -25,6 +28,7 @@ from gateway.binding import bind_error
 from gateway.components import ADAPTER, BRIDGE, KindView, Supervisor, registry
 from gateway.config.validate import inactive_sections
 from gateway.hub import Hub
+from gateway.lazy_listener import LazyServer, listening_socket
 from gateway.rules.engine import RuleEngine
 from gateway.rules.targets import GatewayTargets
 from gateway.security import build_security
@@ -38,6 +42,9 @@ __all__ = ["Gateway", "limits_from_config"]
 
 log = logging.getLogger(__name__)
 
+
+#: The listen backlog of a WebSocket listener (as websockets' ``serve`` had it).
+WEBSOCKET_BACKLOG = 1024
 
 #: Sections a reload reports but does not apply: they take effect at the next restart.
 _RESTART_SECTIONS = (
@@ -132,7 +139,8 @@ class Gateway:
         self.addresses: dict[str, tuple[str, int]] = {}
         self.ready = asyncio.Event()
         self._stop = asyncio.Event()
-        self._servers: list[asyncio.Server] = []
+        self._servers: list[asyncio.Server | LazyServer] = []
+        self._lazy: list[asyncio.Task[None]] = []  # listeners waiting for a first connection
         self._tg: asyncio.TaskGroup | None = None
         self.api: ApiServer | None = None
         if config.api.enabled:
@@ -217,6 +225,8 @@ class Gateway:
                 await self._stop.wait()
                 housekeeping.cancel()
                 sys_task.cancel()
+                for waiting in self._lazy:
+                    waiting.cancel()
                 rules_task.cancel()  # its SQLite rows are written before it returns
                 webhooks_task.cancel()
                 await self.components.shutdown()
@@ -230,7 +240,7 @@ class Gateway:
         for path, message in inactive_sections(self.config):
             log.warning("%s %s", path[0], message)
 
-    async def _start_listener(self, listener: ListenerConfig) -> asyncio.Server:
+    async def _start_listener(self, listener: ListenerConfig) -> asyncio.Server | LazyServer:
         host, port = listener.bind.host, listener.bind.port
         settings = listener_settings(listener)
         context = None
@@ -258,19 +268,35 @@ class Gateway:
 
             assert context is not None  # the config requires `tls:` on a tls listener
             server = await start_tls(self.broker, host, port, settings, context)
-        else:  # ws, wss
-            try:
-                from broker_core.listeners.websocket import start_websocket
-            except ImportError as exc:
+        else:  # ws, wss: websockets is imported with the first connection (lazy_listener)
+            if importlib.util.find_spec("websockets") is None:
                 raise ConfigError(
                     f"listener {listener.name!r}: type {listener.type} needs the websockets"
                     " package: pip install 'edgebus[ws]'"
-                ) from exc
-            # websockets' Server offers what run() and _shutdown() use of an asyncio.Server
-            # (sockets, close, wait_closed), and its close() also ends open handshakes.
-            server = await start_websocket(  # type: ignore[assignment]
-                self.broker, host, port, settings, listener.path or "/mqtt", context
+                )
+            path = listener.path or "/mqtt"
+            sock = await listening_socket(host, port, WEBSOCKET_BACKLOG)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # inherited by each
+
+            async def start(sock: socket.socket) -> Any:
+                websocket = await asyncio.to_thread(
+                    importlib.import_module, "broker_core.listeners.websocket"
+                )
+                return await websocket.start_websocket(
+                    self.broker, host, port, settings, path, context, sock=sock
+                )
+
+            lazy = LazyServer(sock, start)
+            assert self._tg is not None  # listeners start inside run()'s TaskGroup
+            self._lazy.append(self._tg.create_task(lazy.serve(), name=f"listener-{listener.name}"))
+            log.info(
+                "listener %s (%s) bound to %s path %s; WebSocket loaded with its first connection",
+                listener.name,
+                "WebSocket over TLS" if context is not None else "WebSocket",
+                sock.getsockname()[:2],
+                path,
             )
+            server = lazy
         sockname = server.sockets[0].getsockname()
         self.addresses[listener.name] = (sockname[0], sockname[1])
         return server

@@ -212,8 +212,10 @@ async def start_websocket(
     path: str = "/mqtt",
     ssl_context: ssl.SSLContext | None = None,
     backlog: int = 1024,
+    sock: socket.socket | None = None,
 ) -> Server:
-    """Binds a ``ws`` listener (``wss`` with ``ssl_context``) serving MQTT on ``path``.
+    """Binds a ``ws`` listener (``wss`` with ``ssl_context``) serving MQTT on ``path``;
+    with ``sock``, serves on that listening socket instead (``host`` and ``port`` unused).
 
     The returned websockets ``Server`` offers what the gateway uses of an
     ``asyncio.Server``: ``sockets``, ``close()`` and ``wait_closed()``.
@@ -253,10 +255,13 @@ async def start_websocket(
             transport.connection_ended()
             connection.connection_lost(None)
 
+    where: dict[str, Any] = (
+        {"sock": sock}
+        if sock is not None
+        else {"host": host, "port": port, "backlog": backlog, "reuse_address": True}
+    )
     server = await serve(
         handler,
-        host,
-        port,
         subprotocols=list(SUBPROTOCOLS),
         select_subprotocol=_select_subprotocol,
         compression=None,
@@ -269,8 +274,7 @@ async def start_websocket(
         write_limit=broker.write_high_water,
         create_connection=MqttServerConnection,
         ssl=ssl_context,
-        backlog=backlog,
-        reuse_address=True,
+        **where,
     )
     for sock in server.sockets:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
