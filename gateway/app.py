@@ -26,6 +26,7 @@ from broker_core.store.sqlite import SqliteStore
 from broker_core.sys_topics import SysTopics
 from gateway.binding import bind_error
 from gateway.components import ADAPTER, BRIDGE, KindView, Supervisor, registry
+from gateway.config.light import same_config
 from gateway.config.validate import inactive_sections
 from gateway.hub import Hub
 from gateway.lazy_listener import LazyServer, listening_socket
@@ -121,7 +122,9 @@ class Gateway:
         self.security.install(self.broker)  # authenticator, acl, acl_deny_action
         self.hub = Hub(self.broker)
         specs = registry.specs_from_config(config)[0]
-        self.components = Supervisor(self.hub, Path(config.data_dir), specs, events=self.sys_topics)
+        self.components = Supervisor(
+            self.hub, Path(config.data_dir), specs, events=self.sys_topics
+        )
         self.webhooks = Webhooks(config.webhooks, self.broker, config.node_name)
         self.rules = RuleEngine(
             self.hub,
@@ -176,12 +179,15 @@ class Gateway:
         specs = registry.specs_from_config(new)[0]
         done += self.components.reconcile(specs)
         done += self.rules.reconcile(new.rules)
+        # A gateway started on views (gateway.config.light) compares them with models.
         fixed = [
-            name for name in _RESTART_SECTIONS if getattr(new, name) != getattr(self.config, name)
+            name
+            for name in _RESTART_SECTIONS
+            if not same_config(getattr(new, name), getattr(self.config, name))
         ]
-        if getattr(new, "api", None) != getattr(self.config, "api", None):
+        if not same_config(getattr(new, "api", None), getattr(self.config, "api", None)):
             fixed.append("api")
-        if new.logging != self.config.logging:
+        if not same_config(new.logging, self.config.logging):
             fixed.append("logging")  # the CLI installed its handler at the start
         for name in fixed:
             log.warning("reload: the change to %r takes effect at the next restart", name)

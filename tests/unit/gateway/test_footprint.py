@@ -4,8 +4,9 @@ before the API's first connection (issue 17: an adapter's libraries are paid for
 when such an adapter is configured).
 
 The check runs in a fresh interpreter (this process has imported everything the other
-tests needed): it validates the default configuration and builds the ``Gateway`` as
-``edgebus run`` does, then lists ``sys.modules``. Building the gateway writes the API
+tests needed): it validates the default configuration and runs the ``Gateway`` as
+``edgebus run`` does (listeners on free ports), then lists ``sys.modules`` once it is
+ready: nor the configuration schema (pydantic), YAML or websockets either. Building the gateway writes the API
 key into ``./edgebus-data``, so it runs in a temporary directory.
 """
 
@@ -32,14 +33,29 @@ COMPONENT_LIBRARIES = (
 )
 # Loaded by the HTTP API on its first connection (gateway.api.server).
 WEB_FRAMEWORK = ("fastapi", "starlette", "uvicorn", "prometheus_client")
+# The configuration schema and the YAML parser run in the child process that validates
+# (gateway.config.light); websockets loads with a WebSocket listener's first connection.
+RUN_ELSEWHERE = ("pydantic", "pydantic_core", "yaml", "websockets")
 
 _PROBE = """
 import json, sys
-from gateway.cli import _validate
+import asyncio
+from gateway.config.light import validate_for_run
 from gateway.app import Gateway
-valid = _validate(None)
-Gateway(valid.config)
-print(json.dumps(sorted(sys.modules)))
+valid = validate_for_run(None)
+
+async def main():
+    gateway = Gateway(valid.config)
+    for listener in gateway.config.listeners:  # port 0: another test may hold 1883 / 8083
+        object.__setattr__(listener, "_fields", {**listener._fields, "bind": type(listener.bind)("127.0.0.1", 0)})
+    async with asyncio.TaskGroup() as group:
+        running = group.create_task(gateway.run())
+        await gateway.ready.wait()
+        print(json.dumps(sorted(sys.modules)))
+        gateway.stop()
+        await running
+
+asyncio.run(main())
 """
 
 
@@ -63,4 +79,5 @@ def test_the_default_gateway_imports_no_component_library_and_no_web_framework(
     tops = {name.split(".")[0] for name in modules}
     assert sorted(tops & set(COMPONENT_LIBRARIES)) == []
     assert sorted(tops & set(WEB_FRAMEWORK)) == []
+    assert sorted(tops & set(RUN_ELSEWHERE)) == []
     assert sorted(m for m in modules if m.startswith(("adapters", "bridge", "spark_sink"))) == []
