@@ -10,7 +10,29 @@ actions their results feed (docs/rules.md).
 
 from __future__ import annotations
 
-from gateway.rules.compiler import CompiledStatement, compile_statement
-from gateway.rules.parser import RuleSyntaxError, parse
+from importlib import import_module
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gateway.rules.compiler import CompiledStatement, compile_statement
+    from gateway.rules.parser import RuleSyntaxError, parse
 
 __all__ = ["CompiledStatement", "RuleSyntaxError", "compile_statement", "parse"]
+
+#: Imported on first use (PEP 562): a gateway without rules does not load the parser
+#: and the compiler (~1 MB).
+_HOMES = {
+    "CompiledStatement": "gateway.rules.compiler",
+    "compile_statement": "gateway.rules.compiler",
+    "RuleSyntaxError": "gateway.rules.parser",
+    "parse": "gateway.rules.parser",
+}
+
+
+def __getattr__(name: str) -> object:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(home), name)
+    globals()[name] = value
+    return value
