@@ -23,7 +23,6 @@ from __future__ import annotations
 import os
 import pickle
 import sys
-import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
@@ -247,12 +246,14 @@ def _ask_child(path: str | None) -> tuple[Any, ...] | None:
         try:
             try:
                 answer: tuple[Any, ...] = _in_child(path)
-            except BaseException:
+            except BaseException:  # reported by the parent's own loader
+                import traceback
+
                 answer = ("failed", traceback.format_exc())
             data = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
             with os.fdopen(write_end, "wb") as out:
                 out.write(data)
-        except BaseException:
+        except BaseException:  # no answer: the parent validates in its own process
             status = 1
         finally:
             os._exit(status)
