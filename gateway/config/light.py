@@ -6,8 +6,8 @@ pydantic and the schema's models are ~9 MB of a running gateway's memory, a thir
 what it needs to serve. ``validate_for_run`` forks before either is imported; the child
 runs the one loader (``gateway.config.validate_config``: the same checks, the same
 messages with file, line and YAML path as ``edgebus check``), turns the validated,
-defaulted models into :class:`ConfigView` trees and pickles them back through a pipe,
-then exits. The gateway reads the same attribute names it would read on the models
+defaulted models into :class:`ConfigView` trees, sends them back through a pipe
+(``marshal``: the gateway loads no ``pickle`` either), then exits. The gateway reads the same attribute names it would read on the models
 (``config.listeners[0].bind.port``); secrets are :class:`Secret` (``get_secret_value()``,
 as pydantic's ``SecretStr``); bind addresses, paths, networks are the schema's own value
 types, none of which imports pydantic.
@@ -20,14 +20,17 @@ configuration problem: the in-process loader then reports it as it always did.
 
 from __future__ import annotations
 
+import marshal
 import os
-import pickle
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from ipaddress import IPv4Network, IPv6Network, ip_network
+from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any, cast
 
 from broker_core.errors import ConfigError
+from gateway.config.address import BindAddress
 from gateway.config.shown import format_path, line_of
 
 if TYPE_CHECKING:
@@ -221,6 +224,49 @@ def _needs_models(config: GatewayConfig) -> bool:
     return bool(config.adapters or config.bridges or config.rules or config.stream.enabled)
 
 
+def _encode(value: object) -> object:
+    """``value`` (views and the schema's value types) as data ``marshal`` can carry: the
+    parent then needs no ``pickle`` (~0.4 MB). Containers become tagged tuples; a type
+    not listed raises ``TypeError`` (the parent then validates in its own process)."""
+    if value is None or isinstance(value, str | int | float | bytes):  # bool is an int
+        return value
+    if isinstance(value, ConfigView):
+        fields = {name: _encode(item) for name, item in value._fields.items()}
+        return ("view", value._kind, fields, value._json)
+    if isinstance(value, tuple):
+        return ("tuple", tuple(_encode(item) for item in value))
+    if isinstance(value, dict):
+        return ("dict", {key: _encode(item) for key, item in value.items()})
+    if isinstance(value, Secret):
+        return ("secret", value.get_secret_value())
+    if isinstance(value, PurePath):
+        return ("path", str(value))
+    if isinstance(value, BindAddress):
+        return ("bind", value.host, value.port)
+    if isinstance(value, IPv4Network | IPv6Network):
+        return ("network", str(value))
+    raise TypeError(f"no encoding for {type(value).__name__}")
+
+
+def _decode(data: Any) -> Any:
+    if not isinstance(data, tuple):
+        return data
+    tag = data[0]
+    if tag == "view":
+        return ConfigView(data[1], {name: _decode(item) for name, item in data[2].items()}, data[3])
+    if tag == "tuple":
+        return tuple(_decode(item) for item in data[1])
+    if tag == "dict":
+        return {key: _decode(item) for key, item in data[1].items()}
+    if tag == "secret":
+        return Secret(data[1])
+    if tag == "path":
+        return Path(data[1])
+    if tag == "bind":
+        return BindAddress(data[1], data[2])
+    return ip_network(data[1])  # "network"
+
+
 def _in_child(path: str | None) -> tuple[Any, ...]:
     """The child's answer: ``("ok", views, lines)``, ``("models",)`` when components are
     configured, ``("error", message, problems)``."""
@@ -233,11 +279,11 @@ def _in_child(path: str | None) -> tuple[Any, ...]:
     if _needs_models(valid.config):
         return ("models",)
     lines = None if valid.document is None else dict(valid.document.lines)
-    return ("ok", view_of(valid.config), lines)
+    return ("ok", _encode(view_of(valid.config)), lines)
 
 
 def _ask_child(path: str | None) -> tuple[Any, ...] | None:
-    """Fork, validate in the child, read its pickled answer; None if it gave none."""
+    """Fork, validate in the child, read its answer; None if it gave none."""
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: answer, then exit without running the parent's clean-up
@@ -250,7 +296,7 @@ def _ask_child(path: str | None) -> tuple[Any, ...] | None:
                 import traceback
 
                 answer = ("failed", traceback.format_exc())
-            data = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
+            data = marshal.dumps(answer)
             with os.fdopen(write_end, "wb") as out:
                 out.write(data)
         except BaseException:  # no answer: the parent validates in its own process
@@ -263,7 +309,7 @@ def _ask_child(path: str | None) -> tuple[Any, ...] | None:
     os.waitpid(pid, 0)
     if not data:
         return None
-    answer = pickle.loads(data)
+    answer = marshal.loads(data)  # our own child's answer, through our own pipe
     return None if answer[0] == "failed" else cast(tuple[Any, ...], answer)
 
 
@@ -276,7 +322,7 @@ def validate_for_run(path: str | os.PathLike[str] | None) -> RunConfig:
     if answer is not None and answer[0] == "error":
         raise ConfigError(answer[1], answer[2])
     if answer is not None and answer[0] == "ok":
-        return RunConfig(cast("GatewayConfig", answer[1]), filename, answer[2])
+        return RunConfig(cast("GatewayConfig", _decode(answer[1])), filename, answer[2])
     from gateway.config.validate import validate_config
 
     valid = validate_config(path)
