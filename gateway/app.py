@@ -265,6 +265,7 @@ class Gateway:
                 keyfile_password=None if password is None else password.get_secret_value(),
                 where=f"listener {listener.name!r} tls",
             )
+        server: asyncio.Server | LazyServer
         if listener.type == "tcp":
             from broker_core.listeners.tcp import start_tcp
 

@@ -7,13 +7,14 @@ what it needs to serve. ``validate_for_run`` forks before either is imported; th
 runs the one loader (``gateway.config.validate_config``: the same checks, the same
 messages with file, line and YAML path as ``edgebus check``), turns the validated,
 defaulted models into :class:`ConfigView` trees, sends them back through a pipe
-(``marshal``: the gateway loads no ``pickle`` either), then exits. The gateway reads the same attribute names it would read on the models
-(``config.listeners[0].bind.port``); secrets are :class:`Secret` (``get_secret_value()``,
-as pydantic's ``SecretStr``); bind addresses, paths, networks are the schema's own value
-types, none of which imports pydantic.
+(``marshal``: the gateway loads no ``pickle`` either), then exits. The gateway reads
+the same attribute names it would read on the models (``config.listeners[0].bind.port``);
+secrets are :class:`Secret` (``get_secret_value()``, as pydantic's ``SecretStr``); bind
+addresses, paths, networks are the schema's own value types, none of which imports
+pydantic.
 
-When components (adapters, bridges, the stream log) or rules are configured, the models are
-loaded in the gateway itself: their own code reads them with methods of the models, and
+When components (adapters, bridges, the stream log) or rules are configured, the models
+are loaded in the gateway itself: their own code reads them with methods of the models, and
 they pay for heavier libraries anyway. So does any failure of the child that is not a
 configuration problem: the in-process loader then reports it as it always did.
 """

@@ -4,10 +4,12 @@ before the API's first connection (issue 17: an adapter's libraries are paid for
 when such an adapter is configured).
 
 The check runs in a fresh interpreter (this process has imported everything the other
-tests needed): it validates the default configuration and runs the ``Gateway`` as
-``edgebus run`` does (listeners on free ports), then lists ``sys.modules`` once it is
-ready: nor the configuration schema (pydantic), YAML or websockets either. Building the gateway writes the API
-key into ``./edgebus-data``, so it runs in a temporary directory.
+tests needed): it validates the default configuration and builds the ``Gateway`` as
+``edgebus run`` does (``gateway.entry``, ``gateway.serve``), then lists ``sys.modules``:
+nor the configuration schema (pydantic), YAML, websockets or click either
+(tests/integration/operations/test_start_up_memory.py checks the running process).
+Building the gateway writes the API key into ``./edgebus-data``, so it runs in a
+temporary directory.
 """
 
 from __future__ import annotations
@@ -35,27 +37,17 @@ COMPONENT_LIBRARIES = (
 WEB_FRAMEWORK = ("fastapi", "starlette", "uvicorn", "prometheus_client")
 # The configuration schema and the YAML parser run in the child process that validates
 # (gateway.config.light); websockets loads with a WebSocket listener's first connection.
-RUN_ELSEWHERE = ("pydantic", "pydantic_core", "yaml", "websockets")
+# click: the console script starts a plain `run` without it (gateway.entry).
+RUN_ELSEWHERE = ("pydantic", "pydantic_core", "yaml", "websockets", "click")
 
 _PROBE = """
 import json, sys
-import asyncio
+import gateway.entry, gateway.serve
 from gateway.config.light import validate_for_run
 from gateway.app import Gateway
 valid = validate_for_run(None)
-
-async def main():
-    gateway = Gateway(valid.config)
-    for listener in gateway.config.listeners:  # port 0: another test may hold 1883 / 8083
-        object.__setattr__(listener, "_fields", {**listener._fields, "bind": type(listener.bind)("127.0.0.1", 0)})
-    async with asyncio.TaskGroup() as group:
-        running = group.create_task(gateway.run())
-        await gateway.ready.wait()
-        print(json.dumps(sorted(sys.modules)))
-        gateway.stop()
-        await running
-
-asyncio.run(main())
+Gateway(valid.config)
+print(json.dumps(sorted(sys.modules)))
 """
 
 

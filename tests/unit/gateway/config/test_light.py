@@ -127,8 +127,12 @@ def test_rules_or_components_keep_the_models(in_tmp: Path) -> None:
     assert run.where(("rules", 0, "sql")) == f"{in_tmp / 'edgebus.yaml'}:3 rules[0].sql"
 
 
-@pytest.mark.parametrize(("text", "expected"), [p.values for p in BROKEN], ids=[p.id for p in BROKEN])
-def test_the_child_reports_what_check_reports(in_tmp: Path, text: str, expected: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("text", "expected"), [p.values for p in BROKEN], ids=[p.id for p in BROKEN]
+)
+def test_the_child_reports_what_check_reports(
+    in_tmp: Path, text: str, expected: list[str]
+) -> None:
     path = in_tmp / "edgebus.yaml"
     path.write_text(textwrap.dedent(text))
     with pytest.raises(ConfigError) as checked:
