@@ -276,6 +276,8 @@ async def start_websocket(
         ssl=ssl_context,
         **where,
     )
+    if sock is not None:  # bound, set up and logged by the caller
+        return server
     for sock in server.sockets:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         log.info(

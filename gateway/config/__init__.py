@@ -13,10 +13,10 @@ The names below are imported on first use (PEP 562): importing the package is ch
 
 from __future__ import annotations
 
-from importlib import import_module
 from typing import TYPE_CHECKING
 
 from broker_core.errors import ConfigError
+from gateway.lazy_names import lazy_getattr
 
 if TYPE_CHECKING:
     from gateway.config.address import BindAddress
@@ -51,30 +51,6 @@ if TYPE_CHECKING:
     )
     from gateway.config.validate import ValidConfig, inactive_sections, validate_config
 
-#: Where each name lives. Importing this package imports none of them: the schema's
-#: models and pydantic load on first use, and ``edgebus run`` validates in a child
-#: process (``gateway.config.light``), so the running gateway never loads them.
-_HOMES = {
-    "BindAddress": "gateway.config.address",
-    **dict.fromkeys(
-        ["dump_config", "load_config", "load_config_document", "parse_config", "parse_model"],
-        "gateway.config.loader",
-    ),
-    **dict.fromkeys(
-        ["ValidConfig", "inactive_sections", "validate_config"], "gateway.config.validate"
-    ),
-}
-
-
-def __getattr__(name: str) -> object:
-    home = _HOMES.get(name, "gateway.config.models")
-    if name not in __all__ or name == "ConfigError":
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(home), name)
-    globals()[name] = value
-    return value
-
-
 __all__ = [
     "AclConfig",
     "AclRule",
@@ -107,3 +83,19 @@ __all__ = [
     "parse_model",
     "validate_config",
 ]
+
+#: Where each name lives. Importing this package imports none of them: the schema's
+#: models and pydantic load on first use, and ``edgebus run`` validates in a child
+#: process (``gateway.config.light``), so the running gateway never loads them.
+_HOMES = {
+    **{name: "gateway.config.models" for name in __all__ if name != "ConfigError"},
+    "BindAddress": "gateway.config.address",
+    **dict.fromkeys(
+        ["dump_config", "load_config", "load_config_document", "parse_config", "parse_model"],
+        "gateway.config.loader",
+    ),
+    **dict.fromkeys(
+        ["ValidConfig", "inactive_sections", "validate_config"], "gateway.config.validate"
+    ),
+}
+__getattr__ = lazy_getattr(globals(), _HOMES)

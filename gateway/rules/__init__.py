@@ -10,8 +10,9 @@ actions their results feed (docs/rules.md).
 
 from __future__ import annotations
 
-from importlib import import_module
 from typing import TYPE_CHECKING
+
+from gateway.lazy_names import lazy_getattr
 
 if TYPE_CHECKING:
     from gateway.rules.compiler import CompiledStatement, compile_statement
@@ -28,11 +29,4 @@ _HOMES = {
     "parse": "gateway.rules.parser",
 }
 
-
-def __getattr__(name: str) -> object:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(home), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(globals(), _HOMES)
