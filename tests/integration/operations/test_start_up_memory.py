@@ -4,14 +4,20 @@ memory"): not the configuration schema (pydantic validates in a child process an
 gateway holds light views of its result), not YAML, not websockets until the WebSocket
 listener's first connection. The configuration still works as configured: WebSocket
 and TCP clients exchange messages, and a SIGHUP reload compares the views with the
-models it loads without reporting unchanged sections as changed."""
+models it loads without reporting unchanged sections as changed, and the API's
+``/config`` shows the views as it shows the models."""
 
 from __future__ import annotations
 
+import json
+import re
 import signal
 import time
+import urllib.request
 from pathlib import Path
 
+from gateway.api.routes.admin import masked_config
+from gateway.config import load_config
 from tests.helpers.timeouts import unit
 from tests.integration.listeners.support import ListenerClient
 from tests.interop.mosquitto.tools import LOOPBACK, EdgebusProcess, free_port
@@ -73,6 +79,17 @@ def test_the_defaults_load_no_schema_no_yaml_and_websockets_on_first_use(
             ws.close()
             tcp.close()
         _wait_until_mapped(pid, WEBSOCKETS)
+
+        listening = _wait_for_log(edgebus, "HTTP API listening")
+        port = re.search(r"HTTP API listening on http://[^:]+:(\d+)/", listening)
+        assert port is not None
+        key = (tmp_path / "edgebus-data" / "api-key").read_text().strip()
+        request = urllib.request.Request(
+            f"http://{LOOPBACK}:{port[1]}/api/v1/config", headers={"Authorization": f"Bearer {key}"}
+        )
+        with urllib.request.urlopen(request, timeout=unit(15)) as response:
+            shown = json.loads(response.read())
+        assert shown == masked_config(load_config(edgebus.config))
 
         edgebus.process.send_signal(signal.SIGHUP)
         log = _wait_for_log(edgebus, "configuration reloaded")
