@@ -12,7 +12,6 @@ connections have closed since.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import sys
 from collections.abc import Callable
 
@@ -25,8 +24,9 @@ def _malloc_trim() -> Callable[[int], int] | None:
     if not sys.platform.startswith("linux"):
         return None
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        trim = libc.malloc_trim  # glibc only; musl has none
+        # The process's own symbols, libc's among them: ``ctypes.util.find_library`` would
+        # run ``ldconfig`` and import ~1 MB of modules to name the library loaded already.
+        trim = ctypes.CDLL(None).malloc_trim  # glibc only; musl has none
     except (OSError, AttributeError):
         return None
     trim.argtypes = [ctypes.c_size_t]

@@ -8,10 +8,13 @@ MQTT 5 clients the server is shutting down (0x8B), and returns.
 from __future__ import annotations
 
 import asyncio
+import importlib
+import importlib.util
 import logging
+import socket
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from broker_core.broker import VERSION, Broker
 from broker_core.errors import ConfigError
@@ -23,14 +26,10 @@ from broker_core.store.sqlite import SqliteStore
 from broker_core.sys_topics import SysTopics
 from gateway.binding import bind_error
 from gateway.components import ADAPTER, BRIDGE, KindView, Supervisor, registry
-from gateway.config import (
-    GatewayConfig,
-    ListenerConfig,
-    MqttConfig,
-    inactive_sections,
-    load_config,
-)
+from gateway.config.light import same_config
+from gateway.config.validate import inactive_sections
 from gateway.hub import Hub
+from gateway.lazy_listener import LazyServer, listening_socket
 from gateway.rules.engine import RuleEngine
 from gateway.rules.targets import GatewayTargets
 from gateway.security import build_security
@@ -38,11 +37,15 @@ from gateway.webhook import Webhooks
 
 if TYPE_CHECKING:
     from gateway.api import ApiServer
+    from gateway.config import GatewayConfig, ListenerConfig, MqttConfig
 
 __all__ = ["Gateway", "limits_from_config"]
 
 log = logging.getLogger(__name__)
 
+
+#: The listen backlog of a WebSocket listener (as websockets' ``serve`` had it).
+WEBSOCKET_BACKLOG = 1024
 
 #: Sections a reload reports but does not apply: they take effect at the next restart.
 _RESTART_SECTIONS = (
@@ -140,6 +143,7 @@ class Gateway:
         self.ready = asyncio.Event()
         self._stop = asyncio.Event()
         self._servers: list[Listening] = []
+        self._lazy: list[asyncio.Task[None]] = []  # listeners waiting for a first connection
         self._tg: asyncio.TaskGroup | None = None
         self.api: ApiServer | None = None
         if config.api.enabled:
@@ -167,20 +171,23 @@ class Gateway:
         if self.config_path is None:
             self.security.reload()
             return ["password_file", "acl_cache"]
+        from gateway.config import load_config  # the schema's models: from the first reload
+
         new = load_config(self.config_path)
         self.security.reload(new.acl)
         done = ["acl", "password_file"]
         specs = registry.specs_from_config(new)[0]
         done += self.components.reconcile(specs)
         done += self.rules.reconcile(new.rules)
+        # A gateway started on views (gateway.config.light) compares them with models.
         fixed = [
             name
             for name in _RESTART_SECTIONS
-            if getattr(new, name) != getattr(self.config, name)
+            if not same_config(getattr(new, name), getattr(self.config, name))
         ]
-        if getattr(new, "api", None) != getattr(self.config, "api", None):
+        if not same_config(getattr(new, "api", None), getattr(self.config, "api", None)):
             fixed.append("api")
-        if new.logging != self.config.logging:
+        if not same_config(new.logging, self.config.logging):
             fixed.append("logging")  # the CLI installed its handler at the start
         for name in fixed:
             log.warning("reload: the change to %r takes effect at the next restart", name)
@@ -224,6 +231,8 @@ class Gateway:
                 await self._stop.wait()
                 housekeeping.cancel()
                 sys_task.cancel()
+                for waiting in self._lazy:
+                    waiting.cancel()
                 rules_task.cancel()  # its SQLite rows are written before it returns
                 webhooks_task.cancel()
                 await self.components.shutdown()
@@ -266,18 +275,35 @@ class Gateway:
 
             assert context is not None  # the config requires `tls:` on a tls listener
             server = await start_tls(self.broker, host, port, settings, context)
-        else:  # ws, wss
-            try:
-                from broker_core.listeners.websocket import start_websocket
-            except ImportError as exc:
+        else:  # ws, wss: websockets is imported with the first connection (lazy_listener)
+            if importlib.util.find_spec("websockets") is None:
                 raise ConfigError(
                     f"listener {listener.name!r}: type {listener.type} needs the websockets"
                     " package: pip install 'edgebus[ws]'"
-                ) from exc
-            # websockets' close() also ends open handshakes.
-            server = await start_websocket(
-                self.broker, host, port, settings, listener.path or "/mqtt", context
+                )
+            path = listener.path or "/mqtt"
+            sock = await listening_socket(host, port, WEBSOCKET_BACKLOG)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # inherited by each
+
+            async def start(sock: socket.socket) -> Any:
+                websocket = await asyncio.to_thread(
+                    importlib.import_module, "broker_core.listeners.websocket"
+                )
+                return await websocket.start_websocket(
+                    self.broker, host, port, settings, path, context, sock=sock
+                )
+
+            lazy = LazyServer(sock, start)
+            assert self._tg is not None  # listeners start inside run()'s TaskGroup
+            self._lazy.append(self._tg.create_task(lazy.serve(), name=f"listener-{listener.name}"))
+            log.info(
+                "listener %s (%s) bound to %s path %s; WebSocket loaded with its first connection",
+                listener.name,
+                "WebSocket over TLS" if context is not None else "WebSocket",
+                sock.getsockname()[:2],
+                path,
             )
+            server = lazy
         sockname = server.sockets[0].getsockname()
         self.addresses[listener.name] = (sockname[0], sockname[1])
         return server

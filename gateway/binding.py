@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import errno
 import socket
+from typing import TYPE_CHECKING
 
-from gateway.config import GatewayConfig
-from gateway.config.introspect import Loc
-from gateway.config.values import BindAddress
+from gateway.config.address import BindAddress
+
+if TYPE_CHECKING:
+    from gateway.config import GatewayConfig
+    from gateway.config.introspect import Loc
 
 __all__ = ["BindError", "bind_error", "unavailable_addresses"]
 

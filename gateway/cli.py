@@ -1,109 +1,40 @@
 """The ``edgebus`` command: ``run``, ``check`` and the tools built in.
 
-The only module that configures logging handlers and prints. ``run`` and ``check``
-validate with the same function (``gateway.config.validate_config``): ``run`` starts
-nothing (no data directory, database or API key) when ``check`` would report a problem.
+With ``gateway.serve`` (``run``) and ``gateway.entry`` (the console script), the only
+modules that configure logging handlers and print. ``run`` and ``check`` validate with
+the same function (``gateway.config.validate_config``; ``run`` calls it in a child
+process, ``gateway.config.light``): ``run`` starts nothing (no data directory, database
+or API key) when ``check`` would report a problem.
 """
 
 from __future__ import annotations
 
-import asyncio
-import gc
 import importlib
-import logging
-import signal
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn, TypeVar
+from typing import TYPE_CHECKING
 
 import click
 
 from broker_core.errors import ConfigError
-from broker_core.store.schema import StoreError
-from gateway.binding import BindError, unavailable_addresses
-from gateway.config import ValidConfig, validate_config
-from gateway.logs import configure_logging
+from gateway.serve import GC_GEN0_THRESHOLD, collect_less, refuse, run_gateway
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.config import ValidConfig
 
-__all__ = ["GC_GEN0_THRESHOLD", "main"]
-
-log = logging.getLogger(__name__)
+__all__ = ["GC_GEN0_THRESHOLD", "collect_less", "main"]
 
 #: Every command takes -h as well as --help.
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
 _CONFIG_PATH = click.Path(path_type=Path, dir_okay=False)
 
-E = TypeVar("E", bound=BaseException)
-
-
-def _leaves(group: BaseExceptionGroup[E]) -> list[E]:
-    """The exceptions of ``group``, nested groups flattened."""
-    out: list[E] = []
-    for exc in group.exceptions:
-        out.extend(_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
-    return out
-
-
-def _refuse(problems: list[str], status: int, prefix: str = "") -> NoReturn:
-    for problem in problems:
-        click.echo(f"{prefix}{problem}", err=True)
-    raise SystemExit(status)
-
-
 def _validate(config_path: Path | None) -> ValidConfig:
+    from gateway.config import validate_config
+
     try:
         return validate_config(config_path)
     except ConfigError as exc:
-        _refuse(exc.problems, 2)
-
-
-def _new_loop() -> asyncio.AbstractEventLoop:
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.new_event_loop()
-    return uvloop.new_event_loop()
-
-
-#: The cyclic garbage collector's first threshold in a running gateway (CPython's default:
-#: 700); see ``_collect_less``.
-GC_GEN0_THRESHOLD = 10_000
-
-
-def _collect_less() -> None:
-    """The garbage collector's settings for a running gateway, set once it is ready: the
-    one place they are set (docs/performance.md, "Garbage collection").
-
-    - ``gc.freeze()``: the objects of start-up (modules, classes, the configuration's
-      models: ~45,000) move to a permanent generation, which no collection traverses
-      again. Full collections traversed them all, a few times per second under load,
-      collecting nothing.
-    - First threshold ``GC_GEN0_THRESHOLD``: a young collection per 10,000 container
-      allocations instead of 700. Every message allocates a few (the packet, its
-      Context, ...), most freed by their reference counts within the loop turn; at 700
-      a collection came every few hundred messages, and what a turn holds (queued
-      deliveries, the stream log's batch) was traversed and promoted again and again.
-      Cyclic garbage lives a little longer (at most 10,000 objects).
-    """
-    gc.collect()  # start-up's garbage is not frozen
-    gc.freeze()
-    gc.set_threshold(GC_GEN0_THRESHOLD, *gc.get_threshold()[1:])
-    log.info(
-        "garbage collector: %d start-up objects frozen, first threshold %d",
-        gc.get_freeze_count(),
-        GC_GEN0_THRESHOLD,
-    )
-
-
-def _reload(gateway: Gateway) -> None:
-    """SIGHUP: re-read the configuration; a broken file changes nothing."""
-    try:
-        gateway.reload()
-    except ConfigError as exc:
-        for problem in exc.problems:
-            click.echo(f"edgebus: reload refused: {problem}", err=True)
+        refuse(exc.problems, 2)
 
 
 class _Commands(click.Group):
@@ -148,41 +79,7 @@ def run(config_path: Path | None) -> None:
     The configuration is checked first, as `edgebus check` does: on any problem
     nothing starts and nothing is written.
     """
-    valid = _validate(config_path)
-    configure_logging(valid.config.logging)
-    busy = unavailable_addresses(valid.config)
-    if busy:
-        _refuse([f"{valid.where(error.path)}: {error}" for error in busy], 1)
-    from gateway.app import Gateway
-
-    async def serve() -> None:
-        gateway = Gateway(valid.config, config_path)
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, gateway.stop)
-        loop.add_signal_handler(signal.SIGHUP, _reload, gateway)
-        async with asyncio.TaskGroup() as group:
-            running = group.create_task(gateway.run())
-            ready = group.create_task(gateway.ready.wait())
-            await asyncio.wait((running, ready), return_when=asyncio.FIRST_COMPLETED)
-            if ready.done():
-                _collect_less()
-            else:
-                ready.cancel()
-
-    try:
-        with asyncio.Runner(loop_factory=_new_loop) as runner:
-            runner.run(serve())
-    except* BindError as bind_errors:
-        lines = [f"{valid.where(error.path)}: {error}" for error in _leaves(bind_errors)]
-        _refuse(lines, 1)
-    except* ConfigError as config_errors:
-        lines = [line for exc in _leaves(config_errors) for line in exc.problems]
-        _refuse(lines, 2, "edgebus: ")
-    except* StoreError as store_errors:  # a lost or corrupt store: one line, no traceback
-        _refuse([str(error) for error in _leaves(store_errors)], 1, "edgebus: ")
-    except* OSError as os_errors:
-        _refuse([str(error) for error in _leaves(os_errors)], 1, "edgebus: ")
+    run_gateway(config_path)
 
 
 @main.command()

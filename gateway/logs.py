@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import json
 import logging
-import logging.handlers
 import sys
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-from gateway.config import LoggingConfig
+if TYPE_CHECKING:
+    from gateway.config import LoggingConfig
+
 
 __all__ = ["TEXT_FORMAT", "JsonFormatter", "configure_logging", "log_handler"]
 
@@ -50,12 +52,16 @@ def log_handler(config: LoggingConfig) -> logging.Handler:
     handler: logging.Handler
     if config.file is None:
         handler = logging.StreamHandler(sys.stderr)
-    elif config.max_size:
-        handler = logging.handlers.RotatingFileHandler(
-            config.file, maxBytes=config.max_size, backupCount=config.backups, encoding="utf-8"
-        )
-    else:  # rotated by an outside tool: reopen the file when it moves
-        handler = logging.handlers.WatchedFileHandler(config.file, encoding="utf-8")
+    else:
+        # only for a log file: ~0.25 MB the defaults do not need
+        from logging.handlers import RotatingFileHandler, WatchedFileHandler
+
+        if config.max_size:
+            handler = RotatingFileHandler(
+                config.file, maxBytes=config.max_size, backupCount=config.backups, encoding="utf-8"
+            )
+        else:  # rotated by an outside tool: reopen the file when it moves
+            handler = WatchedFileHandler(config.file, encoding="utf-8")
     json_lines = config.format == "json"
     handler.setFormatter(JsonFormatter() if json_lines else logging.Formatter(TEXT_FORMAT))
     return handler

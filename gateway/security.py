@@ -14,19 +14,19 @@ decisions, and with a new ``acl:`` section installs its rules;
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from broker_core.acl import DENY_DISCONNECT, DENY_IGNORE, PUBLISH, SUBSCRIBE, AclRule, RuleAcl
 from broker_core.auth import AuthChain, CredentialProvider, EnhancedAuthMethod
-from broker_core.auth_file import PasswordFileProvider
-from broker_core.auth_http import HttpAuthProvider
-from broker_core.auth_scram import ScramAuthenticator
 from broker_core.broker import Broker
 from broker_core.errors import ConfigError
 from broker_core.login_throttle import LoginThrottle, ThrottleSettings
-from broker_core.passwords import PasswordFile
-from broker_core.scram import METHOD as SCRAM_METHOD
-from gateway.config import GatewayConfig
-from gateway.config.models.security import AclConfig
+
+if TYPE_CHECKING:
+    from broker_core.auth_http import HttpAuthProvider
+    from broker_core.passwords import PasswordFile
+    from gateway.config import GatewayConfig
+    from gateway.config.models.security import AclConfig
 
 __all__ = ["Security", "acl_rules", "build_acl", "build_security"]
 
@@ -111,7 +111,13 @@ def build_security(config: GatewayConfig) -> Security:
     methods: dict[str, EnhancedAuthMethod] = {}
     passwords = None
     http = None
+    # The providers' modules load when configured: the defaults need none of them.
     if auth.password_file is not None:
+        from broker_core.auth_file import PasswordFileProvider
+        from broker_core.auth_scram import ScramAuthenticator
+        from broker_core.passwords import PasswordFile
+        from broker_core.scram import METHOD as SCRAM_METHOD
+
         passwords = PasswordFile(auth.password_file)
         providers.append(PasswordFileProvider(passwords))
         if auth.scram:
@@ -121,6 +127,8 @@ def build_security(config: GatewayConfig) -> Security:
             import aiohttp  # noqa: F401 - the provider imports it on first use
         except ImportError as exc:
             raise ConfigError("auth.http needs the aiohttp package: pip install aiohttp") from exc
+        from broker_core.auth_http import HttpAuthProvider
+
         http = HttpAuthProvider(
             auth.http.url,
             method=auth.http.method,

@@ -36,12 +36,13 @@ from typing import TYPE_CHECKING, Any
 from broker_core.broker import Broker
 from broker_core.mqtt.topics import filter_matches
 from broker_core.observe import EVENT_KINDS, BrokerEvent
-from gateway.config.models.rules import WebhookConfig
 from gateway.rules.fields import event_row
 from gateway.rules.functions import to_json
 
 if TYPE_CHECKING:
     import aiohttp
+
+    from gateway.config.models.rules import WebhookConfig
 
 __all__ = ["Webhook", "Webhooks"]
 

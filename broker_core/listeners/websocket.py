@@ -241,8 +241,10 @@ async def start_websocket(
     path: str = "/mqtt",
     ssl_context: ssl.SSLContext | None = None,
     backlog: int = 1024,
+    sock: socket.socket | None = None,
 ) -> Server:
-    """Binds a ``ws`` listener (``wss`` with ``ssl_context``) serving MQTT on ``path``.
+    """Binds a ``ws`` listener (``wss`` with ``ssl_context``) serving MQTT on ``path``;
+    with ``sock``, serves on that listening socket instead (``host`` and ``port`` unused).
 
     The returned websockets ``Server`` offers what the gateway uses of an
     ``asyncio.Server``: ``sockets``, ``close()`` and ``wait_closed()``.
@@ -287,10 +289,13 @@ async def start_websocket(
         listener = settings
         connections = broker.connections
 
+    where: dict[str, Any] = (
+        {"sock": sock}
+        if sock is not None
+        else {"host": host, "port": port, "backlog": backlog, "reuse_address": True}
+    )
     server = await serve(
         handler,
-        host,
-        port,
         subprotocols=list(SUBPROTOCOLS),
         select_subprotocol=_select_subprotocol,
         compression=None,
@@ -303,9 +308,10 @@ async def start_websocket(
         write_limit=broker.write_high_water,
         create_connection=ListenerConnection,
         ssl=ssl_context,
-        backlog=backlog,
-        reuse_address=True,
+        **where,
     )
+    if sock is not None:  # bound, set up and logged by the caller
+        return server
     for sock in server.sockets:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         log.info(

@@ -16,9 +16,13 @@ import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from broker_core.errors import ConfigError
-from gateway.config.models.api import ApiConfig, default_key_file, key_problem
+from gateway.config.api_keys import default_key_file, key_problem
+
+if TYPE_CHECKING:
+    from gateway.config.models.api import ApiConfig
 
 __all__ = [
     "GENERATED_KEY_NAME",

@@ -26,7 +26,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from gateway.api.credentials import build_credentials
-from gateway.config import BindAddress
+from gateway.config.address import BindAddress
+from gateway.lazy_listener import FirstConnection, listening_socket
 
 if TYPE_CHECKING:
     from gateway.api.components import GatewayView
@@ -44,23 +45,11 @@ MAX_REQUEST_HEAD = 128 * 1024
 
 async def bind_socket(host: str, port: int, backlog: int = 128) -> socket.socket:
     """A listening, non-blocking TCP socket on ``host:port`` (port 0: any free one)."""
-    loop = asyncio.get_running_loop()
     where = str(BindAddress(host, port))
     try:
-        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        return await listening_socket(host, port, backlog)
     except OSError as exc:
         raise OSError(exc.errno, f"api.bind {where}: {exc.strerror or exc}") from exc
-    family, kind, proto, _, address = infos[0]
-    sock = socket.socket(family, kind, proto)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-        sock.listen(backlog)
-        sock.setblocking(False)
-    except OSError as exc:
-        sock.close()
-        raise OSError(exc.errno, f"api.bind {where}: {exc.strerror or exc}") from exc
-    return sock
 
 
 class ApiServer:
@@ -75,7 +64,7 @@ class ApiServer:
         self._socket: socket.socket | None = None
         self._server: Any = None  # the uvicorn.Server, once loaded
         self._stopping = False
-        self._first_connection: asyncio.Future[None] | None = None
+        self._first_connection = FirstConnection()
 
     async def start(self) -> None:
         """Binds the socket (``OSError`` when it cannot); ``serve()`` then serves."""
@@ -119,7 +108,7 @@ class ApiServer:
             raise RuntimeError("ApiServer.serve() before start()")
         try:
             if self._server is None:
-                await self._wait_for_a_connection(sock)
+                await self._first_connection.wait(sock)
                 if self._stopping:
                     return
                 await asyncio.to_thread(self.load)
@@ -133,27 +122,9 @@ class ApiServer:
         finally:
             sock.close()
 
-    async def _wait_for_a_connection(self, sock: socket.socket) -> None:
-        """Returns when a connection waits to be accepted, or ``stop()`` was called."""
-        loop = asyncio.get_running_loop()
-        waiter = self._first_connection = loop.create_future()
-
-        def readable() -> None:
-            if not waiter.done():
-                waiter.set_result(None)
-
-        loop.add_reader(sock.fileno(), readable)
-        try:
-            await waiter
-        finally:
-            loop.remove_reader(sock.fileno())
-            self._first_connection = None
-
     def stop(self) -> None:
         """Stops accepting requests; ``serve()`` returns once those in progress are done."""
         self._stopping = True
-        waiter = self._first_connection
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        self._first_connection.release()
         if self._server is not None:
             self._server.should_exit = True

@@ -22,13 +22,13 @@ import difflib
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import PurePath
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from gateway.config.introspect import Loc, literal_values, model_at, walk_loc
+from gateway.config.shown import format_path, show_value
 
 __all__ = [
     "FieldProblems",
@@ -38,38 +38,6 @@ __all__ = [
     "problems_from_validation_error",
     "show_value",
 ]
-
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
-
-
-def format_path(path: Sequence[str | int]) -> str:
-    """``("bridges", 0, "forwards", 2, "qos")`` -> ``bridges[0].forwards[2].qos``."""
-    out: list[str] = []
-    for element in path:
-        if isinstance(element, int):
-            out.append(f"[{element}]")
-        elif _IDENTIFIER.fullmatch(element):
-            out.append(f".{element}" if out else element)
-        else:
-            out.append(f"[{element!r}]")
-    return "".join(out)
-
-
-def show_value(value: object) -> str:
-    """A value as the user wrote it in YAML: ``'abc'``, ``3``, ``true``, ``null``."""
-    if isinstance(value, str):
-        return repr(value)
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "null"
-    if isinstance(value, dict):
-        return "a mapping"
-    if isinstance(value, list | tuple):
-        return "a list"
-    if isinstance(value, PurePath):
-        return repr(str(value))
-    return str(value)
 
 
 def expected_choices(values: Sequence[object]) -> str:

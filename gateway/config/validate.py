@@ -16,14 +16,15 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from gateway.components import registry
-from gateway.config.errors import format_path
-from gateway.config.files import FILE_CHECKS
-from gateway.config.introspect import Loc
-from gateway.config.loader import load_config_document
-from gateway.config.models import GatewayConfig
-from gateway.config.yaml_source import YamlDocument
+from gateway.config.light import where
+
+if TYPE_CHECKING:
+    from gateway.config.introspect import Loc
+    from gateway.config.models import GatewayConfig
+    from gateway.config.yaml_source import YamlDocument
 
 __all__ = ["ValidConfig", "inactive_sections", "profile_warnings", "validate_config"]
 
@@ -68,11 +69,7 @@ class ValidConfig:
     def where(self, path: Loc) -> str:
         """``edgebus.yaml:14 listeners[0].bind``; ``listeners[0].bind (default)`` for a
         key the file does not write."""
-        written = self.document is not None and path[:1] in self.document.lines
-        if self.document is None or not written:
-            shown = f"{format_path(path)} (default)"
-            return shown if self.filename is None else f"{self.filename}: {shown}"
-        return f"{self.filename}:{self.document.line_of(path)} {format_path(path)}"
+        return where(self.filename, None if self.document is None else self.document.lines, path)
 
     def warnings(self) -> list[str]:
         """One line per warning, each naming file, line and path."""
@@ -89,5 +86,8 @@ def validate_config(
 
     Raises ``ConfigError`` listing every problem; reads files, writes none.
     """
+    from gateway.config.files import FILE_CHECKS  # the schema: imported when validating
+    from gateway.config.loader import load_config_document
+
     config, document = load_config_document(path, env=env, context=FILE_CHECKS)
     return ValidConfig(config, None if path is None else os.fspath(path), document)

@@ -21,7 +21,6 @@ HttpUrlSpec        str                 ``https://auth.example.com/mqtt``
 from __future__ import annotations
 
 import ipaddress
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +32,7 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import core_schema
 
 from broker_core.mqtt.topics import topic_filter_problem
+from gateway.config.address import BindAddress
 from gateway.config.errors import show_value
 from gateway.config.units import format_duration, format_size, parse_duration, parse_size
 
@@ -44,10 +44,11 @@ __all__ = [
     "PathSpec",
     "SizeSpec",
     "TopicFilterSpec",
+    "plain_schema",
 ]
 
 
-def _plain_schema(
+def plain_schema(
     validate: Callable[[Any], Any], serialize: Callable[[Any], Any]
 ) -> core_schema.CoreSchema:
     return core_schema.no_info_plain_validator_function(
@@ -74,7 +75,7 @@ class _Spec:
     def __get_pydantic_core_schema__(
         self, source: Any, handler: GetCoreSchemaHandler
     ) -> core_schema.CoreSchema:
-        return _plain_schema(self.validate, self.serialize)
+        return plain_schema(self.validate, self.serialize)
 
     def __get_pydantic_json_schema__(
         self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
@@ -164,68 +165,6 @@ class SizeSpec(_Spec):
 
     def serialize(self, value: Any) -> Any:
         return format_size(value)
-
-
-_HOSTNAME = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)(?:\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*\.?")
-_BIND_SHAPE = "'host:port' like 127.0.0.1:1883 or [::1]:1883"
-
-
-@dataclass(frozen=True, slots=True)
-class BindAddress:
-    """A listening address: ``host`` (name, IPv4 or IPv6 literal) and ``port`` (0..65535).
-
-    Port 0 asks the operating system for a free port. Written ``host:port``, with IPv6
-    literals in brackets: ``[::1]:1883``.
-    """
-
-    host: str
-    port: int
-
-    def __str__(self) -> str:
-        if ":" in self.host:
-            return f"[{self.host}]:{self.port}"
-        return f"{self.host}:{self.port}"
-
-    @classmethod
-    def parse(cls, value: object) -> BindAddress:
-        """Parse ``host:port`` / ``[v6]:port``; ``ValueError`` says what is wrong."""
-        if isinstance(value, BindAddress):
-            return value
-        if not isinstance(value, str):
-            raise ValueError(f"expected {_BIND_SHAPE}, got {show_value(value)}")
-        text = value.strip()
-        host, sep, port_text = text.rpartition(":")
-        if not sep or not host:
-            raise ValueError(f"expected {_BIND_SHAPE}, got {show_value(value)}")
-        if host.startswith("[") and host.endswith("]"):
-            host = host[1:-1]
-            try:
-                ipaddress.IPv6Address(host)
-            except ValueError:
-                raise ValueError(
-                    f"expected an IPv6 address in brackets, got {show_value(value)}"
-                ) from None
-        elif ":" in host:
-            raise ValueError(
-                f"expected an IPv6 address in brackets like [::1]:1883, got {show_value(value)}"
-            )
-        elif not _HOSTNAME.fullmatch(host):
-            raise ValueError(f"expected a host name or IP address, got {show_value(value)}")
-        if not port_text.isdigit() or int(port_text) > 65535:
-            raise ValueError(f"expected a port from 0 to 65535, got {show_value(value)}")
-        return cls(host, int(port_text))
-
-    @classmethod
-    def __get_pydantic_core_schema__(
-        cls, source: Any, handler: GetCoreSchemaHandler
-    ) -> core_schema.CoreSchema:
-        return _plain_schema(cls.parse, str)
-
-    @classmethod
-    def __get_pydantic_json_schema__(
-        cls, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
-    ) -> JsonSchemaValue:
-        return {"type": "string", "format": "host:port"}
 
 
 @dataclass(frozen=True)

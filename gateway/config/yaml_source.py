@@ -31,6 +31,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from broker_core.errors import ConfigError
 from gateway.config.errors import Problem
 from gateway.config.introspect import Loc
+from gateway.config.shown import line_of
 
 __all__ = ["YamlDocument", "interpolate", "read_yaml"]
 
@@ -57,11 +58,7 @@ class YamlDocument:
 
     def line_of(self, path: Loc) -> int:
         """The line of ``path``, or of its nearest ancestor present in the file."""
-        for end in range(len(path), -1, -1):
-            line = self.lines.get(tuple(path[:end]))
-            if line is not None:
-                return line
-        return 1
+        return line_of(self.lines, path)
 
 
 def interpolate(text: str, env: Mapping[str, str]) -> tuple[str, list[str]]:

@@ -10,7 +10,23 @@ actions their results feed (docs/rules.md).
 
 from __future__ import annotations
 
-from gateway.rules.compiler import CompiledStatement, compile_statement
-from gateway.rules.parser import RuleSyntaxError, parse
+from typing import TYPE_CHECKING
+
+from gateway.lazy_names import lazy_getattr
+
+if TYPE_CHECKING:
+    from gateway.rules.compiler import CompiledStatement, compile_statement
+    from gateway.rules.parser import RuleSyntaxError, parse
 
 __all__ = ["CompiledStatement", "RuleSyntaxError", "compile_statement", "parse"]
+
+#: Imported on first use (PEP 562): a gateway without rules does not load the parser
+#: and the compiler (~1 MB).
+_HOMES = {
+    "CompiledStatement": "gateway.rules.compiler",
+    "compile_statement": "gateway.rules.compiler",
+    "RuleSyntaxError": "gateway.rules.parser",
+    "parse": "gateway.rules.parser",
+}
+
+__getattr__ = lazy_getattr(globals(), _HOMES)

@@ -21,22 +21,22 @@ import re
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from broker_core.context import Context
 from broker_core.mqtt.reason_codes import ReasonCode
-from gateway.config.models.rules import (
-    BridgeAction,
-    LogAction,
-    RepublishAction,
-    SqliteAction,
-    StreamAction,
-    WebhookAction,
-)
 from gateway.hub import HubClient
 from gateway.mapping import FilterTemplate, MappingError, TopicTemplate
 from gateway.rules.functions import to_json, to_text
 from gateway.rules.sqlite_table import SqliteTables
+
+if TYPE_CHECKING:
+    from gateway.config.models.rules import (
+        BridgeAction,
+        LogAction,
+        SqliteAction,
+        WebhookAction,
+    )
 
 __all__ = [
     "Action",
@@ -271,16 +271,19 @@ class Log(Action):
 
 
 def build_action(config: Any, context: ActionContext, rule: str) -> Action:
-    if isinstance(config, RepublishAction):
+    """The action of ``config``, chosen by its ``type`` (the schema's discriminator): the
+    model, or its view in a gateway that does not load the schema (gateway.config.light)."""
+    kind = getattr(config, "type", None)
+    if kind == "republish":
         return Republish(config, context)
-    if isinstance(config, SqliteAction):
+    if kind == "sqlite":
         return SqliteInsert(config, context)
-    if isinstance(config, WebhookAction):
+    if kind == "webhook":
         return WebhookPost(config, context)
-    if isinstance(config, LogAction):
+    if kind == "log":
         return Log(config, context, rule)
-    if isinstance(config, BridgeAction):
+    if kind == "bridge":
         return ForwardToBridge(config, context)
-    if isinstance(config, StreamAction):
+    if kind == "stream":
         return AppendToStream(config, context)
     raise TypeError(f"unknown rule action {config!r}")

@@ -49,7 +49,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker_core.context import Context, Origin
 from broker_core.errors import AdapterError
@@ -57,12 +57,14 @@ from broker_core.mqtt.properties import Properties
 from broker_core.mqtt.topics import filter_matches
 from broker_core.observe import BrokerEvent
 from broker_core.tap import Tap
-from gateway.config.models.rules import RuleConfig
 from gateway.hub import Hub, HubClient
 from gateway.rules.actions import Action, ActionContext, Targets, WebhookSender, build_action
-from gateway.rules.compiler import CompiledStatement, compile_statement
 from gateway.rules.fields import EventRow, MessageRow, Row, event_row
 from gateway.rules.sqlite_table import SqliteTables
+
+if TYPE_CHECKING:
+    from gateway.config.models.rules import RuleConfig
+    from gateway.rules.compiler import CompiledStatement
 
 __all__ = ["Rule", "RuleEngine", "sample_row"]
 
@@ -88,6 +90,8 @@ class Rule:
         self.config = config
         self.name = config.name
         self.source = source
+        from gateway.rules.compiler import compile_statement  # ~1 MB: with the first rule
+
         self.statement: CompiledStatement = compile_statement(config.sql)
         self.run = self.statement.message.run  # WHERE and SELECT on a message
         self.actions: list[Action] = []
@@ -618,6 +622,8 @@ class RuleEngine:
         """Runs ``sql`` on ``sample`` (see ``sample_row``) without any action:
         ``{"matched": bool, "output": dict | None}``. Raises ``RuleSyntaxError``; an
         evaluation error is returned as ``error``."""
+        from gateway.rules.compiler import compile_statement
+
         statement = compile_statement(sql)
         row = sample_row(sample, self.node)
         event = sample.get("event", "message.publish")

@@ -9,10 +9,13 @@ instances, so bridges added or changed through the API count at once.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from broker_core.mqtt.topics import filter_matches
 from gateway.components import BRIDGE, SINK, Supervisor
-from gateway.config.models.stream import StreamConfig
+
+if TYPE_CHECKING:
+    from gateway.config.models.stream import StreamConfig
 
 __all__ = ["GatewayTargets"]
 

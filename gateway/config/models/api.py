@@ -7,29 +7,12 @@ from typing import Annotated, Any
 
 from pydantic import Field, SecretStr, SerializationInfo, field_serializer, field_validator
 
+from gateway.config.api_keys import MIN_KEY_LENGTH, default_key_file, key_problem
 from gateway.config.errors import FieldProblems
 from gateway.config.models.base import ConfigModel, doc_default
 from gateway.config.values import BindAddress, PathSpec
 
 __all__ = ["MIN_KEY_LENGTH", "ApiConfig", "ApiUser", "default_key_file", "key_problem"]
-
-#: The shortest API key accepted from the configuration.
-MIN_KEY_LENGTH = 16
-
-
-def default_key_file(data_dir: Path) -> Path:
-    """Where the generated API key is kept when ``api.key_file`` is not set."""
-    return data_dir / "api-key"
-
-
-def key_problem(text: str) -> str | None:
-    """Why ``text`` (read from a key file, stripped) is not a usable API key, or None."""
-    if len(text) < MIN_KEY_LENGTH or any(char.isspace() for char in text):
-        return (
-            f"holds no usable key (at least {MIN_KEY_LENGTH} characters without white"
-            " space); delete it to generate a new one"
-        )
-    return None
 
 
 def _show_secret(value: SecretStr, info: SerializationInfo) -> str:

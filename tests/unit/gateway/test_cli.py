@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from gateway.cli import GC_GEN0_THRESHOLD, _collect_less, main
+from gateway.cli import GC_GEN0_THRESHOLD, collect_less, main
 
 REPO = Path(__file__).resolve().parents[3]
 HELLO = REPO / "tests" / "golden" / "idl_codegen" / "idl" / "hello" / "HelloWorldData.idl"
@@ -217,7 +217,7 @@ def test_a_ready_gateway_freezes_its_start_up_heap_and_collects_less_often() -> 
     it is set): the start-up objects frozen, a young collection per 10,000 allocations."""
     threshold = gc.get_threshold()
     try:
-        _collect_less()
+        collect_less()
         assert gc.get_freeze_count() > 1000
         assert gc.get_threshold() == (GC_GEN0_THRESHOLD, *threshold[1:])
     finally:

@@ -5,8 +5,11 @@ when such an adapter is configured).
 
 The check runs in a fresh interpreter (this process has imported everything the other
 tests needed): it validates the default configuration and builds the ``Gateway`` as
-``edgebus run`` does, then lists ``sys.modules``. Building the gateway writes the API
-key into ``./edgebus-data``, so it runs in a temporary directory.
+``edgebus run`` does (``gateway.entry``, ``gateway.serve``), then lists ``sys.modules``:
+nor the configuration schema (pydantic), YAML, websockets or click either
+(tests/integration/operations/test_start_up_memory.py checks the running process).
+Building the gateway writes the API key into ``./edgebus-data``, so it runs in a
+temporary directory.
 """
 
 from __future__ import annotations
@@ -32,12 +35,17 @@ COMPONENT_LIBRARIES = (
 )
 # Loaded by the HTTP API on its first connection (gateway.api.server).
 WEB_FRAMEWORK = ("fastapi", "starlette", "uvicorn", "prometheus_client")
+# The configuration schema and the YAML parser run in the child process that validates
+# (gateway.config.light); websockets loads with a WebSocket listener's first connection.
+# click: the console script starts a plain `run` without it (gateway.entry).
+RUN_ELSEWHERE = ("pydantic", "pydantic_core", "yaml", "websockets", "click")
 
 _PROBE = """
 import json, sys
-from gateway.cli import _validate
+import gateway.entry, gateway.serve
+from gateway.config.light import validate_for_run
 from gateway.app import Gateway
-valid = _validate(None)
+valid = validate_for_run(None)
 Gateway(valid.config)
 print(json.dumps(sorted(sys.modules)))
 """
@@ -63,4 +71,5 @@ def test_the_default_gateway_imports_no_component_library_and_no_web_framework(
     tops = {name.split(".")[0] for name in modules}
     assert sorted(tops & set(COMPONENT_LIBRARIES)) == []
     assert sorted(tops & set(WEB_FRAMEWORK)) == []
+    assert sorted(tops & set(RUN_ELSEWHERE)) == []
     assert sorted(m for m in modules if m.startswith(("adapters", "bridge", "spark_sink"))) == []
