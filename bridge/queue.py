@@ -35,11 +35,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import functools
 import logging
+import os
 import queue as thread_queue
 import sqlite3
 import threading
+import time
 from array import array
 from collections.abc import Callable
 from pathlib import Path
@@ -202,37 +205,61 @@ class QueueIndex:
             self.head = 0
 
 
-_Read = tuple[int, int, Callable[[list[Queued], int], None]]  # first, limit, callback
-
-
+_ReadCallback = Callable[[list[Queued], int], None]  # (items, last seq read)
+_Read = tuple[int, int, _ReadCallback]  # first, limit, callback
 _Barrier = Callable[[bool], None]  # called back with True once committed, False if not
+
+#: Checkpoints. The loop's connection never checkpoints (``wal_autocheckpoint=0``): the
+#: writer thread runs a passive checkpoint (it copies the WAL into the database and
+#: syncs both, while the loop goes on committing) each time about ``CHECKPOINT_BYTES``
+#: were written since the last one. Under a steady stream the WAL never empties that
+#: way (a WAL starts over only when a commit finds it wholly copied), so once it holds
+#: more than ``WAL_LIMIT`` bytes the loop holds its commits (the publishers' PUBACKs
+#: wait meanwhile, nothing blocks) while the thread copies the rest and restarts it.
+CHECKPOINT_BYTES = 4 * 1024 * 1024
+WAL_LIMIT = 32 * 1024 * 1024
+#: What a commit adds to the WAL besides its rows' bytes: a few pages (the last leaf of
+#: the table, the pages its deletes touched), about.
+_COMMIT_BYTES = 2 * 4096
+
+_PASSIVE = "PASSIVE"
+_RESTART = "RESTART"
 
 
 class DiskQueue:
-    """See the module docstring. Build it with ``await DiskQueue.open(path, name)``."""
+    """See the module docstring. Build it with ``DiskQueue.open(path, name)``."""
 
-    def __init__(self, conn: sqlite3.Connection, last: int, name: str) -> None:
+    def __init__(
+        self, conn: sqlite3.Connection, last: int, name: str, path: Path, lock: int
+    ) -> None:
         self.name = name
+        self.path = path
         self.index = QueueIndex()  # what is appended until the earlier rows are read
         self.index.base = last + 1
         self.error: BaseException | None = None
         self.on_commit: Callable[[int], None] | None = None  # called with the seq committed
         self.on_error: Callable[[BaseException], None] | None = None  # a write failed
         self.committed = last  # every seq <= this is on disk
+        self.checkpoints = 0  # checkpoints the thread ran (passive and restarting)
+        self.held_s = 0.0  # how long commits waited for restarting checkpoints, in all
         self._last_at_open = last
         self._conn = conn
+        self._lock = lock  # the file descriptor holding the queue's lock
+        self._page_size: int = conn.execute("PRAGMA page_size").fetchone()[0]
         self._loop = asyncio.get_running_loop()
         self._loaded: asyncio.Future[None] = self._loop.create_future()
         self._seq = last
         self._inserts: list[Any] = []  # the columns of the rows to insert, one after another
         self._deletes: list[int] = []
-        self._reads: list[_Read] = []
         self._barriers: list[_Barrier] = []
+        self._reads: list[_Read] = []  # handed to the thread after the next commit
         self._flush_scheduled = False
         #: Rows appended and not yet committed (a plain attribute: the broker reads it
         #: for every message it acknowledges).
         self.pending = 0
-        self._deletes_in_thread = 0
+        self._written = 0  # bytes written to the WAL since the last checkpoint, about
+        self._checkpointing = False  # a checkpoint is under way in the thread
+        self._held_since: float | None = None  # commits wait for a restarting checkpoint
         self._jobs: thread_queue.SimpleQueue[tuple[Any, ...] | None] = thread_queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name=f"edgebus-{name}", daemon=True)
         self._thread.start()
@@ -241,9 +268,10 @@ class DiskQueue:
     @classmethod
     def open(cls, path: Path, name: str) -> DiskQueue:
         """Opens (creating) the queue at ``path``; ``BridgeError`` when the file is not a
-        queue this edgebus can use. Call on the loop; then ``await loaded()``."""
-        conn, last = _open(path)
-        return cls(conn, last, name)
+        queue this edgebus can use, or another process has it open. Call on the loop;
+        then ``await loaded()``."""
+        conn, last, lock = _open(path)
+        return cls(conn, last, name, path, lock)
 
     async def loaded(self) -> None:
         """Until the index holds the rows of earlier runs too."""
@@ -256,7 +284,7 @@ class DiskQueue:
     @property
     def pending_deletes(self) -> int:
         """Rows removed whose delete is not committed yet (after a crash they are back)."""
-        return self._deletes_in_thread + len(self._deletes)
+        return len(self._deletes)
 
     @property
     def last(self) -> int:
@@ -282,7 +310,9 @@ class DiskQueue:
             b"" if props is EMPTY else props.encoded(),
             item.received_at,
         )
-        self._schedule()
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
         return item
 
     def remove(self, seq: int) -> int:
@@ -302,7 +332,7 @@ class DiskQueue:
             self._schedule()
         return len(gone)
 
-    def read(self, first: int, limit: int, callback: Callable[[list[Queued], int], None]) -> None:
+    def read(self, first: int, limit: int, callback: _ReadCallback) -> None:
         """Loads up to ``limit`` rows with ``seq >= first``, in order, after every write
         asked before; ``callback(items, last_seq_read)`` on the loop (rows removed
         meanwhile are left out; ``last_seq_read`` is 0 when none was found)."""
@@ -317,17 +347,23 @@ class DiskQueue:
         self._schedule()
 
     def close(self, timeout_s: float = 10.0) -> None:
-        """Writes what was asked, then stops the thread and closes the file."""
+        """Stops the thread, commits what was asked and closes the file."""
         if self._closed:
             return
-        self._flush()
         self._closed = True
         self._jobs.put(None)
         self._thread.join(timeout_s)
         if self._thread.is_alive():
-            log.error("%s: the queue's writer did not finish within %.0f s", self.name, timeout_s)
+            log.error("%s: the queue's thread did not finish within %.0f s", self.name, timeout_s)
+        self._held_since = None
+        self._commit()
+        with contextlib.suppress(sqlite3.Error):
+            # The last connection to close checkpoints the WAL into the database (an
+            # fsync, on the loop, once, when the bridge stops) and removes it.
+            self._conn.close()
+        os.close(self._lock)
 
-    # -- the writer thread ---------------------------------------------------------------
+    # -- commits, on the loop --------------------------------------------------------------
 
     def _schedule(self) -> None:
         if not self._flush_scheduled:
@@ -335,76 +371,26 @@ class DiskQueue:
             self._loop.call_soon(self._flush)
 
     def _flush(self) -> None:
+        """Once per loop turn: commits what that turn asked (group commit)."""
         self._flush_scheduled = False
-        if not (self._inserts or self._deletes or self._reads or self._barriers):
-            return
-        job = (self._inserts, self._deletes, self._reads, self._barriers, self._seq)
-        self._deletes_in_thread += len(self._deletes)
-        self._inserts, self._deletes, self._reads, self._barriers = [], [], [], []
-        self._jobs.put(job)
+        if self._held_since is None and not self._closed:
+            self._commit()
 
-    def _run(self) -> None:
+    def _commit(self) -> None:
+        """One transaction: the rows appended, the rows removed; then the barriers, and
+        the reads go to the thread (which reads what is committed)."""
+        inserts, deletes, barriers = self._inserts, self._deletes, self._barriers
+        if inserts or deletes or barriers:
+            self._inserts, self._deletes, self._barriers = [], [], []
+            self._write(inserts, deletes, barriers)
+        if self._reads:
+            for first, limit, callback in self._reads:
+                self._jobs.put(("read", first, limit, callback))
+            self._reads = []
+
+    def _write(self, inserts: list[Any], deletes: list[int], barriers: list[_Barrier]) -> None:
+        error: BaseException | None = None
         conn = self._conn
-        try:
-            self._load(conn)
-            while True:
-                job = self._jobs.get()
-                if job is None:
-                    return
-                jobs = [job]
-                while True:
-                    try:
-                        more = self._jobs.get_nowait()
-                    except thread_queue.Empty:
-                        break
-                    if more is None:
-                        self._jobs.put(None)  # after this batch
-                        break
-                    jobs.append(more)
-                self._write(conn, jobs)
-        finally:
-            conn.close()
-
-    def _load(self, conn: sqlite3.Connection) -> None:
-        index = QueueIndex()
-        error: BaseException | None = None
-        try:
-            rows = conn.execute(
-                "SELECT seq, length(topic) + length(payload), received_at FROM queue"
-                " WHERE seq < ? ORDER BY seq",
-                (self._last_at_open + 1,),
-            )
-            for seq, size, received_at in rows:
-                index.add(seq, size, received_at)
-        except sqlite3.Error as exc:
-            error = exc
-        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
-            self._loop.call_soon_threadsafe(self._index_loaded, index, error)
-
-    def _index_loaded(self, index: QueueIndex, error: BaseException | None) -> None:
-        if error is not None:
-            self.error = error
-        new = self.index
-        for position, size in enumerate(new.sizes):
-            if size >= 0:
-                index.add(new.base + position, size, new.times[position])
-        self.index = index
-        if not self._loaded.done():
-            self._loaded.set_result(None)
-
-    def _write(self, conn: sqlite3.Connection, jobs: list[tuple[Any, ...]]) -> None:
-        inserts: list[Any] = []
-        deletes: list[int] = []
-        reads: list[_Read] = []
-        barriers: list[_Barrier] = []
-        upto = 0
-        for job_inserts, job_deletes, job_reads, job_barriers, seq in jobs:
-            inserts += job_inserts
-            deletes += job_deletes
-            reads += job_reads
-            barriers += job_barriers
-            upto = seq
-        error: BaseException | None = None
         try:
             ranges = _ranges(deletes) if deletes else []
             statements = -(-len(inserts) // (_MAX_ROWS * _COLUMNS)) + len(ranges)
@@ -421,46 +407,127 @@ class DiskQueue:
             log.error("%s: writing the queue failed: %s", self.name, exc)
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
-        results: list[tuple[Callable[[list[Queued], int], None], list[Queued], int]] = []
-        for first, limit, callback in reads:
-            try:
-                rows = conn.execute(_READ, (first, limit)).fetchall()
-            except sqlite3.Error as exc:
-                error = error or exc
-                rows = []
-            items = [_queued(row) for row in rows]
-            results.append((callback, items, items[-1].seq if items else 0))
-        try:
-            self._loop.call_soon_threadsafe(
-                self._done, len(inserts) // _COLUMNS, len(deletes), upto, barriers, results, error
-            )
-        except RuntimeError:  # the loop is closed: nobody waits any more
-            return
-
-    def _done(
-        self,
-        inserted: int,
-        deleted: int,
-        upto: int,
-        barriers: list[_Barrier],
-        results: list[tuple[Callable[[list[Queued], int], None], list[Queued], int]],
-        error: BaseException | None,
-    ) -> None:
-        self.pending -= inserted
-        self._deletes_in_thread -= deleted
+        rows = len(inserts) // _COLUMNS
+        self.pending -= rows
         if error is not None:
             self.error = error
             if self.on_error is not None:
                 self.on_error(error)
-        elif upto > self.committed:
-            self.committed = upto
+        else:
+            self.committed = self._seq - self.pending
+            self._written += (
+                _COMMIT_BYTES + 16 * len(deletes) + 24 * rows + sum(map(len, inserts[2::_COLUMNS]))
+            )
+            if self._written >= CHECKPOINT_BYTES and not self._checkpointing and not self._closed:
+                self._checkpoint(_PASSIVE)
         ok = error is None
         for barrier in barriers:
             barrier(ok)
-        for callback, items, last in results:
-            callback([item for item in items if self.index.contains(item.seq)], last)
-        if error is None and self.on_commit is not None:
+        if ok and self.on_commit is not None:
             self.on_commit(self.committed)
+
+    def _checkpoint(self, mode: str) -> None:
+        self._checkpointing = True
+        self._written = 0
+        self._jobs.put(("checkpoint", mode))
+
+    def _checkpointed(self, mode: str, wal_bytes: int, error: BaseException | None) -> None:
+        """The thread's answer: how many bytes the WAL holds after a checkpoint."""
+        self._checkpointing = False
+        self.checkpoints += 1
+        if error is not None:
+            log.warning("%s: checkpointing the queue failed: %s", self.name, error)
+        if self._held_since is not None:
+            self.held_s += time.monotonic() - self._held_since
+            self._held_since = None
+            self._schedule()  # what waited
+        elif mode == _PASSIVE and wal_bytes > WAL_LIMIT and error is None and not self._closed:
+            self._held_since = time.monotonic()
+            self._commit()  # what this turn asked goes first
+            self._checkpoint(_RESTART)
+
+    # -- the thread: reads and checkpoints -------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA synchronous=NORMAL")  # a checkpoint syncs the WAL, then the file
+        except sqlite3.Error as exc:
+            self._answer(self._index_loaded, QueueIndex(), exc)
+            return
+        try:
+            self._load(conn)
+            while True:
+                job = self._jobs.get()
+                if job is None:
+                    return
+                if job[0] == "read":
+                    self._read(conn, *job[1:])
+                else:
+                    self._run_checkpoint(conn, job[1])
+        finally:
+            # Not the last connection (the loop's closes after this one): no checkpoint.
+            conn.close()
+
+    def _answer(self, callback: Callable[..., None], *args: Any) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+            self._loop.call_soon_threadsafe(callback, *args)
+
+    def _load(self, conn: sqlite3.Connection) -> None:
+        index = QueueIndex()
+        error: BaseException | None = None
+        try:
+            rows = conn.execute(
+                "SELECT seq, length(topic) + length(payload), received_at FROM queue"
+                " WHERE seq < ? ORDER BY seq",
+                (self._last_at_open + 1,),
+            )
+            for seq, size, received_at in rows:
+                index.add(seq, size, received_at)
+        except sqlite3.Error as exc:
+            error = exc
+        self._answer(self._index_loaded, index, error)
+
+    def _index_loaded(self, index: QueueIndex, error: BaseException | None) -> None:
+        if error is not None:
+            self.error = error
+        new = self.index
+        for position, size in enumerate(new.sizes):
+            if size >= 0:
+                index.add(new.base + position, size, new.times[position])
+        self.index = index
+        if not self._loaded.done():
+            self._loaded.set_result(None)
+
+    def _read(
+        self, conn: sqlite3.Connection, first: int, limit: int, callback: _ReadCallback
+    ) -> None:
+        try:
+            items = [_queued(row) for row in conn.execute(_READ, (first, limit)).fetchall()]
+        except sqlite3.Error as exc:
+            log.error("%s: reading the queue failed: %s", self.name, exc)
+            self._answer(self._read_failed, exc, callback)
+            return
+        self._answer(self._read_done, callback, items, items[-1].seq if items else 0)
+
+    def _read_done(self, callback: _ReadCallback, items: list[Queued], last: int) -> None:
+        callback([item for item in items if self.index.contains(item.seq)], last)
+
+    def _read_failed(self, error: BaseException, callback: _ReadCallback) -> None:
+        self.error = error
+        if self.on_error is not None:
+            self.on_error(error)
+        callback([], 0)
+
+    def _run_checkpoint(self, conn: sqlite3.Connection, mode: str) -> None:
+        error: BaseException | None = None
+        wal_bytes = 0
+        try:
+            busy, frames, copied = conn.execute(f"PRAGMA wal_checkpoint({mode})").fetchone()
+            wal_bytes = max(frames, 0) * self._page_size
+        except sqlite3.Error as exc:
+            error = exc
+        self._answer(self._checkpointed, mode, wal_bytes, error)
 
 
 def _ranges(seqs: list[int]) -> list[tuple[int, int]]:
@@ -478,21 +545,35 @@ def _ranges(seqs: list[int]) -> list[tuple[int, int]]:
     return out
 
 
-def _open(path: Path) -> tuple[sqlite3.Connection, int]:
+def _open(path: Path) -> tuple[sqlite3.Connection, int, int]:
+    """The loop's connection, the last sequence number, the lock's file descriptor."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        lock = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise BridgeError(f"{path}: cannot open the bridge queue: {exc}") from exc
+    try:
+        # One process at a time: the kernel lets go of the lock when the process ends,
+        # however it ends.
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        os.close(lock)
+        raise BridgeError(
+            f"{path}: the bridge queue is in use by another process ({exc.strerror})"
+        ) from exc
+    try:
         conn = sqlite3.connect(
             path, isolation_level=None, check_same_thread=False, cached_statements=_STATEMENTS
         )
     except (OSError, sqlite3.Error) as exc:
+        os.close(lock)
         raise BridgeError(f"{path}: cannot open the bridge queue: {exc}") from exc
     try:
-        # One connection, this process's only: an exclusive lock (taken at the first
-        # write, kept) instead of file locks and the shared-memory WAL index around
-        # every transaction; another gateway opening the same queue is refused.
-        conn.execute("PRAGMA locking_mode=EXCLUSIVE")
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
+        # Checkpoints (the only syncs) are the thread's, on its own connection.
+        conn.execute("PRAGMA wal_autocheckpoint=0")
+        conn.execute(f"PRAGMA journal_size_limit={WAL_LIMIT}")
         conn.executescript(_DDL)
         row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         if row is None:
@@ -508,11 +589,13 @@ def _open(path: Path) -> tuple[sqlite3.Connection, int]:
         last = conn.execute("SELECT max(seq) FROM queue").fetchone()[0] or 0
     except sqlite3.Error as exc:
         conn.close()
+        os.close(lock)
         raise BridgeError(
             f"{path}: cannot read the bridge queue ({exc}); move it away to start with an"
             " empty queue"
         ) from exc
     except BridgeError:
         conn.close()
+        os.close(lock)
         raise
-    return conn, last
+    return conn, last, lock
