@@ -35,10 +35,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import functools
 import logging
-import os
 import queue as thread_queue
 import sqlite3
 import threading
@@ -206,72 +204,59 @@ class QueueIndex:
 
 
 _ReadCallback = Callable[[list[Queued], int], None]  # (items, last seq read)
-_Read = tuple[int, int, _ReadCallback]  # first, limit, callback
 _Barrier = Callable[[bool], None]  # called back with True once committed, False if not
+_Job = tuple[Any, ...]  # ("load",) | ("read", first, limit, callback) | ("checkpoint",)
 
-#: Checkpoints. The loop's connection never checkpoints (``wal_autocheckpoint=0``): the
-#: writer thread runs a passive checkpoint (it copies the WAL into the database and
-#: syncs both, while the loop goes on committing) each time about ``CHECKPOINT_BYTES``
-#: were written since the last one. Under a steady stream the WAL never empties that
-#: way (a WAL starts over only when a commit finds it wholly copied), so once it holds
-#: more than ``WAL_LIMIT`` bytes the loop holds its commits (the publishers' PUBACKs
-#: wait meanwhile, nothing blocks) while the thread copies the rest and restarts it.
-CHECKPOINT_BYTES = 4 * 1024 * 1024
-WAL_LIMIT = 32 * 1024 * 1024
+#: The loop's commits never checkpoint (``wal_autocheckpoint=0``): the thread does, with
+#: the connection lent to it, each time about this many bytes went into the WAL.
+CHECKPOINT_BYTES = 8 * 1024 * 1024
 #: What a commit adds to the WAL besides its rows' bytes: a few pages (the last leaf of
 #: the table, the pages its deletes touched), about.
 _COMMIT_BYTES = 2 * 4096
-
-_PASSIVE = "PASSIVE"
-_RESTART = "RESTART"
 
 
 class DiskQueue:
     """See the module docstring. Build it with ``DiskQueue.open(path, name)``."""
 
-    def __init__(
-        self, conn: sqlite3.Connection, last: int, name: str, path: Path, lock: int
-    ) -> None:
+    def __init__(self, conn: sqlite3.Connection, last: int, name: str) -> None:
         self.name = name
-        self.path = path
         self.index = QueueIndex()  # what is appended until the earlier rows are read
         self.index.base = last + 1
         self.error: BaseException | None = None
         self.on_commit: Callable[[int], None] | None = None  # called with the seq committed
         self.on_error: Callable[[BaseException], None] | None = None  # a write failed
         self.committed = last  # every seq <= this is on disk
-        self.checkpoints = 0  # checkpoints the thread ran (passive and restarting)
-        self.held_s = 0.0  # how long commits waited for restarting checkpoints, in all
+        self.checkpoints = 0
+        #: How long the connection was lent to the thread (commits waited), seconds.
+        self.lent_s = 0.0
         self._last_at_open = last
         self._conn = conn
-        self._lock = lock  # the file descriptor holding the queue's lock
-        self._page_size: int = conn.execute("PRAGMA page_size").fetchone()[0]
         self._loop = asyncio.get_running_loop()
         self._loaded: asyncio.Future[None] = self._loop.create_future()
         self._seq = last
         self._inserts: list[Any] = []  # the columns of the rows to insert, one after another
         self._deletes: list[int] = []
         self._barriers: list[_Barrier] = []
-        self._reads: list[_Read] = []  # handed to the thread after the next commit
         self._flush_scheduled = False
         #: Rows appended and not yet committed (a plain attribute: the broker reads it
         #: for every message it acknowledges).
         self.pending = 0
-        self._written = 0  # bytes written to the WAL since the last checkpoint, about
-        self._checkpointing = False  # a checkpoint is under way in the thread
-        self._held_since: float | None = None  # commits wait for a restarting checkpoint
-        self._jobs: thread_queue.SimpleQueue[tuple[Any, ...] | None] = thread_queue.SimpleQueue()
+        self._written = 0  # bytes into the WAL since the last checkpoint, about
+        self._checkpoint_asked = False
+        self._jobs: list[_Job] = [("load",)]  # for the thread, at the next lending
+        self._lent_at: float | None = None  # the thread has the connection since
+        self._to_thread: thread_queue.SimpleQueue[list[_Job] | None] = thread_queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name=f"edgebus-{name}", daemon=True)
         self._thread.start()
         self._closed = False
+        self._lend()
 
     @classmethod
     def open(cls, path: Path, name: str) -> DiskQueue:
         """Opens (creating) the queue at ``path``; ``BridgeError`` when the file is not a
-        queue this edgebus can use, or another process has it open. Call on the loop;
-        then ``await loaded()``."""
-        conn, last, lock = _open(path)
-        return cls(conn, last, name, path, lock)
+        queue this edgebus can use. Call on the loop; then ``await loaded()``."""
+        conn, last = _open(path)
+        return cls(conn, last, name)
 
     async def loaded(self) -> None:
         """Until the index holds the rows of earlier runs too."""
@@ -336,7 +321,7 @@ class DiskQueue:
         """Loads up to ``limit`` rows with ``seq >= first``, in order, after every write
         asked before; ``callback(items, last_seq_read)`` on the loop (rows removed
         meanwhile are left out; ``last_seq_read`` is 0 when none was found)."""
-        self._reads.append((first, limit, callback))
+        self._jobs.append(("read", first, limit, callback))
         self._schedule()
 
     def barrier(self, callback: Callable[[bool], None]) -> None:
@@ -347,23 +332,28 @@ class DiskQueue:
         self._schedule()
 
     def close(self, timeout_s: float = 10.0) -> None:
-        """Stops the thread, commits what was asked and closes the file."""
+        """Stops the thread, commits what was asked and closes the file (which
+        checkpoints the WAL into it: the one sync on the loop, when the bridge stops)."""
         if self._closed:
             return
         self._closed = True
-        self._jobs.put(None)
+        self._to_thread.put(None)
         self._thread.join(timeout_s)
         if self._thread.is_alive():
             log.error("%s: the queue's thread did not finish within %.0f s", self.name, timeout_s)
-        self._held_since = None
+            return  # it still has the connection: what was not committed is asked again
+        self._lent_at = None
         self._commit()
         with contextlib.suppress(sqlite3.Error):
-            # The last connection to close checkpoints the WAL into the database (an
-            # fsync, on the loop, once, when the bridge stops) and removes it.
             self._conn.close()
-        os.close(self._lock)
+        log.debug(
+            "%s: %d checkpoints, commits waited %.3f s for the thread in all",
+            self.name,
+            self.checkpoints,
+            self.lent_s,
+        )
 
-    # -- commits, on the loop --------------------------------------------------------------
+    # -- commits, on the loop ------------------------------------------------------------
 
     def _schedule(self) -> None:
         if not self._flush_scheduled:
@@ -371,24 +361,21 @@ class DiskQueue:
             self._loop.call_soon(self._flush)
 
     def _flush(self) -> None:
-        """Once per loop turn: commits what that turn asked (group commit)."""
+        """Once per loop turn: commits what that turn asked (group commit), then lends
+        the connection to the thread if it has work."""
         self._flush_scheduled = False
-        if self._held_since is None and not self._closed:
-            self._commit()
+        if self._lent_at is not None or self._closed:
+            return  # ``_returned`` comes back here
+        self._commit()
+        if self._jobs:
+            self._lend()
 
     def _commit(self) -> None:
-        """One transaction: the rows appended, the rows removed; then the barriers, and
-        the reads go to the thread (which reads what is committed)."""
+        """One transaction: the rows appended, the rows removed; then the barriers."""
         inserts, deletes, barriers = self._inserts, self._deletes, self._barriers
-        if inserts or deletes or barriers:
-            self._inserts, self._deletes, self._barriers = [], [], []
-            self._write(inserts, deletes, barriers)
-        if self._reads:
-            for first, limit, callback in self._reads:
-                self._jobs.put(("read", first, limit, callback))
-            self._reads = []
-
-    def _write(self, inserts: list[Any], deletes: list[int], barriers: list[_Barrier]) -> None:
+        if not (inserts or deletes or barriers):
+            return
+        self._inserts, self._deletes, self._barriers = [], [], []
         error: BaseException | None = None
         conn = self._conn
         try:
@@ -418,62 +405,65 @@ class DiskQueue:
             self._written += (
                 _COMMIT_BYTES + 16 * len(deletes) + 24 * rows + sum(map(len, inserts[2::_COLUMNS]))
             )
-            if self._written >= CHECKPOINT_BYTES and not self._checkpointing and not self._closed:
-                self._checkpoint(_PASSIVE)
+            if self._written >= CHECKPOINT_BYTES and not self._checkpoint_asked:
+                self._checkpoint_asked = True
+                self._jobs.append(("checkpoint",))
         ok = error is None
         for barrier in barriers:
             barrier(ok)
         if ok and self.on_commit is not None:
             self.on_commit(self.committed)
 
-    def _checkpoint(self, mode: str) -> None:
-        self._checkpointing = True
-        self._written = 0
-        self._jobs.put(("checkpoint", mode))
+    # -- the thread: reads and checkpoints, with the connection lent to it ---------------
 
-    def _checkpointed(self, mode: str, wal_bytes: int, error: BaseException | None) -> None:
-        """The thread's answer: how many bytes the WAL holds after a checkpoint."""
-        self._checkpointing = False
-        self.checkpoints += 1
-        if error is not None:
-            log.warning("%s: checkpointing the queue failed: %s", self.name, error)
-        if self._held_since is not None:
-            self.held_s += time.monotonic() - self._held_since
-            self._held_since = None
-            self._schedule()  # what waited
-        elif mode == _PASSIVE and wal_bytes > WAL_LIMIT and error is None and not self._closed:
-            self._held_since = time.monotonic()
-            self._commit()  # what this turn asked goes first
-            self._checkpoint(_RESTART)
+    def _lend(self) -> None:
+        """Hands the connection and the jobs asked so far to the thread; commits wait
+        until ``_returned``."""
+        jobs, self._jobs = self._jobs, []
+        self._lent_at = time.monotonic()
+        self._to_thread.put(jobs)
 
-    # -- the thread: reads and checkpoints -------------------------------------------------
+    def _returned(self, answers: list[Callable[[], None]]) -> None:
+        """The thread is done with the connection: its answers, then what waited."""
+        if self._lent_at is not None:
+            self.lent_s += time.monotonic() - self._lent_at
+            self._lent_at = None
+        for answer in answers:
+            answer()
+        if not self._closed:
+            self._flush()
 
     def _run(self) -> None:
-        try:
-            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA synchronous=NORMAL")  # a checkpoint syncs the WAL, then the file
-        except sqlite3.Error as exc:
-            self._answer(self._index_loaded, QueueIndex(), exc)
-            return
-        try:
-            self._load(conn)
-            while True:
-                job = self._jobs.get()
-                if job is None:
-                    return
-                if job[0] == "read":
-                    self._read(conn, *job[1:])
-                else:
-                    self._run_checkpoint(conn, job[1])
-        finally:
-            # Not the last connection (the loop's closes after this one): no checkpoint.
-            conn.close()
+        conn = self._conn
+        while True:
+            jobs = self._to_thread.get()
+            if jobs is None:
+                return
+            answers: list[Callable[[], None]] = []
+            for job in jobs:
+                kind = job[0]
+                try:
+                    if kind == "read":
+                        answers.append(self._read(conn, *job[1:]))
+                    elif kind == "checkpoint":
+                        answers.append(self._checkpoint(conn))
+                    else:
+                        answers.append(self._load(conn))
+                except Exception as exc:  # the connection goes back to the loop, whatever
+                    log.exception("%s: the queue's thread failed", self.name)
+                    answers.append(functools.partial(self._failed, exc, job))
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+                self._loop.call_soon_threadsafe(self._returned, answers)
 
-    def _answer(self, callback: Callable[..., None], *args: Any) -> None:
-        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
-            self._loop.call_soon_threadsafe(callback, *args)
+    def _failed(self, error: BaseException, job: _Job) -> None:
+        if job[0] == "read":
+            self._read_failed(error, job[3])
+        elif job[0] == "load":
+            self._index_loaded(QueueIndex(), error)
+        else:
+            self._checkpointed(error)
 
-    def _load(self, conn: sqlite3.Connection) -> None:
+    def _load(self, conn: sqlite3.Connection) -> Callable[[], None]:
         index = QueueIndex()
         error: BaseException | None = None
         try:
@@ -486,7 +476,7 @@ class DiskQueue:
                 index.add(seq, size, received_at)
         except sqlite3.Error as exc:
             error = exc
-        self._answer(self._index_loaded, index, error)
+        return functools.partial(self._index_loaded, index, error)
 
     def _index_loaded(self, index: QueueIndex, error: BaseException | None) -> None:
         if error is not None:
@@ -501,14 +491,13 @@ class DiskQueue:
 
     def _read(
         self, conn: sqlite3.Connection, first: int, limit: int, callback: _ReadCallback
-    ) -> None:
+    ) -> Callable[[], None]:
         try:
             items = [_queued(row) for row in conn.execute(_READ, (first, limit)).fetchall()]
         except sqlite3.Error as exc:
             log.error("%s: reading the queue failed: %s", self.name, exc)
-            self._answer(self._read_failed, exc, callback)
-            return
-        self._answer(self._read_done, callback, items, items[-1].seq if items else 0)
+            return functools.partial(self._read_failed, exc, callback)
+        return functools.partial(self._read_done, callback, items, items[-1].seq if items else 0)
 
     def _read_done(self, callback: _ReadCallback, items: list[Queued], last: int) -> None:
         callback([item for item in items if self.index.contains(item.seq)], last)
@@ -519,15 +508,22 @@ class DiskQueue:
             self.on_error(error)
         callback([], 0)
 
-    def _run_checkpoint(self, conn: sqlite3.Connection, mode: str) -> None:
+    def _checkpoint(self, conn: sqlite3.Connection) -> Callable[[], None]:
+        """Copies the WAL into the database and syncs both (``synchronous=NORMAL``); the
+        next commit starts the WAL over."""
         error: BaseException | None = None
-        wal_bytes = 0
         try:
-            busy, frames, copied = conn.execute(f"PRAGMA wal_checkpoint({mode})").fetchone()
-            wal_bytes = max(frames, 0) * self._page_size
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
         except sqlite3.Error as exc:
             error = exc
-        self._answer(self._checkpointed, mode, wal_bytes, error)
+        return functools.partial(self._checkpointed, error)
+
+    def _checkpointed(self, error: BaseException | None) -> None:
+        self._checkpoint_asked = False
+        self._written = 0
+        self.checkpoints += 1
+        if error is not None:
+            log.warning("%s: checkpointing the queue failed: %s", self.name, error)
 
 
 def _ranges(seqs: list[int]) -> list[tuple[int, int]]:
@@ -545,35 +541,23 @@ def _ranges(seqs: list[int]) -> list[tuple[int, int]]:
     return out
 
 
-def _open(path: Path) -> tuple[sqlite3.Connection, int, int]:
-    """The loop's connection, the last sequence number, the lock's file descriptor."""
+def _open(path: Path) -> tuple[sqlite3.Connection, int]:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        lock = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-    except OSError as exc:
-        raise BridgeError(f"{path}: cannot open the bridge queue: {exc}") from exc
-    try:
-        # One process at a time: the kernel lets go of the lock when the process ends,
-        # however it ends.
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as exc:
-        os.close(lock)
-        raise BridgeError(
-            f"{path}: the bridge queue is in use by another process ({exc.strerror})"
-        ) from exc
-    try:
         conn = sqlite3.connect(
             path, isolation_level=None, check_same_thread=False, cached_statements=_STATEMENTS
         )
     except (OSError, sqlite3.Error) as exc:
-        os.close(lock)
         raise BridgeError(f"{path}: cannot open the bridge queue: {exc}") from exc
     try:
+        # One connection, this process's only: an exclusive lock (taken at the first
+        # write, kept) instead of file locks and the shared-memory WAL index around
+        # every transaction; another gateway opening the same queue is refused.
+        conn.execute("PRAGMA locking_mode=EXCLUSIVE")
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
-        # Checkpoints (the only syncs) are the thread's, on its own connection.
+        # Commits write the WAL and never sync; checkpoints (the syncs) are the thread's.
         conn.execute("PRAGMA wal_autocheckpoint=0")
-        conn.execute(f"PRAGMA journal_size_limit={WAL_LIMIT}")
         conn.executescript(_DDL)
         row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         if row is None:
@@ -589,13 +573,11 @@ def _open(path: Path) -> tuple[sqlite3.Connection, int, int]:
         last = conn.execute("SELECT max(seq) FROM queue").fetchone()[0] or 0
     except sqlite3.Error as exc:
         conn.close()
-        os.close(lock)
         raise BridgeError(
             f"{path}: cannot read the bridge queue ({exc}); move it away to start with an"
             " empty queue"
         ) from exc
     except BridgeError:
         conn.close()
-        os.close(lock)
         raise
-    return conn, last, lock
+    return conn, last
