@@ -164,6 +164,27 @@ class QueueIndex:
             self._advance()
         return size
 
+    def remove_many(self, seqs: list[int]) -> list[int]:
+        """``remove`` of each of ``seqs`` (a run of acknowledgements); returns those
+        that were there."""
+        base, head, sizes = self.base, self.head, self.sizes
+        end = len(sizes)
+        gone: list[int] = []
+        freed = 0
+        for seq in seqs:
+            position = seq - base
+            if head <= position < end:
+                size = sizes[position]
+                if size >= 0:
+                    sizes[position] = -1
+                    freed += size
+                    gone.append(seq)
+        self.count -= len(gone)
+        self.bytes -= freed
+        if head < end and sizes[head] < 0:
+            self._advance()
+        return gone
+
     def first(self, at_least: int = 0) -> int | None:
         """The lowest live sequence number that is ``>= at_least``; None if none."""
         position = max(self.head, at_least - self.base)
@@ -310,8 +331,7 @@ class DiskQueue:
 
     def remove_many(self, seqs: list[int]) -> int:
         """``remove`` of each of ``seqs``; returns how many were queued."""
-        remove = self.index.remove
-        gone = [seq for seq in seqs if remove(seq) >= 0]
+        gone = self.index.remove_many(seqs)
         if gone and not self._closed:
             self._deletes += gone
             self._schedule()

@@ -276,3 +276,21 @@ async def _until(condition: Callable[[], bool]) -> None:
     while not condition():
         assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
         await asyncio.sleep(0.01)
+
+
+def test_the_index_removes_runs_as_one_at_a_time_would() -> None:
+    one, many = QueueIndex(), QueueIndex()
+    for seq in range(1, 9_001):
+        one.add(seq, seq % 7, float(seq))
+        many.add(seq, seq % 7, float(seq))
+    runs = [[3, 1, 2, 2, 50_000], list(range(4, 5_000)), [8_000, 7_999, 0, -5], [5_000]]
+    for run in runs:
+        expected = [seq for seq in run if one.remove(seq) >= 0]
+        assert many.remove_many(run) == expected
+        assert (many.count, many.bytes, many.first(), many.nth(10)) == (
+            one.count,
+            one.bytes,
+            one.first(),
+            one.nth(10),
+        )
+    assert len(many.sizes) < 9_000  # the dead prefix was shed
