@@ -262,6 +262,9 @@ class DiskQueue:
         #: Rows appended and not yet committed (a plain attribute: the broker reads it
         #: for every message it acknowledges).
         self.pending = 0
+        #: The commit the next write goes into (``broker_core.acks``: the barriers asked
+        #: while it stays the same are called back together).
+        self.batch = 0
         self._written = 0  # bytes into the WAL since the last checkpoint, about
         self._checkpoint_asked = False
         self._jobs: list[_Job] = [("load",)]  # for the thread, at the next lending
@@ -396,6 +399,7 @@ class DiskQueue:
         if not (inserts or deletes or barriers):
             return
         self._inserts, self._deletes, self._barriers = [], [], []
+        self.batch += 1
         error: BaseException | None = None
         conn = self._conn
         try:
