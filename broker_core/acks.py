@@ -83,7 +83,10 @@ class Acknowledgements:
         participants = self.participants
         if not participants:
             return True
-        return not any(participant.pending for participant in participants)
+        for participant in participants:  # (a loop: no generator per message)
+            if participant.pending:
+                return False
+        return True
 
     def held(self, owner: object) -> int:
         """How many of ``owner``'s callbacks are still waiting."""
