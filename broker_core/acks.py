@@ -83,10 +83,7 @@ class Acknowledgements:
         participants = self.participants
         if not participants:
             return True
-        for participant in participants:  # (a loop: no generator per message)
-            if participant.pending:
-                return False
-        return True
+        return not any(participant.pending for participant in participants)
 
     def held(self, owner: object) -> int:
         """How many of ``owner``'s callbacks are still waiting."""
