@@ -4,18 +4,39 @@ Every QoS 1/2 message a bridge forwards is a row here before its local publisher
 acknowledged, and leaves only once the remote broker acknowledged it:
 
 - ``append`` (on the loop, from the bridge's durable tap) gives the message the next
-  sequence number, its place in the order; a thread of the queue's own inserts it.
-  ``DiskQueue`` is a durable participant of the broker's acknowledgements
-  (``broker_core.acks``): ``pending`` counts the rows appended and not yet committed,
-  and ``barrier(callback)`` calls back once they are. Deleting a row does not count
-  as pending: nobody waits for a delete.
+  sequence number, its place in the order. ``DiskQueue`` is a durable participant of
+  the broker's acknowledgements (``broker_core.acks``): ``pending`` counts the rows
+  appended and not yet committed, ``barrier(callback)`` calls back once they are, and
+  ``batch`` numbers the commits (the barriers of one publisher's messages in one
+  commit are one). Deleting a row does not count as pending: nobody waits for a
+  delete.
 - ``remove(seq)`` deletes a row (the remote acknowledged it, or it was dropped).
 - ``read(first, limit, callback)`` loads rows from disk, in order, for a backlog that
   does not fit in memory.
-- The writer thread takes whatever was asked in one event-loop turn (or while it was
-  busy) as one transaction: inserts, deletes, one commit, then the reads. WAL mode with
-  ``synchronous=NORMAL``: a commit survives ``kill -9`` of the process (a power loss may
-  take the last ones).
+
+**Commits run on the event loop**, once per loop turn (group commit): the rows
+appended and the rows removed in that turn go in one transaction, then its barriers
+are called back, so the local PUBACKs of that turn go out after the commit that made
+their messages durable. A commit writes the WAL and does not sync it (WAL mode,
+``synchronous=NORMAL``), a few tens of µs; handing the statements to a thread cost
+more than running them (the hand-over, the wake-ups, the interpreter lock).
+
+**Durability.** A committed row is in the WAL file, in the operating system's page
+cache: it survives ``kill -9`` of the gateway, or any crash of the process (the
+project's contract), and SQLite replays the WAL at the next open. A power loss or a
+kernel crash may take what was committed since the last checkpoint: only a checkpoint
+syncs (the WAL, then the database). Checkpoints are off on the commits
+(``wal_autocheckpoint=0``); the queue's thread runs one each time about
+``CHECKPOINT_BYTES`` went into the WAL, so no sync ever runs on the loop (but the
+last, when the queue closes).
+
+**The thread** does what may take long: reading the index of an earlier run at open,
+backlog reads, checkpoints. The connection is the process's only one, in exclusive
+locking mode (no file locks, no shared-memory WAL index per transaction; another
+gateway opening the same queue is refused), so the loop *lends* it to the thread with
+the jobs asked so far and commits nothing until the thread gives it back; appends,
+removes and barriers asked meanwhile wait for the next commit (the publishers'
+PUBACKs wait a few ms during a checkpoint, nothing blocks the loop).
 
 The loop keeps an index of the queue (``QueueIndex``: the size and arrival time of
 every row, a few bytes each), so the queue's depth, bytes, oldest age and the
@@ -24,13 +45,12 @@ overflow decisions never wait for the disk.
 ``DiskQueue.open`` is quick and synchronous (the file, its schema, the last sequence
 number), so a bridge taps the broker before its first ``await`` and nothing published
 while it starts escapes it; the index of what an earlier run left is read by the
-writer thread meanwhile (``await queue.loaded()``), and ``append`` works from the start.
+thread meanwhile (``await queue.loaded()``), and ``append`` works from the start.
 
 A write that fails calls its barriers back with False (the publishers are disconnected
 without a PUBACK and send again) and leaves ``error`` set: the bridge then fails and is
 restarted, and its state is read back from the disk.
 """
-
 from __future__ import annotations
 
 import asyncio
