@@ -4,18 +4,39 @@ Every QoS 1/2 message a bridge forwards is a row here before its local publisher
 acknowledged, and leaves only once the remote broker acknowledged it:
 
 - ``append`` (on the loop, from the bridge's durable tap) gives the message the next
-  sequence number, its place in the order; a thread of the queue's own inserts it.
-  ``DiskQueue`` is a durable participant of the broker's acknowledgements
-  (``broker_core.acks``): ``pending`` counts the rows appended and not yet committed,
-  and ``barrier(callback)`` calls back once they are. Deleting a row does not count
-  as pending: nobody waits for a delete.
+  sequence number, its place in the order. ``DiskQueue`` is a durable participant of
+  the broker's acknowledgements (``broker_core.acks``): ``pending`` counts the rows
+  appended and not yet committed, ``barrier(callback)`` calls back once they are, and
+  ``batch`` numbers the commits (the barriers of one publisher's messages in one
+  commit are one). Deleting a row does not count as pending: nobody waits for a
+  delete.
 - ``remove(seq)`` deletes a row (the remote acknowledged it, or it was dropped).
 - ``read(first, limit, callback)`` loads rows from disk, in order, for a backlog that
   does not fit in memory.
-- The writer thread takes whatever was asked in one event-loop turn (or while it was
-  busy) as one transaction: inserts, deletes, one commit, then the reads. WAL mode with
-  ``synchronous=NORMAL``: a commit survives ``kill -9`` of the process (a power loss may
-  take the last ones).
+
+**Commits run on the event loop**, once per loop turn (group commit): the rows
+appended and the rows removed in that turn go in one transaction, then its barriers
+are called back, so the local PUBACKs of that turn go out after the commit that made
+their messages durable. A commit writes the WAL and does not sync it (WAL mode,
+``synchronous=NORMAL``), a few tens of µs; handing the statements to a thread cost
+more than running them (the hand-over, the wake-ups, the interpreter lock).
+
+**Durability.** A committed row is in the WAL file, in the operating system's page
+cache: it survives ``kill -9`` of the gateway, or any crash of the process (the
+project's contract), and SQLite replays the WAL at the next open. A power loss or a
+kernel crash may take what was committed since the last checkpoint: only a checkpoint
+syncs (the WAL, then the database). Checkpoints are off on the commits
+(``wal_autocheckpoint=0``); the queue's thread runs one each time about
+``CHECKPOINT_BYTES`` went into the WAL, so no sync ever runs on the loop (but the
+last, when the queue closes).
+
+**The thread** does what may take long: reading the index of an earlier run at open,
+backlog reads, checkpoints. The connection is the process's only one, in exclusive
+locking mode (no file locks, no shared-memory WAL index per transaction; another
+gateway opening the same queue is refused), so the loop *lends* it to the thread with
+the jobs asked so far and commits nothing until the thread gives it back; appends,
+removes and barriers asked meanwhile wait for the next commit (the publishers'
+PUBACKs wait a few ms during a checkpoint, nothing blocks the loop).
 
 The loop keeps an index of the queue (``QueueIndex``: the size and arrival time of
 every row, a few bytes each), so the queue's depth, bytes, oldest age and the
@@ -24,7 +45,7 @@ overflow decisions never wait for the disk.
 ``DiskQueue.open`` is quick and synchronous (the file, its schema, the last sequence
 number), so a bridge taps the broker before its first ``await`` and nothing published
 while it starts escapes it; the index of what an earlier run left is read by the
-writer thread meanwhile (``await queue.loaded()``), and ``append`` works from the start.
+thread meanwhile (``await queue.loaded()``), and ``append`` works from the start.
 
 A write that fails calls its barriers back with False (the publishers are disconnected
 without a PUBACK and send again) and leaves ``error`` set: the bridge then fails and is
@@ -40,6 +61,7 @@ import logging
 import queue as thread_queue
 import sqlite3
 import threading
+import time
 from array import array
 from collections.abc import Callable
 from pathlib import Path
@@ -76,6 +98,7 @@ _COLUMNS = 7
 _MAX_ROWS = 256
 _STATEMENTS = _MAX_ROWS + 32  # the connection's statement cache
 _DELETE = "DELETE FROM queue WHERE seq BETWEEN ? AND ?"
+_NO_PROPERTIES = bytearray()  # bound, never changed
 _READ = "SELECT * FROM queue WHERE seq >= ? ORDER BY seq LIMIT ?"
 
 
@@ -163,6 +186,27 @@ class QueueIndex:
             self._advance()
         return size
 
+    def remove_many(self, seqs: list[int]) -> list[int]:
+        """``remove`` of each of ``seqs`` (a run of acknowledgements); returns those
+        that were there."""
+        base, head, sizes = self.base, self.head, self.sizes
+        end = len(sizes)
+        gone: list[int] = []
+        freed = 0
+        for seq in seqs:
+            position = seq - base
+            if head <= position < end:
+                size = sizes[position]
+                if size >= 0:
+                    sizes[position] = -1
+                    freed += size
+                    gone.append(seq)
+        self.count -= len(gone)
+        self.bytes -= freed
+        if head < end and sizes[head] < 0:
+            self._advance()
+        return gone
+
     def first(self, at_least: int = 0) -> int | None:
         """The lowest live sequence number that is ``>= at_least``; None if none."""
         position = max(self.head, at_least - self.base)
@@ -202,14 +246,20 @@ class QueueIndex:
             self.head = 0
 
 
-_Read = tuple[int, int, Callable[[list[Queued], int], None]]  # first, limit, callback
-
-
+_ReadCallback = Callable[[list[Queued], int], None]  # (items, last seq read)
 _Barrier = Callable[[bool], None]  # called back with True once committed, False if not
+_Job = tuple[Any, ...]  # ("load",) | ("read", first, limit, callback) | ("checkpoint",)
+
+#: The loop's commits never checkpoint (``wal_autocheckpoint=0``): the thread does, with
+#: the connection lent to it, each time about this many bytes went into the WAL.
+CHECKPOINT_BYTES = 8 * 1024 * 1024
+#: What a commit adds to the WAL besides its rows' bytes: a few pages (the last leaf of
+#: the table, the pages its deletes touched), about.
+_COMMIT_BYTES = 2 * 4096
 
 
 class DiskQueue:
-    """See the module docstring. Build it with ``await DiskQueue.open(path, name)``."""
+    """See the module docstring. Build it with ``DiskQueue.open(path, name)``."""
 
     def __init__(self, conn: sqlite3.Connection, last: int, name: str) -> None:
         self.name = name
@@ -219,6 +269,9 @@ class DiskQueue:
         self.on_commit: Callable[[int], None] | None = None  # called with the seq committed
         self.on_error: Callable[[BaseException], None] | None = None  # a write failed
         self.committed = last  # every seq <= this is on disk
+        self.checkpoints = 0
+        #: How long the connection was lent to the thread (commits waited), seconds.
+        self.lent_s = 0.0
         self._last_at_open = last
         self._conn = conn
         self._loop = asyncio.get_running_loop()
@@ -226,17 +279,23 @@ class DiskQueue:
         self._seq = last
         self._inserts: list[Any] = []  # the columns of the rows to insert, one after another
         self._deletes: list[int] = []
-        self._reads: list[_Read] = []
         self._barriers: list[_Barrier] = []
         self._flush_scheduled = False
         #: Rows appended and not yet committed (a plain attribute: the broker reads it
         #: for every message it acknowledges).
         self.pending = 0
-        self._deletes_in_thread = 0
-        self._jobs: thread_queue.SimpleQueue[tuple[Any, ...] | None] = thread_queue.SimpleQueue()
+        #: The commit the next write goes into (``broker_core.acks``: the barriers asked
+        #: while it stays the same are called back together).
+        self.batch = 0
+        self._written = 0  # bytes into the WAL since the last checkpoint, about
+        self._checkpoint_asked = False
+        self._jobs: list[_Job] = [("load",)]  # for the thread, at the next lending
+        self._lent_at: float | None = None  # the thread has the connection since
+        self._to_thread: thread_queue.SimpleQueue[list[_Job] | None] = thread_queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name=f"edgebus-{name}", daemon=True)
         self._thread.start()
         self._closed = False
+        self._lend()
 
     @classmethod
     def open(cls, path: Path, name: str) -> DiskQueue:
@@ -256,7 +315,7 @@ class DiskQueue:
     @property
     def pending_deletes(self) -> int:
         """Rows removed whose delete is not committed yet (after a crash they are back)."""
-        return self._deletes_in_thread + len(self._deletes)
+        return len(self._deletes)
 
     @property
     def last(self) -> int:
@@ -273,16 +332,21 @@ class DiskQueue:
         self.pending += 1
         self.index.add(seq, item.size, item.received_at)
         props = item.properties
+        # Exactly int, float, str and bytearray are bound as they are; anything else
+        # (bytes, bool) goes through sqlite3's adapter lookups first, about 1 µs a value
+        # here: the payload is copied into a bytearray, which costs less.
         self._inserts += (
             seq,
             item.topic,
-            item.payload,
+            bytearray(item.payload),
             item.qos,
-            item.retain,
-            b"" if props is EMPTY else props.encoded(),
+            1 if item.retain else 0,
+            _NO_PROPERTIES if props is EMPTY else bytearray(props.encoded()),
             item.received_at,
         )
-        self._schedule()
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
         return item
 
     def remove(self, seq: int) -> int:
@@ -295,18 +359,17 @@ class DiskQueue:
 
     def remove_many(self, seqs: list[int]) -> int:
         """``remove`` of each of ``seqs``; returns how many were queued."""
-        remove = self.index.remove
-        gone = [seq for seq in seqs if remove(seq) >= 0]
+        gone = self.index.remove_many(seqs)
         if gone and not self._closed:
             self._deletes += gone
             self._schedule()
         return len(gone)
 
-    def read(self, first: int, limit: int, callback: Callable[[list[Queued], int], None]) -> None:
+    def read(self, first: int, limit: int, callback: _ReadCallback) -> None:
         """Loads up to ``limit`` rows with ``seq >= first``, in order, after every write
         asked before; ``callback(items, last_seq_read)`` on the loop (rows removed
         meanwhile are left out; ``last_seq_read`` is 0 when none was found)."""
-        self._reads.append((first, limit, callback))
+        self._jobs.append(("read", first, limit, callback))
         self._schedule()
 
     def barrier(self, callback: Callable[[bool], None]) -> None:
@@ -317,17 +380,28 @@ class DiskQueue:
         self._schedule()
 
     def close(self, timeout_s: float = 10.0) -> None:
-        """Writes what was asked, then stops the thread and closes the file."""
+        """Stops the thread, commits what was asked and closes the file (which
+        checkpoints the WAL into it: the one sync on the loop, when the bridge stops)."""
         if self._closed:
             return
-        self._flush()
         self._closed = True
-        self._jobs.put(None)
+        self._to_thread.put(None)
         self._thread.join(timeout_s)
         if self._thread.is_alive():
-            log.error("%s: the queue's writer did not finish within %.0f s", self.name, timeout_s)
+            log.error("%s: the queue's thread did not finish within %.0f s", self.name, timeout_s)
+            return  # it still has the connection: what was not committed is asked again
+        self._lent_at = None
+        self._commit()
+        with contextlib.suppress(sqlite3.Error):
+            self._conn.close()
+        log.debug(
+            "%s: %d checkpoints, commits waited %.3f s for the thread in all",
+            self.name,
+            self.checkpoints,
+            self.lent_s,
+        )
 
-    # -- the writer thread ---------------------------------------------------------------
+    # -- commits, on the loop ------------------------------------------------------------
 
     def _schedule(self) -> None:
         if not self._flush_scheduled:
@@ -335,76 +409,24 @@ class DiskQueue:
             self._loop.call_soon(self._flush)
 
     def _flush(self) -> None:
+        """Once per loop turn: commits what that turn asked (group commit), then lends
+        the connection to the thread if it has work."""
         self._flush_scheduled = False
-        if not (self._inserts or self._deletes or self._reads or self._barriers):
+        if self._lent_at is not None or self._closed:
+            return  # ``_returned`` comes back here
+        self._commit()
+        if self._jobs:
+            self._lend()
+
+    def _commit(self) -> None:
+        """One transaction: the rows appended, the rows removed; then the barriers."""
+        inserts, deletes, barriers = self._inserts, self._deletes, self._barriers
+        if not (inserts or deletes or barriers):
             return
-        job = (self._inserts, self._deletes, self._reads, self._barriers, self._seq)
-        self._deletes_in_thread += len(self._deletes)
-        self._inserts, self._deletes, self._reads, self._barriers = [], [], [], []
-        self._jobs.put(job)
-
-    def _run(self) -> None:
+        self._inserts, self._deletes, self._barriers = [], [], []
+        self.batch += 1
+        error: BaseException | None = None
         conn = self._conn
-        try:
-            self._load(conn)
-            while True:
-                job = self._jobs.get()
-                if job is None:
-                    return
-                jobs = [job]
-                while True:
-                    try:
-                        more = self._jobs.get_nowait()
-                    except thread_queue.Empty:
-                        break
-                    if more is None:
-                        self._jobs.put(None)  # after this batch
-                        break
-                    jobs.append(more)
-                self._write(conn, jobs)
-        finally:
-            conn.close()
-
-    def _load(self, conn: sqlite3.Connection) -> None:
-        index = QueueIndex()
-        error: BaseException | None = None
-        try:
-            rows = conn.execute(
-                "SELECT seq, length(topic) + length(payload), received_at FROM queue"
-                " WHERE seq < ? ORDER BY seq",
-                (self._last_at_open + 1,),
-            )
-            for seq, size, received_at in rows:
-                index.add(seq, size, received_at)
-        except sqlite3.Error as exc:
-            error = exc
-        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
-            self._loop.call_soon_threadsafe(self._index_loaded, index, error)
-
-    def _index_loaded(self, index: QueueIndex, error: BaseException | None) -> None:
-        if error is not None:
-            self.error = error
-        new = self.index
-        for position, size in enumerate(new.sizes):
-            if size >= 0:
-                index.add(new.base + position, size, new.times[position])
-        self.index = index
-        if not self._loaded.done():
-            self._loaded.set_result(None)
-
-    def _write(self, conn: sqlite3.Connection, jobs: list[tuple[Any, ...]]) -> None:
-        inserts: list[Any] = []
-        deletes: list[int] = []
-        reads: list[_Read] = []
-        barriers: list[_Barrier] = []
-        upto = 0
-        for job_inserts, job_deletes, job_reads, job_barriers, seq in jobs:
-            inserts += job_inserts
-            deletes += job_deletes
-            reads += job_reads
-            barriers += job_barriers
-            upto = seq
-        error: BaseException | None = None
         try:
             ranges = _ranges(deletes) if deletes else []
             statements = -(-len(inserts) // (_MAX_ROWS * _COLUMNS)) + len(ranges)
@@ -421,46 +443,136 @@ class DiskQueue:
             log.error("%s: writing the queue failed: %s", self.name, exc)
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
-        results: list[tuple[Callable[[list[Queued], int], None], list[Queued], int]] = []
-        for first, limit, callback in reads:
-            try:
-                rows = conn.execute(_READ, (first, limit)).fetchall()
-            except sqlite3.Error as exc:
-                error = error or exc
-                rows = []
-            items = [_queued(row) for row in rows]
-            results.append((callback, items, items[-1].seq if items else 0))
-        try:
-            self._loop.call_soon_threadsafe(
-                self._done, len(inserts) // _COLUMNS, len(deletes), upto, barriers, results, error
-            )
-        except RuntimeError:  # the loop is closed: nobody waits any more
-            return
-
-    def _done(
-        self,
-        inserted: int,
-        deleted: int,
-        upto: int,
-        barriers: list[_Barrier],
-        results: list[tuple[Callable[[list[Queued], int], None], list[Queued], int]],
-        error: BaseException | None,
-    ) -> None:
-        self.pending -= inserted
-        self._deletes_in_thread -= deleted
+        rows = len(inserts) // _COLUMNS
+        self.pending -= rows
         if error is not None:
             self.error = error
             if self.on_error is not None:
                 self.on_error(error)
-        elif upto > self.committed:
-            self.committed = upto
+        else:
+            self.committed = self._seq - self.pending
+            self._written += (
+                _COMMIT_BYTES + 16 * len(deletes) + 24 * rows + sum(map(len, inserts[2::_COLUMNS]))
+            )
+            if self._written >= CHECKPOINT_BYTES and not self._checkpoint_asked:
+                self._checkpoint_asked = True
+                self._jobs.append(("checkpoint",))
         ok = error is None
         for barrier in barriers:
             barrier(ok)
-        for callback, items, last in results:
-            callback([item for item in items if self.index.contains(item.seq)], last)
-        if error is None and self.on_commit is not None:
+        if ok and self.on_commit is not None:
             self.on_commit(self.committed)
+
+    # -- the thread: reads and checkpoints, with the connection lent to it ---------------
+
+    def _lend(self) -> None:
+        """Hands the connection and the jobs asked so far to the thread; commits wait
+        until ``_returned``."""
+        jobs, self._jobs = self._jobs, []
+        self._lent_at = time.monotonic()
+        self._to_thread.put(jobs)
+
+    def _returned(self, answers: list[Callable[[], None]]) -> None:
+        """The thread is done with the connection: its answers, then what waited."""
+        if self._lent_at is not None:
+            self.lent_s += time.monotonic() - self._lent_at
+            self._lent_at = None
+        for answer in answers:
+            answer()
+        if not self._closed:
+            self._flush()
+
+    def _run(self) -> None:
+        conn = self._conn
+        while True:
+            jobs = self._to_thread.get()
+            if jobs is None:
+                return
+            answers: list[Callable[[], None]] = []
+            for job in jobs:
+                kind = job[0]
+                try:
+                    if kind == "read":
+                        answers.append(self._read(conn, *job[1:]))
+                    elif kind == "checkpoint":
+                        answers.append(self._checkpoint(conn))
+                    else:
+                        answers.append(self._load(conn))
+                except Exception as exc:  # the connection goes back to the loop, whatever
+                    log.exception("%s: the queue's thread failed", self.name)
+                    answers.append(functools.partial(self._failed, exc, job))
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+                self._loop.call_soon_threadsafe(self._returned, answers)
+
+    def _failed(self, error: BaseException, job: _Job) -> None:
+        if job[0] == "read":
+            self._read_failed(error, job[3])
+        elif job[0] == "load":
+            self._index_loaded(QueueIndex(), error)
+        else:
+            self._checkpointed(error)
+
+    def _load(self, conn: sqlite3.Connection) -> Callable[[], None]:
+        index = QueueIndex()
+        error: BaseException | None = None
+        try:
+            rows = conn.execute(
+                "SELECT seq, length(topic) + length(payload), received_at FROM queue"
+                " WHERE seq < ? ORDER BY seq",
+                (self._last_at_open + 1,),
+            )
+            for seq, size, received_at in rows:
+                index.add(seq, size, received_at)
+        except sqlite3.Error as exc:
+            error = exc
+        return functools.partial(self._index_loaded, index, error)
+
+    def _index_loaded(self, index: QueueIndex, error: BaseException | None) -> None:
+        if error is not None:
+            self.error = error
+        new = self.index
+        for position, size in enumerate(new.sizes):
+            if size >= 0:
+                index.add(new.base + position, size, new.times[position])
+        self.index = index
+        if not self._loaded.done():
+            self._loaded.set_result(None)
+
+    def _read(
+        self, conn: sqlite3.Connection, first: int, limit: int, callback: _ReadCallback
+    ) -> Callable[[], None]:
+        try:
+            items = [_queued(row) for row in conn.execute(_READ, (first, limit)).fetchall()]
+        except sqlite3.Error as exc:
+            log.error("%s: reading the queue failed: %s", self.name, exc)
+            return functools.partial(self._read_failed, exc, callback)
+        return functools.partial(self._read_done, callback, items, items[-1].seq if items else 0)
+
+    def _read_done(self, callback: _ReadCallback, items: list[Queued], last: int) -> None:
+        callback([item for item in items if self.index.contains(item.seq)], last)
+
+    def _read_failed(self, error: BaseException, callback: _ReadCallback) -> None:
+        self.error = error
+        if self.on_error is not None:
+            self.on_error(error)
+        callback([], 0)
+
+    def _checkpoint(self, conn: sqlite3.Connection) -> Callable[[], None]:
+        """Copies the WAL into the database and syncs both (``synchronous=NORMAL``); the
+        next commit starts the WAL over."""
+        error: BaseException | None = None
+        try:
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        except sqlite3.Error as exc:
+            error = exc
+        return functools.partial(self._checkpointed, error)
+
+    def _checkpointed(self, error: BaseException | None) -> None:
+        self._checkpoint_asked = False
+        self._written = 0
+        self.checkpoints += 1
+        if error is not None:
+            log.warning("%s: checkpointing the queue failed: %s", self.name, error)
 
 
 def _ranges(seqs: list[int]) -> list[tuple[int, int]]:
@@ -493,6 +605,8 @@ def _open(path: Path) -> tuple[sqlite3.Connection, int]:
         conn.execute("PRAGMA locking_mode=EXCLUSIVE")
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
+        # Commits write the WAL and never sync; checkpoints (the syncs) are the thread's.
+        conn.execute("PRAGMA wal_autocheckpoint=0")
         conn.executescript(_DDL)
         row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         if row is None:

@@ -14,6 +14,12 @@ participant with pending writes has committed them (``ok`` is False when one fai
 Callbacks of one owner (a session, a hub client) run in the order they were asked for,
 even when the barriers complete out of order [MQTT-4.6.0-2].
 
+A participant may also have ``batch: int``, the number of the batch its next write goes
+into, with the promise that barriers asked while it reads the same number are called back
+together, after the commit of that batch. An owner's callback waiting on such a
+participant alone then joins the owner's previous one when that waits on the same batch
+(one barrier for the messages of a publisher that one commit makes durable).
+
 The broker's fast path checks ``store.pending`` and ``participants`` itself: with nothing
 pending and no durable participant registered, it acknowledges at once and nothing here
 runs.
@@ -39,12 +45,14 @@ class Durable(Protocol):
 
 
 class _Held:
-    __slots__ = ("callback", "ok", "remaining")
+    __slots__ = ("batch", "callback", "more", "ok", "remaining")
 
     def __init__(self, callback: Callable[[bool], None], remaining: int) -> None:
         self.callback = callback
         self.remaining = remaining
         self.ok = True
+        self.more: list[Callable[[bool], None]] | None = None  # joined callbacks, in order
+        self.batch: tuple[Durable, int] | None = None  # the one participant's batch
 
 
 class Acknowledgements:
@@ -80,7 +88,9 @@ class Acknowledgements:
     def held(self, owner: object) -> int:
         """How many of ``owner``'s callbacks are still waiting."""
         queue = self._held.get(owner)
-        return 0 if queue is None else len(queue)
+        if queue is None:
+            return 0
+        return sum(1 if held.more is None else 1 + len(held.more) for held in queue)
 
     def after(self, owner: object, callback: Callable[[bool], None]) -> None:
         """Calls ``callback(ok)`` once everything handed over so far is durable, after
@@ -92,7 +102,22 @@ class Acknowledgements:
         if not waiting and queue is None:
             callback(True)
             return
+        batch: tuple[Durable, int] | None = None
+        if len(waiting) == 1:
+            participant = waiting[0]
+            number = getattr(participant, "batch", None)
+            if number is not None:
+                batch = (participant, number)
+                if queue:
+                    last = queue[-1]
+                    if last.batch == batch and last.remaining == 1:
+                        if last.more is None:
+                            last.more = [callback]
+                        else:
+                            last.more.append(callback)
+                        return
         held = _Held(callback, len(waiting))
+        held.batch = batch
         if queue is None:
             queue = self._held[owner] = deque()
         queue.append(held)
@@ -116,4 +141,7 @@ class Acknowledgements:
             if not queue:
                 del self._held[owner]
             held.callback(held.ok)
+            if held.more is not None:
+                for callback in held.more:
+                    callback(held.ok)
             queue = self._held.get(owner)

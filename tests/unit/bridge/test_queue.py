@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+import bridge.queue as queue_module
 from bridge.mapping import Queued
 from bridge.queue import DiskQueue, QueueIndex
 from broker_core.errors import BridgeError
 from broker_core.mqtt.properties import Properties
+from tests.helpers.timeouts import unit
 
 
 def _route(number: int, qos: int = 1, **kw: object) -> Queued:
@@ -170,3 +178,119 @@ def test_appends_while_the_earlier_rows_are_read_come_after_them(tmp_path: Path)
 
     asyncio.run(first_run())
     asyncio.run(second_run())
+
+
+def test_checkpoints_run_in_the_thread_and_keep_the_wal_small(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(queue_module, "CHECKPOINT_BYTES", 64 * 1024)
+    path = tmp_path / "queue.db"
+    wal = tmp_path / "queue.db-wal"
+    committing_threads: set[int] = set()
+
+    async def main() -> None:
+        queue = DiskQueue.open(path, "q")
+        await queue.loaded()
+        loop_thread = threading.get_ident()
+        largest = 0
+        for round_ in range(200):
+            items = [queue.append(_route(round_ * 20 + n)) for n in range(20)]
+            assert await _barrier(queue) is True
+            committing_threads.add(threading.get_ident())
+            queue.remove_many([item.seq for item in items[:-1]])
+            largest = max(largest, wal.stat().st_size)
+        await _until(lambda: queue.checkpoints >= 5)
+        assert committing_threads == {loop_thread}
+        # About CHECKPOINT_BYTES between checkpoints; the WAL starts over after each.
+        assert largest < 1024 * 1024, largest
+        assert queue.index.count == 200
+        queue.close()
+        assert not wal.exists() or wal.stat().st_size == 0  # closing checkpointed it
+
+    asyncio.run(main())
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT count(*) FROM queue").fetchone()[0] == 200
+    conn.close()
+
+
+_CHILD = """
+import asyncio, os, sys
+from pathlib import Path
+from bridge.mapping import Queued
+from bridge.queue import DiskQueue
+from broker_core.mqtt.properties import EMPTY
+
+async def main():
+    queue = DiskQueue.open(Path(sys.argv[1]), "q")
+    await queue.loaded()
+    for n in range(1, 1001):
+        queue.append(Queued.of(f"t/{n}", b"x" * 100, 1, False, EMPTY, 1.0))
+        if n % 100 == 0:
+            done = asyncio.get_running_loop().create_future()
+            queue.barrier(done.set_result)
+            assert await done
+            print(n, flush=True)  # what a publisher's PUBACK would say
+    queue.remove_many(list(range(1, 301)))
+    done = asyncio.get_running_loop().create_future()
+    queue.append(Queued.of("t/last", b"", 1, False, EMPTY, 1.0))
+    queue.barrier(done.set_result)
+    assert await done
+    print("removed", flush=True)
+    await asyncio.sleep(60)  # killed here
+
+asyncio.run(main())
+"""
+
+
+def test_what_a_barrier_confirmed_survives_kill_9(tmp_path: Path) -> None:
+    path = tmp_path / "queue.db"
+    child = subprocess.Popen(
+        [sys.executable, "-c", _CHILD, str(path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[3],
+    )
+    watchdog = threading.Timer(unit(60), child.kill)  # a child that hangs fails the test
+    watchdog.start()
+    try:
+        assert child.stdout is not None
+        lines = [child.stdout.readline().strip() for _ in range(11)]
+        assert lines[-1] == "removed"
+    finally:
+        watchdog.cancel()
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=unit(30))
+
+    async def reopen() -> None:
+        queue = DiskQueue.open(path, "q")
+        await queue.loaded()
+        # The 1000 rows and the last one were committed, the first 300 deleted.
+        assert (queue.index.count, queue.index.first(), queue.last) == (701, 301, 1001)
+        queue.close()
+
+    asyncio.run(reopen())
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    deadline = asyncio.get_running_loop().time() + unit(30)
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.01)
+
+
+def test_the_index_removes_runs_as_one_at_a_time_would() -> None:
+    one, many = QueueIndex(), QueueIndex()
+    for seq in range(1, 9_001):
+        one.add(seq, seq % 7, float(seq))
+        many.add(seq, seq % 7, float(seq))
+    runs = [[3, 1, 2, 2, 50_000], list(range(4, 5_000)), [8_000, 7_999, 0, -5], [5_000]]
+    for run in runs:
+        expected = [seq for seq in run if one.remove(seq) >= 0]
+        assert many.remove_many(run) == expected
+        assert (many.count, many.bytes, many.first(), many.nth(10)) == (
+            one.count,
+            one.bytes,
+            one.first(),
+            one.nth(10),
+        )
+    assert len(many.sizes) < 9_000  # the dead prefix was shed

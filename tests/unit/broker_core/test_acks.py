@@ -100,3 +100,45 @@ def test_a_failed_write_is_reported_and_removed_participants_are_not_waited_for(
     assert not acks.participants
     tap.pending = 1
     assert acks.idle()
+
+
+class Batched(Participant):
+    """A participant whose barriers of one batch complete together (``batch``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batch = 0
+
+    def commit(self, ok: bool = True) -> None:
+        self.batch += 1
+        super().commit(ok)
+
+
+def test_callbacks_on_one_batch_of_one_participant_share_a_barrier_in_order() -> None:
+    store, queue = Participant(), Batched()
+    acks = Acknowledgements(store)
+    acks.add(queue)
+    order: list[tuple[str, bool]] = []
+    queue.pending = 1
+    for name in ("a1", "a2", "a3"):
+        acks.after("a", lambda ok, name=name: order.append((name, ok)))
+    acks.after("b", lambda ok: order.append(("b1", ok)))
+    assert len(queue.barriers) == 2  # one per owner
+    assert (acks.held("a"), acks.held("b")) == (3, 1)
+    queue.commit()
+    queue.pending = 1
+    acks.after("a", lambda ok: order.append(("a4", ok)))  # the next batch: a barrier of its own
+    store.pending = 1
+    acks.after("a", lambda ok: order.append(("a5", ok)))  # the store too: not joined
+    assert len(queue.barriers) == 2
+    queue.commit(ok=False)
+    store.commit()
+    assert order == [
+        ("a1", True),
+        ("a2", True),
+        ("a3", True),
+        ("b1", True),
+        ("a4", False),
+        ("a5", False),
+    ]
+    assert acks.held("a") == 0
