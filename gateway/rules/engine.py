@@ -89,7 +89,11 @@ class Rule:
         self.name = config.name
         self.source = source
         self.statement: CompiledStatement = compile_statement(config.sql)
-        self.run = self.statement.message.run  # WHERE and SELECT on a message
+        program = self.statement.message
+        self.passes = program.passes  # WHERE on a message (None: no WHERE)
+        assert program.select is not None
+        self.select = program.select  # SELECT on a message, in the action worker
+        self.select_needs_row = program.select_needs_row
         self.actions: list[Action] = []
         self.client: HubClient | None = None
         self.undo: list[Callable[[], None]] = []
@@ -105,6 +109,13 @@ class Rule:
     @property
     def enabled(self) -> bool:
         return self.config.enabled
+
+    def output(self, item: Context | MessageRow, node: str) -> dict[str, Any]:
+        """The SELECT output of a message that passed (queued by a tap: its Context, or
+        its row when the tap built one); raises what evaluating SELECT raises."""
+        if isinstance(item, MessageRow):
+            return self.select(item.context, item)
+        return self.select(item, MessageRow(item, node) if self.select_needs_row else None)
 
     @property
     def queued(self) -> int:
@@ -147,16 +158,16 @@ class _Group:
         self.filters = filters
         self.rules: list[Rule] = []
         self.tap: Tap | None = None
-        self.needs_row = False  # a rule reads more than the Context (the JSON payload)
+        self.needs_row = False  # a WHERE reads more than the Context (the JSON payload)
 
     def add(self, rule: Rule) -> None:
         self.rules.append(rule)
-        self.needs_row = any(r.statement.message.needs_row for r in self.rules)
+        self.needs_row = any(r.statement.message.passes_needs_row for r in self.rules)
 
     def remove(self, rule: Rule) -> None:
         if rule in self.rules:
             self.rules.remove(rule)
-        self.needs_row = any(r.statement.message.needs_row for r in self.rules)
+        self.needs_row = any(r.statement.message.passes_needs_row for r in self.rules)
 
 
 def sample_row(sample: dict[str, Any], node: str = "edgebus") -> Row:
@@ -212,14 +223,15 @@ class RuleEngine:
         self._retired = 0  # results queued by rules deleted or replaced since
         self._configured = list(rules)
         self._rules: dict[str, Rule] = {}
-        # Results waiting for their rule's actions: the rules and their SELECT outputs,
-        # side by side (no tuple per result: a retained result is one dict, which the
-        # garbage collector does not track while it holds plain values). Both bounded
-        # by ``maxlen``: appending to a full one drops its oldest entry, in C, with no
+        # Results waiting for their rule's actions: the rules and what their SELECT is
+        # built from, side by side (no tuple per result): the message's Context (or
+        # its row, when the tap built one), which the worker turns into the SELECT
+        # output (``Rule.output``); an event's SELECT output. Both bounded by
+        # ``maxlen``: appending to a full one drops its oldest entry, in C, with no
         # bookkeeping on the broker's path; the drops are counted from the other counts
         # (``dropped``).
         self._queue: deque[Rule] = deque(maxlen=queue_size)
-        self._results: deque[dict[str, Any]] = deque(maxlen=queue_size)
+        self._results: deque[Context | MessageRow | dict[str, Any]] = deque(maxlen=queue_size)
         self._wake: asyncio.Event | None = None
         self._idle = False  # the worker waits on _wake
         self._tables: dict[Path, SqliteTables] = {}
@@ -302,7 +314,7 @@ class RuleEngine:
         """Runs the actions of the queued results, within ``CPU_SHARE`` of the loop."""
         wake = self._wake
         assert wake is not None
-        clock = time.perf_counter
+        clock, node, failed = time.perf_counter, self.node, self._failed
         factor = CPU_SHARE / (1 - CPU_SHARE)
         ended = clock()
         while True:
@@ -316,14 +328,23 @@ class RuleEngine:
             while queue and clock() < deadline:
                 batch = min(len(queue), WORKER_BATCH)  # the clock is read once a batch
                 for _ in range(batch):
-                    rule, out = queue.popleft(), results.popleft()
+                    rule, item = queue.popleft(), results.popleft()
                     rule.taken += 1
-                    if rule.client is not None:  # not deleted or disabled since
-                        for action in rule.actions:
-                            try:
-                                action.run(out)
-                            except Exception:
-                                self._action_failed(rule, action)
+                    if rule.client is None:  # deleted or disabled since
+                        continue
+                    if type(item) is dict:  # an event's, built when it was evaluated
+                        out = item
+                    else:
+                        try:
+                            out = rule.output(item, node)  # type: ignore[arg-type]
+                        except Exception as exc:
+                            failed(rule, exc)
+                            continue
+                    for action in rule.actions:
+                        try:
+                            action.run(out)
+                        except Exception:
+                            self._action_failed(rule, action)
                 self.processed += batch
             ended = clock()
             await asyncio.sleep(0)
@@ -347,51 +368,52 @@ class RuleEngine:
         queue_append, results_append = self._queue.append, self._results.append
         if len(group.rules) == 1 and not group.needs_row:
             (rule,) = group.rules
-            name, run, acts = rule.name, rule.run, bool(rule.actions)
+            name, passes, acts = rule.name, rule.passes, bool(rule.actions)
 
             def route_one(context: Context) -> None:
                 origin = context.origin
                 if origin.name == name and origin.protocol == "rule":
                     return  # what this rule published
                 rule.matched += 1
-                try:
-                    out = run(context, None)
-                except Exception as exc:
-                    failed(rule, exc)
-                    return
-                if out is None:  # WHERE is not true
-                    return
+                if passes is not None:
+                    try:
+                        if not passes(context, None):
+                            return  # WHERE is not true
+                    except Exception as exc:
+                        failed(rule, exc)
+                        return
                 rule.passed += 1
                 if acts:
                     queue_append(rule)
-                    results_append(out)
+                    results_append(context)  # the worker builds the SELECT output
                     if engine._idle:  # the worker waits for results
                         engine._wake_worker()
 
             return route_one
 
-        rules = tuple((rule, rule.name, rule.run, bool(rule.actions)) for rule in group.rules)
+        rules = tuple((rule, rule.name, rule.passes, bool(rule.actions)) for rule in group.rules)
         needs_row, node = group.needs_row, self.node
 
         def route(context: Context) -> None:
             origin = context.origin
             own = origin.name if origin.protocol == "rule" else None
             row = MessageRow(context, node) if needs_row else None
-            for rule, name, run, acts in rules:
+            item = context if row is None else row  # the row keeps its decoded payload
+            for rule, name, passes, acts in rules:
                 if name == own:
                     continue
                 rule.matched += 1
-                try:
-                    out = run(context, row)
-                except Exception as exc:
-                    failed(rule, exc)
-                    continue
-                if out is None:  # WHERE is not true
-                    continue
+                if passes is not None:
+                    try:
+                        if not passes(context, row):
+                            continue  # WHERE is not true
+                    except Exception as exc:
+                        failed(rule, exc)
+                        continue
                 rule.passed += 1
                 if acts:
                     queue_append(rule)
-                    results_append(out)
+                    results_append(item)
                     if engine._idle:
                         engine._wake_worker()
 
@@ -432,7 +454,7 @@ class RuleEngine:
             log.warning("rule %s failed (%d so far): %s", rule.name, rule.failed, exc)
 
     def _enqueue(self, rule: Rule, out: dict[str, Any]) -> None:
-        """Queues a result for its rule's actions (a full queue drops its oldest) and
+        """Queues an event's result for its rule's actions (a full queue drops its oldest) and
         wakes the worker when it waits."""
         self._queue.append(rule)
         self._results.append(out)
