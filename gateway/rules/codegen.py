@@ -12,6 +12,10 @@ LIKE 'bench/%'`` with ``SELECT topic, qos, clientid`` becomes (``_k..`` are cons
             return None  # WHERE is not true
         return {'topic': c.topic, 'qos': c.qos, 'clientid': c.origin.name}
 
+and the same WHERE and SELECT apart, as ``passes(c, row)`` (True or False) and
+``select(c, row)``: the taps run ``passes`` while the message is routed and the rule
+engine's action worker runs ``select`` later, for the results it acts on (each says
+whether it reads the row). All three are
 compiled with ``compile()``: a message runs no loop over a tree of closures, and a
 statement that reads only message columns reads them straight from the Context
 (``row`` is None: no row is built, the payload is not decoded). A tree too deep for

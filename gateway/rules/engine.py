@@ -6,23 +6,28 @@ on the broker (``_Group``, identity ``rule:$rules``; the ACL is checked with eac
 identity). The router matched the filters (once per topic: its match cache); while
 the message is routed, the tap's callback (a closure built for the group's rules as
 they are, again whenever they change; for a group of one rule reading only the
-Context, without a loop) runs each rule of the group on it at once, through the
-rule's generated function (``CompiledStatement.message``, ``gateway.rules.codegen``):
-WHERE, and for a message that passes the SELECT projection. A rule reading only message
-columns reads them from the Context; otherwise the message's row is built once per
-group (a WHERE reading ``payload.x`` parses the JSON payload once, and nothing else is
-computed for a message that fails it). So every message a rule's FROM matches is
+Context, without a loop) decides for each rule of the group whether the message
+passes, through the rule's generated WHERE (``MessageProgram.passes``,
+``gateway.rules.codegen``). A WHERE reading only message columns reads them from the
+Context; otherwise the message's row is built once per group (a WHERE reading
+``payload.x`` parses the JSON payload once). So every message a rule's FROM matches is
 evaluated, whatever the load, and counted (``matched``, ``passed``, ``failed``); a
-statement that raises counts ``failed`` and routing goes on. ``$events/...`` sources
+WHERE that raises counts ``failed`` and routing goes on. ``$events/...`` sources
 are broker-event observers (``broker.observers``) evaluating their rule with the
 compiler's closures.
 
-Only the actions (I/O) are deferred: a result that passed goes with its rule into one
-bounded queue (``queue_size``, default 10 000), and one worker task on the loop runs
-the actions, taking at most ``CPU_SHARE`` (a fifth) of the loop's time while results
-wait. When the queue is full the oldest result is dropped and counted (the rule's
+The SELECT output and the actions (I/O) are deferred: a message that passed goes with
+its rule into one bounded queue (``queue_size``, default 10 000) as it is (its Context,
+which is frozen; or its row, when the tap built one: the decoded payload goes with it),
+and one worker task on the loop builds the SELECT output (``MessageProgram.select``)
+and runs the actions, taking at most ``CPU_SHARE`` (a fifth) of the loop's time while
+results wait. So a result the queue drops costs no SELECT. A SELECT that raises counts
+the rule's ``failed`` when the worker evaluates it (the result counted ``passed``
+already) and runs no action; the SELECT of a rule without actions is never evaluated.
+An event's SELECT is evaluated with its WHERE and its output queued. When the queue is
+full the oldest result is dropped and counted (the rule's
 ``dropped``, the engine's ``dropped``, the metric ``edgebus_rule_queue_dropped_total``):
-under overload actions are shed, counted, never the evaluation. The queue is a
+under overload actions are shed, counted, never the evaluation of WHERE. The queue is a
 ``deque`` with ``maxlen`` (dropping costs the broker's path nothing but the append);
 the drops are counted from the other counts when asked: a rule's results queued (every
 result that passed, when it has actions) less those the worker took and those still
@@ -37,7 +42,7 @@ action publishes, in the worker.
 Rules come from the configuration (``source: config``) and from the HTTP API
 (``source: api``): ``add``, ``update``, ``enable``, ``delete``; a configuration reload
 (``reconcile``) replaces the configured ones and keeps the API's. ``test`` runs a
-statement on a sample message without any action.
+statement (WHERE and SELECT at once) on a sample message without any action.
 """
 
 from __future__ import annotations
@@ -358,11 +363,12 @@ class RuleEngine:
     def _tap_callback(self, group: _Group) -> Callable[[Context], None]:
         """The callback of a group's tap, for its rules as they are now (``_refresh``
         builds it again when they change or the queue is resized). During routing it
-        runs each rule on the message (a rule never sees its own messages) through its
-        generated function; the message's row is built only when one of them reads
-        more than the Context. Counts ``matched``, ``passed``, ``failed``; a result of
-        a rule with actions goes to the action queue (a full one drops its oldest);
-        never raises. A group of one rule reading only the Context (the common case)
+        runs each rule's WHERE on the message (a rule never sees its own messages)
+        through its generated ``passes``; the message's row is built only when one of
+        them reads more than the Context. Counts ``matched``, ``passed``, ``failed``; a
+        message that passed a rule with actions goes to the action queue (its Context,
+        or the row when built; a full queue drops its oldest), where the worker builds
+        the SELECT output; never raises. A group of one rule reading only the Context (the common case)
         gets a callback without the loop."""
         engine, failed = self, self._failed
         queue_append, results_append = self._queue.append, self._results.append
