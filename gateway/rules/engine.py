@@ -368,8 +368,8 @@ class RuleEngine:
         them reads more than the Context. Counts ``matched``, ``passed``, ``failed``; a
         message that passed a rule with actions goes to the action queue (its Context,
         or the row when built; a full queue drops its oldest), where the worker builds
-        the SELECT output; never raises. A group of one rule reading only the Context (the common case)
-        gets a callback without the loop."""
+        the SELECT output; never raises. A group of one rule reading only the Context
+        (the common case) gets a callback without the loop."""
         engine, failed = self, self._failed
         queue_append, results_append = self._queue.append, self._results.append
         if len(group.rules) == 1 and not group.needs_row:
