@@ -12,6 +12,10 @@ LIKE 'bench/%'`` with ``SELECT topic, qos, clientid`` becomes (``_k..`` are cons
             return None  # WHERE is not true
         return {'topic': c.topic, 'qos': c.qos, 'clientid': c.origin.name}
 
+and the same WHERE and SELECT apart, as ``passes(c, row)`` (True or False) and
+``select(c, row)``: the taps run ``passes`` while the message is routed and the rule
+engine's action worker runs ``select`` later, for the results it acts on (each says
+whether it reads the row). All three are
 compiled with ``compile()``: a message runs no loop over a tree of closures, and a
 statement that reads only message columns reads them straight from the Context
 (``row`` is None: no row is built, the payload is not decoded). A tree too deep for
@@ -63,11 +67,23 @@ _CONTEXT_COLUMNS = {
 _PYTHON_OPERATORS = {"=": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 
 
+#: ``passes(context, row)``: whether WHERE is true (True when there is no WHERE).
+Passes = Callable[[Context, Row | None], bool]
+#: ``select(context, row)``: the SELECT output (of a message that passed WHERE).
+Select = Callable[[Context, Row | None], dict[str, Any]]
+
+
 @dataclass(frozen=True, slots=True)
 class MessageProgram:
     run: Run
     needs_row: bool  # run reads the row (the payload, a closure): pass one
-    source: str  # the generated function, for reading and debugging
+    source: str  # the generated functions, for reading and debugging
+    #: WHERE and SELECT apart (the taps decide on the broker's path, the action worker
+    #: builds the output), each with whether it reads the row.
+    passes: Passes | None = None  # None: there is no WHERE
+    passes_needs_row: bool = False
+    select: Select | None = None
+    select_needs_row: bool = True
 
 
 def _like_value(value: Any, test: Callable[[str], bool], negated: bool) -> bool | None:
@@ -248,16 +264,44 @@ def message_program(
     nested too deep for Python's own parser)."""
     generator = _Generator(closure)
     lines = ["def run(c, row):"]
+    apart: list[str] = []
     if statement.where is not None:
         where = generator.expr(statement.where)
         test = f"not {where.source}" if where.kind == BOOL else f"{where.source} is not True"
         lines += [f"    if {test}:", "        return None"]
-    lines += ["    " + line for line in generator.select(statement)]
+        true = where.source if where.kind == BOOL else f"({where.source} is True)"
+        apart += ["def passes(c, row):", f"    return {true}"]
+    where_row, generator.needs_row = generator.needs_row, False
+    select = ["    " + line for line in generator.select(statement)]
+    select_row = generator.needs_row
+    lines += select
+    lines += apart
+    lines += ["def select(c, row):", *select]
     source = "\n".join(lines) + "\n"
     try:
         code = compile(source, "<rule statement>", "exec")
     except (SyntaxError, RecursionError, MemoryError):  # too many nested parentheses
-        return MessageProgram(closures, True, "")
+        test_where = None if statement.where is None else closure(statement.where)
+
+        def passes(c: Context, row: Row | None) -> bool:
+            assert test_where is not None and row is not None
+            return test_where(row) is True
+
+        def output(c: Context, row: Row | None) -> dict[str, Any]:
+            out = closures(c, row)  # WHERE again: only for a tree this deep
+            assert out is not None
+            return out
+
+        where_passes = None if test_where is None else passes
+        return MessageProgram(closures, True, "", where_passes, True, output, True)
     namespace = dict(generator.names)
     exec(code, namespace)
-    return MessageProgram(namespace["run"], generator.needs_row, source)
+    return MessageProgram(
+        namespace["run"],
+        where_row or select_row,
+        source,
+        namespace.get("passes"),
+        where_row,
+        namespace["select"],
+        select_row,
+    )

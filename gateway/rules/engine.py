@@ -6,23 +6,28 @@ on the broker (``_Group``, identity ``rule:$rules``; the ACL is checked with eac
 identity). The router matched the filters (once per topic: its match cache); while
 the message is routed, the tap's callback (a closure built for the group's rules as
 they are, again whenever they change; for a group of one rule reading only the
-Context, without a loop) runs each rule of the group on it at once, through the
-rule's generated function (``CompiledStatement.message``, ``gateway.rules.codegen``):
-WHERE, and for a message that passes the SELECT projection. A rule reading only message
-columns reads them from the Context; otherwise the message's row is built once per
-group (a WHERE reading ``payload.x`` parses the JSON payload once, and nothing else is
-computed for a message that fails it). So every message a rule's FROM matches is
+Context, without a loop) decides for each rule of the group whether the message
+passes, through the rule's generated WHERE (``MessageProgram.passes``,
+``gateway.rules.codegen``). A WHERE reading only message columns reads them from the
+Context; otherwise the message's row is built once per group (a WHERE reading
+``payload.x`` parses the JSON payload once). So every message a rule's FROM matches is
 evaluated, whatever the load, and counted (``matched``, ``passed``, ``failed``); a
-statement that raises counts ``failed`` and routing goes on. ``$events/...`` sources
+WHERE that raises counts ``failed`` and routing goes on. ``$events/...`` sources
 are broker-event observers (``broker.observers``) evaluating their rule with the
 compiler's closures.
 
-Only the actions (I/O) are deferred: a result that passed goes with its rule into one
-bounded queue (``queue_size``, default 10 000), and one worker task on the loop runs
-the actions, taking at most ``CPU_SHARE`` (a fifth) of the loop's time while results
-wait. When the queue is full the oldest result is dropped and counted (the rule's
+The SELECT output and the actions (I/O) are deferred: a message that passed goes with
+its rule into one bounded queue (``queue_size``, default 10 000) as it is (its Context,
+which is frozen; or its row, when the tap built one: the decoded payload goes with it),
+and one worker task on the loop builds the SELECT output (``MessageProgram.select``)
+and runs the actions, taking at most ``CPU_SHARE`` (a fifth) of the loop's time while
+results wait. So a result the queue drops costs no SELECT. A SELECT that raises counts
+the rule's ``failed`` when the worker evaluates it (the result counted ``passed``
+already) and runs no action; the SELECT of a rule without actions is never evaluated.
+An event's SELECT is evaluated with its WHERE and its output queued. When the queue is
+full the oldest result is dropped and counted (the rule's
 ``dropped``, the engine's ``dropped``, the metric ``edgebus_rule_queue_dropped_total``):
-under overload actions are shed, counted, never the evaluation. The queue is a
+under overload actions are shed, counted, never the evaluation of WHERE. The queue is a
 ``deque`` with ``maxlen`` (dropping costs the broker's path nothing but the append);
 the drops are counted from the other counts when asked: a rule's results queued (every
 result that passed, when it has actions) less those the worker took and those still
@@ -37,7 +42,7 @@ action publishes, in the worker.
 Rules come from the configuration (``source: config``) and from the HTTP API
 (``source: api``): ``add``, ``update``, ``enable``, ``delete``; a configuration reload
 (``reconcile``) replaces the configured ones and keeps the API's. ``test`` runs a
-statement on a sample message without any action.
+statement (WHERE and SELECT at once) on a sample message without any action.
 """
 
 from __future__ import annotations
@@ -93,7 +98,11 @@ class Rule:
         from gateway.rules.compiler import compile_statement  # ~1 MB: with the first rule
 
         self.statement: CompiledStatement = compile_statement(config.sql)
-        self.run = self.statement.message.run  # WHERE and SELECT on a message
+        program = self.statement.message
+        self.passes = program.passes  # WHERE on a message (None: no WHERE)
+        assert program.select is not None
+        self.select = program.select  # SELECT on a message, in the action worker
+        self.select_needs_row = program.select_needs_row
         self.actions: list[Action] = []
         self.client: HubClient | None = None
         self.undo: list[Callable[[], None]] = []
@@ -109,6 +118,13 @@ class Rule:
     @property
     def enabled(self) -> bool:
         return self.config.enabled
+
+    def output(self, item: Context | MessageRow, node: str) -> dict[str, Any]:
+        """The SELECT output of a message that passed (queued by a tap: its Context, or
+        its row when the tap built one); raises what evaluating SELECT raises."""
+        if isinstance(item, MessageRow):
+            return self.select(item.context, item)
+        return self.select(item, MessageRow(item, node) if self.select_needs_row else None)
 
     @property
     def queued(self) -> int:
@@ -151,16 +167,16 @@ class _Group:
         self.filters = filters
         self.rules: list[Rule] = []
         self.tap: Tap | None = None
-        self.needs_row = False  # a rule reads more than the Context (the JSON payload)
+        self.needs_row = False  # a WHERE reads more than the Context (the JSON payload)
 
     def add(self, rule: Rule) -> None:
         self.rules.append(rule)
-        self.needs_row = any(r.statement.message.needs_row for r in self.rules)
+        self.needs_row = any(r.statement.message.passes_needs_row for r in self.rules)
 
     def remove(self, rule: Rule) -> None:
         if rule in self.rules:
             self.rules.remove(rule)
-        self.needs_row = any(r.statement.message.needs_row for r in self.rules)
+        self.needs_row = any(r.statement.message.passes_needs_row for r in self.rules)
 
 
 def sample_row(sample: dict[str, Any], node: str = "edgebus") -> Row:
@@ -216,14 +232,15 @@ class RuleEngine:
         self._retired = 0  # results queued by rules deleted or replaced since
         self._configured = list(rules)
         self._rules: dict[str, Rule] = {}
-        # Results waiting for their rule's actions: the rules and their SELECT outputs,
-        # side by side (no tuple per result: a retained result is one dict, which the
-        # garbage collector does not track while it holds plain values). Both bounded
-        # by ``maxlen``: appending to a full one drops its oldest entry, in C, with no
+        # Results waiting for their rule's actions: the rules and what their SELECT is
+        # built from, side by side (no tuple per result): the message's Context (or
+        # its row, when the tap built one), which the worker turns into the SELECT
+        # output (``Rule.output``); an event's SELECT output. Both bounded by
+        # ``maxlen``: appending to a full one drops its oldest entry, in C, with no
         # bookkeeping on the broker's path; the drops are counted from the other counts
         # (``dropped``).
         self._queue: deque[Rule] = deque(maxlen=queue_size)
-        self._results: deque[dict[str, Any]] = deque(maxlen=queue_size)
+        self._results: deque[Context | MessageRow | dict[str, Any]] = deque(maxlen=queue_size)
         self._wake: asyncio.Event | None = None
         self._idle = False  # the worker waits on _wake
         self._tables: dict[Path, SqliteTables] = {}
@@ -306,7 +323,7 @@ class RuleEngine:
         """Runs the actions of the queued results, within ``CPU_SHARE`` of the loop."""
         wake = self._wake
         assert wake is not None
-        clock = time.perf_counter
+        clock, node, failed = time.perf_counter, self.node, self._failed
         factor = CPU_SHARE / (1 - CPU_SHARE)
         ended = clock()
         while True:
@@ -320,14 +337,23 @@ class RuleEngine:
             while queue and clock() < deadline:
                 batch = min(len(queue), WORKER_BATCH)  # the clock is read once a batch
                 for _ in range(batch):
-                    rule, out = queue.popleft(), results.popleft()
+                    rule, item = queue.popleft(), results.popleft()
                     rule.taken += 1
-                    if rule.client is not None:  # not deleted or disabled since
-                        for action in rule.actions:
-                            try:
-                                action.run(out)
-                            except Exception:
-                                self._action_failed(rule, action)
+                    if rule.client is None:  # deleted or disabled since
+                        continue
+                    if type(item) is dict:  # an event's, built when it was evaluated
+                        out = item
+                    else:
+                        try:
+                            out = rule.output(item, node)  # type: ignore[arg-type]
+                        except Exception as exc:
+                            failed(rule, exc)
+                            continue
+                    for action in rule.actions:
+                        try:
+                            action.run(out)
+                        except Exception:
+                            self._action_failed(rule, action)
                 self.processed += batch
             ended = clock()
             await asyncio.sleep(0)
@@ -341,61 +367,63 @@ class RuleEngine:
     def _tap_callback(self, group: _Group) -> Callable[[Context], None]:
         """The callback of a group's tap, for its rules as they are now (``_refresh``
         builds it again when they change or the queue is resized). During routing it
-        runs each rule on the message (a rule never sees its own messages) through its
-        generated function; the message's row is built only when one of them reads
-        more than the Context. Counts ``matched``, ``passed``, ``failed``; a result of
-        a rule with actions goes to the action queue (a full one drops its oldest);
-        never raises. A group of one rule reading only the Context (the common case)
-        gets a callback without the loop."""
+        runs each rule's WHERE on the message (a rule never sees its own messages)
+        through its generated ``passes``; the message's row is built only when one of
+        them reads more than the Context. Counts ``matched``, ``passed``, ``failed``; a
+        message that passed a rule with actions goes to the action queue (its Context,
+        or the row when built; a full queue drops its oldest), where the worker builds
+        the SELECT output; never raises. A group of one rule reading only the Context
+        (the common case) gets a callback without the loop."""
         engine, failed = self, self._failed
         queue_append, results_append = self._queue.append, self._results.append
         if len(group.rules) == 1 and not group.needs_row:
             (rule,) = group.rules
-            name, run, acts = rule.name, rule.run, bool(rule.actions)
+            name, passes, acts = rule.name, rule.passes, bool(rule.actions)
 
             def route_one(context: Context) -> None:
                 origin = context.origin
                 if origin.name == name and origin.protocol == "rule":
                     return  # what this rule published
                 rule.matched += 1
-                try:
-                    out = run(context, None)
-                except Exception as exc:
-                    failed(rule, exc)
-                    return
-                if out is None:  # WHERE is not true
-                    return
+                if passes is not None:
+                    try:
+                        if not passes(context, None):
+                            return  # WHERE is not true
+                    except Exception as exc:
+                        failed(rule, exc)
+                        return
                 rule.passed += 1
                 if acts:
                     queue_append(rule)
-                    results_append(out)
+                    results_append(context)  # the worker builds the SELECT output
                     if engine._idle:  # the worker waits for results
                         engine._wake_worker()
 
             return route_one
 
-        rules = tuple((rule, rule.name, rule.run, bool(rule.actions)) for rule in group.rules)
+        rules = tuple((rule, rule.name, rule.passes, bool(rule.actions)) for rule in group.rules)
         needs_row, node = group.needs_row, self.node
 
         def route(context: Context) -> None:
             origin = context.origin
             own = origin.name if origin.protocol == "rule" else None
             row = MessageRow(context, node) if needs_row else None
-            for rule, name, run, acts in rules:
+            item = context if row is None else row  # the row keeps its decoded payload
+            for rule, name, passes, acts in rules:
                 if name == own:
                     continue
                 rule.matched += 1
-                try:
-                    out = run(context, row)
-                except Exception as exc:
-                    failed(rule, exc)
-                    continue
-                if out is None:  # WHERE is not true
-                    continue
+                if passes is not None:
+                    try:
+                        if not passes(context, row):
+                            continue  # WHERE is not true
+                    except Exception as exc:
+                        failed(rule, exc)
+                        continue
                 rule.passed += 1
                 if acts:
                     queue_append(rule)
-                    results_append(out)
+                    results_append(item)
                     if engine._idle:
                         engine._wake_worker()
 
@@ -436,7 +464,7 @@ class RuleEngine:
             log.warning("rule %s failed (%d so far): %s", rule.name, rule.failed, exc)
 
     def _enqueue(self, rule: Rule, out: dict[str, Any]) -> None:
-        """Queues a result for its rule's actions (a full queue drops its oldest) and
+        """Queues an event's result for its rule's actions (a full queue drops its oldest) and
         wakes the worker when it waits."""
         self._queue.append(rule)
         self._results.append(out)

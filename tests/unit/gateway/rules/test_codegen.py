@@ -39,6 +39,17 @@ def _by_program(statement: CompiledStatement, context: Context) -> Any:
     return program.run(context, MessageRow(context) if program.needs_row else None)
 
 
+def _by_parts(statement: CompiledStatement, context: Context) -> Any:
+    """WHERE and SELECT apart, as the taps and the action worker run them."""
+    program = statement.message
+    row = MessageRow(context)
+    passes, select = program.passes, program.select
+    assert select is not None
+    if passes is not None and not passes(context, row if program.passes_needs_row else None):
+        return None
+    return select(context, row if program.select_needs_row else None)
+
+
 def _outcome(run: Any, statement: CompiledStatement, context: Context) -> Any:
     try:
         return ("out", run(statement, context))
@@ -50,6 +61,7 @@ def _outcome(run: Any, statement: CompiledStatement, context: Context) -> Any:
 def test_the_table_by_the_generated_function(sql: str, expected: dict[str, Any] | None) -> None:
     statement = compile_statement(sql)
     assert _by_program(statement, MESSAGE) == expected
+    assert _by_parts(statement, MESSAGE) == expected
 
 
 def test_a_statement_of_message_columns_needs_no_row() -> None:
@@ -115,6 +127,7 @@ def test_generated_where_clauses_mean_the_same(where: str, fields: list[str]) ->
     for context in MESSAGES:
         expected = _outcome(_by_closures, statement, context)
         assert _outcome(_by_program, statement, context) == expected, (sql, context)
+        assert _outcome(_by_parts, statement, context) == expected, (sql, context)
 
 
 def test_a_statement_too_deep_for_python_runs_on_the_closures() -> None:
@@ -131,3 +144,5 @@ def test_a_statement_too_deep_for_python_runs_on_the_closures() -> None:
     program = message_program(statement, lambda node: lambda row: None, closures)
     assert program.run is closures
     assert program.needs_row is True
+    assert program.select is not None and program.passes is not None
+    assert program.select(MESSAGE, MessageRow(MESSAGE)) == {"by": "closures"}
