@@ -16,7 +16,9 @@ NOT_BUILT = (
 
 
 @pytest.fixture(params=["python", "compiled"])
-def encoder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Callable[..., records.Encoded]:
+def encoder(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Callable[..., records.Encoded]:
     """The encoder the log uses during the test: each of the two in turn."""
     encode = {
         "python": records.python_encode_columns,

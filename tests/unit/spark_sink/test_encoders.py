@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -68,7 +69,7 @@ def _batch(layout: str, sizes: str, count: int, extras: bool) -> list[Context]:
     return contexts
 
 
-def _compiled() -> records.Callable[..., records.Encoded]:
+def _compiled() -> Callable[..., records.Encoded]:
     if records.compiled_encode_columns is None:
         pytest.skip(NOT_BUILT)
     return records.compiled_encode_columns
@@ -139,7 +140,7 @@ def test_an_install_with_a_compiler_builds_the_encoder_where_it_is_imported() ->
     built next to records.py, from which it is imported (not a copy elsewhere)."""
     if shutil.which("gcc") is None:
         pytest.skip("no C compiler on this machine: the optional extension is not built")
-    from spark_sink import _records  # type: ignore[attr-defined]
+    from spark_sink import _records
 
     assert Path(_records.__file__).parent == Path(records.__file__).parent
     assert records.compiled_encode_columns is _records.encode_columns

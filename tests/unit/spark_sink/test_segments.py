@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from broker_core.context import Context, Origin
-from spark_sink import segments as segments_module
 from spark_sink import records
+from spark_sink import segments as segments_module
 from spark_sink.records import Encoded
 from spark_sink.segments import RecordsDeleted, StreamLog, StreamLogError
 
