@@ -5,7 +5,7 @@ from collections.abc import Sequence
 from broker_core.context import Context
 from spark_sink.records import Encoded
 
-__all__ = ["encode_columns"]
+__all__ = ["encode_columns", "reads_slots"]
 
 def encode_columns(
     contexts: Sequence[Context],
@@ -13,3 +13,4 @@ def encode_columns(
     joined: str | None = None,
     payloads: list[bytes] | None = None,
 ) -> Encoded: ...
+def reads_slots() -> bool: ...

@@ -106,6 +106,27 @@ def test_both_encoders_take_the_callers_topics_and_payloads() -> None:
         assert compiled(contexts, topics, joined, payloads).parts == expected.parts
 
 
+class _Derived(Context):
+    """Not a ``Context`` exactly: the compiled encoder reads its fields by name."""
+
+    __slots__ = ()
+
+
+def test_the_compiled_encoder_reads_slots_and_names_alike() -> None:
+    compiled = _compiled()
+    from spark_sink import _records
+
+    assert _records.reads_slots()  # a Context's fields from its slots
+    contexts = _batch("runs", "varied", 60, True)
+    mixed = [
+        _Derived(c.topic, c.payload, c.qos, c.retain, c.properties, c.origin, c.meta, c.id, 7)
+        if n % 3 == 0
+        else c
+        for n, c in enumerate(contexts)
+    ]
+    assert compiled(mixed).parts == records.python_encode_columns(mixed).parts
+
+
 def test_both_encoders_refuse_the_same_bad_values() -> None:
     """A QoS no byte holds: an error from each, nothing half written."""
     compiled = _compiled()
