@@ -15,13 +15,14 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: run test bench lint system-deps venv clean
 
-$(VENV)/.stamp-run: pyproject.toml
+# setup.py and the .pyx: the compiled stream encoder is rebuilt when they change.
+$(VENV)/.stamp-run: pyproject.toml setup.py spark_sink/_records.pyx
 	[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -e '.[$(EXTRAS_RUN)]'
 	touch $@
 
-$(VENV)/.stamp-test: pyproject.toml
+$(VENV)/.stamp-test: pyproject.toml setup.py spark_sink/_records.pyx
 	[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -e '.[$(EXTRAS_TEST)]'
@@ -54,3 +55,4 @@ lint: $(VENV)/.stamp-test
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -f spark_sink/_records.c spark_sink/_records.*.so

@@ -41,6 +41,7 @@ while writing it); it is cut back to the last whole batch (``segments``).
 from __future__ import annotations
 
 import json
+import os
 import struct
 import zlib
 from collections.abc import Callable, Sequence, Sized
@@ -54,17 +55,20 @@ from broker_core.mqtt.properties import EMPTY
 
 __all__ = [
     "HEADER",
+    "PURE_PYTHON",
     "STRING_COLUMNS",
     "VERSION",
     "BatchHeader",
     "Columns",
     "CorruptBatch",
     "Encoded",
+    "compiled_encode_columns",
     "decode_batch",
     "decode_header",
     "encode_batch",
     "encode_columns",
     "frame",
+    "python_encode_columns",
 ]
 
 HEADER = struct.Struct("<IIQIHHq")
@@ -243,7 +247,7 @@ class Encoded:
     size: int  # bytes of ``parts``
 
 
-def encode_columns(
+def python_encode_columns(
     contexts: Sequence[Context],
     topics: list[str] | None = None,
     joined: str | None = None,
@@ -412,3 +416,27 @@ def decode_batch(data: bytes | memoryview, verify: bool = True) -> Columns:
     if pos != header.size:
         raise CorruptBatch(f"batch at offset {header.first}: {header.size - pos} bytes left over")
     return Columns(header.first, n, ids, ts, qos, retain, origin, origins, strings)
+
+
+def _compiled() -> Callable[..., Encoded] | None:
+    """The compiled ``encode_columns`` (``spark_sink/_records.pyx``), or None when it is
+    not built (an install without a C compiler, or a big-endian machine)."""
+    try:
+        from spark_sink import _records
+    except ImportError:
+        return None
+    encode: Callable[..., Encoded] = _records.encode_columns
+    return encode
+
+
+#: The compiled encoder, None when it is not built.
+compiled_encode_columns = _compiled()
+#: The one switch point: the compiled encoder when it is built and the environment does
+#: not set ``EDGEBUS_PURE_PYTHON`` (to anything but ``0``), else the Python one. Both
+#: write the same bytes (tests/unit/spark_sink/test_records.py).
+PURE_PYTHON = os.environ.get("EDGEBUS_PURE_PYTHON", "") not in ("", "0")
+encode_columns: Callable[..., Encoded] = (
+    python_encode_columns
+    if PURE_PYTHON or compiled_encode_columns is None
+    else compiled_encode_columns
+)

@@ -21,6 +21,9 @@ from spark_sink.records import (
     encode_batch,
 )
 
+#: Every test here runs with each encoder (conftest.py).
+pytestmark = pytest.mark.usefixtures("encoder")
+
 ORIGIN = Origin("mqtt", "client-1")
 
 

@@ -11,9 +11,13 @@ from pathlib import Path
 import pytest
 
 from broker_core.context import Context, Origin
+from spark_sink import records
 from spark_sink import segments as segments_module
-from spark_sink.records import Encoded, encode_columns
+from spark_sink.records import Encoded
 from spark_sink.segments import RecordsDeleted, StreamLog, StreamLogError
+
+#: Every test here runs with each encoder (conftest.py).
+pytestmark = pytest.mark.usefixtures("encoder")
 
 ORIGIN = Origin("mqtt", "pub")
 
@@ -252,7 +256,7 @@ def test_readers_never_see_a_gap_while_the_writer_appends(tmp_path: Path) -> Non
 
 
 def _encoded(first: int, batches: int, count: int) -> list[Encoded]:
-    return [encode_columns(_batch(first + b * count, count)) for b in range(batches)]
+    return [records.encode_columns(_batch(first + b * count, count)) for b in range(batches)]
 
 
 def test_one_append_is_one_write_whatever_its_batches(
