@@ -24,6 +24,7 @@ from tests.helpers.gateway import RunningGateway, running_gateway
 from tests.helpers.timeouts import unit
 from tests.integration.listeners.pki import Pki
 from tests.integration.listeners.support import RawWebSocket, tls_probe
+from tests.integration.operations.test_pending_sockets import closed_by_server
 
 LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
     "asyncio": asyncio.new_event_loop,
@@ -60,14 +61,6 @@ def wait_for(condition: Callable[[], bool], seconds: float) -> bool:
             return True
         time.sleep(0.02)
     return condition()
-
-
-def closed_by_server(sock: socket.socket) -> bool:
-    sock.settimeout(unit(10))
-    try:
-        return sock.recv(1) == b""
-    except ConnectionResetError:
-        return True
 
 
 def pending(gw: RunningGateway) -> int:
