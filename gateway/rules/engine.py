@@ -20,7 +20,7 @@ The SELECT output and the actions (I/O) are deferred: a message that passed goes
 its rule into one bounded queue (``queue_size``, default 10 000) as it is (its Context,
 which is frozen; or its row, when the tap built one: the decoded payload goes with it),
 and one worker task on the loop builds the SELECT output (``MessageProgram.select``)
-and runs the actions, taking at most ``CPU_SHARE`` (a fifth) of the loop's time while
+and runs the actions, taking at most ``CPU_SHARE`` (a tenth) of the loop's time while
 results wait. So a result the queue drops costs no SELECT. A SELECT that raises counts
 the rule's ``failed`` when the worker evaluates it (the result counted ``passed``
 already) and runs no action; the SELECT of a rule without actions is never evaluated.
@@ -80,8 +80,8 @@ API = "api"
 #: The share of the loop's time the action worker takes while results wait: after the
 #: loop spent ``t`` seconds elsewhere, a turn may last ``t * CPU_SHARE / (1 - CPU_SHARE)``
 #: (between ``MIN_TURN_S`` and ``MAX_TURN_S``). Under overload actions get this share and
-#: the queue drops the oldest results (counted); the broker keeps the other four fifths.
-CPU_SHARE = 0.2
+#: the queue drops the oldest results (counted); the broker keeps the other nine tenths.
+CPU_SHARE = 0.1
 MIN_TURN_S = 0.0002
 MAX_TURN_S = 0.02
 #: Results the worker acts on between two readings of the clock.
