@@ -60,7 +60,7 @@ async def _settle(f: Forwarder) -> None:
         await asyncio.sleep(0.001)
         queue = f.queue
         busy = queue.pending or queue.pending_deletes or f.reading or f._pump_scheduled
-        busy = busy or queue._flush_scheduled or not queue._loaded.done()
+        busy = busy or queue._flush_timer is not None or not queue._loaded.done()
         quiet = 0 if busy else quiet + 1
         if quiet >= 3:
             return

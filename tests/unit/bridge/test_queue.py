@@ -294,3 +294,35 @@ def test_the_index_removes_runs_as_one_at_a_time_would() -> None:
             one.nth(10),
         )
     assert len(many.sizes) < 9_000  # the dead prefix was shed
+
+
+def test_one_commit_carries_what_several_loop_turns_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows appended and removed over several loop turns within ``COMMIT_DELAY_S`` go in
+    one transaction, and a barrier is called back only once that commit is done."""
+    monkeypatch.setattr(queue_module, "COMMIT_DELAY_S", 0.5)  # four turns fit, loaded or not
+
+    async def main() -> None:
+        queue = DiskQueue.open(tmp_path / "queue.db", "q")
+        await queue.loaded()
+        items = [queue.append(_route(1))]
+        await _barrier(queue)
+        before = queue.batch
+        answers: list[bool] = []
+        for n in range(2, 6):  # four loop turns, well within the delay on any machine
+            items.append(queue.append(_route(n)))
+            queue.barrier(answers.append)
+            await asyncio.sleep(0)
+        queue.remove(items[0].seq)
+        assert answers == [] and queue.batch == before  # nothing committed yet
+        await _until(lambda: len(answers) == 4)
+        assert answers == [True] * 4
+        assert queue.batch == before + 1  # one commit for the four turns and the delete
+        assert queue.committed == items[-1].seq and queue.pending_deletes == 0
+        queue.close()
+
+    asyncio.run(main())
+    conn = sqlite3.connect(tmp_path / "queue.db")
+    assert [row[0] for row in conn.execute("SELECT seq FROM queue ORDER BY seq")] == [2, 3, 4, 5]
+    conn.close()
