@@ -19,10 +19,11 @@ after the first row asked for one: the rows appended and the rows removed meanwh
 over as many loop turns, go in one transaction, then its barriers are called back, so
 the local PUBACKs go out after the commit that made their messages durable. Waiting
 the millisecond rather than committing every loop turn makes one commit carry several
-turns' rows: 13-16 µs of CPU per forwarded message instead of 20-23 on the quiet
-machine (docs/bridges.md, "Performance"), for at most 1 ms more before a PUBACK. A commit writes the WAL and does not sync it (WAL mode,
-``synchronous=NORMAL``), a few tens of µs; handing the statements to a thread cost
-more than running them (the hand-over, the wake-ups, the interpreter lock).
+turns' rows: 12-14 µs of CPU per forwarded message instead of 19-23 on the quiet
+machine (docs/bridges.md, "Performance"), for at most 1 ms more before a PUBACK. A
+commit writes the WAL and does not sync it (WAL mode, ``synchronous=NORMAL``), a few
+tens of µs; handing the statements to a thread cost more than running them (the
+hand-over, the wake-ups, the interpreter lock).
 
 **Durability.** A committed row is in the WAL file, in the operating system's page
 cache: it survives ``kill -9`` of the gateway, or any crash of the process (the
