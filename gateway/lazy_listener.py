@@ -18,29 +18,20 @@ import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from broker_core.listeners.binding import addresses, bind_listening
+
 __all__ = ["FirstConnection", "LazyServer", "listening_socket"]
 
 log = logging.getLogger(__name__)
 
 
 async def listening_socket(host: str, port: int, backlog: int) -> socket.socket:
-    """A listening, non-blocking TCP socket on ``host:port`` (port 0: any free one);
-    ``OSError`` when it cannot be bound."""
-    loop = asyncio.get_running_loop()
-    infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    """A listening, non-blocking TCP socket on the first address of ``host:port`` (port
+    0: any free one); ``OSError`` when it cannot be bound."""
+    infos = await addresses(host, port)
     if not infos:  # pragma: no cover - getaddrinfo raises instead
         raise OSError(errno.EADDRNOTAVAIL, f"no address for {host}")
-    family, kind, proto, _, address = infos[0]
-    sock = socket.socket(family, kind, proto)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-        sock.listen(backlog)
-        sock.setblocking(False)
-    except OSError:
-        sock.close()
-        raise
-    return sock
+    return bind_listening(infos[0], backlog)
 
 
 class FirstConnection:

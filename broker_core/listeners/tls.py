@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Literal
 
 from broker_core.errors import ConfigError
+from broker_core.listeners.binding import listening_sockets
 from broker_core.listeners.certificates import certificate_identity
 from broker_core.listeners.connection import MqttConnection, Server
 from broker_core.listeners.settings import ListenerSettings
@@ -279,34 +280,6 @@ class TlsListener:
         await asyncio.gather(*self._handshakes, return_exceptions=True)
 
 
-async def _bind(host: str, port: int, backlog: int) -> list[socket.socket]:
-    """Listening sockets for ``host`` (every address it resolves to) and ``port``, as
-    ``loop.create_server`` binds them."""
-    loop = asyncio.get_running_loop()
-    infos = await loop.getaddrinfo(
-        host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-    )
-    sockets: list[socket.socket] = []
-    try:
-        for family, kind, proto, _, address in dict.fromkeys(infos):
-            if sockets and port == 0:  # every address on the port the first one got
-                address = (address[0], sockets[0].getsockname()[1], *address[2:])
-            sock = socket.socket(family, kind, proto)
-            sockets.append(sock)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if family == socket.AF_INET6:
-                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # accepted ones inherit it
-            sock.bind(address)
-            sock.listen(backlog)
-            sock.setblocking(False)
-    except OSError:
-        for sock in sockets:
-            sock.close()
-        raise
-    return sockets
-
-
 async def start_tls(
     broker: Server,
     host: str,
@@ -316,8 +289,9 @@ async def start_tls(
     backlog: int = 1024,
 ) -> TlsListener:
     """Binds a TLS listener whose connections are ``MqttConnection``s, like tcp."""
-    sockets = await _bind(host, port, backlog)
+    sockets = await listening_sockets(host, port, backlog)
     listener = TlsListener(broker, settings, context, sockets, asyncio.get_running_loop())
     for sock in sockets:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # accepted ones inherit it
         log.info("listener %s (TLS) bound to %s", settings.name, sock.getsockname()[:2])
     return listener
