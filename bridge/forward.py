@@ -280,6 +280,8 @@ class Forwarder:
             # (``_committed`` pumps then), unless they were not queued any more.
             if self.queue.remove_many(seqs) < len(seqs):
                 self._schedule_pump()
+            else:
+                self._hurry()
 
     def pubrec(self, mid: int, code: int) -> None:
         item = self.inflight.get(mid)
@@ -312,7 +314,16 @@ class Forwarder:
         else:
             self.acked += 1
         self.queue.remove(item.seq)
+        self._hurry()
         self._schedule_pump()
+
+    def _hurry(self) -> None:
+        """Half the window waits on deletes and more is ready to go: commit them this
+        loop turn rather than within ``COMMIT_DELAY_S``, so that the window never
+        stalls on the timer (the deletes still wait for the commit: after a crash at
+        most the window is sent again)."""
+        if self.ready and 2 * self.queue.pending_deletes >= self.window:
+            self.queue.commit_now()
 
     # -- sending -------------------------------------------------------------------------
 

@@ -371,6 +371,11 @@ class DiskQueue:
             self._schedule(COMMIT_DELAY_S)
         return len(gone)
 
+    def commit_now(self) -> None:
+        """Commits what was asked now rather than within ``COMMIT_DELAY_S`` (when the
+        thread gives the connection back, if it has it): the caller waits on it."""
+        self._flush()
+
     def read(self, first: int, limit: int, callback: _ReadCallback) -> None:
         """Loads up to ``limit`` rows with ``seq >= first``, in order, after every write
         asked before; ``callback(items, last_seq_read)`` on the loop (rows removed
