@@ -19,7 +19,9 @@ Where a queued message is, in the order of the queue (``seq``)::
 - ``inflight`` holds at most the window: ``max_inflight``, and at most the remote's
   Receive Maximum. A message acknowledged by the remote keeps its place in the window
   until its row's delete is committed, so that after a crash at most the window is on
-  disk and sent before. Its Packet Identifier follows from the sequence number
+  disk and sent before. Deletes wait for the queue's next commit (``COMMIT_DELAY_S``)
+  unless half the window waits on them: then they are committed at once, so the
+  window does not stall on the timer. Its Packet Identifier follows from the sequence number
   (``seq % 65000 + 1``), so a message keeps its identifier across reconnects and
   restarts; Packet Identifiers above 65000 are left for SUBSCRIBE.
 - The remote's PUBACK (QoS 1) or PUBCOMP (QoS 2) deletes the row; a PUBACK or PUBREC

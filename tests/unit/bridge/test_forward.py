@@ -110,6 +110,30 @@ def test_the_window_packet_ids_and_acknowledgements(tmp_path: Path) -> None:
     _run(tmp_path, _config(), body)
 
 
+def test_half_a_window_of_deletes_is_committed_at_once(tmp_path: Path) -> None:
+    """An acknowledged message keeps its place in the window until its delete is
+    committed; once half the window waits on deletes they are committed at once, not
+    within COMMIT_DELAY_S, and the freed places are filled in the next loop pass."""
+
+    async def body(f: Forwarder) -> None:
+        for n in range(1, 11):
+            f.offer(_ctx(n))
+        wire = FakeWire()
+        f.attach(wire, False, 4, None)
+        await _settle(f)
+        assert _numbers(wire.packets()) == [1, 2, 3, 4]
+        f.pubacks([2])  # a quarter of the window: the delete waits for the timer
+        assert f.queue.pending_deletes == 1
+        f.pubacks([3])  # half: committed now, both
+        assert f.queue.pending_deletes == 0
+        assert f.queue.index.count == 8
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert _numbers(wire.packets()) == [5, 6]
+
+    _run(tmp_path, _config(), body)
+
+
 def test_a_lost_link_sends_what_was_in_flight_again_with_dup_in_order(tmp_path: Path) -> None:
     async def body(f: Forwarder) -> None:
         for n in range(1, 7):
