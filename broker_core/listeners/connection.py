@@ -484,7 +484,14 @@ class MqttConnection(asyncio.Protocol):
             self.broker.counters.bytes_sent += len(data)
             transport.write(data)
         if self.session.closed:
-            if transport.can_write_eof() and self.has_unread_input():
+            # Lingering keeps a reset from discarding what the broker just wrote (a
+            # DISCONNECT, a refusing CONNACK). When it wrote nothing, as after a
+            # client's own DISCONNECT, a plain close (and no ioctl per connection).
+            if (
+                (data or transport.get_write_buffer_size())
+                and transport.can_write_eof()
+                and self.has_unread_input()
+            ):
                 linger(transport, self._loop)  # a reset now could lose what we just wrote
                 self._end()
             else:
