@@ -9,8 +9,9 @@ Writes are batched: a session with new output schedules one flush per event-loop
 turn, so a subscriber receiving many messages in a turn gets one ``write``. The
 transport's high-water mark pauses delivery (the session queues instead, bounded).
 
-A connection the broker closes while the client's input is still unread ends with a
-FIN rather than a reset (``listeners.linger``), so the client reads the DISCONNECT.
+A connection the broker closes with a DISCONNECT or a refusing CONNACK ends with a FIN
+rather than a reset, whatever the client still sends (``listeners.linger``), so the
+client reads what was written last.
 
 Exceptions raised while handling a client's packets map to DISCONNECT reason codes
 through one table (mosquitto's handle__packet); unknown ones are logged with
@@ -484,15 +485,14 @@ class MqttConnection(asyncio.Protocol):
             self.broker.counters.bytes_sent += len(data)
             transport.write(data)
         if self.session.closed:
-            # Lingering keeps a reset from discarding what the broker just wrote (a
-            # DISCONNECT, a refusing CONNACK). When it wrote nothing, as after a
-            # client's own DISCONNECT, a plain close (and no ioctl per connection).
-            if (
-                (data or transport.get_write_buffer_size())
-                and transport.can_write_eof()
-                and self.has_unread_input()
-            ):
-                linger(transport, self._loop)  # a reset now could lose what we just wrote
+            # The broker ends the connection with something written (a DISCONNECT, a
+            # refusing CONNACK): the client may still be sending, and input arriving
+            # at a closed socket is answered with a reset that can discard what was
+            # just written before the client reads it. Lingering sends a FIN instead.
+            # (Whether input waits cannot be known: more may be on its way.) When it
+            # wrote nothing, as after a client's own DISCONNECT, a plain close.
+            if data and transport.can_write_eof():
+                linger(transport, self._loop)
                 self._end()
             else:
                 transport.close()

@@ -1,8 +1,11 @@
-"""Closing a connection whose peer is still sending: a FIN, then its input dropped.
+"""Closing a connection whose peer may still be sending: a FIN, then its input dropped.
 
-Closing a socket with unread input makes the kernel answer with a reset, and a reset
-can discard at the peer what was written last, before the peer read it: the DISCONNECT
-with its reason code, or a refusing CONNACK. ``linger`` takes such a transport over:
+Closing a socket with unread input, or input that arrives after the close, makes the
+kernel answer with a reset, and a reset can discard at the peer what was written last,
+before the peer read it: the DISCONNECT with its reason code, or a refusing CONNACK.
+Whether more input is on its way cannot be known when closing, so the connection
+lingers whenever the broker closes it after writing. ``linger`` takes such a transport
+over:
 it ends the writing side once the write buffer is out (``write_eof``: a FIN after the
 data), reads and drops whatever still arrives, and closes on the peer's EOF or after
 ``LINGER_S``, whichever comes first (nginx's "lingering close" does the same).

@@ -1,0 +1,145 @@
+"""Where a connect's CPU goes: edgebus and mosquitto beside the event loop's floor.
+
+The ``connect`` scenario's load (``bench.connects``: 2 processes, each in a loop: TCP
+connect, CONNECT, CONNACK, DISCONNECT, read until the broker closes) against three
+servers, in interleaved rounds on fresh processes, medians:
+
+- ``edgebus`` (the bench profile of ``bench.brokers``);
+- ``mosquitto`` (the same);
+- ``uvloop floor``: a bare ``asyncio.Protocol`` on uvloop, the loop ``edgebus run``
+  uses, that answers any first read with a fixed CONNACK and closes on the next read
+  (or at once when the first read holds the DISCONNECT too). No MQTT, no session: what
+  the event loop and the kernel cost per connect, the part of edgebus's figure that no
+  change to its Python can remove.
+
+``python -m bench.connect_floor [--rounds N]`` prints the table (docs/performance.md,
+"Connects: the floor").
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from bench.brokers import launch
+from bench.client import mqtt_connect
+from bench.connects import ConnectResult, run_connects
+from bench.frames import encode_disconnect
+
+__all__ = ["run"]
+
+_CONNACK = b"\x20\x02\x00\x00"
+_DISCONNECT = encode_disconnect()
+
+
+class _Floor(asyncio.Protocol):
+    __slots__ = ("answered", "transport")
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+        self.answered = False
+
+    def data_received(self, data: bytes) -> None:
+        transport = self.transport
+        if self.answered or data.endswith(_DISCONNECT):
+            if not self.answered:
+                transport.write(_CONNACK)  # type: ignore[attr-defined]
+            transport.close()
+            return
+        self.answered = True
+        transport.write(_CONNACK)  # type: ignore[attr-defined]
+
+
+async def _serve(port: int) -> None:
+    loop = asyncio.get_running_loop()
+    await loop.create_server(_Floor, "127.0.0.1", port)
+    print("ready", flush=True)
+    await asyncio.Event().wait()
+
+
+@contextmanager
+def _floor_server() -> Iterator[tuple[int, int]]:
+    """The floor server in its own process: (port, pid)."""
+    from bench.brokers import free_port
+
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bench.connect_floor", "--serve", str(port)],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        if process.stdout is None or process.stdout.readline().strip() != b"ready":
+            raise RuntimeError("the floor server did not start")
+        deadline = time.monotonic() + 10
+        while True:  # it answers a CONNECT
+            try:
+                mqtt_connect(port, "probe", 4, timeout_s=5.0).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        yield port, process.pid
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def _once(kind: str, warmup_s: float, duration_s: float) -> ConnectResult:
+    if kind == "uvloop floor":
+        with _floor_server() as (port, pid):
+            return run_connects(port, pid, lambda: None, warmup_s, duration_s)
+    with launch(kind) as broker:
+        return run_connects(broker.port, broker.pid, broker.check_alive, warmup_s, duration_s)
+
+
+def run(rounds: int = 3, warmup_s: float = 1.0, duration_s: float = 5.0) -> list[str]:
+    kinds = ("edgebus", "mosquitto", "uvloop floor")
+    results: dict[str, list[ConnectResult]] = {kind: [] for kind in kinds}
+    for number in range(1, rounds + 1):
+        for kind in kinds:
+            result = _once(kind, warmup_s, duration_s)
+            results[kind].append(result)
+            print(
+                f"round {number} {kind:<13} {result.rate:8,.0f} connects/s, "
+                f"{result.cpu_per_connect_ms:.3f} ms of server CPU per connect",
+                flush=True,
+            )
+    rate = {kind: statistics.median(r.rate for r in results[kind]) for kind in kinds}
+    cpu = {kind: statistics.median(r.cpu_per_connect_ms for r in results[kind]) for kind in kinds}
+    lines = [
+        f"connects, medians of {rounds} rounds   connects/s  / mosquitto   server CPU per connect",
+    ]
+    for kind in kinds:
+        lines.append(
+            f"  {kind:<33}{rate[kind]:>10,.0f}  {rate[kind] / rate['mosquitto']:>10.2f}x"
+            f"   {cpu[kind]:.3f} ms"
+        )
+    lines.append(
+        "  edgebus's own share (edgebus - floor): "
+        f"{(cpu['edgebus'] - cpu['uvloop floor']) * 1000:.0f} µs of CPU per connect"
+    )
+    return lines
+
+
+def _main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve is not None:
+        import uvloop
+
+        uvloop.run(_serve(args.serve))
+        return
+    print("\n".join(run(args.rounds)))
+
+
+if __name__ == "__main__":
+    _main()
