@@ -115,6 +115,12 @@ def _parser() -> argparse.ArgumentParser:
         "--no-stream", action="store_true", help="skip bench/bench_stream.py (the stream log)"
     )
     p.add_argument("--no-rules", action="store_true", help="skip bench/bench_rules.py")
+    p.add_argument(
+        "--no-floor",
+        action="store_true",
+        help="skip bench/connect_floor.py (connects against a bare event loop, about 1 minute;"
+        " only with the connect scenario)",
+    )
     p.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     return p
 
@@ -180,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         ("bench_dds", args.no_dds),
         ("bench_bridge", args.no_bridge),
         ("bench_rules", args.no_rules),
+        ("connect_floor", args.no_floor or "connect" not in args.scenarios),
     ):
         lines = [] if skip else _module_lines(name)
         if lines:
