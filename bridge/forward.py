@@ -20,8 +20,8 @@ Where a queued message is, in the order of the queue (``seq``)::
   Receive Maximum. A message acknowledged by the remote keeps its place in the window
   until its row's delete is committed, so that after a crash at most the window is on
   disk and sent before. Deletes wait for the queue's next commit (``COMMIT_DELAY_S``)
-  unless half the window waits on them: then they are committed at once, so the
-  window does not stall on the timer. Its Packet Identifier follows from the sequence number
+  unless half the window waits on them: then they are committed at once, so the window
+  does not stall on the timer. Its Packet Identifier follows from the sequence number
   (``seq % 65000 + 1``), so a message keeps its identifier across reconnects and
   restarts; Packet Identifiers above 65000 are left for SUBSCRIBE.
 - The remote's PUBACK (QoS 1) or PUBCOMP (QoS 2) deletes the row; a PUBACK or PUBREC
@@ -320,10 +320,10 @@ class Forwarder:
         self._schedule_pump()
 
     def _hurry(self) -> None:
-        """Half the window waits on deletes and more is ready to go: commit them this
-        loop turn rather than within ``COMMIT_DELAY_S``, so that the window never
-        stalls on the timer (the deletes still wait for the commit: after a crash at
-        most the window is sent again)."""
+        """Half the window waits on deletes and more is ready to go: commit them now
+        rather than within ``COMMIT_DELAY_S``, so that the window does not stall on the
+        timer (a place still frees only with its delete's commit: after a crash at most
+        the window is sent again)."""
         if self.ready and 2 * self.queue.pending_deletes >= self.window:
             self.queue.commit_now()
 

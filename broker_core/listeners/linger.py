@@ -5,10 +5,9 @@ kernel answer with a reset, and a reset can discard at the peer what was written
 before the peer read it: the DISCONNECT with its reason code, or a refusing CONNACK.
 Whether more input is on its way cannot be known when closing, so the connection
 lingers whenever the broker closes it after writing. ``linger`` takes such a transport
-over:
-it ends the writing side once the write buffer is out (``write_eof``: a FIN after the
-data), reads and drops whatever still arrives, and closes on the peer's EOF or after
-``LINGER_S``, whichever comes first (nginx's "lingering close" does the same).
+over: it ends the writing side once the write buffer is out (``write_eof``: a FIN after
+the data), reads and drops whatever still arrives, and closes on the peer's EOF or
+after ``LINGER_S``, whichever comes first (nginx's "lingering close" does the same).
 
 Only transports that can half-close linger (plain TCP); TLS and WebSocket transports
 close as before.
