@@ -18,19 +18,13 @@ servers, in interleaved rounds on fresh processes, medians:
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import statistics
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 from bench.brokers import launch
-from bench.client import mqtt_connect
 from bench.connects import ConnectResult, run_connects
 from bench.frames import encode_disconnect
+from bench.servers import main, serving
 
 __all__ = ["run"]
 
@@ -63,38 +57,10 @@ async def _serve(port: int) -> None:
     await asyncio.Event().wait()
 
 
-@contextmanager
-def _floor_server() -> Iterator[tuple[int, int]]:
-    """The floor server in its own process: (port, pid)."""
-    from bench.brokers import free_port
-
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "bench.connect_floor", "--serve", str(port)],
-        stdout=subprocess.PIPE,
-    )
-    try:
-        if process.stdout is None or process.stdout.readline().strip() != b"ready":
-            raise RuntimeError("the floor server did not start")
-        deadline = time.monotonic() + 10
-        while True:  # it answers a CONNECT
-            try:
-                mqtt_connect(port, "probe", 4, timeout_s=5.0).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-        yield port, process.pid
-    finally:
-        process.terminate()
-        process.wait(10)
-
-
 def _once(kind: str, warmup_s: float, duration_s: float) -> ConnectResult:
     if kind == "uvloop floor":
-        with _floor_server() as (port, pid):
-            return run_connects(port, pid, lambda: None, warmup_s, duration_s)
+        with serving("bench.connect_floor") as (port, pids):
+            return run_connects(port, pids[0], lambda: None, warmup_s, duration_s)
     with launch(kind) as broker:
         return run_connects(broker.port, broker.pid, broker.check_alive, warmup_s, duration_s)
 
@@ -128,18 +94,5 @@ def run(rounds: int = 3, warmup_s: float = 1.0, duration_s: float = 5.0) -> list
     return lines
 
 
-def _main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.serve is not None:
-        import uvloop
-
-        uvloop.run(_serve(args.serve))
-        return
-    print("\n".join(run(args.rounds)))
-
-
 if __name__ == "__main__":
-    _main()
+    main(__doc__ or "", run, _serve)

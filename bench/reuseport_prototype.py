@@ -16,26 +16,21 @@ prints the medians; the server CPU is the sum over the workers.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import socket
 import statistics
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 
-from bench.brokers import free_port, launch
-from bench.client import mqtt_connect
+from bench.brokers import launch
 from bench.connects import run_connects
 from bench.procstat import cpu_seconds
+from bench.servers import main, serving
 
 __all__ = ["run"]
 
 
-async def _worker(port: int) -> None:
+async def _serve(port: int) -> None:
     from broker_core.broker import Broker
     from broker_core.listeners.connection import MqttConnection
     from broker_core.listeners.settings import ListenerSettings
@@ -52,38 +47,6 @@ async def _worker(port: int) -> None:
     collect_less()
     print("ready", flush=True)
     await asyncio.Event().wait()
-
-
-@contextmanager
-def _workers(count: int) -> Iterator[tuple[int, list[int]]]:
-    """``count`` worker processes on one port: (port, their pids)."""
-    port = free_port()
-    processes = [
-        subprocess.Popen(
-            [sys.executable, "-m", "bench.reuseport_prototype", "--worker", str(port)],
-            stdout=subprocess.PIPE,
-        )
-        for _ in range(count)
-    ]
-    try:
-        for process in processes:
-            if process.stdout is None or process.stdout.readline().strip() != b"ready":
-                raise RuntimeError("a worker did not start")
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                mqtt_connect(port, "probe", 4, timeout_s=5.0).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-        yield port, [process.pid for process in processes]
-    finally:
-        for process in processes:
-            process.terminate()
-        for process in processes:
-            process.wait(10)
 
 
 @dataclass(frozen=True)
@@ -119,7 +82,7 @@ def run(rounds: int = 3, warmup_s: float = 1.0, duration_s: float = 5.0) -> list
                     )
                 result = _Result(r.rate, r.broker_cpu, r.cpu_per_connect_ms)
             else:
-                with _workers(int(kind[0])) as (port, pids):
+                with serving("bench.reuseport_prototype", int(kind[0])) as (port, pids):
                     result = _measure(port, pids, warmup_s, duration_s)
             results[kind].append(result)
             print(
@@ -136,18 +99,5 @@ def run(rounds: int = 3, warmup_s: float = 1.0, duration_s: float = 5.0) -> list
     return lines
 
 
-def _main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.worker is not None:
-        import uvloop
-
-        uvloop.run(_worker(args.worker))
-        return
-    print("\n".join(run(args.rounds)))
-
-
 if __name__ == "__main__":
-    _main()
+    main(__doc__ or "", run, _serve)

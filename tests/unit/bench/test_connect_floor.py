@@ -6,9 +6,9 @@ from __future__ import annotations
 import socket
 
 from bench.client import mqtt_connect
-from bench.connect_floor import _floor_server
 from bench.connects import run_connects
 from bench.frames import encode_connect, encode_disconnect
+from bench.servers import serving
 from tests.helpers.timeouts import unit
 
 
@@ -21,7 +21,7 @@ def _read_until_closed(sock: socket.socket) -> bytes:
 
 
 def test_the_floor_answers_connect_and_closes_after_disconnect() -> None:
-    with _floor_server() as (port, _pid):
+    with serving("bench.connect_floor") as (port, _pids):
         with mqtt_connect(port, "floor-a", 4, timeout_s=unit(10)) as sock:  # got its CONNACK
             sock.sendall(encode_disconnect())
             assert _read_until_closed(sock) == b""
@@ -31,6 +31,6 @@ def test_the_floor_answers_connect_and_closes_after_disconnect() -> None:
 
 
 def test_the_connect_load_runs_against_the_floor() -> None:
-    with _floor_server() as (port, pid):
-        result = run_connects(port, pid, lambda: None, warmup_s=0.2, duration_s=0.5)
+    with serving("bench.connect_floor") as (port, pids):
+        result = run_connects(port, pids[0], lambda: None, warmup_s=0.2, duration_s=0.5)
     assert result.connects > 0 and result.failures == 0

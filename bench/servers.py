@@ -1,0 +1,74 @@
+"""Servers the connect benches run in processes of their own (``bench.connect_floor``,
+``bench.reuseport_prototype``): ``python -m <module> --serve PORT`` serves on ``PORT``
+and prints ``ready`` once it listens.
+
+``serving(module, count)`` starts ``count`` of them on one free port and waits until
+they answer a CONNECT; ``main(doc, run, serve)`` is such a module's command line: the
+report of ``run(rounds)``, or with ``--serve PORT`` the server ``serve(PORT)`` on uvloop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Coroutine, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from bench.brokers import free_port
+from bench.client import mqtt_connect
+
+__all__ = ["main", "serving"]
+
+_START_TIMEOUT_S = 10.0
+
+
+@contextmanager
+def serving(module: str, count: int = 1) -> Iterator[tuple[int, list[int]]]:
+    """``count`` processes of ``python -m module --serve PORT``: (the port, their pids);
+    stopped on exit."""
+    port = free_port()
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-m", module, "--serve", str(port)], stdout=subprocess.PIPE
+        )
+        for _ in range(count)
+    ]
+    try:
+        for process in processes:
+            if process.stdout is None or process.stdout.readline().strip() != b"ready":
+                raise RuntimeError(f"{module}: a server did not start")
+        deadline = time.monotonic() + _START_TIMEOUT_S
+        while True:  # they answer a CONNECT
+            try:
+                mqtt_connect(port, "probe", 4, timeout_s=5.0).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        yield port, [process.pid for process in processes]
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.wait(10)
+
+
+def main(
+    doc: str,
+    run: Callable[[int], list[str]],
+    serve: Callable[[int], Coroutine[Any, Any, None]],
+) -> None:
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve is not None:
+        import uvloop
+
+        uvloop.run(serve(args.serve))
+        return
+    print("\n".join(run(args.rounds)))
