@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from broker_core.errors import MalformedPacket, ProtocolError, ProtocolViolation
 from broker_core.listeners.certificates import certificate_identity
-from broker_core.listeners.linger import linger
 from broker_core.listeners.settings import ListenerSettings
 from broker_core.mqtt.events import (
     AuthReceived,
@@ -491,8 +490,11 @@ class MqttConnection(asyncio.Protocol):
             # just written before the client reads it. Lingering sends a FIN instead.
             # (Whether input waits cannot be known: more may be on its way.) When it
             # wrote nothing, as after a client's own DISCONNECT, a plain close.
-            if data and transport.can_write_eof():
-                linger(transport, self._loop)
+            if (
+                data
+                and transport.can_write_eof()
+                and self.broker.connections.lingering.linger(transport, self._loop)
+            ):
                 self._end()
             else:
                 transport.close()

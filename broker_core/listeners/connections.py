@@ -14,7 +14,9 @@
   ``connection_rate``); the CONNECT policy (``broker_core.connect``) sends the refusal;
 - the sweep: keep alive and connect timeouts of every connection, every
   ``sweep_interval_s`` (``run``);
-- memory freed by closed connections given back to the system (``broker_core.memory``).
+- memory freed by closed connections given back to the system (``broker_core.memory``);
+- the sockets lingering after the broker closed them, at most ``LINGER_MAX``
+  (``listeners.linger``, limit ``lingering``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Protocol
 
+from broker_core.listeners.linger import Lingering
 from broker_core.listeners.pending import PendingSockets
 from broker_core.memory import TRIM_INTERVAL_S, release_free_memory
 from broker_core.mqtt.reason_codes import ReasonCode
@@ -54,6 +57,8 @@ class Connections:
     def __init__(self, counters: Counters) -> None:
         self.counters = counters
         self.pending: PendingSockets[Unconnected] = PendingSockets()
+        #: Closed sockets dropping their peer's last input (``listeners.linger``).
+        self.lingering = Lingering(counters.hit)
         self._open: set[MqttConnection] = set()
         self._counted: dict[str, int] = {}  # per listener: connections that sent CONNECT
         self._buckets: dict[str, TokenBucket] = {}  # per listener: connection_rate

@@ -47,6 +47,7 @@ LIMITS = (
     "retained_bytes",  # retained message not stored (max_retained_bytes)
     "read_budget",  # a connection's input deferred to the next loop turn (read_budget)
     "login_throttle",  # a login delayed or refused, 0x9F (auth.login_throttle)
+    "lingering",  # a closed socket reset at once: LINGER_MAX linger (listeners.linger)
 )
 
 

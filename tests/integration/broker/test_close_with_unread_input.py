@@ -11,12 +11,14 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import uvloop
 
+from broker_core.listeners import linger
 from tests.helpers import mqtt_builder as mb
 from tests.helpers.gateway import running_gateway
 from tests.helpers.timeouts import unit
@@ -58,3 +60,39 @@ def test_a_malformed_packet_amid_a_stream_gets_its_disconnect(tmp_path: Path, lo
             packet = mb.parse_packet(received, 5)
             assert packet.name == "DISCONNECT"
             assert packet.reason_code == 0x81  # Malformed Packet
+
+
+def _until(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + unit(10)
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within the deadline: {what}")
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize("loop", list(LOOPS))
+def test_lingering_sockets_are_bounded_and_counted(
+    tmp_path: Path, loop: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the bound, a connection the broker closes closes at once (limit ``lingering``);
+    a lingering socket stops counting when its peer closes."""
+    monkeypatch.setattr(linger, "LINGER_S", unit(60))  # the first lingers all along
+    with running_gateway(tmp_path, CONFIG, LOOPS[loop]) as gw:
+        lingering = gw.broker.connections.lingering
+        gw.call(lambda: setattr(lingering, "limit", 1))
+        socks = []
+        for name in ("first", "second"):
+            sock = socket.create_connection(gw.address("tcp"), timeout=unit(10))
+            socks.append(sock)
+            sock.sendall(mb.gen_connect(name, proto_ver=5))
+            assert mb.parse_packet(sock.recv(64), 5).name == "CONNACK"
+            sock.sendall(b"\x36\x02\x00\x00")  # malformed: the broker closes, having written
+        first, second = socks
+        packet = mb.parse_packet(read_until_closed(first), 5)  # FIN after the DISCONNECT
+        assert (packet.name, packet.reason_code) == ("DISCONNECT", 0x81)
+        hits = gw.broker.counters.limit_hits
+        _until(lambda: gw.call(lambda: hits["lingering"]) == 1, "the second closed at once")
+        assert gw.call(lambda: lingering.count) == 1  # the first still lingers
+        first.close()  # its peer is done: it stops lingering
+        _until(lambda: gw.call(lambda: lingering.count) == 0, "the first stopped lingering")
+        second.close()
