@@ -29,7 +29,7 @@ import termios
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol
 
 from broker_core.errors import MalformedPacket, ProtocolError, ProtocolViolation
 from broker_core.listeners.certificates import certificate_identity
@@ -182,7 +182,8 @@ class MqttConnection(asyncio.Protocol):
     def connection_made(self, base: asyncio.BaseTransport) -> None:
         # A stream transport: asyncio's, uvloop's or the WebSocket one. uvloop's are not
         # subclasses of asyncio.Transport, so no isinstance check: they have its methods.
-        self.transport = transport = cast(asyncio.Transport, base)
+        transport: asyncio.Transport = base  # type: ignore[assignment]
+        self.transport = transport
         peer = transport.get_extra_info("peername")
         peer_text = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else None
         broker = self.broker
@@ -303,6 +304,8 @@ class MqttConnection(asyncio.Protocol):
         self._flush()
 
     def _process(self, now: float) -> None:
+        """Hands the session's events to the broker; the caller flushes (and so closes
+        a session that closed)."""
         session = self.session
         events = session.events()
         while events:
@@ -320,8 +323,6 @@ class MqttConnection(asyncio.Protocol):
                     self._fail(exc)
                     return
             events = session.events()
-        if session.closed and self._held is None:
-            self._flush()  # closes the transport; held events first (_release_held)
 
     def _defer_input(self) -> None:
         """Over the read budget: the rest of what arrived waits for the next loop turn,
@@ -345,6 +346,8 @@ class MqttConnection(asyncio.Protocol):
                 b"" if session.input_pending or not backlog else backlog.popleft(), now
             )
             self._process(now)
+            if session.closed and self._held is None:
+                self._flush()  # closes the transport; held events first (_release_held)
             if session.input_pending or backlog:
                 self._defer_input()
                 return
@@ -381,10 +384,9 @@ class MqttConnection(asyncio.Protocol):
             self._input_done()
 
     def _dispatch(self, event: Event, now: float) -> None:
-        kind = type(event)
         session = self.session
-        if kind is PublishReceived:
-            self.broker.on_publish(session, cast(PublishReceived, event), now)
+        if type(event) is PublishReceived:
+            self.broker.on_publish(session, event, now)
             bucket = self._publish_bucket
             if bucket is not None:
                 wait_s = bucket.take(now)
@@ -394,19 +396,17 @@ class MqttConnection(asyncio.Protocol):
                     self._held = deque()
                     self._pause(_RATE)
                     self._loop.call_later(wait_s, self._release_held)
-        elif kind is SubscribeRequested:
-            self.broker.on_subscribe(session, cast(SubscribeRequested, event).subscribe, now)
-        elif kind is UnsubscribeRequested:
-            self.broker.on_unsubscribe(session, cast(UnsubscribeRequested, event).unsubscribe, now)
-        elif kind is ConnectRequested:
-            self._connect(cast(ConnectRequested, event), now)
-        elif kind is DisconnectReceived or kind is ConnectionClosing:
+        elif type(event) is SubscribeRequested:
+            self.broker.on_subscribe(session, event.subscribe, now)
+        elif type(event) is UnsubscribeRequested:
+            self.broker.on_unsubscribe(session, event.unsubscribe, now)
+        elif type(event) is ConnectRequested:
+            self._connect(event, now)
+        elif type(event) is DisconnectReceived or type(event) is ConnectionClosing:
             if log.isEnabledFor(logging.DEBUG):
                 log.debug("connection %s closing: %s", session.peer, event)
-        elif kind is AuthReceived:
-            self.broker.on_auth(
-                session, cast(AuthReceived, event).auth, self.listener, self.certificate_identity
-            )
+        elif type(event) is AuthReceived:
+            self.broker.on_auth(session, event.auth, self.listener, self.certificate_identity)
 
     def _connect(self, event: ConnectRequested, now: float) -> None:
         """The broker decides on the CONNECT, here and now unless authentication has

@@ -295,15 +295,27 @@ def _publish(
     return new_publish(topic, buf[pos:end], qos, bool(flags & 1), dup, packet_id, props, raw)
 
 
+# The protocol name and level of an MQTT 3.1.1 or 5.0 CONNECT, as they are on the wire.
+_MQTT_NAME_LEVELS = {b"\x00\x04MQTT\x04": 4, b"\x00\x04MQTT\x05": 5}
+
+
 def _connect(dec: Decoder, buf: bytes, pos: int, end: int) -> Connect:
-    name, pos = wire.read_utf8(buf, pos, end)
-    level, pos = wire.read_u8(buf, pos, end)
-    if name not in ("MQTT", "MQIsdp"):
-        raise ProtocolViolation(f"unknown protocol name {name!r}")  # [MQTT-3.1.2-1]
-    if (name, level) not in (("MQTT", 4), ("MQTT", 5), ("MQIsdp", 3)):
-        raise UnsupportedProtocolVersion(f"unsupported protocol {name!r} level {level}")
+    level = _MQTT_NAME_LEVELS.get(buf[pos : pos + 7]) if pos + 10 <= end else None
+    keep_alive: int | None = None
+    if level is not None:  # the common case, read at once: name, level, flags, keep alive
+        name = "MQTT"
+        flags = buf[pos + 7]
+        keep_alive = (buf[pos + 8] << 8) | buf[pos + 9]
+        pos += 10
+    else:
+        name, pos = wire.read_utf8(buf, pos, end)
+        level, pos = wire.read_u8(buf, pos, end)
+        if name not in ("MQTT", "MQIsdp"):
+            raise ProtocolViolation(f"unknown protocol name {name!r}")  # [MQTT-3.1.2-1]
+        if (name, level) not in (("MQTT", 4), ("MQTT", 5), ("MQIsdp", 3)):
+            raise UnsupportedProtocolVersion(f"unsupported protocol {name!r} level {level}")
+        flags, pos = wire.read_u8(buf, pos, end)
     dec.protocol_level = level
-    flags, pos = wire.read_u8(buf, pos, end)
     if flags & 0x01:
         raise MalformedPacket("CONNECT reserved flag is set")  # [MQTT-3.1.2-3]
     clean_start = bool(flags & 0x02)
@@ -318,7 +330,8 @@ def _connect(dec: Decoder, buf: bytes, pos: int, end: int) -> Connect:
         raise MalformedPacket("will QoS or retain set without a will")  # [MQTT-3.1.2-11, -13, -15]
     if level < 5 and has_password and not has_username:
         raise ProtocolViolation("password without user name")  # [MQTT-3.1.2-22]
-    keep_alive, pos = wire.read_u16(buf, pos, end)
+    if keep_alive is None:
+        keep_alive, pos = wire.read_u16(buf, pos, end)
     props = EMPTY
     if level == 5:
         props, pos = decode_properties(buf, pos, end, PacketKind.CONNECT, dec.property_limits)
@@ -503,7 +516,14 @@ def _reason_and_properties(
     return code, props
 
 
+# A DISCONNECT with nothing after its fixed header (reason 0x00, no properties: every
+# pre-5 DISCONNECT and most MQTT 5 ones), one for all: each connection ends with one.
+_DISCONNECT_NORMAL = Disconnect()
+
+
 def _disconnect(level: int, buf: bytes, pos: int, end: int, limits: PropertyLimits) -> Disconnect:
+    if pos == end:
+        return _DISCONNECT_NORMAL
     code, props = _reason_and_properties(
         level, buf, pos, end, PacketKind.DISCONNECT, _DISCONNECT_CODES, limits
     )

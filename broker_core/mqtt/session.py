@@ -105,6 +105,10 @@ _LIMITS: dict[int, str] = {
 _CONNACK_ACCEPTED = (b"\x20\x02\x00\x00", b"\x20\x02\x01\x00")
 
 
+# The origin of a connection not accepted yet (``accept`` gives it its own).
+_NOT_CONNECTED = new_origin("mqtt", "", None, None)
+
+
 @functools.lru_cache(maxsize=8)
 def _property_limits(count: int, size: int) -> PropertyLimits:
     """One (frozen) PropertyLimits shared by every session with the same limits."""
@@ -139,6 +143,7 @@ class Session:
         "acks_held",
         "clean_start",
         "close_reason",
+        "closed",
         "conn_state",
         "connect",
         "counters",
@@ -173,6 +178,9 @@ class Session:
             read_budget=limits.read_budget,
         )
         self.conn_state = ConnState.AWAIT_CONNECT
+        #: True from the moment the connection is CLOSED (``conn_state``), read on every
+        #: input and flush: an attribute, not a property.
+        self.closed = False
         self.protocol_level = 4
         self._v5 = False
         self.peer = peer
@@ -184,7 +192,7 @@ class Session:
         self.connect: Connect | None = None
         self.clean_start = False  # the CONNECT's clean session / clean start flag
         self._v5_expiry_asked = False  # an MQTT 5 CONNECT asked for a session expiry
-        self.origin = new_origin("mqtt", "", peer, None)
+        self.origin = _NOT_CONNECTED  # until accept(): nothing reads it before
         self.keep_alive = 0
         self.will: Will | None = None
         self.close_reason: int | None = None
@@ -203,10 +211,6 @@ class Session:
         self._last_rx = now
 
     # -- driver interface -------------------------------------------------------------
-
-    @property
-    def closed(self) -> bool:
-        return self.conn_state is ConnState.CLOSED
 
     def receive_data(self, data: bytes, now: float) -> None:
         conn_state = self.conn_state
@@ -634,6 +638,7 @@ class Session:
     def _enter_closed(self) -> None:
         """CLOSED: the state stops sending through this connection's flow."""
         self.conn_state = ConnState.CLOSED
+        self.closed = True
         state = self.state
         if state is not None and state.sending is self.outgoing:
             state.sending = None
