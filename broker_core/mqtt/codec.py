@@ -105,10 +105,10 @@ class Decoder:
 
     __slots__ = (
         "_chunks",
-        "_error",
         "_have",
         "_need",
         "_pending",
+        "error",
         "input_pending",
         "max_packet_size",
         "property_limits",
@@ -134,21 +134,17 @@ class Decoder:
         self._chunks: list[bytes] = _NO_CHUNKS  # a list only while a large packet arrives
         self._have = 0
         self._need = 0
-        self._error: ProtocolError | None = None
+        #: The error that stopped this decoder, if any.
+        self.error: ProtocolError | None = None
 
     @property
     def buffered(self) -> int:
         """Bytes held back waiting for the rest of their packet."""
         return len(self._pending) + self._have
 
-    @property
-    def error(self) -> ProtocolError | None:
-        """The error that stopped this decoder, if any."""
-        return self._error
-
     def feed(self, data: bytes) -> list[Packet]:
-        if self._error is not None:
-            raise self._error
+        if self.error is not None:
+            raise self.error
         if self._need:
             # Accumulating one large packet: join once, when it is complete.
             self._chunks.append(bytes(data))
@@ -220,7 +216,7 @@ class Decoder:
                     packets.append(self._decode(b0, buf, pos, i, end))
                 pos = end
         except ProtocolError as exc:
-            self._error = exc
+            self.error = exc
             if packets:
                 return packets
             raise

@@ -120,10 +120,11 @@ class Outgoing:
     # -- commands ---------------------------------------------------------------------------
 
     def start(self, session_present: bool, now: float) -> None:
-        """The connection was accepted: resend what was in flight, then the queue."""
+        """The connection was accepted: resend what was in flight, then the queue (a
+        new session has neither)."""
         if session_present:
             self._resend_inflight(now)
-        self.drain(now)
+            self.drain(now)
 
     def set_writable(self, writable: bool, now: float) -> None:
         """The transport crossed its write high-water mark (False) or drained (True)."""
