@@ -10,7 +10,10 @@ servers, in interleaved rounds on fresh processes, medians:
   uses, that answers any first read with a fixed CONNACK and closes on the next read
   (or at once when the first read holds the DISCONNECT too). No MQTT, no session: what
   the event loop and the kernel cost per connect, the part of edgebus's figure that no
-  change to its Python can remove.
+  change to its Python can remove;
+- ``lean Python``: ``bench.connect_lean``, one protocol class that parses the CONNECT,
+  keeps a table of connected client identifiers, answers and closes, and nothing else:
+  what the least Python an MQTT connect needs adds to the floor.
 
 ``python -m bench.connect_floor [--rounds N]`` prints the table (docs/performance.md,
 "Connects: the floor").
@@ -57,16 +60,20 @@ async def _serve(port: int) -> None:
     await asyncio.Event().wait()
 
 
+# The servers in processes of their own (``bench.servers``), by the name they report.
+_SERVERS = {"uvloop floor": "bench.connect_floor", "lean Python": "bench.connect_lean"}
+
+
 def _once(kind: str, warmup_s: float, duration_s: float) -> ConnectResult:
-    if kind == "uvloop floor":
-        with serving("bench.connect_floor") as (port, pids):
+    if kind in _SERVERS:
+        with serving(_SERVERS[kind]) as (port, pids):
             return run_connects(port, pids[0], lambda: None, warmup_s, duration_s)
     with launch(kind) as broker:
         return run_connects(broker.port, broker.pid, broker.check_alive, warmup_s, duration_s)
 
 
 def run(rounds: int = 3, warmup_s: float = 1.0, duration_s: float = 5.0) -> list[str]:
-    kinds = ("edgebus", "mosquitto", "uvloop floor")
+    kinds = ("edgebus", "mosquitto", *_SERVERS)
     results: dict[str, list[ConnectResult]] = {kind: [] for kind in kinds}
     for number in range(1, rounds + 1):
         for kind in kinds:
@@ -89,7 +96,8 @@ def run(rounds: int = 3, warmup_s: float = 1.0, duration_s: float = 5.0) -> list
         )
     lines.append(
         "  edgebus's own share (edgebus - floor): "
-        f"{(cpu['edgebus'] - cpu['uvloop floor']) * 1000:.0f} µs of CPU per connect"
+        f"{(cpu['edgebus'] - cpu['uvloop floor']) * 1000:.0f} µs of CPU per connect; "
+        f"the lean Python's: {(cpu['lean Python'] - cpu['uvloop floor']) * 1000:.0f} µs"
     )
     return lines
 

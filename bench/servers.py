@@ -4,7 +4,8 @@ and prints ``ready`` once it listens.
 
 ``serving(module, count)`` starts ``count`` of them on one free port and waits until
 they answer a CONNECT; ``main(doc, run, serve)`` is such a module's command line: the
-report of ``run(rounds)``, or with ``--serve PORT`` the server ``serve(PORT)`` on uvloop.
+report of ``run(rounds)`` (a module that only serves has none), or with ``--serve PORT``
+the server ``serve(PORT)`` on uvloop.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def serving(module: str, count: int = 1) -> Iterator[tuple[int, list[int]]]:
 
 def main(
     doc: str,
-    run: Callable[[int], list[str]],
+    run: Callable[[int], list[str]] | None,
     serve: Callable[[int], Coroutine[Any, Any, None]],
 ) -> None:
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
@@ -71,4 +72,6 @@ def main(
 
         uvloop.run(serve(args.serve))
         return
+    if run is None:
+        parser.error("this module only serves: --serve PORT")
     print("\n".join(run(args.rounds)))
