@@ -4,6 +4,8 @@
       - type: tcp
         bind: 127.0.0.1:<free port>
     data_dir: <tmp>/edgebus-data
+    api:
+      bind: 127.0.0.1:0    # not the default 8081, which may be taken
 
 serves mosquitto_pub / mosquitto_sub and exits with status 0 soon after SIGTERM or SIGINT.
 """

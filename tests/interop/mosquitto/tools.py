@@ -215,7 +215,9 @@ def edgebus_command() -> list[str]:
 class EdgebusProcess:
     """``edgebus run -c FILE`` with the minimal configuration on a free loopback port,
     plus ``extra_config`` (YAML of other sections); ``command`` replaces the ``edgebus``
-    of this environment (an installed wheel's, say)."""
+    of this environment (an installed wheel's, say). The HTTP API, on by default, takes
+    an ephemeral port unless ``extra_config`` has an ``api:`` section: its default
+    8081 may be taken on the machine (another gateway, another run of the suite)."""
 
     def __init__(
         self, workdir: Path, extra_config: str = "", command: Sequence[str] | None = None
@@ -228,7 +230,9 @@ class EdgebusProcess:
             "listeners:\n"
             "  - type: tcp\n"
             f"    bind: {LOOPBACK}:{self.port}\n"
-            f"data_dir: {workdir / 'edgebus-data'}\n" + extra_config
+            f"data_dir: {workdir / 'edgebus-data'}\n"
+            + ("" if _has_api(extra_config) else f"api:\n  bind: {LOOPBACK}:0\n")
+            + extra_config
         )
         self.process: subprocess.Popen[bytes] | None = None
         self.stderr_path = workdir / "edgebus.stderr.log"
@@ -291,3 +295,7 @@ def run_args(version: str, qos: int) -> Sequence[str]:
 
 
 __all__ += ["run_args"]
+
+
+def _has_api(extra_config: str) -> bool:
+    return any(line.startswith("api:") for line in extra_config.splitlines())
