@@ -21,7 +21,9 @@ stall count against ``max_pending_connections`` like sockets that never send CON
 and the oldest of them is closed to make room (its handshake task is cancelled, which
 closes the socket, in asyncio's loop and in uvloop's). The handshake itself is the
 loop's (``loop.connect_accepted_socket`` with the context), limited to
-``HANDSHAKE_TIMEOUT_S``.
+``HANDSHAKE_TIMEOUT_S``. Its connections are ``MqttConnection``s; a ``wss`` listener
+serves its ``WebSocketConnection``s the same way (``protocol_factory``): any
+``TlsProtocol`` whose ``connection_made`` calls ``handshake_done``.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import errno
 import logging
 import socket
 import ssl
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -38,12 +41,15 @@ from broker_core.errors import ConfigError
 from broker_core.listeners.binding import listening_sockets
 from broker_core.listeners.certificates import certificate_identity
 from broker_core.listeners.connection import MqttConnection, Server
+from broker_core.listeners.connections import Connections
 from broker_core.listeners.settings import ListenerSettings
 
 __all__ = [
     "HANDSHAKE_TIMEOUT_S",
     "TlsListener",
+    "TlsProtocol",
     "certificate_identity",
+    "handshake_done",
     "server_ssl_context",
     "start_tls",
     "tls_problems",
@@ -180,18 +186,33 @@ class _Handshake:
         self.task.cancel()  # closes the socket
 
 
-class _TlsConnection(MqttConnection):
-    """The connection of a TLS listener: its handshake stops being pending as the
-    connection starts to be."""
+class TlsProtocol(asyncio.Protocol):
+    """A connection of a ``TlsListener``: pending as its handshake (``handshake``, set by
+    the listener) until its ``connection_made`` calls ``handshake_done``. A subclass
+    names ``handshake`` in its ``__slots__``."""
 
-    __slots__ = ("handshake",)
+    __slots__ = ()  # no room here: MqttConnection has slots of its own
     handshake: _Handshake | None  # under way: pending as this, until connection_made
 
+
+def handshake_done(
+    connection: TlsProtocol, connections: Connections, listener: ListenerSettings
+) -> None:
+    """``connection``'s handshake is done: it stops being pending as the handshake (the
+    connection takes its place, from its ``connection_made``)."""
+    handshake = connection.handshake
+    if handshake is not None:
+        connection.handshake = None  # type: ignore[misc]  # a subclass's slot
+        connections.handshake_ended(listener, handshake)
+
+
+class _TlsConnection(MqttConnection, TlsProtocol):
+    """The MQTT connection of a TLS listener."""
+
+    __slots__ = ("handshake",)
+
     def connection_made(self, base: asyncio.BaseTransport) -> None:
-        handshake = self.handshake
-        if handshake is not None:
-            self.handshake = None
-            self.broker.connections.handshake_ended(self.listener, handshake)
+        handshake_done(self, self.broker.connections, self.listener)
         super().connection_made(base)
 
 
@@ -206,8 +227,14 @@ class TlsListener:
         context: ssl.SSLContext,
         sockets: list[socket.socket],
         loop: asyncio.AbstractEventLoop,
+        protocol_factory: Callable[[], TlsProtocol] | None = None,
     ) -> None:
+        """``protocol_factory``: each accepted socket's connection (default: an
+        ``MqttConnection``)."""
         self.broker = broker
+        self._protocol_factory = protocol_factory or (
+            lambda: _TlsConnection(broker, settings, loop)
+        )
         self.settings = settings
         self.context = context
         self.sockets = sockets
@@ -243,7 +270,7 @@ class TlsListener:
             self._handshake(sock)
 
     def _handshake(self, sock: socket.socket) -> None:
-        connection = _TlsConnection(self.broker, self.settings, self._loop)
+        connection = self._protocol_factory()
         task: asyncio.Task[object] = self._loop.create_task(
             self._loop.connect_accepted_socket(
                 lambda: connection,
@@ -252,18 +279,15 @@ class TlsListener:
                 ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S,
             )
         )
-        handshake = connection.handshake = _Handshake(task)
+        handshake = connection.handshake = _Handshake(task)  # type: ignore[misc]
         self._handshakes.add(task)
-        task.add_done_callback(lambda done: self._handshake_done(done, connection, handshake))
+        task.add_done_callback(lambda done: self._handshake_done(done, connection))
         self.broker.connections.handshake_started(self.settings, handshake)
 
-    def _handshake_done(
-        self, task: asyncio.Task[object], connection: _TlsConnection, handshake: _Handshake
-    ) -> None:
+    def _handshake_done(self, task: asyncio.Task[object], connection: TlsProtocol) -> None:
         self._handshakes.discard(task)
-        if connection.handshake is not None:  # not done: failed, timed out or evicted
-            connection.handshake = None
-            self.broker.connections.handshake_ended(self.settings, handshake)
+        # Still pending as the handshake when it failed, timed out or was evicted.
+        handshake_done(connection, self.broker.connections, self.settings)
         if not task.cancelled() and task.exception() is not None:
             log.debug("listener %s: TLS handshake failed: %s", self.settings.name, task.exception())
 

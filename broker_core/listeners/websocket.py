@@ -1,23 +1,27 @@
 """WebSocket listener (``ws``, and ``wss`` with an ``SSLContext``): MQTT over WebSocket.
 
-The ``websockets`` library (asyncio implementation) does the HTTP upgrade and the
-framing; the MQTT session stays the same ``MqttConnection`` as on tcp. ``WebSocketTransport``
-makes one WebSocket connection look like an asyncio transport to it:
+The ``websockets`` library's Sans-I/O protocol (``ServerProtocol``) does the HTTP
+upgrade and the framing; the I/O is ours, and the MQTT session stays the same
+``MqttConnection`` as on tcp:
 
-- ``write(bytes)`` sends one binary message, synchronously, the way websockets'
-  ``broadcast()`` does (``protocol.send_binary`` then ``send_data``): no task and no
-  await per message.
-- Flow control is the TCP (or TLS) transport's: its write buffer limits are the broker's
-  ``write_high_water``, and ``MqttServerConnection`` (the websockets connection class,
-  through ``serve(create_connection=...)``) forwards ``pause_writing`` /
-  ``resume_writing`` to the ``MqttConnection``, which then queues instead of writing.
-- Each binary message received is fed to ``MqttConnection.data_received``; the session's
-  decoder keeps partial packets, so a packet may span messages and a message may hold
-  several packets. A fragmented message arrives reassembled (up to ``max_size``).
-  ``pause_reading`` (publish rate, a busy store) stops that receive loop until
-  ``resume_reading``; websockets' receive queue then stops reading the socket.
+- ``WebSocketConnection`` is the asyncio protocol of one TCP (or TLS) connection. It
+  feeds what arrives to the ``ServerProtocol``, answers the upgrade and, once upgraded,
+  hands the payload of each binary frame to its ``MqttConnection`` as it arrives: the
+  session's decoder keeps partial packets, so a packet may span frames and messages and
+  a message may hold several packets. Pings are answered, close frames echoed.
+- ``WebSocketTransport`` is what the ``MqttConnection`` sees as its transport: a
+  ``write(bytes)`` sends one binary message; flow control is the TCP (or TLS)
+  transport's (its write buffer limits are the broker's ``write_high_water``; its
+  ``pause_writing`` / ``resume_writing`` reach the ``MqttConnection``), and
+  ``pause_reading`` pauses the TCP transport itself.
 - ``close()`` sends a close frame (1000) and aborts the TCP connection if the client has
   not answered within ``CLOSE_TIMEOUT_S``.
+
+Every socket is pending (``Connections.handshake_started``) from its accept until its
+upgrade is done, like a socket that has not sent CONNECT: sockets that stall count
+against ``max_pending_connections`` and the oldest is closed to make room. On ``wss``
+the TLS handshake comes first, accepted by ``TlsListener`` as on a ``tls`` listener, so
+stalled TLS handshakes are bounded the same way; the upgrade then takes its place.
 
 Handshake rules (MQTT 5.0 section 6, MQTT 3.1.1 section 6):
 
@@ -28,8 +32,10 @@ Handshake rules (MQTT 5.0 section 6, MQTT 3.1.1 section 6):
   ``Sec-WebSocket-Protocol`` response header (as NanoMQ and EMQX do): RFC 6455 lets the
   server select none and the client decide; such clients still speak MQTT.
 - No compression (MQTT payloads are often already compressed and permessage-deflate
-  costs memory per connection); websockets' own pings are off (MQTT has keep alive;
-  the server still answers the client's pings).
+  costs memory per connection); the server sends no pings of its own (MQTT has keep
+  alive) and answers the client's.
+- The upgrade must be done within ``OPEN_TIMEOUT_S`` of the accept (of the TLS
+  handshake's end on ``wss``), else the socket is closed.
 - A text message is not MQTT [MQTT-6.0.0-1]: the connection is closed with 1003
   (unsupported data).
 - ``max_size``, the largest message, is the broker's maximum packet size plus
@@ -48,23 +54,24 @@ import ssl
 from collections.abc import Sequence
 from typing import Any
 
-from websockets.asyncio.server import Server, ServerConnection, serve
-from websockets.exceptions import ConnectionClosed
-from websockets.frames import CloseCode
-from websockets.http11 import Request, Response
+from websockets.frames import CloseCode, Frame, Opcode
+from websockets.http11 import Request
 from websockets.protocol import State
+from websockets.server import ServerProtocol
 from websockets.typing import Subprotocol
 
 from broker_core.listeners.connection import MqttConnection
 from broker_core.listeners.connection import Server as MqttServer
-from broker_core.listeners.connections import Connections
 from broker_core.listeners.settings import ListenerSettings
+from broker_core.listeners.tls import TlsListener, TlsProtocol, handshake_done
 
 __all__ = [
     "CLOSE_TIMEOUT_S",
     "MESSAGE_SLACK",
+    "OPEN_TIMEOUT_S",
     "SUBPROTOCOLS",
-    "MqttServerConnection",
+    "WebSocketConnection",
+    "WebSocketListener",
     "WebSocketTransport",
     "start_websocket",
 ]
@@ -75,162 +82,317 @@ log = logging.getLogger(__name__)
 SUBPROTOCOLS: tuple[Subprotocol, ...] = (Subprotocol("mqtt"), Subprotocol("mqttv3.1"))
 #: Bytes a WebSocket message may exceed the broker's maximum packet size by.
 MESSAGE_SLACK = 64 * 1024
-#: Seconds for the HTTP upgrade (and TLS handshake), and for the closing handshake.
+#: Seconds for the HTTP upgrade, and for the closing handshake.
 OPEN_TIMEOUT_S = 10.0
 CLOSE_TIMEOUT_S = 1.0
 
 
-class MqttServerConnection(ServerConnection):
-    """websockets' server connection, telling its ``WebSocketTransport`` about flow
-    control and about the end of the TCP connection.
-
-    Until its upgrade is done it is pending (``Connections.handshake_started``) like a
-    socket that has not sent CONNECT: sockets that stall in the HTTP upgrade count
-    against ``max_pending_connections``, and the oldest is closed to make room. Each
-    listener serves a subclass that names its ``listener`` and ``connections``.
-    """
-
-    adapter: WebSocketTransport | None = None
-    listener: ListenerSettings | None = None
-    connections: Connections | None = None
-    upgrading = False
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        super().connection_made(transport)
-        if self.connections is not None and self.listener is not None:
-            self.upgrading = True
-            self.connections.handshake_started(self.listener, self)
-
-    def upgraded(self) -> None:
-        """The upgrade is done (or failed): no longer pending as an upgrade."""
-        if self.upgrading and self.connections is not None and self.listener is not None:
-            self.upgrading = False
-            self.connections.handshake_ended(self.listener, self)
-
-    def has_unread_input(self) -> bool:
-        return False  # an upgrade under way is as silent as a socket that says nothing
-
-    def evict(self) -> None:
-        self.transport.abort()
-
-    def pause_writing(self) -> None:
-        super().pause_writing()
-        if self.adapter is not None:
-            self.adapter.protocol.pause_writing()
-
-    def resume_writing(self) -> None:
-        super().resume_writing()
-        if self.adapter is not None:
-            self.adapter.protocol.resume_writing()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        super().connection_lost(exc)
-        self.upgraded()
-        if self.adapter is not None:
-            self.adapter.connection_ended()
-
-
-class WebSocketTransport(asyncio.Transport):
-    """One WebSocket connection, seen by ``MqttConnection`` as its transport.
-
-    ``pause_reading`` stops the handler's ``recv()`` loop rather than the socket: no
-    message reaches the session until ``resume_reading``, and websockets' own receive
-    queue (``max_queue`` frames) then pauses the socket, so its bookkeeping stays right.
-    """
-
-    def __init__(self, websocket: MqttServerConnection, protocol: MqttConnection) -> None:
-        super().__init__()
-        self._info: dict[str, Any] = {"websocket": websocket, "subprotocol": websocket.subprotocol}
-        self._websocket = websocket
-        self.protocol = protocol
-        self._closing = False
-        self._abort_handle: asyncio.TimerHandle | None = None
-        self._readable = asyncio.Event()
-        self._readable.set()
-
-    # -- what MqttConnection uses -----------------------------------------------------------
-
-    def write(self, data: bytes | bytearray | memoryview) -> None:
-        websocket = self._websocket
-        if self._closing or websocket.protocol.state is not State.OPEN:
-            return  # the connection is going away; MqttConnection sees connection_lost
-        websocket.protocol.send_binary(data)
-        websocket.send_data()
-
-    def close(self) -> None:
-        if self._closing:
-            return
-        self._closing = True
-        websocket = self._websocket
-        if websocket.protocol.state is State.OPEN:
-            websocket.protocol.send_close(CloseCode.NORMAL_CLOSURE)
-            websocket.send_data()
-        if websocket.protocol.state is not State.CLOSED:
-            self._abort_handle = asyncio.get_running_loop().call_later(
-                CLOSE_TIMEOUT_S, websocket.transport.abort
-            )
-
-    def is_closing(self) -> bool:
-        return (
-            self._closing
-            or self._websocket.protocol.state is not State.OPEN
-            or self._websocket.transport.is_closing()
-        )
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        if name in self._info:
-            return self._info[name]
-        return self._websocket.transport.get_extra_info(name, default)
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        self._websocket.transport.set_write_buffer_limits(high, low)
-
-    def get_write_buffer_size(self) -> int:
-        return self._websocket.transport.get_write_buffer_size()
-
-    def get_write_buffer_limits(self) -> tuple[int, int]:
-        return self._websocket.transport.get_write_buffer_limits()
-
-    def is_reading(self) -> bool:
-        return self._readable.is_set()
-
-    def pause_reading(self) -> None:
-        self._readable.clear()
-
-    def resume_reading(self) -> None:
-        self._readable.set()
-
-    # -- the rest of asyncio.Transport ------------------------------------------------------
-
-    def abort(self) -> None:
-        self._closing = True
-        self._websocket.transport.abort()
-
-    def can_write_eof(self) -> bool:
-        return False
-
-    # -- the handler's side -----------------------------------------------------------------
-
-    async def wait_readable(self) -> None:
-        """Returns once reading is resumed, or the TCP connection is gone."""
-        await self._readable.wait()
-
-    def connection_ended(self) -> None:
-        """The TCP connection is gone: wake a paused reader (its ``recv()`` now raises
-        ``ConnectionClosed``); no abort is due any more."""
-        self._readable.set()
-        if self._abort_handle is not None:
-            self._abort_handle.cancel()
-            self._abort_handle = None
-
-
 def _select_subprotocol(
-    connection: ServerConnection, offered: Sequence[Subprotocol]
+    protocol: ServerProtocol, offered: Sequence[Subprotocol]
 ) -> Subprotocol | None:
     for subprotocol in SUBPROTOCOLS:
         if subprotocol in offered:
             return subprotocol
     return None  # accepted without a subprotocol; see the module docstring
+
+
+class WebSocketListener:
+    """The connections of one ``ws`` or ``wss`` listener and the server accepting them;
+    offers what the gateway uses of an ``asyncio.Server`` (``sockets``, ``close()``,
+    ``wait_closed()``)."""
+
+    def __init__(self, broker: MqttServer, settings: ListenerSettings, path: str) -> None:
+        self.broker = broker
+        self.settings = settings
+        self.path = path
+        self.max_size = broker.limits.max_packet_size + MESSAGE_SLACK
+        self.server: asyncio.Server | TlsListener | None = None
+        self.open: set[WebSocketConnection] = set()  # accepted, not yet lost
+        self._closed = False
+        self._all_lost: asyncio.Event | None = None  # set when ``open`` empties after close
+
+    def connection(self) -> WebSocketConnection:
+        """The protocol of a newly accepted socket."""
+        return WebSocketConnection(self)
+
+    @property
+    def sockets(self) -> tuple[socket.socket, ...]:
+        return () if self.server is None else tuple(self.server.sockets)
+
+    def close(self) -> None:
+        """Stops accepting; sockets still in their upgrade are closed. Upgraded ones end
+        with their sessions (the gateway disconnects them)."""
+        self._closed = True
+        if self.server is not None:
+            self.server.close()
+        for connection in list(self.open):
+            if connection.mqtt is None:
+                connection.abort()
+
+    async def wait_closed(self) -> None:
+        """Returns once every connection is lost (after ``close()``)."""
+        if self.server is not None:
+            await self.server.wait_closed()
+        if self.open:
+            self._all_lost = asyncio.Event()
+            await self._all_lost.wait()
+
+    def lost(self, connection: WebSocketConnection) -> None:
+        self.open.discard(connection)
+        if not self.open and self._all_lost is not None:
+            self._all_lost.set()
+
+
+class WebSocketConnection(TlsProtocol):
+    """One TCP (or TLS) connection of a WebSocket listener: its upgrade, its frames and,
+    once upgraded, its ``MqttConnection``."""
+
+    __slots__ = (
+        "_closing_timer",
+        "_open_timer",
+        "_text",
+        "_write_paused",
+        "handshake",
+        "listener",
+        "mqtt",
+        "transport",
+        "ws",
+    )
+
+    def __init__(self, listener: WebSocketListener) -> None:
+        self.listener = listener
+        self.handshake = None  # wss: the TLS handshake under way (TlsListener)
+        self.transport: asyncio.Transport | None = None
+        self.ws = ServerProtocol(
+            subprotocols=list(SUBPROTOCOLS),
+            select_subprotocol=_select_subprotocol,
+            max_size=listener.max_size,
+        )
+        self.mqtt: MqttConnection | None = None  # once upgraded
+        self._text = False  # the message being received is a text message
+        self._write_paused = False
+        self._open_timer: asyncio.TimerHandle | None = None
+        self._closing_timer: asyncio.TimerHandle | None = None
+
+    # -- the TCP (or TLS) transport's callbacks ---------------------------------------------
+
+    def connection_made(self, base: asyncio.BaseTransport) -> None:
+        listener = self.listener
+        connections = listener.broker.connections
+        handshake_done(self, connections, listener.settings)
+        transport: asyncio.Transport = base  # type: ignore[assignment]
+        self.transport = transport
+        transport.set_write_buffer_limits(high=listener.broker.write_high_water)
+        listener.open.add(self)
+        # Pending until the upgrade is done, like a socket that has not sent CONNECT.
+        connections.handshake_started(listener.settings, self)
+        loop = asyncio.get_running_loop()
+        self._open_timer = loop.call_later(OPEN_TIMEOUT_S, self._open_timed_out)
+
+    def data_received(self, data: bytes) -> None:
+        self.ws.receive_data(data)
+        self._handle_events()
+
+    def eof_received(self) -> bool:
+        self.ws.receive_eof()
+        self._handle_events()
+        return False  # close the transport
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        if self.mqtt is not None:
+            self.mqtt.pause_writing()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        if self.mqtt is not None:
+            self.mqtt.resume_writing()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._upgrade_over()
+        if self._closing_timer is not None:
+            self._closing_timer.cancel()
+            self._closing_timer = None
+        mqtt = self.mqtt
+        if mqtt is not None:
+            self.mqtt = None
+            mqtt.connection_lost(None)
+        self.transport = None
+        self.listener.lost(self)
+
+    # -- what the client sent --------------------------------------------------------------
+
+    def _handle_events(self) -> None:
+        for event in self.ws.events_received():
+            if isinstance(event, Request):
+                self._upgrade(event)
+            elif isinstance(event, Frame):
+                self._frame(event)
+        self.send_pending()
+
+    def _upgrade(self, request: Request) -> None:
+        ws = self.ws
+        if request.path.partition("?")[0] != self.listener.path:
+            response = ws.reject(http.HTTPStatus.NOT_FOUND, "Not Found\n")
+        else:
+            response = ws.accept(request)
+        ws.send_response(response)
+        self._upgrade_over()
+        if ws.state is not State.OPEN:
+            return  # refused: the response goes out, then the close (send_pending)
+        # The MQTT connection is pending in the upgrade's place, until its CONNECT.
+        listener = self.listener
+        mqtt = self.mqtt = MqttConnection(listener.broker, listener.settings)
+        mqtt.connection_made(WebSocketTransport(self))
+        if self._write_paused:  # the peer stopped reading during the upgrade
+            mqtt.pause_writing()
+
+    def _frame(self, frame: Frame) -> None:
+        opcode = frame.opcode
+        if opcode is Opcode.BINARY or (opcode is Opcode.CONT and not self._text):
+            self._text = False
+            if self.mqtt is not None:
+                self.mqtt.data_received(frame.data)  # type: ignore[arg-type]
+        elif opcode is Opcode.TEXT:
+            self._text = True
+            if self.ws.state is State.OPEN:
+                log.info(
+                    "listener %s: text frame from %s, closing [MQTT-6.0.0-1]",
+                    self.listener.settings.name,
+                    None if self.mqtt is None else self.mqtt.session.peer,
+                )
+                self.close(CloseCode.UNSUPPORTED_DATA, "MQTT needs binary frames")
+                self._end_session()
+        # Pings are answered and a close frame echoed by the ServerProtocol itself.
+
+    def _end_session(self) -> None:
+        """The MQTT session is over while the WebSocket closes (a text frame)."""
+        mqtt = self.mqtt
+        if mqtt is not None:
+            self.mqtt = None
+            mqtt.connection_lost(None)
+
+    # -- what goes to the client -----------------------------------------------------------
+
+    def send_pending(self) -> None:
+        """Writes what the ServerProtocol has to send; closes the TCP connection when it
+        says the WebSocket is done with it."""
+        transport = self.transport
+        chunks = self.ws.data_to_send()
+        if transport is None or not chunks:
+            return
+        done = not chunks[-1]  # an empty chunk: end of the TCP connection
+        data = b"".join(chunks)
+        if data and not transport.is_closing():
+            transport.write(data)
+        if done:
+            transport.close()
+
+    def close(self, code: int = CloseCode.NORMAL_CLOSURE, reason: str = "") -> None:
+        """Starts the closing handshake; the TCP connection is aborted if the client has
+        not finished it within ``CLOSE_TIMEOUT_S``."""
+        ws = self.ws
+        if ws.state is State.OPEN:
+            ws.send_close(code, reason)
+            self.send_pending()
+        if self.transport is not None and self._closing_timer is None:
+            loop = asyncio.get_running_loop()
+            self._closing_timer = loop.call_later(CLOSE_TIMEOUT_S, self.abort)
+
+    def abort(self) -> None:
+        if self.transport is not None:
+            self.transport.abort()
+
+    # -- the upgrade's time and place ------------------------------------------------------
+
+    def _upgrade_over(self) -> None:
+        """No longer pending as an upgrade (done, refused, timed out or lost)."""
+        timer = self._open_timer
+        if timer is not None:
+            self._open_timer = None
+            timer.cancel()
+            self.listener.broker.connections.handshake_ended(self.listener.settings, self)
+
+    def _open_timed_out(self) -> None:
+        log.debug("listener %s: upgrade timed out", self.listener.settings.name)
+        self._open_timer = None
+        self.listener.broker.connections.handshake_ended(self.listener.settings, self)
+        self.abort()
+
+    # -- as a pending socket (``Connections``) ---------------------------------------------
+
+    def has_unread_input(self) -> bool:
+        return False  # an upgrade under way is as silent as a socket that says nothing
+
+    def evict(self) -> None:
+        self.abort()
+
+
+class WebSocketTransport(asyncio.Transport):
+    """One WebSocket connection, seen by its ``MqttConnection`` as its transport."""
+
+    def __init__(self, connection: WebSocketConnection) -> None:
+        super().__init__()
+        self._connection = connection
+        self._closing = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        connection = self._connection
+        if self._closing or connection.ws.state is not State.OPEN:
+            return  # the connection is going away; MqttConnection sees connection_lost
+        connection.ws.send_binary(data)
+        connection.send_pending()
+
+    def close(self) -> None:
+        if not self._closing:
+            self._closing = True
+            self._connection.close()
+
+    def abort(self) -> None:
+        self._closing = True
+        self._connection.abort()
+
+    def is_closing(self) -> bool:
+        connection = self._connection
+        transport = connection.transport
+        return (
+            self._closing
+            or connection.ws.state is not State.OPEN
+            or transport is None
+            or transport.is_closing()
+        )
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        if name == "subprotocol":
+            return self._connection.ws.subprotocol
+        transport = self._connection.transport
+        return default if transport is None else transport.get_extra_info(name, default)
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        transport = self._connection.transport
+        if transport is not None:
+            transport.set_write_buffer_limits(high, low)
+
+    def get_write_buffer_size(self) -> int:
+        transport = self._connection.transport
+        return 0 if transport is None else transport.get_write_buffer_size()
+
+    def is_reading(self) -> bool:
+        transport = self._connection.transport
+        return transport is not None and transport.is_reading()
+
+    def pause_reading(self) -> None:
+        transport = self._connection.transport
+        if transport is not None and not transport.is_closing():
+            transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        transport = self._connection.transport
+        if transport is not None and not transport.is_closing():
+            transport.resume_reading()
+
+    def can_write_eof(self) -> bool:
+        return False
 
 
 async def start_websocket(
@@ -242,83 +404,37 @@ async def start_websocket(
     ssl_context: ssl.SSLContext | None = None,
     backlog: int = 1024,
     sock: socket.socket | None = None,
-) -> Server:
+) -> WebSocketListener:
     """Binds a ``ws`` listener (``wss`` with ``ssl_context``) serving MQTT on ``path``;
-    with ``sock``, serves on that listening socket instead (``host`` and ``port`` unused).
+    with ``sock``, serves on that listening socket instead (``host`` and ``port`` unused,
+    the socket set up and logged by the caller)."""
+    loop = asyncio.get_running_loop()
+    listener = WebSocketListener(broker, settings, path)
+    if ssl_context is not None:
+        if sock is not None:
+            sockets = [sock]
+        else:
+            from broker_core.listeners.binding import listening_sockets
 
-    The returned websockets ``Server`` offers what the gateway uses of an
-    ``asyncio.Server``: ``sockets``, ``close()`` and ``wait_closed()``.
-    """
-
-    def process_request(connection: ServerConnection, request: Request) -> Response | None:
-        if request.path.partition("?")[0] != path:
-            return connection.respond(http.HTTPStatus.NOT_FOUND, "Not Found\n")
-        return None
-
-    async def handler(websocket: ServerConnection) -> None:
-        assert isinstance(websocket, MqttServerConnection)
-        websocket.upgraded()  # pending from here as the MQTT connection, until CONNECT
-        connection = MqttConnection(broker, settings)
-        transport = WebSocketTransport(websocket, connection)
-        connection.connection_made(transport)
-        websocket.adapter = transport
-        if websocket.paused:  # the peer stopped reading during the handshake
-            connection.pause_writing()
-        try:
-            while True:
-                if not transport.is_reading():  # the session paused reading (rate, store)
-                    await transport.wait_readable()
-                message = await websocket.recv()
-                if isinstance(message, str):
-                    log.info(
-                        "listener %s: text frame from %s, closing [MQTT-6.0.0-1]",
-                        settings.name,
-                        connection.session.peer,
-                    )
-                    await websocket.close(CloseCode.UNSUPPORTED_DATA, "MQTT needs binary frames")
-                    break
-                connection.data_received(message)
-        except ConnectionClosed:
-            pass  # the end of the message stream, whoever closed
-        finally:
-            websocket.adapter = None
-            transport.connection_ended()
-            connection.connection_lost(None)
-
-    class ListenerConnection(MqttServerConnection):
-        listener = settings
-        connections = broker.connections
-
-    where: dict[str, Any] = (
-        {"sock": sock}
-        if sock is not None
-        else {"host": host, "port": port, "backlog": backlog, "reuse_address": True}
-    )
-    server = await serve(
-        handler,
-        subprotocols=list(SUBPROTOCOLS),
-        select_subprotocol=_select_subprotocol,
-        compression=None,
-        process_request=process_request,
-        open_timeout=OPEN_TIMEOUT_S,
-        ping_interval=None,
-        ping_timeout=None,
-        close_timeout=CLOSE_TIMEOUT_S,
-        max_size=broker.limits.max_packet_size + MESSAGE_SLACK,
-        write_limit=broker.write_high_water,
-        create_connection=ListenerConnection,
-        ssl=ssl_context,
-        **where,
-    )
-    if sock is not None:  # bound, set up and logged by the caller
-        return server
-    for sock in server.sockets:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sockets = await listening_sockets(host, port, backlog)
+        listener.server = TlsListener(
+            broker, settings, ssl_context, sockets, loop, listener.connection
+        )
+    elif sock is not None:
+        listener.server = await loop.create_server(listener.connection, sock=sock)
+    else:
+        listener.server = await loop.create_server(
+            listener.connection, host, port, backlog=backlog, reuse_address=True
+        )
+    if sock is not None:
+        return listener
+    for bound in listener.sockets:
+        bound.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         log.info(
             "listener %s (%s) bound to %s path %s",
             settings.name,
             "WebSocket over TLS" if ssl_context is not None else "WebSocket",
-            sock.getsockname()[:2],
+            bound.getsockname()[:2],
             path,
         )
-    return server
+    return listener

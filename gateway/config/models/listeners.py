@@ -162,7 +162,7 @@ class ListenerConfig(ConfigModel):
         default=256,
         ge=1,
         description="Sockets that have not sent CONNECT yet, at most, apart from"
-        " `max_connections`, counted from their accept (a TLS handshake on `tls`, a"
+        " `max_connections`, counted from their accept (a TLS handshake on `tls`/`wss`, a"
         " WebSocket upgrade on `ws`/`wss` under way included); a new one beyond the bound"
         " closes the oldest silent one, so idle or stalled sockets cannot keep clients out.",
     )

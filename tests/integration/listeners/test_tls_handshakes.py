@@ -1,10 +1,11 @@
 """Sockets in their TLS handshake or WebSocket upgrade count against
 ``max_pending_connections``.
 
-A TLS listener accepts its sockets itself (``listeners.tls.TlsListener``) and a WebSocket
-connection is pending until its upgrade is done (``MqttServerConnection``): a flood of
-sockets that open a TLS connection or an HTTP upgrade and stall is bounded like a flood of
-sockets that never send CONNECT, and a real client still gets in.
+A TLS listener accepts its sockets itself (``listeners.tls.TlsListener``), a ``wss``
+listener too, and a WebSocket connection is pending until its upgrade is done
+(``WebSocketConnection``): a flood of sockets that open a TLS connection or an HTTP
+upgrade and stall is bounded like a flood of sockets that never send CONNECT, and a real
+client still gets in.
 """
 
 from __future__ import annotations
@@ -50,6 +51,17 @@ def ws_config() -> str:
         "name": "ws",
         "bind": "127.0.0.1:0",
         "max_pending_connections": BOUND,
+    }
+    return json.dumps({"listeners": [listener], "api": {"enabled": False}})
+
+
+def wss_config(pki: Pki) -> str:
+    listener = {
+        "type": "wss",
+        "name": "wss",
+        "bind": "127.0.0.1:0",
+        "max_pending_connections": BOUND,
+        "tls": {"certfile": str(pki.server.cert), "keyfile": str(pki.server.key)},
     }
     return json.dumps({"listeners": [listener], "api": {"enabled": False}})
 
@@ -137,3 +149,55 @@ def test_stalled_websocket_upgrades_are_bounded_and_a_client_still_gets_in(
             for sock in sockets:
                 sock.close()
         assert wait_for(lambda: pending(gw) == 0, unit(20)), pending(gw)
+
+
+@pytest.mark.parametrize("loop", list(LOOPS))
+def test_stalled_wss_handshakes_and_upgrades_are_bounded_and_a_client_still_gets_in(
+    tmp_path: Path, pki: Pki, loop: str
+) -> None:
+    """On wss the TLS handshake is pending from the accept, then the upgrade in its
+    place: stalled in either, the flood is bounded."""
+    stalled = 5 * BOUND
+    with running_gateway(tmp_path, wss_config(pki), LOOPS[loop]) as gw:
+        host, port = gw.address("wss")
+        sockets = [socket.create_connection((host, port), timeout=unit(5)) for _ in range(stalled)]
+        upgrading = []
+        try:
+            # Half a ClientHello, or nothing: the handshake stalls either way.
+            for sock in sockets[::2]:
+                sock.sendall(b"\x16\x03\x01\x02\x00")
+            # And some that finish their TLS handshake and stall in the upgrade.
+            for _ in range(BOUND // 2):
+                raw = socket.create_connection((host, port), timeout=unit(5))
+                upgrading.append(
+                    pki.client_context(None).wrap_socket(raw, server_hostname="127.0.0.1")
+                )
+            assert_flood_bounded(gw, sockets)
+            with RawWebSocket(
+                f"wss://{host}:{port}/mqtt", ssl_context=pki.client_context(None)
+            ) as client:
+                client.do_connect("real")
+        finally:
+            for sock in sockets + upgrading:
+                sock.close()
+        assert wait_for(lambda: pending(gw) == 0, unit(20)), pending(gw)
+
+
+@pytest.mark.parametrize("loop", list(LOOPS))
+def test_a_wss_connection_is_pending_once_through_its_handshake_and_upgrade(
+    tmp_path: Path, pki: Pki, loop: str
+) -> None:
+    with running_gateway(tmp_path, wss_config(pki), LOOPS[loop]) as gw:
+        host, port = gw.address("wss")
+        with socket.create_connection((host, port), timeout=unit(5)) as raw:
+            assert wait_for(lambda: pending(gw) == 1, unit(10))  # its TLS handshake
+            tls = pki.client_context(None).wrap_socket(raw, server_hostname="127.0.0.1")
+            assert wait_for(lambda: pending(gw) == 1, unit(10))  # its upgrade, in its place
+            tls.close()
+        assert wait_for(lambda: pending(gw) == 0, unit(10))
+        with RawWebSocket(
+            f"wss://{host}:{port}/mqtt", ssl_context=pki.client_context(None)
+        ) as client:
+            assert wait_for(lambda: pending(gw) == 1, unit(10))  # the MQTT connection
+            client.do_connect("once")
+            assert wait_for(lambda: pending(gw) == 0, unit(10))
