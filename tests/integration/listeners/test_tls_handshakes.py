@@ -34,36 +34,30 @@ LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
 BOUND = 20
 
 
-def config(pki: Pki) -> str:
-    listener = {
-        "type": "tls",
-        "name": "tls",
+def listener_config(kind: str, pki: Pki | None = None) -> str:
+    """One listener of ``kind`` (named so) on 127.0.0.1:0 with the test's bound; TLS with
+    ``pki``'s server certificate."""
+    listener: dict[str, object] = {
+        "type": kind,
+        "name": kind,
         "bind": "127.0.0.1:0",
         "max_pending_connections": BOUND,
-        "tls": {"certfile": str(pki.server.cert), "keyfile": str(pki.server.key)},
     }
+    if pki is not None:
+        listener["tls"] = {"certfile": str(pki.server.cert), "keyfile": str(pki.server.key)}
     return json.dumps({"listeners": [listener], "api": {"enabled": False}})
+
+
+def config(pki: Pki) -> str:
+    return listener_config("tls", pki)
 
 
 def ws_config() -> str:
-    listener = {
-        "type": "ws",
-        "name": "ws",
-        "bind": "127.0.0.1:0",
-        "max_pending_connections": BOUND,
-    }
-    return json.dumps({"listeners": [listener], "api": {"enabled": False}})
+    return listener_config("ws")
 
 
 def wss_config(pki: Pki) -> str:
-    listener = {
-        "type": "wss",
-        "name": "wss",
-        "bind": "127.0.0.1:0",
-        "max_pending_connections": BOUND,
-        "tls": {"certfile": str(pki.server.cert), "keyfile": str(pki.server.key)},
-    }
-    return json.dumps({"listeners": [listener], "api": {"enabled": False}})
+    return listener_config("wss", pki)
 
 
 def wait_for(condition: Callable[[], bool], seconds: float) -> bool:
