@@ -62,6 +62,7 @@ log = logging.getLogger(__name__)
 _RATE = 1  # reading paused: over the publish rate
 _STORE = 2  # reading paused: the store's writer is behind
 _BUDGET = 4  # reading paused: more than the read budget arrived in one turn
+_WRITE = 8  # reading paused: the write buffer is over its high-water mark
 
 _EOF = 1  # the peer's EOF arrived while its input still waited: close after that input
 _LOST = 2  # ... and the transport is already gone (TLS): the end comes after that input
@@ -172,7 +173,7 @@ class MqttConnection(asyncio.Protocol):
         self._loop = loop or asyncio.get_running_loop()
         self.counted = False  # it sent CONNECT: counts against max_connections
         self._publish_bucket: TokenBucket | None = None
-        self._paused = 0  # reasons reading is paused: _RATE | _STORE | _BUDGET
+        self._paused = 0  # reasons reading is paused: _RATE | _STORE | _BUDGET | _WRITE
         self._held: deque[Event] | None = None  # events waiting for the publish rate
         self._backlog: deque[bytes] | None = None  # reads waiting, over the read budget
         self._ending = 0  # _EOF or _LOST: the peer is done, input still waits
@@ -275,10 +276,17 @@ class MqttConnection(asyncio.Protocol):
                 transport.close()
 
     def pause_writing(self) -> None:
+        """The write buffer is over ``write_high_water``: deliveries wait in the session's
+        queue, and the client's input waits until it reads what it was sent, so a client
+        that sends without reading (PINGREQ, QoS 1 PUBLISH) cannot make the broker
+        buffer its answers without bound: TCP holds it back."""
+        self.broker.counters.hit("write_high_water")
         self.session.set_writable(False, time.time())
+        self._pause(_WRITE)
 
     def resume_writing(self) -> None:
         self.session.set_writable(True, time.time())
+        self._resume(_WRITE)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._ending == _EOF and exc is None and self._input_waits():

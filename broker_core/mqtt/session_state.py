@@ -48,6 +48,7 @@ LIMITS = (
     "read_budget",  # a connection's input deferred to the next loop turn (read_budget)
     "login_throttle",  # a login delayed or refused, 0x9F (auth.login_throttle)
     "lingering",  # a closed socket reset at once: LINGER_MAX linger (listeners.linger)
+    "write_high_water",  # reading paused until the client reads (mqtt.write_high_water)
 )
 
 

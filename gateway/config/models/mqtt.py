@@ -173,7 +173,8 @@ class MqttConfig(ConfigModel):
     write_high_water: Annotated[int, SizeSpec(ge=1)] = Field(
         default=1_000_000,
         description="Bytes waiting in a client's socket buffer at which delivery to it"
-        " pauses and messages queue instead.",
+        " pauses and messages queue instead, and reading from it pauses until it has read"
+        " them.",
     )
     max_delayed_messages: int = Field(
         default=100000,
