@@ -242,6 +242,13 @@ class MqttConnection(asyncio.Protocol):
             return False
         return int.from_bytes(waiting, sys.byteorder) > 0
 
+    def input_held_back(self) -> bool:
+        """Input from the client waits on the broker, unread: a read budget's backlog, or
+        bytes in the socket while reading is paused (a full write buffer, the publish
+        rate, a busy store). Such a client is not silent, whatever its keep alive says
+        (``Connections.sweep``)."""
+        return bool(self._backlog) or (bool(self._paused) and self.has_unread_input())
+
     def evict(self) -> None:
         """Closes a socket that never sent CONNECT, to make room (listeners.pending)."""
         self.session.connection_lost()

@@ -146,6 +146,8 @@ class Connections:
             session = conn.session
             deadline = session.next_deadline()
             if deadline is not None and now >= deadline:
+                if conn.input_held_back():
+                    continue  # it did send: its packets wait until the broker reads on
                 session.handle_timeout(now)
                 conn.after_session_update(now)
 

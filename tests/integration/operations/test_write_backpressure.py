@@ -1,7 +1,8 @@
 """A client that sends without reading the broker's answers cannot make the broker buffer
 them without bound: over ``mqtt.write_high_water`` the broker stops reading from it (TCP
 then holds the client back, limit ``write_high_water``), and once the client reads,
-everything it sent is answered.
+everything it sent is answered. Meanwhile its keep alive does not expire: what it sent
+waits on the broker (``Connections.sweep``); a client that sent nothing still times out.
 
 Without the pause, asyncio's transport buffers every PINGRESP (mosquitto does the same:
 a 20 s PINGREQ flood grows either by tens of MB).
@@ -29,6 +30,7 @@ LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
 HIGH_WATER = 64 * 1024
 CONFIG = f"mqtt:\n  write_high_water: {HIGH_WATER}\n  read_budget: 16KiB\napi:\n  enabled: false\n"
 PINGREQ, PINGRESP = b"\xc0\x00", b"\xd0\x00"
+KEEP_ALIVE_S = 5
 CHUNK = PINGREQ * 8192  # 16 KiB of PINGREQ: 16 KiB of PINGRESP to send back
 # What the broker may hold for one client: its high-water mark, plus the answers to one
 # read budget it handles after crossing it, plus what one more read hands over at once.
@@ -85,10 +87,13 @@ def test_a_client_that_does_not_read_is_held_back_and_loses_nothing(
         sock.connect(("127.0.0.1", gw.port))
         with sock:
             sock.settimeout(unit(10))
-            sock.sendall(mb.gen_connect("flooder"))
+            sock.sendall(mb.gen_connect("flooder", keepalive=KEEP_ALIVE_S))
             assert read_exactly(sock, 4)[:1] == b"\x20"  # CONNACK
             sent = flood_until_held_back(sock, gw)
             assert gw.call(lambda: gw.broker.counters.limit_hits["write_high_water"]) >= 1
+            # Long past its keep alive: still connected, its PINGREQs wait on the broker.
+            gw.call(lambda: gw.broker.connections.sweep(time.time() + 10 * KEEP_ALIVE_S))
+            assert gw.call(lambda: len(gw.broker.connections)) == 1
             # Reading now: every PINGREQ sent is answered, the held-back ones too.
             sock.settimeout(unit(30))
             pings = sent // len(PINGREQ)
@@ -96,3 +101,13 @@ def test_a_client_that_does_not_read_is_held_back_and_loses_nothing(
             if sent % len(PINGREQ):  # the last one was cut in two: finish it
                 sock.sendall(PINGREQ[sent % len(PINGREQ) :])
                 assert read_exactly(sock, len(PINGRESP)) == PINGRESP
+
+
+def test_a_silent_client_still_times_out(tmp_path: Path) -> None:
+    with running_gateway(tmp_path, CONFIG) as gw:
+        sock = socket.create_connection(("127.0.0.1", gw.port), timeout=unit(10))
+        with sock:
+            sock.sendall(mb.gen_connect("silent", keepalive=KEEP_ALIVE_S))
+            assert read_exactly(sock, 4)[:1] == b"\x20"  # CONNACK
+            gw.call(lambda: gw.broker.connections.sweep(time.time() + 10 * KEEP_ALIVE_S))
+            assert sock.recv(16) == b""  # closed for its keep alive (3.1.1: no DISCONNECT)
