@@ -33,6 +33,7 @@ __all__ = [
     "BROKER_KINDS",
     "STREAM_API_KEY",
     "RunningBroker",
+    "edgebus_config",
     "free_port",
     "launch",
 ]
@@ -164,6 +165,13 @@ def _edgebus_command(
     if script.exists():
         return [str(script), "run", "-c", str(config)]
     return [sys.executable, "-m", "gateway.cli", "run", "-c", str(config)]
+
+
+def edgebus_config(port: int, workdir: Path) -> Path:
+    """The bench profile's configuration for edgebus on ``port``, written in ``workdir``
+    (for a bench that runs the gateway in its own process)."""
+    command = _edgebus_command(port, workdir)
+    return Path(command[command.index("-c") + 1])
 
 
 def _has_api(extra_config: str) -> bool:

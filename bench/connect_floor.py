@@ -29,13 +29,13 @@ from bench.connects import ConnectResult, run_connects
 from bench.frames import encode_disconnect
 from bench.servers import main, serving
 
-__all__ = ["run"]
+__all__ = ["FloorProtocol", "run"]
 
 _CONNACK = b"\x20\x02\x00\x00"
 _DISCONNECT = encode_disconnect()
 
 
-class _Floor(asyncio.Protocol):
+class FloorProtocol(asyncio.Protocol):
     __slots__ = ("answered", "transport")
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -55,7 +55,7 @@ class _Floor(asyncio.Protocol):
 
 async def _serve(port: int) -> None:
     loop = asyncio.get_running_loop()
-    await loop.create_server(_Floor, "127.0.0.1", port)
+    await loop.create_server(FloorProtocol, "127.0.0.1", port)
     print("ready", flush=True)
     await asyncio.Event().wait()
 

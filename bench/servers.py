@@ -4,8 +4,8 @@ and prints ``ready`` once it listens.
 
 ``serving(module, count)`` starts ``count`` of them on one free port and waits until
 they answer a CONNECT; ``main(doc, run, serve)`` is such a module's command line: the
-report of ``run(rounds)`` (a module that only serves has none), or with ``--serve PORT``
-the server ``serve(PORT)`` on uvloop.
+report of ``run(rounds)`` (a module that only serves has none), or with ``--serve PORT
+[ARGS...]`` the server ``serve(PORT, *ARGS)`` on uvloop.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import argparse
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -27,13 +27,15 @@ _START_TIMEOUT_S = 10.0
 
 
 @contextmanager
-def serving(module: str, count: int = 1) -> Iterator[tuple[int, list[int]]]:
-    """``count`` processes of ``python -m module --serve PORT``: (the port, their pids);
-    stopped on exit."""
+def serving(
+    module: str, count: int = 1, args: Sequence[str] = ()
+) -> Iterator[tuple[int, list[int]]]:
+    """``count`` processes of ``python -m module --serve PORT [ARGS...]``: (the port,
+    their pids); stopped on exit."""
     port = free_port()
     processes = [
         subprocess.Popen(
-            [sys.executable, "-m", module, "--serve", str(port)], stdout=subprocess.PIPE
+            [sys.executable, "-m", module, "--serve", str(port), *args], stdout=subprocess.PIPE
         )
         for _ in range(count)
     ]
@@ -61,16 +63,17 @@ def serving(module: str, count: int = 1) -> Iterator[tuple[int, list[int]]]:
 def main(
     doc: str,
     run: Callable[[int], list[str]] | None,
-    serve: Callable[[int], Coroutine[Any, Any, None]],
+    serve: Callable[..., Coroutine[Any, Any, None]],
 ) -> None:
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("serve_args", nargs="*", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve is not None:
         import uvloop
 
-        uvloop.run(serve(args.serve))
+        uvloop.run(serve(args.serve, *args.serve_args))
         return
     if run is None:
         parser.error("this module only serves: --serve PORT")
