@@ -134,7 +134,19 @@ _DEFAULTS_PROFILE = (
 def _edgebus_command(
     port: int, workdir: Path, extra_config: str = "", profile: str = "bench", api_port: int = 0
 ) -> list[str]:
-    """edgebus on ``port``; ``extra_config``: YAML sections added (adapters, a bridge, the
+    """edgebus on ``port`` with ``edgebus_config``'s configuration."""
+    config = edgebus_config(port, workdir, extra_config, profile, api_port)
+    script = Path(sys.executable).parent / "edgebus"
+    if script.exists():
+        return [str(script), "run", "-c", str(config)]
+    return [sys.executable, "-m", "gateway.cli", "run", "-c", str(config)]
+
+
+def edgebus_config(
+    port: int, workdir: Path, extra_config: str = "", profile: str = "bench", api_port: int = 0
+) -> Path:
+    """The configuration file of edgebus on ``port``, written in ``workdir`` (with its
+    data directory); ``extra_config``: YAML sections added (adapters, a bridge, the
     stream log; the HTTP API on an ephemeral port unless it has its own ``api:``);
     ``profile``: ``bench`` or ``defaults`` (``launch``)."""
     data_dir = workdir / "data"
@@ -161,17 +173,7 @@ def _edgebus_command(
             + ("" if _has_api(extra_config) else f"api:\n  bind: 127.0.0.1:{api_port}\n")
             + extra_config
         )
-    script = Path(sys.executable).parent / "edgebus"
-    if script.exists():
-        return [str(script), "run", "-c", str(config)]
-    return [sys.executable, "-m", "gateway.cli", "run", "-c", str(config)]
-
-
-def edgebus_config(port: int, workdir: Path) -> Path:
-    """The bench profile's configuration for edgebus on ``port``, written in ``workdir``
-    (for a bench that runs the gateway in its own process)."""
-    command = _edgebus_command(port, workdir)
-    return Path(command[command.index("-c") + 1])
+    return config
 
 
 def _has_api(extra_config: str) -> bool:

@@ -27,7 +27,7 @@ import statistics
 from bench.brokers import launch
 from bench.connects import ConnectResult, run_connects
 from bench.frames import encode_disconnect
-from bench.servers import main, serving
+from bench.servers import main, serve_protocol, serving
 
 __all__ = ["FloorProtocol", "run"]
 
@@ -54,10 +54,7 @@ class FloorProtocol(asyncio.Protocol):
 
 
 async def _serve(port: int) -> None:
-    loop = asyncio.get_running_loop()
-    await loop.create_server(FloorProtocol, "127.0.0.1", port)
-    print("ready", flush=True)
-    await asyncio.Event().wait()
+    await serve_protocol(FloorProtocol, port)
 
 
 # The servers in processes of their own (``bench.servers``), by the name they report.

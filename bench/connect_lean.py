@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 
-from bench.servers import main
+from bench.servers import main, serve_protocol
 
 __all__ = ["Lean"]
 
@@ -77,10 +77,7 @@ class Lean(asyncio.Protocol):
 
 
 async def _serve(port: int) -> None:
-    loop = asyncio.get_running_loop()
-    await loop.create_server(Lean, "127.0.0.1", port)
-    print("ready", flush=True)
-    await asyncio.Event().wait()
+    await serve_protocol(Lean, port)
 
 
 if __name__ == "__main__":

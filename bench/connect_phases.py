@@ -36,7 +36,7 @@ from bench.brokers import edgebus_config, free_port
 from bench.connect_floor import FloorProtocol
 from bench.connects import ConnectResult, run_connects
 from bench.frames import encode_connect, encode_disconnect
-from bench.servers import main, serving
+from bench.servers import main, serve_protocol, serving
 
 __all__ = ["CONNECT", "PHASES", "drive", "run", "warm_us"]
 
@@ -146,9 +146,7 @@ async def _serve(port: int, phase: str = "accept", count: str = "0") -> None:
                 for _ in range(driven):
                     drive(broker, settings, loop, phase)
 
-        await loop.create_server(Floor, "127.0.0.1", port)
-        print("ready", flush=True)
-        await asyncio.Event().wait()
+        await serve_protocol(Floor, port)
 
 
 def warm_us(phase: str, cycles: int = _WARM_CYCLES) -> float:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from bench.brokers import launch
 from bench.connects import run_connects
 from bench.procstat import cpu_seconds
-from bench.servers import main, serving
+from bench.servers import main, serve_protocol, serving
 
 __all__ = ["run"]
 
@@ -43,10 +43,8 @@ async def _serve(port: int) -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.bind(("127.0.0.1", port))
     sock.listen(1024)
-    await loop.create_server(lambda: MqttConnection(broker, settings, loop), sock=sock)
     collect_less()
-    print("ready", flush=True)
-    await asyncio.Event().wait()
+    await serve_protocol(lambda: MqttConnection(broker, settings, loop), sock=sock)
 
 
 @dataclass(frozen=True)

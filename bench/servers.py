@@ -11,6 +11,8 @@ report of ``run(rounds)`` (a module that only serves has none), or with ``--serv
 from __future__ import annotations
 
 import argparse
+import asyncio
+import socket
 import subprocess
 import sys
 import time
@@ -21,7 +23,7 @@ from typing import Any
 from bench.brokers import free_port
 from bench.client import mqtt_connect
 
-__all__ = ["main", "serving"]
+__all__ = ["main", "serve_protocol", "serving"]
 
 _START_TIMEOUT_S = 10.0
 
@@ -58,6 +60,22 @@ def serving(
             process.terminate()
         for process in processes:
             process.wait(10)
+
+
+async def serve_protocol(
+    protocol_factory: Callable[[], asyncio.BaseProtocol],
+    port: int | None = None,
+    sock: socket.socket | None = None,
+) -> None:
+    """Serves ``protocol_factory`` on 127.0.0.1:``port`` (or the listening ``sock``),
+    prints ``ready`` and serves until cancelled: a ``serve`` of ``main``."""
+    loop = asyncio.get_running_loop()
+    if sock is not None:
+        await loop.create_server(protocol_factory, sock=sock)
+    else:
+        await loop.create_server(protocol_factory, "127.0.0.1", port)
+    print("ready", flush=True)
+    await asyncio.Event().wait()
 
 
 def main(

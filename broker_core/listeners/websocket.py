@@ -108,7 +108,6 @@ class WebSocketListener:
         self.max_size = broker.limits.max_packet_size + MESSAGE_SLACK
         self.server: asyncio.Server | TlsListener | None = None
         self.open: set[WebSocketConnection] = set()  # accepted, not yet lost
-        self._closed = False
         self._all_lost: asyncio.Event | None = None  # set when ``open`` empties after close
 
     def connection(self) -> WebSocketConnection:
@@ -122,7 +121,6 @@ class WebSocketListener:
     def close(self) -> None:
         """Stops accepting; sockets still in their upgrade are closed. Upgraded ones end
         with their sessions (the gateway disconnects them)."""
-        self._closed = True
         if self.server is not None:
             self.server.close()
         for connection in list(self.open):
@@ -213,10 +211,7 @@ class WebSocketConnection(TlsProtocol):
         if self._closing_timer is not None:
             self._closing_timer.cancel()
             self._closing_timer = None
-        mqtt = self.mqtt
-        if mqtt is not None:
-            self.mqtt = None
-            mqtt.connection_lost(None)
+        self._end_session()
         self.transport = None
         self.listener.lost(self)
 
@@ -266,7 +261,7 @@ class WebSocketConnection(TlsProtocol):
         # Pings are answered and a close frame echoed by the ServerProtocol itself.
 
     def _end_session(self) -> None:
-        """The MQTT session is over while the WebSocket closes (a text frame)."""
+        """The MQTT connection is over (the TCP connection lost, or a text frame)."""
         mqtt = self.mqtt
         if mqtt is not None:
             self.mqtt = None
