@@ -13,7 +13,11 @@ servers, in interleaved rounds on fresh processes, medians:
   change to its Python can remove;
 - ``lean Python``: ``bench.connect_lean``, one protocol class that parses the CONNECT,
   keeps a table of connected client identifiers, answers and closes, and nothing else:
-  what the least Python an MQTT connect needs adds to the floor.
+  what the least Python an MQTT connect needs adds to the floor;
+- ``lean on the registry``: the same protocol inside a running gateway, on the
+  broker's own listener bounds, authenticator and session registry
+  (``bench.connect_lean.OnRegistry``): what those cost a connect when nothing else of
+  edgebus is on its path.
 
 ``python -m bench.connect_floor [--rounds N]`` prints the table (docs/performance.md,
 "Connects: the floor").
@@ -57,13 +61,19 @@ async def _serve(port: int) -> None:
     await serve_protocol(FloorProtocol, port)
 
 
-# The servers in processes of their own (``bench.servers``), by the name they report.
-_SERVERS = {"uvloop floor": "bench.connect_floor", "lean Python": "bench.connect_lean"}
+# The servers in processes of their own (``bench.servers``), by the name they report:
+# (module, its serve arguments).
+_SERVERS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "uvloop floor": ("bench.connect_floor", ()),
+    "lean Python": ("bench.connect_lean", ()),
+    "lean on the registry": ("bench.connect_lean", ("registry",)),
+}
 
 
 def _once(kind: str, warmup_s: float, duration_s: float) -> ConnectResult:
     if kind in _SERVERS:
-        with serving(_SERVERS[kind]) as (port, pids):
+        module, args = _SERVERS[kind]
+        with serving(module, args=args) as (port, pids):
             return run_connects(port, pids[0], lambda: None, warmup_s, duration_s)
     with launch(kind) as broker:
         return run_connects(broker.port, broker.pid, broker.check_alive, warmup_s, duration_s)
@@ -94,7 +104,9 @@ def run(rounds: int = 3, warmup_s: float = 1.0, duration_s: float = 5.0) -> list
     lines.append(
         "  edgebus's own share (edgebus - floor): "
         f"{(cpu['edgebus'] - cpu['uvloop floor']) * 1000:.0f} µs of CPU per connect; "
-        f"the lean Python's: {(cpu['lean Python'] - cpu['uvloop floor']) * 1000:.0f} µs"
+        f"the lean Python's: {(cpu['lean Python'] - cpu['uvloop floor']) * 1000:.0f} µs; "
+        "on the registry: "
+        f"{(cpu['lean on the registry'] - cpu['uvloop floor']) * 1000:.0f} µs"
     )
     return lines
 

@@ -9,16 +9,27 @@ closes the first), answers CONNACK and closes after the DISCONNECT. No sessions,
 subscriptions, wills, authentication, limits, events or statistics: not a broker, a
 measure of the budget a broker's own Python has on this machine.
 
-``python -m bench.connect_lean --serve PORT`` serves it on ``PORT``.
+``OnRegistry`` is the same protocol inside a running gateway (the bench profile), on
+the broker's own structures instead of its table: the listener's bound on sockets
+that have not sent CONNECT and its connection quota (``Connections``), the login
+throttle and the authenticator's decision, the session registry (a takeover, the
+client's will cancelled, a new session state, online, then discarded with the
+connection). No ``Session``, codec, events, flow or client events: what the registry a
+connect must touch costs, with nothing else of edgebus on the path (the lower bound of
+a connection front end rebuilt on today's registry; docs/performance.md, "Connects:
+the floor", seventh pass).
+
+``python -m bench.connect_lean --serve PORT [registry]`` serves one of them on ``PORT``.
 """
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any, ClassVar
 
 from bench.servers import main, serve_protocol
 
-__all__ = ["Lean"]
+__all__ = ["Lean", "OnRegistry"]
 
 _CONNACK_ACCEPTED = b"\x20\x02\x00\x00"
 _CONNACK_REFUSED = b"\x20\x02\x00\x01"  # unacceptable protocol version
@@ -76,8 +87,94 @@ class Lean(asyncio.Protocol):
             del _connected[self.client_id]
 
 
-async def _serve(port: int) -> None:
-    await serve_protocol(Lean, port)
+class OnRegistry(Lean):
+    """``Lean`` on a running gateway's broker (``broker``, set before serving): what a
+    connect does there, in as few steps as it allows."""
+
+    __slots__ = ("counted", "peer", "state")
+
+    broker: ClassVar[Any]
+    listener: ClassVar[Any]  # the ListenerSettings it counts against
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self.state: Any = None
+        self.counted = False  # read and set by Connections
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}"
+        self.broker.connections.opened(self)  # pending until its CONNECT
+
+    # What Connections asks of a pending socket.
+    def has_unread_input(self) -> bool:
+        return False
+
+    def evict(self) -> None:
+        self.transport.abort()
+
+    def _connect(self, data: bytes, start: int, end: int) -> None:
+        from broker_core.auth import new_auth_request
+
+        broker = self.broker
+        if data[start : start + 7] != _MQTT_311 or end - start < 12:
+            Lean._connect(self, data, start, end)  # refused
+            return
+        length = (data[start + 10] << 8) | data[start + 11]
+        client_id = data[start + 12 : start + 12 + length].decode()
+        self.client_id = client_id  # read by Lean: one CONNECT per connection
+        if broker.connections.connect_received(self, 0.0) is not None:
+            self.transport.close()  # over the listener's bounds
+            return
+        request = new_auth_request(
+            client_id, None, None, self.peer, self.listener, 4, None, None, None, None, False
+        )
+        throttle = broker.login_throttle
+        result = None
+        if throttle is None or throttle.passes(request):
+            result = broker.authenticator.decide_now(request)
+        if result is None or not result.allowed:
+            self.transport.close()  # not decided at once, or refused: not this bench's case
+            return
+        sessions = broker.sessions
+        existing = sessions.get(client_id)
+        if existing is not None:
+            earlier = existing.connection
+            if earlier is not None:
+                earlier.end()
+                earlier.transport.close()
+            sessions.discard(existing, "discarded")
+        broker.wills.cancel(client_id)
+        state = sessions.create(client_id)
+        state.connection = self
+        sessions.went_online(state)
+        self.state = state
+        self.transport.write(_CONNACK_ACCEPTED)
+
+    def end(self) -> None:
+        """The session ends with the connection (clean): out of the registry."""
+        state = self.state
+        self.state = None
+        if state is not None and state.connection is self:
+            state.connection = None
+            sessions = self.broker.sessions
+            sessions.online -= 1
+            sessions.discard(state, "disconnected")
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.broker.connections.closed(self)
+        self.end()
+
+
+async def _serve(port: int, kind: str = "lean") -> None:
+    if kind != "registry":
+        await serve_protocol(Lean, port)
+        return
+    from bench.connect_phases import bench_gateway
+    from broker_core.listeners.settings import ListenerSettings
+
+    async with bench_gateway() as gateway:
+        OnRegistry.broker = gateway.broker
+        OnRegistry.listener = ListenerSettings(name="tcp")
+        await serve_protocol(OnRegistry, port)
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ from bench.connects import ConnectResult, run_connects
 from bench.frames import encode_connect, encode_disconnect
 from bench.servers import main, serve_protocol, serving
 
-__all__ = ["CONNECT", "PHASES", "drive", "run", "warm_us"]
+__all__ = ["CONNECT", "PHASES", "bench_gateway", "drive", "run", "warm_us"]
 
 PHASES = ("accept", "connect", "disconnect")
 # (phase, connections driven per accepted one), in the order measured; count 0: the floor.
@@ -110,7 +110,7 @@ def drive(broker: Any, settings: Any, loop: asyncio.AbstractEventLoop, phase: st
 
 
 @asynccontextmanager
-async def _gateway() -> AsyncIterator[Any]:
+async def bench_gateway() -> AsyncIterator[Any]:
     """A gateway in this process and loop, in the bench profile, until exit."""
     from gateway.app import Gateway
     from gateway.config.light import validate_for_run
@@ -137,7 +137,7 @@ async def _serve(port: int, phase: str = "accept", count: str = "0") -> None:
     from broker_core.listeners.settings import ListenerSettings
 
     loop = asyncio.get_running_loop()
-    async with _gateway() as gateway:
+    async with bench_gateway() as gateway:
         broker, settings, driven = gateway.broker, ListenerSettings(name="tcp"), int(count)
 
         class Floor(FloorProtocol):
@@ -158,7 +158,7 @@ def warm_us(phase: str, cycles: int = _WARM_CYCLES) -> float:
         loop = asyncio.get_running_loop()
         settings = ListenerSettings(name="tcp")
         best = float("inf")
-        async with _gateway() as gateway:
+        async with bench_gateway() as gateway:
             for attempt in range(6):
                 started = time.perf_counter()
                 for _ in range(cycles):
