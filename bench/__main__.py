@@ -118,8 +118,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--no-floor",
         action="store_true",
-        help="skip bench/connect_floor.py (connects against a bare event loop and a lean"
-        " Python server, about 1.5 minutes; only with the connect scenario)",
+        help="skip bench/connect_floor.py (connects against a bare event loop and two lean"
+        " Python servers, one on a gateway's registry, about 2 minutes; only with the"
+        " connect scenario)",
     )
     p.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     return p
