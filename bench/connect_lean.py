@@ -25,6 +25,7 @@ the floor", seventh pass).
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any, ClassVar
 
 from bench.servers import main, serve_protocol
@@ -121,7 +122,7 @@ class OnRegistry(Lean):
         length = (data[start + 10] << 8) | data[start + 11]
         client_id = data[start + 12 : start + 12 + length].decode()
         self.client_id = client_id  # read by Lean: one CONNECT per connection
-        if broker.connections.connect_received(self, 0.0) is not None:
+        if broker.connections.connect_received(self, time.time()) is not None:
             self.transport.close()  # over the listener's bounds
             return
         request = new_auth_request(
