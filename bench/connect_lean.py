@@ -29,6 +29,7 @@ import time
 from typing import Any, ClassVar
 
 from bench.servers import main, serve_protocol
+from broker_core.auth import new_auth_request
 
 __all__ = ["Lean", "OnRegistry"]
 
@@ -75,12 +76,15 @@ class Lean(asyncio.Protocol):
             self.transport.close()
             return
         length = (data[start + 10] << 8) | data[start + 11]
-        client_id = data[start + 12 : start + 12 + length].decode()
+        client_id = self.client_id = data[start + 12 : start + 12 + length].decode()
+        self._register(client_id)
+
+    def _register(self, client_id: str) -> None:
+        """The client is connected: the earlier connection of ``client_id`` closed."""
         earlier = _connected.get(client_id)
         if earlier is not None:
             earlier.transport.close()
         _connected[client_id] = self
-        self.client_id = client_id
         self.transport.write(_CONNACK_ACCEPTED)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -112,16 +116,8 @@ class OnRegistry(Lean):
     def evict(self) -> None:
         self.transport.abort()
 
-    def _connect(self, data: bytes, start: int, end: int) -> None:
-        from broker_core.auth import new_auth_request
-
+    def _register(self, client_id: str) -> None:
         broker = self.broker
-        if data[start : start + 7] != _MQTT_311 or end - start < 12:
-            Lean._connect(self, data, start, end)  # refused
-            return
-        length = (data[start + 10] << 8) | data[start + 11]
-        client_id = data[start + 12 : start + 12 + length].decode()
-        self.client_id = client_id  # read by Lean: one CONNECT per connection
         if broker.connections.connect_received(self, time.time()) is not None:
             self.transport.close()  # over the listener's bounds
             return
@@ -139,10 +135,11 @@ class OnRegistry(Lean):
         existing = sessions.get(client_id)
         if existing is not None:
             earlier = existing.connection
-            if earlier is not None:
-                earlier.end()
+            if earlier is None:
+                sessions.discard(existing, "discarded")
+            else:
+                earlier.end()  # its session discarded with it
                 earlier.transport.close()
-            sessions.discard(existing, "discarded")
         broker.wills.cancel(client_id)
         state = sessions.create(client_id)
         state.connection = self
