@@ -1,7 +1,7 @@
 """Where a connect's CPU goes: edgebus and mosquitto beside the event loop's floor.
 
 The ``connect`` scenario's load (``bench.connects``: 2 processes, each in a loop: TCP
-connect, CONNECT, CONNACK, DISCONNECT, read until the broker closes) against three
+connect, CONNECT, CONNACK, DISCONNECT, read until the broker closes) against five
 servers, in interleaved rounds on fresh processes, medians:
 
 - ``edgebus`` (the bench profile of ``bench.brokers``);
@@ -18,6 +18,10 @@ servers, in interleaved rounds on fresh processes, medians:
   broker's own listener bounds, authenticator and session registry
   (``bench.connect_lean.OnRegistry``): what those cost a connect when nothing else of
   edgebus is on its path.
+
+Each server's CPU per connect is split into its own code's (user mode) and the
+kernel's on its behalf (system mode: its system calls, and the loopback network
+stack's work that runs in its context): a broker's own code is what it can change.
 
 ``python -m bench.connect_floor [--rounds N]`` prints the table (docs/performance.md,
 "Connects: the floor").
@@ -88,18 +92,22 @@ def run(rounds: int = 3, warmup_s: float = 1.0, duration_s: float = 5.0) -> list
             results[kind].append(result)
             print(
                 f"round {number} {kind:<13} {result.rate:8,.0f} connects/s, "
-                f"{result.cpu_per_connect_ms:.3f} ms of server CPU per connect",
+                f"{result.cpu_per_connect_ms:.3f} ms of server CPU per connect "
+                f"({result.user_per_connect_ms * 1000:.0f} µs its own code)",
                 flush=True,
             )
     rate = {kind: statistics.median(r.rate for r in results[kind]) for kind in kinds}
     cpu = {kind: statistics.median(r.cpu_per_connect_ms for r in results[kind]) for kind in kinds}
+    user = {kind: statistics.median(r.user_per_connect_ms for r in results[kind]) for kind in kinds}
     lines = [
-        f"connects, medians of {rounds} rounds   connects/s  / mosquitto   server CPU per connect",
+        f"connects, medians of {rounds} rounds   connects/s  / mosquitto   server CPU per connect"
+        "   its own code / the kernel's",
     ]
     for kind in kinds:
         lines.append(
             f"  {kind:<33}{rate[kind]:>10,.0f}  {rate[kind] / rate['mosquitto']:>10.2f}x"
-            f"   {cpu[kind]:.3f} ms"
+            f"   {cpu[kind]:.3f} ms{user[kind] * 1000:>21.0f} µs /"
+            f" {(cpu[kind] - user[kind]) * 1000:.0f} µs"
         )
     lines.append(
         "  edgebus's own share (edgebus - floor): "

@@ -12,7 +12,7 @@ import time
 
 from bench.errors import BrokerError
 
-__all__ = ["cpu_seconds", "machine_busy_seconds", "rss_kib", "wait_for_quiet"]
+__all__ = ["cpu_seconds", "cpu_split", "machine_busy_seconds", "rss_kib", "wait_for_quiet"]
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -26,12 +26,20 @@ def rss_kib(pid: int) -> int:
     raise BrokerError(f"no VmRSS for pid {pid}")
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time consumed so far by a process (all its threads)."""
+def cpu_split(pid: int) -> tuple[float, float]:
+    """(user, system) CPU time consumed so far by a process (all its threads), seconds:
+    its own code, and the kernel's work on its behalf (system calls, and the network
+    stack's processing that runs in its context)."""
     with open(f"/proc/{pid}/stat") as stat:
         fields = stat.read().rsplit(")", 1)[1].split()
     # fields[0] is the state (field 3 of proc(5)); utime and stime are fields 14 and 15.
-    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+    return int(fields[11]) / _CLOCK_TICKS, int(fields[12]) / _CLOCK_TICKS
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time consumed so far by a process (all its threads)."""
+    user, system = cpu_split(pid)
+    return user + system
 
 
 def machine_busy_seconds() -> float:

@@ -282,6 +282,7 @@ def run_connect_rate(
         "connects": result.connects,
         "failures": result.failures,
         "broker_cpu": round(result.broker_cpu, 3),
+        "broker_user_cpu": round(result.broker_user_cpu, 3),  # its own code's part
         "generator_cpu": round(result.generator_cpu, 3),
         "other_cpu": round(result.other_cpu, 3),
     }

@@ -74,6 +74,7 @@ def test_the_connect_load_runs_against_the_server(server: str, args: tuple[str, 
     with serving(server, args=args) as (port, pids):
         result = run_connects(port, pids[0], lambda: None, warmup_s=0.2, duration_s=0.5)
     assert result.connects > 0 and result.failures == 0
+    assert 0 <= result.user_per_connect_ms <= result.cpu_per_connect_ms
 
 
 def test_on_the_registry_a_connection_is_a_session_until_it_closes(tmp_path: Path) -> None:

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import time
+
 import pytest
 
 from bench.latency import percentile
 from bench.loadgen import spread
+from bench.procstat import cpu_seconds, cpu_split
 from bench.runner import BrokerSlot, slots_for
 from bench.scenarios import Target
+from tests.helpers.timeouts import unit
 
 
 def test_spread_deals_connections_round_robin() -> None:
@@ -48,3 +55,19 @@ def test_targets() -> None:
     assert Target("max", 10.0).met(10.0, 1.0) is True
     assert half.describe("msg/s") == ">= 0.5x"
     assert Target("max", 10.0).describe("KiB") == "<= 10 KiB"
+
+
+def test_cpu_split_parts_a_process_s_time_into_its_own_code_and_the_kernel_s() -> None:
+    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        deadline = time.monotonic() + unit(30)
+        while cpu_split(burner.pid)[0] < 0.2:  # a busy loop's time is its own code's
+            assert time.monotonic() < deadline, "the busy loop got no CPU"
+            time.sleep(0.05)
+        burner.send_signal(signal.SIGSTOP)  # its times stay still while read
+        user, system = cpu_split(burner.pid)
+        assert user >= 0.2 and system >= 0
+        assert cpu_seconds(burner.pid) == pytest.approx(user + system)
+    finally:
+        burner.kill()
+        burner.wait(10)
