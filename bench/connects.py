@@ -32,10 +32,10 @@ class ConnectResult:
     connects: int
     duration_s: float
     broker_cpu: float  # cores over the window
+    broker_user_cpu: float  # the part of broker_cpu in its own code (user mode)
     generator_cpu: float
     other_cpu: float
     failures: int
-    broker_user_cpu: float = 0.0  # the part of broker_cpu in its own code (user mode)
 
     @property
     def rate(self) -> float:
@@ -128,8 +128,8 @@ def run_connects(
         connects=n1 - n0,
         duration_s=elapsed,
         broker_cpu=broker,
+        broker_user_cpu=(u1 - u0) / elapsed,
         generator_cpu=generator,
         other_cpu=max(0.0, (m1 - m0) / elapsed - broker - generator),
         failures=sum(failures),
-        broker_user_cpu=(u1 - u0) / elapsed,
     )
