@@ -94,11 +94,11 @@ def test_on_the_registry_a_connection_is_a_session_until_it_closes(tmp_path: Pat
                 assert _read_until_closed(first) == b""  # taken over
                 second.sendall(encode_disconnect())
                 assert _read_until_closed(second) == b""
+
+        def left() -> tuple[int, int, int]:  # sessions, online, connections
+            return gw.call(lambda: (len(sessions), sessions.online, len(gw.broker.connections)))
+
         deadline = time.monotonic() + unit(10)
-        while gw.call(lambda: (len(sessions), sessions.online, len(gw.broker.connections))) != (
-            0,
-            0,
-            0,
-        ):  # the server saw the close
+        while left() != (0, 0, 0):  # until the server saw the close
             assert time.monotonic() < deadline, "a session or connection was left behind"
             time.sleep(0.01)
