@@ -43,17 +43,19 @@ class ConnectResult:
 
     @property
     def cpu_per_connect_ms(self) -> float:
-        if not self.connects:
-            return float("nan")
-        return self.broker_cpu * self.duration_s / self.connects * 1000
+        return self._per_connect_ms(self.broker_cpu)
 
     @property
     def user_per_connect_ms(self) -> float:
         """The broker's own code's part of ``cpu_per_connect_ms``; the rest is the
         kernel's, on its behalf."""
+        return self._per_connect_ms(self.broker_user_cpu)
+
+    def _per_connect_ms(self, cores: float) -> float:
+        """CPU time per connect, ms, of ``cores`` used over the window."""
         if not self.connects:
             return float("nan")
-        return self.broker_user_cpu * self.duration_s / self.connects * 1000
+        return cores * self.duration_s / self.connects * 1000
 
 
 def _client(port: int, index: int, level: int, counts: Any, failures: Any, stop: Any) -> None:
