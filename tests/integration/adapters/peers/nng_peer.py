@@ -5,7 +5,9 @@ JSON lines on stdout, as ``zmq_peer.py``: ``{"ready": true}``, then what the rol
 reports. Messages are ``topic + delimiter + payload`` (``--topic``, ``--delimiter``;
 ``--raw`` sends the payload alone). Roles:
 
-- ``push``: sends ``--count`` messages, payload ``0``, ``1``, ..., then ``{"sent": n}``.
+- ``push``: sends ``--count`` messages, payload ``0``, ``1``, ..., then ``{"sent": n}``,
+  and stays until ended: NNG has no linger, and closing the socket would discard what
+  still waits in its send buffer (up to 8192 messages) before the adapter read it.
 - ``pull``: receives ``--count`` messages (``{"message": ...}`` each with ``--print``),
   then ``{"received": n, "in_order": bool}`` (payloads ``0..n-1``, after the last
   delimiter unless ``--raw``).
@@ -23,6 +25,7 @@ import argparse
 import asyncio
 import json
 import sys
+import threading
 import time
 
 import pynng
@@ -105,7 +108,7 @@ def main() -> None:
         for i in range(args.count):
             sock.send(body(args, str(i).encode()))
         out(sent=args.count)
-        time.sleep(1.0)  # NNG has no linger: let the last messages leave
+        threading.Event().wait()  # until the test ends the process (PeerProcess.close)
     elif role == "pull":
         in_order = True
         for i in range(args.count):
