@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from bench.servers import serving
 from broker_core.listeners.settings import ListenerSettings
 from tests.helpers.gateway import running_gateway
 from tests.helpers.timeouts import unit
+from tests.integration.components.support import wait_for
 
 # (module, serve arguments) of each server.
 SERVERS = [
@@ -98,7 +98,4 @@ def test_on_the_registry_a_connection_is_a_session_until_it_closes(tmp_path: Pat
         def left() -> tuple[int, int, int]:  # sessions, online, connections
             return gw.call(lambda: (len(sessions), sessions.online, len(gw.broker.connections)))
 
-        deadline = time.monotonic() + unit(10)
-        while left() != (0, 0, 0):  # until the server saw the close
-            assert time.monotonic() < deadline, "a session or connection was left behind"
-            time.sleep(0.01)
+        wait_for(left, lambda still: still == (0, 0, 0))  # until the server saw the close
