@@ -81,9 +81,11 @@ def test_the_remote_restarting_mid_stream_loses_nothing_and_keeps_the_order(
             )
         cloud.close()
     assert first_occurrences(_numbers(cloud)) == list(range(1, total + 1))
-    # The bridge sent again at most its window. (Its subscriber may see more twice:
-    # mosquitto, restarted, delivers again what it had not seen acknowledged.)
-    assert total < stats["sent"] <= total + WINDOW
+    # The bridge sent again at most its window: nothing when every message in flight was
+    # acknowledged before mosquitto, stopped with SIGTERM, closed the connection. (Its
+    # subscriber may see more twice: mosquitto, restarted, delivers again what it had not
+    # seen acknowledged.)
+    assert total <= stats["sent"] <= total + WINDOW
     assert (stats["acked"], stats["dropped"], stats["rejected"]) == (total, 0, 0)
     assert stats["connects"] >= 2
 
