@@ -38,6 +38,8 @@ __all__ = [
     "PeerError",
     "dds_environment",
     "domain_id",
+    "gateway_reader_matched",
+    "gateway_writer_matched",
     "unique",
 ]
 
@@ -69,6 +71,31 @@ def dds_environment() -> dict[str, str]:
     """The environment of a peer process: loopback Cyclone, the project on the path."""
     path = os.pathsep.join([str(_ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     return {**os.environ, "CYCLONEDDS_URI": LOOPBACK_URI, "PYTHONPATH": path}
+
+
+def gateway_writer_matched(gateway: Any, adapter: str, topic: str) -> bool:
+    """Has the DDS writer of ``topic`` in ``adapter`` (a dds or ros2 adapter of the running
+    ``gateway``; call it on the gateway's loop) matched a reader? True while it has no
+    writer yet: one is created on first use.
+
+    Discovery is two-sided: a peer's reader that has matched the gateway's writer does
+    not mean that writer has seen the reader, and a volatile sample written before it has
+    reaches nobody."""
+    bridge = gateway.adapters.instance(adapter)._bridge
+    writer = None if bridge is None else bridge.writer_for(topic)
+    return writer is None or writer.matched() >= 1
+
+
+def gateway_reader_matched(gateway: Any, adapter: str, topic: str) -> bool:
+    """Have the DDS readers of ``topic`` in ``adapter`` matched a writer (as above)? True
+    while it has none: a reader of a pattern's topic is created once one is discovered.
+
+    A peer's writer that has matched the gateway's reader sends to it; the reader drops
+    what comes from a writer it has not discovered yet, which a best-effort writer never
+    sends again."""
+    bridge = gateway.adapters.instance(adapter)._bridge
+    readers = [] if bridge is None else [r.entity for r in bridge.bus._readers if r.topic == topic]
+    return all(reader.get_matched_publications() for reader in readers)
 
 
 class PeerError(AssertionError):

@@ -18,7 +18,14 @@ from typing import Any
 
 import pytest
 
-from tests.helpers.dds import NETWORK_YAML, DdsPeer, domain_id, unique
+from tests.helpers.dds import (
+    NETWORK_YAML,
+    DdsPeer,
+    domain_id,
+    gateway_reader_matched,
+    gateway_writer_matched,
+    unique,
+)
 from tests.helpers.gateway import RunningGateway, running_gateway
 from tests.helpers.timeouts import unit
 from tests.integration.broker.support import Clients, wait_until
@@ -128,27 +135,30 @@ def state(vin: str, seq: int) -> dict[str, Any]:
 
 
 def writer(bus: Bus, name: str, type_name: str, qos: dict[str, Any] | None = None) -> str:
-    bus.peer.call("writer", id=name, topic=bus.names.get(name, name), type=type_name,
-                  qos=qos or {})
-    assert bus.peer.call("matched", id=name, timeout=unit(10))["matched"] >= 1
-    return name
-
-
-def reader(bus: Bus, name: str, type_name: str, qos: dict[str, Any] | None = None) -> str:
     topic = bus.names.get(name, name)
-    bus.peer.call("reader", id=name, topic=topic, type=type_name, qos=qos or {})
+    bus.peer.call("writer", id=name, topic=topic, type=type_name, qos=qos or {})
     assert bus.peer.call("matched", id=name, timeout=unit(10))["matched"] >= 1
-    # Discovery is two-sided: the reader has seen the gateway's writer; wait until that
-    # writer has seen the reader too, or a volatile sample written now reaches nobody.
-    wait_until(lambda: bus.gw.call(lambda: _writer_matched(bus, topic)), unit(10),
-               f"the gateway's DDS writer of {topic} matches the reader")
+    gateway_reads(bus, topic)
     return name
 
 
-def _writer_matched(bus: Bus, topic: str) -> bool:
-    bridge = bus.gw.gateway.adapters.instance("car")._bridge
-    writer = None if bridge is None else bridge.writer_for(topic)
-    return writer is None or writer.matched() >= 1
+def gateway_reads(bus: Bus, topic: str) -> None:
+    """Waits until the gateway's reader of ``topic`` has matched the peer's writer, which
+    may have seen that reader first."""
+    wait_until(lambda: bus.gw.call(lambda: gateway_reader_matched(bus.gw.gateway, "car", topic)),
+               unit(10), f"the gateway's DDS reader of {topic} matches the writer")
+
+
+def reader(bus: Bus, name: str, type_name: str, qos: dict[str, Any] | None = None,
+           peer_id: str | None = None) -> str:
+    """The peer's reader of ``name``'s topic, as ``peer_id`` (``name`` unless given)."""
+    topic = bus.names.get(name, name)
+    peer_id = peer_id or name
+    bus.peer.call("reader", id=peer_id, topic=topic, type=type_name, qos=qos or {})
+    assert bus.peer.call("matched", id=peer_id, timeout=unit(10))["matched"] >= 1
+    wait_until(lambda: bus.gw.call(lambda: gateway_writer_matched(bus.gw.gateway, "car", topic)),
+               unit(10), f"the gateway's DDS writer of {topic} matches the reader")
+    return name
 
 
 def properties(message: Any) -> dict[str, Any]:
@@ -208,6 +218,7 @@ def test_type_auto_rebuilds_an_unknown_type_from_the_network(bus: Bus,
     bus.peer.call("writer", id="battery", topic=topic, type="telemetry::Battery")
     wait_until(lambda: bus.peer.call("matched", id="battery", timeout=0.1)["matched"] >= 1,
                unit(15), "the adapter discovers the type and reads the topic")
+    gateway_reads(bus, topic)
     sample = {"station": "depot-3", "mode": "CHARGING",
               "cells": [{"id": 1, "volts": 3.5}, {"id": 2, "volts": 3.25}], "soc": 0.75}
     bus.peer.call("write", id="battery", samples=[sample])
@@ -224,6 +235,7 @@ def test_a_pattern_reads_every_matching_topic(bus: Bus, clients: Clients) -> Non
         bus.peer.call("writer", id=topic, topic=topic, type="vehicle::Speed")
         wait_until(lambda t=topic: bus.peer.call("matched", id=t, timeout=0.1)["matched"] >= 1,
                    unit(15), f"the adapter reads {topic}")
+        gateway_reads(bus, topic)
         bus.peer.call("write", id=topic, samples=[{"vin": f"V{index}", "seq": 0, "kph": 50.0}])
     got = sorted(m.topic for m in sub.expect_messages(2, unit(10)))
     assert got == sorted(f"fleet/{topic}/V{i}" for i, topic in enumerate(topics))
@@ -271,8 +283,7 @@ def test_no_loops_either_way(bus: Bus, clients: Clients) -> None:
     loop = bus.names["loop"]
     sub = clients.subscriber(5, f"{loop}/mqtt", 1)
     writer(bus, "loop", "vehicle::Speed", {"ignore_local": True})
-    bus.peer.call("reader", id="loop_r", topic=loop, type="vehicle::Speed",
-                  qos={"ignore_local": True})
+    reader(bus, "loop", "vehicle::Speed", {"ignore_local": True}, peer_id="loop_r")
     before = bus.stats()
     # DDS -> MQTT: published once, not written back to DDS (no-local by origin)
     bus.peer.call("write", id="loop", samples=[{"vin": "L1", "seq": 1, "kph": 1.0}])

@@ -15,7 +15,14 @@ import pytest
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from tests.helpers.dds import NETWORK_YAML, DdsPeer, domain_id, unique
+from tests.helpers.dds import (
+    NETWORK_YAML,
+    DdsPeer,
+    domain_id,
+    gateway_reader_matched,
+    gateway_writer_matched,
+    unique,
+)
 from tests.helpers.gateway import RunningGateway, running_gateway
 from tests.helpers.timeouts import unit
 from tests.integration.broker.support import Clients, wait_until
@@ -109,13 +116,25 @@ def clients(ros: Ros) -> Iterator[Clients]:
 def publisher(ros: Ros, topic: str, ros_type: str, profile: str = "default") -> str:
     ros.peer.call("publisher", id=topic, topic=topic, type=ros_type, profile_name=profile)
     assert ros.peer.call("matched", id=topic, timeout=unit(10))["matched"] >= 1
+    wait_until(lambda: ros.gw.call(
+        lambda: gateway_reader_matched(ros.gw.gateway, "robot", f"rt{topic}")), unit(10),
+        f"the gateway's reader of {topic} matches the publisher")
     return topic
 
 
 def subscriber(ros: Ros, topic: str, ros_type: str, profile: str = "default") -> str:
     ros.peer.call("subscriber", id=topic, topic=topic, type=ros_type, profile_name=profile)
     assert ros.peer.call("matched", id=topic, timeout=unit(10))["matched"] >= 1
+    writer_matches(ros, topic)
     return topic
+
+
+def writer_matches(ros: Ros, topic: str) -> None:
+    """Waits until the gateway's writer of ROS ``topic`` (DDS ``rt/...``) has matched the
+    peer's subscriber, which may have seen that writer first."""
+    wait_until(lambda: ros.gw.call(
+        lambda: gateway_writer_matched(ros.gw.gateway, "robot", f"rt{topic}")), unit(10),
+        f"the gateway's writer of {topic} matches the subscriber")
 
 
 TWIST = {"linear": {"x": 0.5, "y": 0.0, "z": 0.0}, "angular": {"x": 0.0, "y": 0.0, "z": -1.25}}
@@ -169,6 +188,7 @@ def test_geometry_msgs_twist_both_ways(ros: Ros, clients: Clients) -> None:
     publisher_ = clients.connect(5)
     publisher_.publish(f"to_ros/{robot}/cmd_vel", json.dumps(TWIST).encode(), 1)
     assert ros.peer.call("matched", id=topic, timeout=unit(10))["matched"] == 1
+    writer_matches(ros, topic)
     publisher_.publish(f"to_ros/{robot}/cmd_vel", json.dumps(TWIST).encode(), 1)
     taken = ros.peer.call("take", id=topic, count=2, timeout=unit(3))["messages"]
     assert taken in ([TWIST], [TWIST, TWIST])
