@@ -60,7 +60,7 @@ def wait_until(
     predicate: Callable[[], T], timeout: float | None = None, what: str = "condition"
 ) -> T:
     """Polls ``predicate`` until it returns something truthy; fails after ``timeout``."""
-    wait = unit(2) if timeout is None else timeout
+    wait = unit(10) if timeout is None else timeout
     deadline = time.monotonic() + wait
     while True:
         value = predicate()
@@ -234,8 +234,8 @@ class PahoClient:
             self.client.connect(self.host, self.port, keepalive)
         self.client.loop_start()
         self._running = True
-        if not self._connected.wait(unit(3)):
-            raise AssertionError(f"{self.client_id}: no CONNACK within {unit(3):.1f}s")
+        if not self._connected.wait(unit(10)):
+            raise AssertionError(f"{self.client_id}: no CONNACK within {unit(10):.1f}s")
         assert self.connack is not None
         if expect_success:
             assert self.connack.reason_code == 0
@@ -280,7 +280,7 @@ class PahoClient:
         """
         info = self.client.publish(topic, payload, qos, retain, properties)
         assert info.rc == mqtt.MQTT_ERR_SUCCESS
-        info.wait_for_publish(unit(3))
+        info.wait_for_publish(unit(10))
         assert info.is_published()
         if not qos:
             return None
@@ -288,7 +288,7 @@ class PahoClient:
 
     def _wait_ack(self, table: dict[int, T], mid: int, what: str) -> T:
         with self._cond:
-            ok = self._cond.wait_for(lambda: mid in table, unit(3))
+            ok = self._cond.wait_for(lambda: mid in table, unit(10))
             if not ok:
                 raise AssertionError(f"{self.client_id}: no {what} for packet id {mid}")
             return table.pop(mid)
@@ -343,14 +343,14 @@ class PahoClient:
     # -- expectations -----------------------------------------------------------------------
 
     def expect_message(self, timeout: float | None = None) -> mqtt.MQTTMessage:
-        wait = unit(2) if timeout is None else timeout
+        wait = unit(10) if timeout is None else timeout
         try:
             return self.messages.get(timeout=wait)
         except queue.Empty:
             raise AssertionError(f"{self.client_id}: no message within {wait:.2f}s") from None
 
     def expect_messages(self, count: int, timeout: float | None = None) -> list[mqtt.MQTTMessage]:
-        wait = unit(3) if timeout is None else timeout
+        wait = unit(10) if timeout is None else timeout
         deadline = time.monotonic() + wait
         got: list[mqtt.MQTTMessage] = []
         while len(got) < count:
@@ -385,7 +385,7 @@ class PahoClient:
                 return got
 
     def wait_disconnected(self, timeout: float | None = None) -> DisconnectInfo:
-        wait = unit(3) if timeout is None else timeout
+        wait = unit(10) if timeout is None else timeout
         if not self._disconnected.wait(wait):
             raise AssertionError(f"{self.client_id}: still connected after {wait:.2f}s")
         assert self.disconnect_info is not None

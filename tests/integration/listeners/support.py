@@ -161,7 +161,7 @@ class RawWebSocket:
             ssl=ssl_context,
             compression=None,
             max_size=None,
-            open_timeout=unit(3),
+            open_timeout=unit(10),
             close_timeout=unit(2),
             legacy=True,  # a connection object, closed by close() / __exit__
         )
@@ -184,7 +184,7 @@ class RawWebSocket:
             if split is not None:
                 packet, self.buffer = split
                 return mb.parse_packet(packet, self.protocol_level)
-            message = self.ws.recv(timeout=unit(2) if timeout is None else timeout)
+            message = self.ws.recv(timeout=unit(10) if timeout is None else timeout)
             assert isinstance(message, bytes), f"text message from the broker: {message!r}"
             self.buffer += message
 
@@ -206,7 +206,7 @@ class RawWebSocket:
         """Waits until the server closes the WebSocket; returns how it closed."""
         try:
             while True:
-                self.ws.recv(timeout=unit(2) if timeout is None else timeout)
+                self.ws.recv(timeout=unit(10) if timeout is None else timeout)
         except ConnectionClosed as exc:
             return exc
 
