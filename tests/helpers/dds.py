@@ -38,8 +38,7 @@ __all__ = [
     "PeerError",
     "dds_environment",
     "domain_id",
-    "gateway_reader_matched",
-    "gateway_writer_matched",
+    "gateway_matched",
     "unique",
 ]
 
@@ -73,28 +72,23 @@ def dds_environment() -> dict[str, str]:
     return {**os.environ, "CYCLONEDDS_URI": LOOPBACK_URI, "PYTHONPATH": path}
 
 
-def gateway_writer_matched(gateway: Any, adapter: str, topic: str) -> bool:
-    """Has the DDS writer of ``topic`` in ``adapter`` (a dds or ros2 adapter of the running
-    ``gateway``; call it on the gateway's loop) matched a reader? True while it has no
-    writer yet: one is created on first use.
+def gateway_matched(gateway: Any, adapter: str, endpoint: str, topic: str) -> bool:
+    """Has the gateway's DDS ``endpoint`` ("reader" or "writer") of ``topic`` in
+    ``adapter`` (a dds or ros2 adapter of the running ``gateway``; call it on the
+    gateway's loop) matched a peer? True while there is none: a writer is created on
+    first use, a reader of a pattern's topic once the topic is discovered.
 
-    Discovery is two-sided: a peer's reader that has matched the gateway's writer does
-    not mean that writer has seen the reader, and a volatile sample written before it has
-    reaches nobody."""
+    Discovery is two-sided: a peer's endpoint that has matched the gateway's does not
+    mean the gateway's has matched it. A writer sends a volatile sample only to the
+    readers it has seen; a reader drops what comes from a writer it has not seen, which
+    a best-effort writer never sends again."""
     bridge = gateway.adapters.instance(adapter)._bridge
-    writer = None if bridge is None else bridge.writer_for(topic)
-    return writer is None or writer.matched() >= 1
-
-
-def gateway_reader_matched(gateway: Any, adapter: str, topic: str) -> bool:
-    """Have the DDS readers of ``topic`` in ``adapter`` matched a writer (as above)? True
-    while it has none: a reader of a pattern's topic is created once one is discovered.
-
-    A peer's writer that has matched the gateway's reader sends to it; the reader drops
-    what comes from a writer it has not discovered yet, which a best-effort writer never
-    sends again."""
-    bridge = gateway.adapters.instance(adapter)._bridge
-    readers = [] if bridge is None else [r.entity for r in bridge.bus._readers if r.topic == topic]
+    if bridge is None:
+        return True
+    if endpoint == "writer":
+        writer = bridge.writer_for(topic)
+        return writer is None or writer.matched() >= 1
+    readers = [r.entity for r in bridge.bus._readers if r.topic == topic]
     return all(reader.get_matched_publications() for reader in readers)
 
 

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.helpers.dds import NETWORK_YAML, DdsPeer, domain_id, gateway_reader_matched
+from tests.helpers.dds import NETWORK_YAML, DdsPeer, domain_id, gateway_matched
 from tests.helpers.gateway import RunningGateway, running_gateway
 from tests.helpers.timeouts import unit
 from tests.integration.bridge.support import (
@@ -102,7 +102,7 @@ def test_dds_to_the_cloud_through_a_restart_of_the_cloud_loses_nothing(
             assert car.call("matched", id="speed", timeout=unit(15))["matched"] >= 1
             wait_until(  # and the adapter's reader has seen the writer
                 lambda: gw.call(
-                    lambda: gateway_reader_matched(gw.gateway, "vehicle", "vehicle_speed")
+                    lambda: gateway_matched(gw.gateway, "vehicle", "reader", "vehicle_speed")
                 ),
                 bool,
                 seconds=unit(15),

@@ -18,14 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers.dds import (
-    NETWORK_YAML,
-    DdsPeer,
-    domain_id,
-    gateway_reader_matched,
-    gateway_writer_matched,
-    unique,
-)
+from tests.helpers.dds import NETWORK_YAML, DdsPeer, domain_id, gateway_matched, unique
 from tests.helpers.gateway import RunningGateway, running_gateway
 from tests.helpers.timeouts import unit
 from tests.integration.broker.support import Clients, wait_until
@@ -145,7 +138,7 @@ def writer(bus: Bus, name: str, type_name: str, qos: dict[str, Any] | None = Non
 def gateway_reads(bus: Bus, topic: str) -> None:
     """Waits until the gateway's reader of ``topic`` has matched the peer's writer, which
     may have seen that reader first."""
-    wait_until(lambda: bus.gw.call(lambda: gateway_reader_matched(bus.gw.gateway, "car", topic)),
+    wait_until(lambda: bus.gw.call(lambda: gateway_matched(bus.gw.gateway, "car", "reader", topic)),
                unit(10), f"the gateway's DDS reader of {topic} matches the writer")
 
 
@@ -156,7 +149,7 @@ def reader(bus: Bus, name: str, type_name: str, qos: dict[str, Any] | None = Non
     peer_id = peer_id or name
     bus.peer.call("reader", id=peer_id, topic=topic, type=type_name, qos=qos or {})
     assert bus.peer.call("matched", id=peer_id, timeout=unit(10))["matched"] >= 1
-    wait_until(lambda: bus.gw.call(lambda: gateway_writer_matched(bus.gw.gateway, "car", topic)),
+    wait_until(lambda: bus.gw.call(lambda: gateway_matched(bus.gw.gateway, "car", "writer", topic)),
                unit(10), f"the gateway's DDS writer of {topic} matches the reader")
     return name
 

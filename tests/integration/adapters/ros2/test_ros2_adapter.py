@@ -15,14 +15,7 @@ import pytest
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from tests.helpers.dds import (
-    NETWORK_YAML,
-    DdsPeer,
-    domain_id,
-    gateway_reader_matched,
-    gateway_writer_matched,
-    unique,
-)
+from tests.helpers.dds import NETWORK_YAML, DdsPeer, domain_id, gateway_matched, unique
 from tests.helpers.gateway import RunningGateway, running_gateway
 from tests.helpers.timeouts import unit
 from tests.integration.broker.support import Clients, wait_until
@@ -117,7 +110,7 @@ def publisher(ros: Ros, topic: str, ros_type: str, profile: str = "default") -> 
     ros.peer.call("publisher", id=topic, topic=topic, type=ros_type, profile_name=profile)
     assert ros.peer.call("matched", id=topic, timeout=unit(10))["matched"] >= 1
     wait_until(lambda: ros.gw.call(
-        lambda: gateway_reader_matched(ros.gw.gateway, "robot", f"rt{topic}")), unit(10),
+        lambda: gateway_matched(ros.gw.gateway, "robot", "reader", f"rt{topic}")), unit(10),
         f"the gateway's reader of {topic} matches the publisher")
     return topic
 
@@ -133,7 +126,7 @@ def writer_matches(ros: Ros, topic: str) -> None:
     """Waits until the gateway's writer of ROS ``topic`` (DDS ``rt/...``) has matched the
     peer's subscriber, which may have seen that writer first."""
     wait_until(lambda: ros.gw.call(
-        lambda: gateway_writer_matched(ros.gw.gateway, "robot", f"rt{topic}")), unit(10),
+        lambda: gateway_matched(ros.gw.gateway, "robot", "writer", f"rt{topic}")), unit(10),
         f"the gateway's writer of {topic} matches the subscriber")
 
 
