@@ -26,10 +26,13 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tests.helpers.timeouts import unit
 from tests.interop.idl_codegen.dds_env import LOOPBACK_URI  # the same loopback settings
+
+if TYPE_CHECKING:
+    from tests.helpers.gateway import RunningGateway
 
 __all__ = [
     "LOOPBACK_URI",
@@ -72,24 +75,28 @@ def dds_environment() -> dict[str, str]:
     return {**os.environ, "CYCLONEDDS_URI": LOOPBACK_URI, "PYTHONPATH": path}
 
 
-def gateway_matched(gateway: Any, adapter: str, endpoint: str, topic: str) -> bool:
+def gateway_matched(gw: RunningGateway, adapter: str, endpoint: str, topic: str) -> bool:
     """Has the gateway's DDS ``endpoint`` ("reader" or "writer") of ``topic`` in
-    ``adapter`` (a dds or ros2 adapter of the running ``gateway``; call it on the
-    gateway's loop) matched a peer? True while there is none: a writer is created on
-    first use, a reader of a pattern's topic once the topic is discovered.
+    ``adapter`` (a dds or ros2 adapter of the running gateway ``gw``, asked on its loop)
+    matched a peer? True while there is none: a writer is created on first use, a reader
+    of a pattern's topic once the topic is discovered.
 
     Discovery is two-sided: a peer's endpoint that has matched the gateway's does not
     mean the gateway's has matched it. A writer sends a volatile sample only to the
     readers it has seen; a reader drops what comes from a writer it has not seen, which
     a best-effort writer never sends again."""
-    bridge = gateway.adapters.instance(adapter)._bridge
-    if bridge is None:
-        return True
-    if endpoint == "writer":
-        writer = bridge.writer_for(topic)
-        return writer is None or writer.matched() >= 1
-    readers = [r.entity for r in bridge.bus._readers if r.topic == topic]
-    return all(reader.get_matched_publications() for reader in readers)
+
+    def matched() -> bool:
+        bridge = gw.gateway.adapters.instance(adapter)._bridge
+        if bridge is None:
+            return True
+        if endpoint == "writer":
+            writer = bridge.writer_for(topic)
+            return writer is None or writer.matched() >= 1
+        readers = [r.entity for r in bridge.bus._readers if r.topic == topic]
+        return all(reader.get_matched_publications() for reader in readers)
+
+    return gw.call(matched)
 
 
 class PeerError(AssertionError):

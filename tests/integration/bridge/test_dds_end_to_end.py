@@ -101,9 +101,7 @@ def test_dds_to_the_cloud_through_a_restart_of_the_cloud_loses_nothing(
             )
             assert car.call("matched", id="speed", timeout=unit(15))["matched"] >= 1
             wait_until(  # and the adapter's reader has seen the writer
-                lambda: gw.call(
-                    lambda: gateway_matched(gw.gateway, "vehicle", "reader", "vehicle_speed")
-                ),
+                lambda: gateway_matched(gw, "vehicle", "reader", "vehicle_speed"),
                 bool,
                 seconds=unit(15),
             )

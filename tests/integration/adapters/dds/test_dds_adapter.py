@@ -131,15 +131,15 @@ def writer(bus: Bus, name: str, type_name: str, qos: dict[str, Any] | None = Non
     topic = bus.names.get(name, name)
     bus.peer.call("writer", id=name, topic=topic, type=type_name, qos=qos or {})
     assert bus.peer.call("matched", id=name, timeout=unit(10))["matched"] >= 1
-    gateway_reads(bus, topic)
+    gateway_matches(bus, "reader", topic)
     return name
 
 
-def gateway_reads(bus: Bus, topic: str) -> None:
-    """Waits until the gateway's reader of ``topic`` has matched the peer's writer, which
-    may have seen that reader first."""
-    wait_until(lambda: bus.gw.call(lambda: gateway_matched(bus.gw.gateway, "car", "reader", topic)),
-               unit(10), f"the gateway's DDS reader of {topic} matches the writer")
+def gateway_matches(bus: Bus, endpoint: str, topic: str) -> None:
+    """Waits until the gateway's ``endpoint`` of ``topic`` has matched the peer's, which
+    may have seen the gateway's first."""
+    wait_until(lambda: gateway_matched(bus.gw, "car", endpoint, topic), unit(10),
+               f"the gateway's DDS {endpoint} of {topic} matches the peer")
 
 
 def reader(bus: Bus, name: str, type_name: str, qos: dict[str, Any] | None = None,
@@ -149,8 +149,7 @@ def reader(bus: Bus, name: str, type_name: str, qos: dict[str, Any] | None = Non
     peer_id = peer_id or name
     bus.peer.call("reader", id=peer_id, topic=topic, type=type_name, qos=qos or {})
     assert bus.peer.call("matched", id=peer_id, timeout=unit(10))["matched"] >= 1
-    wait_until(lambda: bus.gw.call(lambda: gateway_matched(bus.gw.gateway, "car", "writer", topic)),
-               unit(10), f"the gateway's DDS writer of {topic} matches the reader")
+    gateway_matches(bus, "writer", topic)
     return name
 
 
@@ -211,7 +210,7 @@ def test_type_auto_rebuilds_an_unknown_type_from_the_network(bus: Bus,
     bus.peer.call("writer", id="battery", topic=topic, type="telemetry::Battery")
     wait_until(lambda: bus.peer.call("matched", id="battery", timeout=0.1)["matched"] >= 1,
                unit(15), "the adapter discovers the type and reads the topic")
-    gateway_reads(bus, topic)
+    gateway_matches(bus, "reader", topic)
     sample = {"station": "depot-3", "mode": "CHARGING",
               "cells": [{"id": 1, "volts": 3.5}, {"id": 2, "volts": 3.25}], "soc": 0.75}
     bus.peer.call("write", id="battery", samples=[sample])
@@ -228,7 +227,7 @@ def test_a_pattern_reads_every_matching_topic(bus: Bus, clients: Clients) -> Non
         bus.peer.call("writer", id=topic, topic=topic, type="vehicle::Speed")
         wait_until(lambda t=topic: bus.peer.call("matched", id=t, timeout=0.1)["matched"] >= 1,
                    unit(15), f"the adapter reads {topic}")
-        gateway_reads(bus, topic)
+        gateway_matches(bus, "reader", topic)
         bus.peer.call("write", id=topic, samples=[{"vin": f"V{index}", "seq": 0, "kph": 50.0}])
     got = sorted(m.topic for m in sub.expect_messages(2, unit(10)))
     assert got == sorted(f"fleet/{topic}/V{i}" for i, topic in enumerate(topics))

@@ -109,25 +109,22 @@ def clients(ros: Ros) -> Iterator[Clients]:
 def publisher(ros: Ros, topic: str, ros_type: str, profile: str = "default") -> str:
     ros.peer.call("publisher", id=topic, topic=topic, type=ros_type, profile_name=profile)
     assert ros.peer.call("matched", id=topic, timeout=unit(10))["matched"] >= 1
-    wait_until(lambda: ros.gw.call(
-        lambda: gateway_matched(ros.gw.gateway, "robot", "reader", f"rt{topic}")), unit(10),
-        f"the gateway's reader of {topic} matches the publisher")
+    gateway_matches(ros, "reader", topic)
     return topic
 
 
 def subscriber(ros: Ros, topic: str, ros_type: str, profile: str = "default") -> str:
     ros.peer.call("subscriber", id=topic, topic=topic, type=ros_type, profile_name=profile)
     assert ros.peer.call("matched", id=topic, timeout=unit(10))["matched"] >= 1
-    writer_matches(ros, topic)
+    gateway_matches(ros, "writer", topic)
     return topic
 
 
-def writer_matches(ros: Ros, topic: str) -> None:
-    """Waits until the gateway's writer of ROS ``topic`` (DDS ``rt/...``) has matched the
-    peer's subscriber, which may have seen that writer first."""
-    wait_until(lambda: ros.gw.call(
-        lambda: gateway_matched(ros.gw.gateway, "robot", "writer", f"rt{topic}")), unit(10),
-        f"the gateway's writer of {topic} matches the subscriber")
+def gateway_matches(ros: Ros, endpoint: str, topic: str) -> None:
+    """Waits until the gateway's ``endpoint`` of ROS ``topic`` (DDS ``rt/...``) has matched
+    the peer's, which may have seen the gateway's first."""
+    wait_until(lambda: gateway_matched(ros.gw, "robot", endpoint, f"rt{topic}"), unit(10),
+               f"the gateway's {endpoint} of {topic} matches the peer")
 
 
 TWIST = {"linear": {"x": 0.5, "y": 0.0, "z": 0.0}, "angular": {"x": 0.0, "y": 0.0, "z": -1.25}}
@@ -181,7 +178,7 @@ def test_geometry_msgs_twist_both_ways(ros: Ros, clients: Clients) -> None:
     publisher_ = clients.connect(5)
     publisher_.publish(f"to_ros/{robot}/cmd_vel", json.dumps(TWIST).encode(), 1)
     assert ros.peer.call("matched", id=topic, timeout=unit(10))["matched"] == 1
-    writer_matches(ros, topic)
+    gateway_matches(ros, "writer", topic)
     publisher_.publish(f"to_ros/{robot}/cmd_vel", json.dumps(TWIST).encode(), 1)
     taken = ros.peer.call("take", id=topic, count=2, timeout=unit(3))["messages"]
     assert taken in ([TWIST], [TWIST, TWIST])
