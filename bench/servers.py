@@ -5,7 +5,8 @@ and prints ``ready`` once it listens.
 ``serving(module, count)`` starts ``count`` of them on one free port and waits until
 they answer a CONNECT; ``main(doc, run, serve)`` is such a module's command line: the
 report of ``run(rounds)`` (a module that only serves has none), or with ``--serve PORT
-[ARGS...]`` the server ``serve(PORT, *ARGS)`` on uvloop.
+[ARGS...]`` the server ``serve(PORT, *ARGS)`` on uvloop (a module that only reports has
+none).
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ async def serve_protocol(
 def main(
     doc: str,
     run: Callable[[int], list[str]] | None,
-    serve: Callable[..., Coroutine[Any, Any, None]],
+    serve: Callable[..., Coroutine[Any, Any, None]] | None = None,
 ) -> None:
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -89,6 +90,8 @@ def main(
     parser.add_argument("serve_args", nargs="*", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve is not None:
+        if serve is None:
+            parser.error("this module serves nothing")
         import uvloop
 
         uvloop.run(serve(args.serve, *args.serve_args))
