@@ -71,6 +71,18 @@ class PeerProcess:
         found: dict[str, Any] = json.loads(self.line(timeout))
         return found
 
+    def poll(self, timeout: float) -> dict[str, Any] | None:
+        """The next line, a JSON object, or None when none came within ``timeout``."""
+        try:
+            line = self._lines.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        if line is None:
+            self._lines.put(None)
+            return self.next()  # fails: the peer ended
+        found: dict[str, Any] = json.loads(line)
+        return found
+
     def expect(self, key: str, timeout: float | None = None) -> Any:
         """The value of ``key`` in the next line that has it (other lines are skipped)."""
         while True:

@@ -277,17 +277,28 @@ adapters:
         with zmq_peer("stall", "--connect", f"ipc://{ipc_dir}/pub") as stall:
             stall.expect("ready")
             wait_counter(gw, "fullpub", "mqtt_to_zmq[0].connected", 1)
-            time.sleep(unit(0.2))  # the subscription travels to the publisher
+            # The subscription travels to the publisher: until it arrives, what the
+            # publisher sends goes nowhere. Probes until the peer has read one.
+            probes = 0
+
+            def probe() -> dict[str, object] | None:
+                nonlocal probes
+                bulk.publish("big/probe", b"p", qos=1)
+                probes += 1
+                return stall.poll(unit(0.2))
+
+            wait_for(probe, lambda line: line is not None and "probed" in line, seconds=30)
             payload = b"x" * 100_000
             for _ in range(100):
                 bulk.publish("big/blob", payload, qos=1)
+            total = 100 + probes
             stats = wait_for(
                 lambda: counters(gw, "fullpub"),
-                lambda c: c["mqtt_to_zmq[0].sent"] + c["mqtt_to_zmq[0].dropped"] == 100,
+                lambda c: c["mqtt_to_zmq[0].sent"] + c["mqtt_to_zmq[0].dropped"] == total,
                 seconds=30,
             )
         assert stats["mqtt_to_zmq[0].dropped"] > 0
-        assert stats["mqtt_to_zmq[0].received"] == 100
+        assert stats["mqtt_to_zmq[0].received"] == total
 
 
 def test_a_socket_that_cannot_bind_backs_off_with_the_reason(tmp_path: Path) -> None:

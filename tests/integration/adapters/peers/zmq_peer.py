@@ -11,8 +11,9 @@ written as latin-1 text. Roles:
   ``--print``, then ``{"received": n, "in_order": bool}`` (payloads ``0..n-1``).
 - ``pub``: publishes ``--topic`` messages every ``--interval`` seconds until killed.
 - ``sub``: subscribes to ``--subscribe`` prefixes, prints ``--count`` messages.
-- ``stall``: subscribes to everything and never reads (queue and buffers of one
-  message's size), until killed.
+- ``stall``: subscribes to everything, reads one message and prints ``{"probed":
+  true}``, then never reads again (queue and buffers of one message's size), until
+  killed.
 - ``rep``: answers every request with ``echo:`` and the request's frames joined by
   ``|``, until killed (``--delay`` seconds before each answer).
 - ``req``: sends each ``--data`` as a request, ``--parallel`` at once (one REQ socket
@@ -123,6 +124,8 @@ def main() -> None:
         for _ in range(args.count):
             out(message=text(sock.recv_multipart()))
     elif role == "stall":
+        sock.recv_multipart()  # the subscription has reached the publisher
+        out(probed=True)
         while True:
             time.sleep(3600)
     elif role == "rep":
