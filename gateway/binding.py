@@ -16,6 +16,7 @@ import errno
 import socket
 from typing import TYPE_CHECKING
 
+from broker_core.listeners.binding import host_to_resolve
 from gateway.config.address import BindAddress
 
 if TYPE_CHECKING:
@@ -56,7 +57,10 @@ def bind_error(path: Loc, name: str | None, address: BindAddress, exc: OSError) 
 def _try_bind(address: BindAddress) -> OSError | None:
     try:
         infos = socket.getaddrinfo(
-            address.host, address.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+            host_to_resolve(address.host),
+            address.port,
+            type=socket.SOCK_STREAM,
+            flags=socket.AI_PASSIVE,
         )
     except OSError as exc:
         return exc

@@ -1,7 +1,7 @@
 """Listening sockets bound by the project itself rather than by ``loop.create_server``:
-the ``tls`` listener (which accepts its own sockets, ``listeners.tls``) and the
-listeners whose server library loads with their first connection
-(``gateway.lazy_listener``)."""
+the ``tcp`` listener, the ``tls`` listener (which accepts its own sockets,
+``listeners.tls``) and the listeners whose server library loads with their first
+connection (``gateway.lazy_listener``)."""
 
 from __future__ import annotations
 
@@ -9,16 +9,25 @@ import asyncio
 import socket
 from typing import Any
 
-__all__ = ["addresses", "bind_listening", "listening_sockets"]
+__all__ = ["addresses", "bind_listening", "host_to_resolve", "listening_sockets"]
 
 AddrInfo = tuple[socket.AddressFamily, socket.SocketKind, int, str, Any]
+
+
+def host_to_resolve(host: str) -> str | bytes | None:
+    """``host`` as ``getaddrinfo`` takes it: None for any address, an ASCII name or
+    address as bytes. (A str is encoded with the IDNA codec, whose modules and Unicode
+    tables, ~340 KB, a running gateway would then keep for nothing.)"""
+    if not host:
+        return None
+    return host.encode("ascii") if host.isascii() else host
 
 
 async def addresses(host: str, port: int) -> list[AddrInfo]:
     """What ``host:port`` resolves to for a passive TCP socket, each address once."""
     loop = asyncio.get_running_loop()
     infos = await loop.getaddrinfo(
-        host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        host_to_resolve(host), port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
     )
     return list(dict.fromkeys(infos))
 

@@ -1,7 +1,8 @@
 """What a running `edgebus run` with `make run`'s defaults (MQTT, WebSocket, HTTP API)
 has loaded, read from the process's memory map (issue 17, docs/performance.md "Start-up
 memory"): not the configuration schema (pydantic validates in a child process and the
-gateway holds light views of its result), not YAML, not websockets until the WebSocket
+gateway holds light views of its result), not YAML, not the IDNA codec's Unicode tables
+(the listeners resolve an ASCII host as bytes), not websockets until the WebSocket
 listener's first connection. The configuration still works as configured: WebSocket
 and TCP clients exchange messages, and a SIGHUP reload compares the views with the
 models it loads without reporting unchanged sections as changed, and the API's
@@ -26,6 +27,8 @@ from tests.interop.mosquitto.tools import LOOPBACK, EdgebusProcess, free_port
 SCHEMA = "pydantic_core/_pydantic_core"
 YAML = "yaml/_yaml"
 WEBSOCKETS = "websockets/speedups"
+# The Unicode tables of the IDNA codec, which resolving a str host would load.
+UNICODE_TABLES = "lib-dynload/unicodedata"
 
 
 def _mapped(pid: int) -> str:
@@ -66,6 +69,7 @@ def test_the_defaults_load_no_schema_no_yaml_and_websockets_on_first_use(
         assert SCHEMA not in loaded
         assert YAML not in loaded
         assert WEBSOCKETS not in loaded
+        assert UNICODE_TABLES not in loaded
 
         ws = ListenerClient(LOOPBACK, ws_port, 4, "over-ws", transport="websockets")
         tcp = ListenerClient(LOOPBACK, edgebus.port, 4, "over-tcp")
