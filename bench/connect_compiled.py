@@ -31,7 +31,7 @@ from bench.brokers import REPO_ROOT, launch
 from bench.connects import ConnectResult, run_connects
 from bench.servers import main
 
-__all__ = ["CONNECT_PATH", "compile_with_mypyc", "compiled_core", "run"]
+__all__ = ["CONNECT_PATH", "compile_with_mypyc", "compiled_core", "core_first", "run"]
 
 #: The modules a connect spends its Python in (docs/performance.md, "Connects: the
 #: floor", fifth pass): the listener's connection and bounds, the session, its codec,
@@ -97,6 +97,14 @@ def _python_path(directory: Path | None) -> Iterator[None]:
             os.environ["PYTHONPATH"] = before
 
 
+def core_first(core: Path | None) -> dict[str, str]:
+    """The environment of a process started with ``python -P`` that imports ``core``'s
+    ``broker_core`` (none: the checkout's) and the rest (``bench`` too) from the
+    checkout."""
+    path = [str(core)] if core is not None else []
+    return {**os.environ, "PYTHONPATH": os.pathsep.join((*path, str(REPO_ROOT)))}
+
+
 def _once(kind: str, core: Path | None, warmup_s: float, duration_s: float) -> ConnectResult:
     with _python_path(core), launch(kind) as broker:
         return run_connects(broker.port, broker.pid, broker.check_alive, warmup_s, duration_s)
@@ -109,15 +117,14 @@ def _warm_us(core: Path | None) -> float:
         f"print(warm_us('disconnect', {_WARM_CYCLES}))\n"
     )
     # -P: the checkout (for ``bench``) after ``core`` on the path, not before it.
-    with _python_path(REPO_ROOT), _python_path(core):
-        completed = subprocess.run(
-            [sys.executable, "-P", "-c", code],
-            cwd=REPO_ROOT,
-            env=os.environ.copy(),
-            capture_output=True,
-            text=True,
-            check=True,
-        )
+    completed = subprocess.run(
+        [sys.executable, "-P", "-c", code],
+        cwd=REPO_ROOT,
+        env=core_first(core),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return float(completed.stdout.split()[-1])
 
 

@@ -50,19 +50,27 @@ class PeerProcess:
         self._stderr.seek(0)
         return self._stderr.read().decode(errors="replace")[-size:]
 
-    def line(self, timeout: float | None = None) -> str:
-        """The next line of output; fails after ``timeout`` (default 10 units) or at EOF."""
-        wait = unit(10) if timeout is None else timeout
+    def _next_line(self, timeout: float) -> str | None:
+        """The next line of output, or None when none came within ``timeout``; fails at
+        EOF."""
         try:
-            line = self._lines.get(timeout=wait)
+            line = self._lines.get(timeout=timeout)
         except queue.Empty:
-            raise AssertionError(
-                f"peer {self.argv[:3]}: nothing within {wait:.1f}s\n{self.stderr_tail()}"
-            ) from None
+            return None
         if line is None:
             self._lines.put(None)  # EOF stays EOF
             raise AssertionError(
                 f"peer {self.argv[:3]} ended ({self.process.wait()})\n{self.stderr_tail()}"
+            )
+        return line
+
+    def line(self, timeout: float | None = None) -> str:
+        """The next line of output; fails after ``timeout`` (default 10 units) or at EOF."""
+        wait = unit(10) if timeout is None else timeout
+        line = self._next_line(wait)
+        if line is None:
+            raise AssertionError(
+                f"peer {self.argv[:3]}: nothing within {wait:.1f}s\n{self.stderr_tail()}"
             )
         return line
 
@@ -73,13 +81,9 @@ class PeerProcess:
 
     def poll(self, timeout: float) -> dict[str, Any] | None:
         """The next line, a JSON object, or None when none came within ``timeout``."""
-        try:
-            line = self._lines.get(timeout=timeout)
-        except queue.Empty:
-            return None
+        line = self._next_line(timeout)
         if line is None:
-            self._lines.put(None)
-            return self.next()  # fails: the peer ended
+            return None
         found: dict[str, Any] = json.loads(line)
         return found
 

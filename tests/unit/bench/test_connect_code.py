@@ -4,14 +4,12 @@ bench.connect_compiled's copy of the broker core imports its compiled modules.""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
-from bench.brokers import REPO_ROOT
 from bench.connect_code import CALLS, MODES, calls, write_probe
-from bench.connect_compiled import compile_with_mypyc, compiled_core
+from bench.connect_compiled import compile_with_mypyc, compiled_core, core_first
 from bench.connects import run_connects
 from bench.servers import serving
 
@@ -48,7 +46,7 @@ def test_the_compiled_core_is_what_a_process_imports_first() -> None:
     with compiled_core(("broker_core/mqtt/wire.py",)) as core:
         completed = subprocess.run(
             [sys.executable, "-P", "-c", "import broker_core.mqtt.wire as m; print(m.__file__)"],
-            env={**os.environ, "PYTHONPATH": os.pathsep.join((str(core), str(REPO_ROOT)))},
+            env=core_first(core),
             capture_output=True,
             text=True,
             check=True,
