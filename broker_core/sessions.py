@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import secrets
+import os
 import time
 from collections import deque
 from collections.abc import Iterator
@@ -92,7 +92,7 @@ class SessionRegistry:
     def assign_client_id(self) -> str:
         """A fresh client id for a client that sent none (MQTT 5.0 3.1.3.1)."""
         while True:
-            client_id = f"edgebus-{secrets.token_hex(8)}"
+            client_id = f"edgebus-{os.urandom(8).hex()}"
             if client_id not in self._sessions:
                 return client_id
 

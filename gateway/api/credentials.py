@@ -10,10 +10,9 @@ gets its first connection (``gateway.api.server``).
 
 from __future__ import annotations
 
-import hmac
+import base64
 import logging
 import os
-import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -54,13 +53,15 @@ class Credentials:
     def __init__(self, keys: dict[str, str], users: dict[str, str]) -> None:
         self._keys = [(key.encode(), name) for key, name in keys.items()]
         self._users = {name: password.encode() for name, password in users.items()}
-        self._dummy = secrets.token_bytes(32)
+        self._dummy = os.urandom(32)
 
     @property
     def accepts_users(self) -> bool:
         return bool(self._users)
 
     def check_key(self, key: str) -> Principal | None:
+        import hmac  # with hashlib, OpenSSL's digests: loaded by the API's first request
+
         given = key.encode()
         found: str | None = None
         for expected, name in self._keys:
@@ -69,6 +70,8 @@ class Credentials:
         return None if found is None else Principal(found, "key")
 
     def check_user(self, username: str, password: str) -> Principal | None:
+        import hmac  # OpenSSL's digests, with the API's first request
+
         expected = self._users.get(username)
         # Compare against something even for an unknown user: no timing hint.
         ok = hmac.compare_digest(password.encode(), expected or self._dummy)
@@ -92,7 +95,7 @@ def load_or_create_key(path: Path) -> str:
             raise ConfigError(f"api.key_file: {path} {problem}")
         log.info("API key read from %s", path)
         return text
-    key = secrets.token_urlsafe(32)
+    key = base64.urlsafe_b64encode(os.urandom(32)).rstrip(b"=").decode("ascii")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

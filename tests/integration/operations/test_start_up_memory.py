@@ -29,6 +29,10 @@ YAML = "yaml/_yaml"
 WEBSOCKETS = "websockets/speedups"
 # The Unicode tables of the IDNA codec, which resolving a str host would load.
 UNICODE_TABLES = "lib-dynload/unicodedata"
+# OpenSSL's digests (hashlib, hmac), which the API's first request loads, and the random
+# module, which a component's first failure loads.
+DIGESTS = "lib-dynload/_hashlib"
+RANDOM = "lib-dynload/_random"
 
 
 def _mapped(pid: int) -> str:
@@ -70,6 +74,8 @@ def test_the_defaults_load_no_schema_no_yaml_and_websockets_on_first_use(
         assert YAML not in loaded
         assert WEBSOCKETS not in loaded
         assert UNICODE_TABLES not in loaded
+        assert DIGESTS not in loaded
+        assert RANDOM not in loaded
 
         ws = ListenerClient(LOOPBACK, ws_port, 4, "over-ws", transport="websockets")
         tcp = ListenerClient(LOOPBACK, edgebus.port, 4, "over-tcp")
@@ -94,6 +100,7 @@ def test_the_defaults_load_no_schema_no_yaml_and_websockets_on_first_use(
         with urllib.request.urlopen(request, timeout=unit(15)) as response:
             shown = json.loads(response.read())
         assert shown == masked_config(load_config(edgebus.config))
+        assert DIGESTS in _mapped(pid)  # loaded by the API and its first request
 
         edgebus.process.send_signal(signal.SIGHUP)
         log = _wait_for_log(edgebus, "configuration reloaded")

@@ -39,6 +39,10 @@ WEB_FRAMEWORK = ("fastapi", "starlette", "uvicorn", "prometheus_client")
 # (gateway.config.light); websockets loads with a WebSocket listener's first connection.
 # click: the console script starts a plain `run` without it (gateway.entry).
 RUN_ELSEWHERE = ("pydantic", "pydantic_core", "yaml", "websockets", "click")
+# OpenSSL's digests (0.4 MB of idle RSS) and the random module (0.2 MB) load with their
+# first use: the API's first request, a signed webhook, a rule that hashes, a component's
+# restart. Random ids come from os.urandom, as the secrets module takes them.
+ON_FIRST_USE = ("hashlib", "_hashlib", "hmac", "secrets", "random")
 
 _PROBE = """
 import json, sys
@@ -72,4 +76,5 @@ def test_the_default_gateway_imports_no_component_library_and_no_web_framework(
     assert sorted(tops & set(COMPONENT_LIBRARIES)) == []
     assert sorted(tops & set(WEB_FRAMEWORK)) == []
     assert sorted(tops & set(RUN_ELSEWHERE)) == []
+    assert sorted(tops & set(ON_FIRST_USE)) == []
     assert sorted(m for m in modules if m.startswith(("adapters", "bridge", "spark_sink"))) == []
