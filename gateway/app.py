@@ -30,14 +30,13 @@ from gateway.config.light import same_config
 from gateway.config.validate import inactive_sections
 from gateway.hub import Hub
 from gateway.lazy_listener import LazyServer, listening_socket
-from gateway.rules.engine import RuleEngine
-from gateway.rules.targets import GatewayTargets
 from gateway.security import build_security
-from gateway.webhook import Webhooks
 
 if TYPE_CHECKING:
     from gateway.api import ApiServer
     from gateway.config import GatewayConfig, ListenerConfig, MqttConfig
+    from gateway.rules.engine import RuleEngine
+    from gateway.webhook import Webhooks
 
 __all__ = ["Gateway", "limits_from_config"]
 
@@ -125,15 +124,10 @@ class Gateway:
         self.components = Supervisor(
             self.hub, Path(config.data_dir), specs, events=self.sys_topics
         )
-        self.webhooks = Webhooks(config.webhooks, self.broker, config.node_name)
-        self.rules = RuleEngine(
-            self.hub,
-            config.rules,
-            Path(config.data_dir),
-            self.webhooks,
-            config.node_name,
-            targets=GatewayTargets(self.components, lambda: self.config.stream),
-        )
+        # The rule engine and the webhooks are built with their first use (build_rules).
+        self._rules: RuleEngine | None = None
+        self._webhooks: Webhooks | None = None
+        self._rule_tasks: list[asyncio.Task[None]] = []
         self.adapters: KindView = self.components.view(ADAPTER)
         # Until a bridge type is registered, the API lists the configured bridges.
         self.bridges: KindView | None = (
@@ -150,6 +144,51 @@ class Gateway:
             from gateway.api import ApiServer  # FastAPI and uvicorn only when serving
 
             self.api = ApiServer(self)
+
+    @property
+    def rules(self) -> RuleEngine:
+        """The rule engine (``build_rules``)."""
+        return self.build_rules()
+
+    @property
+    def webhooks(self) -> Webhooks:
+        """The configured webhooks (``build_rules``)."""
+        self.build_rules()
+        assert self._webhooks is not None
+        return self._webhooks
+
+    def build_rules(self) -> RuleEngine:
+        """The rule engine, with the webhooks its actions post to, built with its first
+        use: rules or webhooks in the configuration, a reload that adds rules, the HTTP
+        API. A gateway without them loads none of their code (0.45 MB of idle RSS).
+        Built while the gateway runs, both start at once."""
+        if self._rules is None:
+            from gateway.rules.engine import RuleEngine
+            from gateway.rules.targets import GatewayTargets
+            from gateway.webhook import Webhooks
+
+            config = self.config
+            self._webhooks = Webhooks(config.webhooks, self.broker, config.node_name)
+            self._rules = RuleEngine(
+                self.hub,
+                config.rules,
+                Path(config.data_dir),
+                self._webhooks,
+                config.node_name,
+                targets=GatewayTargets(self.components, lambda: self.config.stream),
+            )
+            if self._tg is not None:
+                self._start_rules(self._tg)
+        return self._rules
+
+    def _start_rules(self, tg: asyncio.TaskGroup) -> None:
+        if self._rule_tasks or self._rules is None or self._webhooks is None:
+            return
+        self._rules.start()  # the configured rules evaluate from here on
+        self._rule_tasks = [
+            tg.create_task(self._webhooks.run(), name="webhooks"),
+            tg.create_task(self._rules.run(), name="rules"),
+        ]
 
     @property
     def api_address(self) -> tuple[str, int] | None:
@@ -178,7 +217,8 @@ class Gateway:
         done = ["acl", "password_file"]
         specs = registry.specs_from_config(new)[0]
         done += self.components.reconcile(specs)
-        done += self.rules.reconcile(new.rules)
+        if new.rules or self._rules is not None:
+            done += self.rules.reconcile(new.rules)
         # A gateway started on views (gateway.config.light) compares them with models.
         fixed = [
             name
@@ -205,8 +245,9 @@ class Gateway:
                 # in place before the listeners accept the first message.
                 self.components.start(tg)
                 await self.components.settle()
-                webhooks_task = tg.create_task(self.webhooks.run(), name="webhooks")
-                rules_task = tg.create_task(self.rules.run(), name="rules")
+                if self.config.rules or self.config.webhooks:
+                    self.build_rules()
+                self._start_rules(tg)  # when built before the gateway ran
                 for index, listener in enumerate(self.config.listeners):
                     try:
                         self._servers.append(await self._start_listener(listener))
@@ -229,12 +270,13 @@ class Gateway:
                 )
                 self.ready.set()
                 await self._stop.wait()
+                self._tg = None  # what is built from now on does not start
                 housekeeping.cancel()
                 sys_task.cancel()
                 for waiting in self._lazy:
                     waiting.cancel()
-                rules_task.cancel()  # its SQLite rows are written before it returns
-                webhooks_task.cancel()
+                for task in self._rule_tasks:
+                    task.cancel()  # the rules' SQLite rows are written before it returns
                 await self.components.shutdown()
                 if self.api is not None:
                     self.api.stop()

@@ -303,13 +303,20 @@ class RuleEngine:
 
     # -- running ------------------------------------------------------------------------
 
-    async def run(self) -> None:
-        """Installs the configured rules and evaluates until cancelled."""
+    def start(self) -> None:
+        """Installs the configured rules: they evaluate from here on, and ``run`` acts
+        on what they pass. Once; ``run`` starts the engine when nothing did."""
+        if self._running:
+            return
         self._wake = asyncio.Event()
         self._running = True
+        for config in self._configured:
+            self._install_configured(config)
+
+    async def run(self) -> None:
+        """Runs the actions of what the rules pass until cancelled (``start`` first)."""
         try:
-            for config in self._configured:
-                self._install_configured(config)
+            self.start()
             await self._work()
         finally:
             self._running = False

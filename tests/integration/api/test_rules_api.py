@@ -118,6 +118,21 @@ def test_a_reload_applies_the_files_rules_and_keeps_the_apis(
     assert [r["name"] for r in http.get("/api/v1/rules").json()] == ["copy"]
 
 
+def test_a_gateway_started_without_rules_builds_its_engine_when_a_reload_adds_one(
+    tmp_path: Path, gw: RunningGateway, clients: Clients
+) -> None:
+    # Nothing configured and the API not asked: no engine (gateway.app, Gateway.rules).
+    assert gw.call(lambda: gw.gateway._rules) is None
+    watcher = clients.subscriber(5, "out/#")
+    device = clients.connect(5)
+    path = config_file(tmp_path, gw, rules=[RULE])
+    gw.call(lambda: setattr(gw.gateway, "config_path", path))
+    assert "rule: added copy" in gw.call(gw.gateway.reload)
+    device.publish("in/a", b'{"v": 12}', qos=1)
+    assert watcher.expect_message().topic == "out/12"
+    assert gw.call(lambda: gw.gateway.rules.statuses())[0]["hits"] == 1
+
+
 def test_rules_sharing_a_filter_come_and_go_independently(http: Http, clients: Clients) -> None:
     watcher = clients.subscriber(5, "out/#")
     device = clients.connect(5)

@@ -43,6 +43,9 @@ RUN_ELSEWHERE = ("pydantic", "pydantic_core", "yaml", "websockets", "click")
 # first use: the API's first request, a signed webhook, a rule that hashes, a component's
 # restart. Random ids come from os.urandom, as the secrets module takes them.
 ON_FIRST_USE = ("hashlib", "_hashlib", "hmac", "secrets", "random")
+# The rule engine and the webhooks: built when rules or webhooks are configured, a reload
+# adds rules or the HTTP API is used (gateway.app, Gateway.rules).
+ON_FIRST_RULE = ("gateway.rules", "gateway.webhook", "gateway.mapping")
 
 _PROBE = """
 import json, sys
@@ -77,4 +80,5 @@ def test_the_default_gateway_imports_no_component_library_and_no_web_framework(
     assert sorted(tops & set(WEB_FRAMEWORK)) == []
     assert sorted(tops & set(RUN_ELSEWHERE)) == []
     assert sorted(tops & set(ON_FIRST_USE)) == []
+    assert sorted(m for m in modules if m.startswith(ON_FIRST_RULE)) == []
     assert sorted(m for m in modules if m.startswith(("adapters", "bridge", "spark_sink"))) == []
