@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
+import hmac
 import logging
 import ssl
 from collections import deque
@@ -141,9 +143,6 @@ class Webhook:
     def headers(self, body: bytes) -> dict[str, str]:
         if self._secret is None:
             return self._headers
-        import hashlib  # with hmac, OpenSSL's digests: loaded by the first signed webhook
-        import hmac
-
         digest = hmac.new(self._secret, body, hashlib.sha256).hexdigest()
         return {**self._headers, self.config.signature_header: f"sha256={digest}"}
 

@@ -10,6 +10,7 @@ Names follow EMQX's rule language where it has one.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import math
 import re
@@ -256,8 +257,6 @@ def _math(function: Callable[..., float]) -> Callable[..., Any]:
 
 def _hash(name: str) -> Callable[[Any], str]:
     def digest(value: Any) -> str:
-        import hashlib  # OpenSSL's digests: loaded by the first rule that hashes
-
         data = value if isinstance(value, bytes) else to_text(value).encode()
         return hashlib.new(name, data).hexdigest()
 

@@ -40,8 +40,8 @@ WEB_FRAMEWORK = ("fastapi", "starlette", "uvicorn", "prometheus_client")
 # click: the console script starts a plain `run` without it (gateway.entry).
 RUN_ELSEWHERE = ("pydantic", "pydantic_core", "yaml", "websockets", "click")
 # OpenSSL's digests (0.4 MB of idle RSS) and the random module (0.2 MB) load with their
-# first use: the API's first request, a signed webhook, a rule that hashes, a component's
-# restart. Random ids come from os.urandom, as the secrets module takes them.
+# first use: the API's first request, the rule engine, a component's restart. Random ids
+# come from os.urandom, as the secrets module takes them.
 ON_FIRST_USE = ("hashlib", "_hashlib", "hmac", "secrets", "random")
 # The rule engine and the webhooks: built when rules or webhooks are configured, a reload
 # adds rules or the HTTP API is used (gateway.app, Gateway.rules).
