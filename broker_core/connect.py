@@ -5,8 +5,8 @@
    ``max_connections`` (0x97 Quota exceeded), ``connection_rate`` (0x9F);
 2. the client id: none given is assigned one (MQTT 5 gets it back as the Assigned
    Client Identifier) unless the client is MQTT 3.1, or 3.1.1 without a clean session
-   (0x85, [MQTT-3.1.3-8]); longer than ``max_client_id_length`` (MQTT 3.1: 23) is
-   refused (0x85);
+   (0x85, [MQTT-3.1.3-8]); one given that is longer than ``max_client_id_length``
+   (MQTT 3.1: 23) is refused (0x85);
 3. the credentials, through the login throttle when there is one
    (``broker_core.login_throttle``), then the authenticator;
 4. the will: a QoS or retain the server does not offer refuses an MQTT 5 client (0x9B,
@@ -174,7 +174,8 @@ def handle_connect(
         client_id = broker.sessions.assign_client_id()
         if connect.protocol_level == 5:
             assigned = client_id  # [MQTT-3.2.2-16]
-    if _client_id_too_long(client_id, connect.protocol_level, limits):
+    elif _client_id_too_long(client_id, connect.protocol_level, limits):
+        # The bound is on what clients send: an assigned id is the broker's own.
         answer.refuse(ReasonCode.CLIENT_IDENTIFIER_NOT_VALID)
         return None
     request = _auth_request(broker, session, connect, client_id, listener, certificate_identity)

@@ -169,6 +169,31 @@ def test_v311_empty_client_id_without_clean_session_is_refused(clients: Clients)
     assert final.session_present is False
 
 
+@pytest.mark.gateway_config("mqtt:\n  max_client_id_length: 23\n")
+@BOTH
+def test_an_assigned_identifier_is_not_bound_by_max_client_id_length(
+    clients: Clients, proto: int
+) -> None:
+    # 23 is the least the setting allows: clients that send no id still connect, under
+    # an id the broker assigns (longer than 23), while a given id over 23 is refused.
+    one = clients.raw_connect(proto, "")
+    two = clients.raw_connect(proto, "")
+    one.subscribe("assigned/t", 1)
+    two.publish("assigned/t", b"x", qos=1)
+    assert one.recv_publish().payload == b"x"
+    client = clients.raw(proto)
+    client.send(mb.gen_connect("c" * 24, proto_ver=proto))
+    code = (
+        mb.ReasonCode.CLIENT_IDENTIFIER_NOT_VALID
+        if proto == 5
+        else (mb.ConnackCode.IDENTIFIER_REJECTED)
+    )
+    final = client.expect_closed(
+        reason_code=code, require_reason=True, packet_type=mb.PacketType.CONNACK
+    )
+    assert final is not None
+
+
 @pytest.mark.gateway_config("mqtt:\n  server_keep_alive: 0\n")
 def test_server_keep_alive_0_is_sent_when_it_differs(clients: Clients) -> None:
     # [MQTT-3.2.2-22]: without a Server Keep Alive in CONNACK the Server MUST use the
