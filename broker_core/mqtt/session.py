@@ -141,6 +141,7 @@ class Session:
         "_v5",
         "_v5_expiry_asked",
         "acks_held",
+        "acks_received",
         "clean_start",
         "close_reason",
         "closed",
@@ -201,6 +202,9 @@ class Session:
         self.waker: Waker | None = None
         self.outgoing: Outgoing | None = None  # built by accept()
         self.acks_held = 0  # acknowledgements waiting for the store to commit
+        # The input being handled acknowledged a delivery (PUBACK, PUBREC, PUBCOMP); the
+        # driver reads and clears it (``MqttConnection.data_received``).
+        self.acks_received = False
         self._aliases: TopicAliases | None = None  # built on the first alias
         self._events: list[Event] | None = None  # built on the first event
         self._held: list[Packet] | None = None  # while CONNECTING, built on the first
@@ -480,6 +484,7 @@ class Session:
             acknowledged = _ACKNOWLEDGEMENTS.get(kind)
             if acknowledged is not None:  # of the outgoing flow (built once CONNECTED)
                 acknowledged(self.outgoing, packet, now)
+                self.acks_received = True
                 return
             handler = _HANDLERS.get(kind)
             if handler is None:
