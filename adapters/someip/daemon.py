@@ -19,6 +19,11 @@ when the minimum someipy version has the fixes:
    of type ERROR (0x81), how a SOME/IP server reports an error code, is dropped and the
    caller times out. Fix: hand an ERROR response to the daemon's RESPONSE path (the
    return code is kept; the client library reports it).
+4. The daemon takes a discovery group (``sd_address``) for multicast only when it
+   starts with "224"; any other group of 224.0.0.0/4 (239.x.y.z, the organisation-local
+   scope, say) gets a broadcast socket bound without address reuse, so the adapter's
+   own discovery socket cannot join beside it and the adapter never starts. Fix: the
+   daemon's broadcast socket factory hands a multicast group to its multicast one.
 
 Started with ``EDGEBUS_SOMEIPYD_PARENT=<pid>`` (as the adapter does), the daemon exits
 when that parent dies (Linux ``PR_SET_PDEATHSIG``), so a gateway killed with
@@ -28,6 +33,7 @@ when that parent dies (Linux ``PR_SET_PDEATHSIG``), so a gateway killed with
 from __future__ import annotations
 
 import ctypes
+import ipaddress
 import os
 import signal
 import sys
@@ -73,6 +79,17 @@ def apply_workarounds() -> list[str]:
         someip_message_callback._edgebus_error_responses = True  # type: ignore[attr-defined]
         daemon_class._someip_message_callback = someip_message_callback
         applied.append("ERROR responses")
+    broadcast = someipyd.create_rcv_broadcast_socket
+    if not getattr(broadcast, "_edgebus_multicast_groups", False):
+
+        def receive_socket(address: str, port: int, interface: str) -> Any:
+            if ipaddress.IPv4Address(address).is_multicast:
+                return someipyd.create_rcv_multicast_socket(address, port, interface)
+            return broadcast(address, port, interface)
+
+        receive_socket._edgebus_multicast_groups = True  # type: ignore[attr-defined]
+        someipyd.create_rcv_broadcast_socket = receive_socket
+        applied.append("multicast groups beyond 224")
     return applied
 
 

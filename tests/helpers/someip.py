@@ -60,10 +60,10 @@ def free_udp_port(*hosts: str) -> int:
     raise RuntimeError("no free UDP port")
 
 
-def sd_net() -> SdNet:
-    """A discovery port and multicast group of this test's own."""
+def sd_net(first_octet: int = 224) -> SdNet:
+    """A discovery port and multicast group (``first_octet``.224.x.y) of this test's own."""
     port = free_udp_port("127.0.0.1", "127.0.0.2")
-    return SdNet(f"224.224.{port >> 8}.{port & 0xFF}", port)
+    return SdNet(f"{first_octet}.224.{port >> 8}.{port & 0xFF}", port)
 
 
 def _env() -> dict[str, str]:
@@ -237,9 +237,9 @@ class SomeipPeer:
 
 
 @contextlib.contextmanager
-def daemons(*interfaces: str) -> Iterator[list[SomeipDaemon]]:
+def daemons(*interfaces: str, first_octet: int = 224) -> Iterator[list[SomeipDaemon]]:
     """Daemons on ``interfaces`` sharing one discovery network of this test's own."""
-    net = sd_net()
+    net = sd_net(first_octet)
     started: list[SomeipDaemon] = []
     try:
         for interface in interfaces:

@@ -71,6 +71,28 @@ def test_events_of_a_remote_server_reach_mqtt_typed_and_raw(tmp_path: Path) -> N
         assert stats["events_malformed"] == 0
 
 
+def test_discovery_on_a_group_outside_224_works(tmp_path: Path) -> None:
+    # someipy's daemon took only groups starting with "224" for multicast, and bound
+    # others as broadcast sockets, which the adapter's own discovery socket then could
+    # not share (adapters.someip.daemon, workaround 4).
+    with (
+        daemons("127.0.0.2", first_octet=239) as (remote,),
+        SomeipPeer.start(
+            remote, role="server", service=0x1234, instance=1, eventgroups={1: [0x8001]}
+        ) as server,
+        gateway(tmp_path, remote.net, CONSUME) as gw,
+    ):
+        assert remote.net.sd_address.startswith("239.")
+        wait_state(gw, "running")
+        with mqtt(gw, "dash", "someip/1234/0001/event/#") as dash:
+            speed = first_message(
+                dash,
+                lambda: server.send("send", eventgroup=1, event=0x8001, payload="41dd999a01"),
+                "someip/1234/0001/event/8001",
+            )
+        assert json.loads(speed.payload) == {"speed_kmh": 27.7, "valid": True}
+
+
 def test_a_malformed_event_is_counted_and_reported_with_its_field_path(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
