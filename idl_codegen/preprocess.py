@@ -22,7 +22,9 @@ What it does, per main file (one translation unit):
 
 from __future__ import annotations
 
+import bisect
 import re
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +57,10 @@ class PreprocessedSource:
     lines: list[str] = field(default_factory=list)
     origins: list[tuple[str, int]] = field(default_factory=list)
     files: list[SourceFile] = field(default_factory=list)
+    #: Lines where macros expanded, by index: where each stretch of the output line
+    #: starts, where its source starts, and whether it is an expansion (every column of
+    #: which is its macro name's column), so that errors keep the source's columns.
+    expanded: dict[int, list[tuple[int, int, bool]]] = field(default_factory=dict)
 
     @property
     def text(self) -> str:
@@ -66,6 +72,13 @@ class PreprocessedSource:
             return Location("<input>", 1, column)
         index = min(max(line_index, 0), len(self.origins) - 1)
         file, line = self.origins[index]
+        stretches = self.expanded.get(index)
+        if stretches is not None:
+            offset = column - 1
+            found = bisect.bisect_right(stretches, (offset, sys.maxsize, True)) - 1
+            if found >= 0:
+                start, source_start, expansion = stretches[found]
+                column = source_start + 1 + (0 if expansion else offset - start)
         return Location(file, line, column)
 
 
@@ -216,7 +229,7 @@ class Preprocessor:
             match = _DIRECTIVE.match(line)
             active = not stack or stack[-1].active
             if match is None:
-                self._emit(self._expand(line) if active else "", display, lineno)
+                self._emit(self._expand_line(line) if active else "", display, lineno)
                 continue
             # join continuation lines of a directive
             continued = 0
@@ -338,6 +351,33 @@ class Preprocessor:
         self._macros[name] = body.strip()
 
     # -- macro expansion ---------------------------------------------------------------
+
+    def _expand_line(self, text: str) -> str:
+        """``text`` with its macros expanded, and where the columns moved recorded."""
+        if not self._macros:
+            return text
+        parts: list[str] = []
+        stretches: list[tuple[int, int, bool]] = []
+        done = 0  # of text
+        length = 0  # of the output so far
+        for match in _IDENT_OR_LITERAL.finditer(text):
+            name = match.group(0)
+            if name not in self._macros:
+                continue
+            start, end = match.span()
+            parts.append(text[done:start])
+            length += start - done
+            expansion = self._expand(self._macros[name], frozenset({name}))
+            stretches.append((length, start, True))
+            parts.append(expansion)
+            length += len(expansion)
+            stretches.append((length, end, False))
+            done = end
+        if not stretches:
+            return text
+        parts.append(text[done:])
+        self._out.expanded[len(self._out.lines)] = stretches
+        return "".join(parts)
 
     def _expand(self, text: str, active: frozenset[str] = frozenset()) -> str:
         if not self._macros:

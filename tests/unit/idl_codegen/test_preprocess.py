@@ -130,3 +130,35 @@ def test_unreadable_main_file_is_an_error(tmp_path: Path) -> None:
     _, diagnostics = run([tmp_path / "absent.idl"])
     assert len(diagnostics.errors) == 1
     assert "cannot read" in diagnostics.errors[0].message
+
+
+def test_errors_after_a_macro_keep_the_columns_of_the_source(
+    write_idl: Callable[..., Path], tmp_path: Path
+) -> None:
+    # The expansion is longer ("long long") or shorter ("long") than the macro's name:
+    # an error later on the line names the column of the file, not of the expanded line;
+    # one inside an expansion names the macro's column.
+    from click.testing import CliRunner
+
+    from idl_codegen.cli import main
+
+    types = write_idl(
+        "#define LONGTYPENAME long\n#define T long long\n"
+        "module m {\n"
+        "  struct S { LONGTYPENAME a; X b; };\n"
+        "  struct U { T a; T b; Y c; };\n"
+        "};\n",
+        "types.idl",
+    )
+    syntax = write_idl("#define V 1 +\nmodule m {\n  const long C = V ;\n};\n", "syntax.idl")
+    result = CliRunner().invoke(main, [str(types), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 1
+    assert f"{types}:4:30: unknown type 'X'" in result.stderr
+    assert f"{types}:5:24: unknown type 'Y'" in result.stderr
+    result = CliRunner().invoke(main, [str(syntax), "-o", str(tmp_path / "out")])
+    assert f"{syntax}:3:20: expected a constant expression, got ';'" in result.stderr
+    source = Preprocessor([], Diagnostics()).run([types])
+    index = next(i for i, line in enumerate(source.lines) if "struct U" in line)
+    line = source.lines[index]
+    assert line == "  struct U { long long a; long long b; Y c; };"
+    assert source.location(index, line.index("long long b") + 6).column == 19  # the 2nd T
