@@ -14,6 +14,8 @@ Process layout (see docs/performance.md for the measurements behind it):
 - QoS 1: 4 publisher connections, each with a window of 100 unacknowledged PUBLISH,
   in ``qos1_publisher_procs`` processes; one QoS 1 subscriber on ``bench/q1/+``;
 - latency: one publisher process at 1000 msg/s, one subscriber process;
+- echo: the harness process itself, one client publishing QoS 1 to its own
+  subscription, one message at a time, Nagle's algorithm on (``bench.echo``);
 - idle memory: the harness process itself opens the connections;
 - start-up memory: the broker's RSS once it answers, with ``make run``'s defaults
   (edgebus: MQTT, WebSocket, HTTP API, SQLite; the ``defaults`` launch profile);
@@ -33,6 +35,7 @@ from typing import Any
 
 from bench.brokers import RunningBroker
 from bench.connects import run_connects
+from bench.echo import run_echo
 from bench.idle import run_idle
 from bench.latency import run_latency
 from bench.loadgen import FlowResult, FlowSpec, run_flow
@@ -231,6 +234,28 @@ def run_latency_probe(
     return values, details
 
 
+def run_echo_probe(
+    broker: RunningBroker, opts: BenchOptions
+) -> tuple[dict[str, float], dict[str, Any]]:
+    result = run_echo(
+        broker.port,
+        broker.pid,
+        broker.check_alive,
+        opts.warmup_s,
+        opts.duration_s,
+        opts.level,
+        opts.payload_size,
+    )
+    values = {"round_trips": result.rate, "p50": result.p50_ms, "p99": result.p99_ms}
+    details = {
+        "round_trips": result.round_trips,
+        "broker_cpu": round(result.broker_cpu, 3),
+        "generator_cpu": round(result.generator_cpu, 3),
+        "other_cpu": round(result.other_cpu, 3),
+    }
+    return values, details
+
+
 def run_idle_memory(
     broker: RunningBroker, opts: BenchOptions
 ) -> tuple[dict[str, float], dict[str, Any]]:
@@ -333,6 +358,16 @@ SCENARIOS: dict[str, Scenario] = {
                 Metric("max", "max", "ms", False),
             ),
             run_latency_probe,
+        ),
+        Scenario(
+            "echo",
+            "QoS 1 to its own subscription, one at a time, Nagle on (paho's way)",
+            (
+                Metric("round_trips", "round trips", "/s", True, _HALF),
+                Metric("p50", "p50", "ms", False),
+                Metric("p99", "p99", "ms", False),
+            ),
+            run_echo_probe,
         ),
         Scenario(
             "idle",
