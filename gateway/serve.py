@@ -20,6 +20,7 @@ from broker_core.memory import release_free_memory
 from broker_core.store.schema import StoreError
 from gateway.binding import BindError, unavailable_addresses
 from gateway.config.light import validate_for_run
+from gateway.data_lock import DataDirInUse, lock_data_dir
 from gateway.logs import configure_logging
 
 if TYPE_CHECKING:
@@ -110,6 +111,10 @@ def run_gateway(config_path: Path | None) -> None:
     busy = unavailable_addresses(valid.config)
     if busy:
         refuse([f"{valid.where(error.path)}: {error}" for error in busy], 1)
+    try:  # held until the process ends
+        lock_data_dir(Path(valid.config.data_dir))
+    except (DataDirInUse, OSError) as exc:
+        refuse([f"{valid.where(('data_dir',))}: {exc}"], 1)
     from gateway.app import Gateway
 
     async def serve() -> None:

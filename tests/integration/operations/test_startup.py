@@ -5,6 +5,7 @@ database or API key)."""
 from __future__ import annotations
 
 import asyncio
+import signal
 import socket
 import subprocess
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ from gateway.app import Gateway
 from gateway.binding import BindError
 from gateway.config import parse_config
 from tests.helpers.timeouts import unit
-from tests.interop.mosquitto.tools import LOOPBACK, REPO_ROOT, edgebus_command
+from tests.interop.mosquitto.tools import LOOPBACK, REPO_ROOT, EdgebusProcess, edgebus_command
 
 BUSY = "the address is already in use (another edgebus or MQTT broker?)"
 
@@ -95,3 +96,32 @@ def test_a_port_taken_during_start_up_is_a_bind_error(tmp_path: Path, busy_port:
         errors.extend(e for e in group.exceptions if isinstance(e, BindError))
     message = f"listener 'late' cannot listen on 127.0.0.1:{busy_port}: {BUSY}"
     assert [(e.path, str(e)) for e in errors] == [(("listeners", 0, "bind"), message)]
+
+
+def test_a_data_directory_in_use_refuses_a_second_gateway_until_the_first_ends(
+    tmp_path: Path,
+) -> None:
+    """Two gateways on one data_dir would mix their store, queues and log: the second
+    is refused, naming the directory and the first one's pid; once the first is gone
+    (``kill -9`` too: the kernel drops its lock) a gateway starts there again."""
+    (tmp_path / "first").mkdir()
+    first = EdgebusProcess(tmp_path / "first")
+    with first:
+        assert first.process is not None
+        second = tmp_path / "second"
+        second.mkdir()
+        config = (
+            f"listeners:\n  - {{type: tcp, bind: '127.0.0.1:0'}}\n"
+            f"data_dir: {tmp_path / 'first' / 'edgebus-data'}\napi: {{enabled: false}}\n"
+        )
+        done = run_edgebus(second, config)
+        assert done.returncode == 1
+        assert done.stderr.splitlines() == [
+            f"edgebus.yaml:3 data_dir: {tmp_path / 'first' / 'edgebus-data'}: in use by"
+            f" another edgebus (pid {first.process.pid}); give each gateway its own data_dir"
+        ]
+        first.process.send_signal(signal.SIGKILL)
+        first.process.wait(unit(10))
+        again = EdgebusProcess(tmp_path / "first")
+        with again:  # starts: it reached MQTT
+            assert again.process is not None and again.process.poll() is None
