@@ -18,6 +18,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import logging
+import socket
 import threading
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -95,19 +96,52 @@ def qos_of(qos: DdsQos, *, writer: bool, user_data: bytes | None = None) -> Qos:
     return Qos(*policies)
 
 
-class _Incompatible:
-    """Counts (and logs, now and then) QoS that keeps endpoints from matching."""
+#: Cyclone's QoS policy ids (``dds_qos_policy_id_t``), named as in the configuration.
+_POLICIES = {
+    1: "user data", 2: "durability", 3: "presentation", 4: "deadline", 5: "latency budget",
+    6: "ownership", 7: "ownership strength", 8: "liveliness", 9: "time-based filter",
+    10: "partition", 11: "reliability", 12: "destination order", 13: "history",
+    14: "resource limits", 18: "topic data", 19: "group data", 20: "transport priority",
+    21: "lifespan", 22: "durability service", 23: "property",
+    25: "data representation (XCDR1 / XCDR2)",
+}
+#: DDS_TYPE_CONSISTENCY_ENFORCEMENT_QOS_POLICY_ID: the types of the two endpoints differ.
+_TYPE_CONSISTENCY = 24
 
-    def __init__(self, bus: DdsBus, what: str) -> None:
+
+class _Incompatible:
+    """Counts (and logs, now and then) remote endpoints that do not match one of ours:
+    ``type_mismatch`` when the remote endpoint's type is not ours (same topic, another
+    type, or the same type name with other members), ``incompatible_qos`` otherwise."""
+
+    def __init__(self, bus: DdsBus, kind: str, topic: str, type_name: str) -> None:
         self.bus = bus
-        self.what = what
+        self.kind = kind  # "reader" or "writer": ours
+        self.topic = topic
+        self.type_name = type_name
 
     def __call__(self, entity: Any, status: Any) -> None:
-        self.bus.incompatible_qos += 1
-        if self.bus.incompatible_qos in (1, 10, 100) or self.bus.incompatible_qos % 1000 == 0:
-            log.warning("dds %s: %s: a remote endpoint's QoS is incompatible (policy id %s);"
-                        " check reliability and durability", self.bus.name, self.what,
-                        getattr(status, "last_policy_id", "?"))
+        bus = self.bus
+        policy = getattr(status, "last_policy_id", None)
+        peer = "writer" if self.kind == "reader" else "reader"
+        if policy == _TYPE_CONSISTENCY:
+            bus.type_mismatch += 1
+            if _now_and_then(bus.type_mismatch):
+                log.warning("dds %s: topic %r: a remote %s's type does not match the IDL type"
+                            " %s (other members, or another type); it is not matched and its"
+                            " samples are not bridged", bus.name, self.topic, peer,
+                            self.type_name)
+            return
+        bus.incompatible_qos += 1
+        if _now_and_then(bus.incompatible_qos):
+            name = _POLICIES.get(policy, f"policy id {policy}") if policy else "unknown"
+            log.warning("dds %s: topic %r: a remote %s's QoS is incompatible with our %s's"
+                        " (%s); it is not matched", bus.name, self.topic, peer, self.kind,
+                        name)
+
+
+def _now_and_then(count: int) -> bool:
+    return count in (1, 10, 100) or count % 1000 == 0
 
 
 class Writer:
@@ -148,6 +182,80 @@ class _Reader:
         self.deliver = deliver
 
 
+class _Domains:
+    """The DDS domains the buses of this process are in, shared by reference count.
+
+    A domain's Cyclone configuration (``network``) is given when it is created, by the
+    first bus in it; Cyclone refuses another configuration for a domain that exists
+    (PRECONDITION_NOT_MET), so the first one applies to every bus in the domain. Deleting
+    a ``Domain`` deletes every participant in it, so it is deleted when the last bus
+    leaves. Any other refusal (an interface that does not exist, a malformed
+    configuration) fails the bus instead of letting Cyclone fall back to its defaults.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[int, tuple[dds_domain.Domain | None, int]] = {}
+
+    def acquire(self, name: str, domain_id: int, network: DdsNetworkConfig) -> None:
+        """Takes a reference to the domain (creating it with the network's configuration);
+        ``AdapterError`` when Cyclone cannot join it."""
+        xml = network.cyclone_xml(domain_id)
+        with self._lock:
+            domain, count = self._held.get(domain_id, (None, 0))
+            if count == 0 and xml is not None:
+                try:
+                    domain = dds_domain.Domain(domain_id, xml)
+                except DDSException as exc:
+                    if exc.code != DDSException.DDS_RETCODE_PRECONDITION_NOT_MET:
+                        raise AdapterError(_rejected(domain_id, network, exc)) from exc
+                    # created outside the buses (another library in this process)
+                    log.warning("dds %s: domain %d exists in this process already; its"
+                                " configuration applies, not this adapter's network keys",
+                                name, domain_id)
+            elif count and xml is not None:
+                log.warning("dds %s: domain %d is in use by another adapter of this"
+                            " gateway; the network keys of the first one apply", name,
+                            domain_id)
+            self._held[domain_id] = (domain, count + 1)
+
+    def release(self, domain_id: int) -> None:
+        with self._lock:
+            domain, count = self._held.pop(domain_id, (None, 0))
+            if count > 1:
+                self._held[domain_id] = (domain, count - 1)
+                return
+        if domain is not None:
+            with contextlib.suppress(Exception):
+                domain.__del__()
+
+
+def _rejected(domain_id: int, network: DdsNetworkConfig, exc: DDSException) -> str:
+    """Why Cyclone refused the network configuration of a domain, as far as we can tell
+    (Cyclone itself says it on stderr only)."""
+    reason = "Cyclone DDS rejected the adapter's network configuration"
+    try:
+        present = [name for _, name in socket.if_nameindex()]
+    except OSError:
+        present = []
+    missing = [i for i in network.interfaces if present and not _looks_like_address(i)
+               and i not in present]
+    if missing:
+        names = ", ".join(repr(i) for i in missing)
+        reason += (f": no network interface {names} on this host"
+                   f" (there are {', '.join(present)})")
+    elif network.config is not None:
+        reason += " (network.config)"
+    return f"cannot join DDS domain {domain_id}: {reason} ({exc})"
+
+
+def _looks_like_address(text: str) -> bool:
+    return text.replace(".", "").isdigit() or ":" in text
+
+
+_DOMAINS = _Domains()
+
+
 class DdsBus:
     """One domain participant, its readers and writers, a taker and a discovery thread."""
 
@@ -158,8 +266,9 @@ class DdsBus:
         self.network = network
         self.partitions = tuple(partitions)
         self.incompatible_qos = 0
+        self.type_mismatch = 0
         self.take_errors = 0
-        self._domain: dds_domain.Domain | None = None
+        self._held = False  # a reference to the domain in _DOMAINS
         self._participant: dds_domain.DomainParticipant | None = None
         self._publisher: Publisher | None = None
         self._subscriber: Subscriber | None = None
@@ -178,13 +287,8 @@ class DdsBus:
     # -- life cycle (blocking: call from a worker thread) ---------------------------------
 
     def open(self) -> None:
-        xml = self.network.cyclone_xml(self.domain_id)
-        if xml is not None:
-            try:
-                self._domain = dds_domain.Domain(self.domain_id, xml)
-            except DDSException as exc:  # the domain exists in this process already
-                log.warning("dds %s: domain %d already exists in this process; its first"
-                            " configuration applies (%s)", self.name, self.domain_id, exc)
+        _DOMAINS.acquire(self.name, self.domain_id, self.network)
+        self._held = True
         try:
             self._participant = dds_domain.DomainParticipant(self.domain_id)
             qos = Qos(Policy.Partition(list(self.partitions))) if self.partitions else None
@@ -206,15 +310,19 @@ class DdsBus:
     def close(self) -> None:
         self._stop.set()
         if self._guard is not None:
-            self._guard.set(True)
+            with contextlib.suppress(DDSException):  # the participant is gone already
+                self._guard.set(True)
         if self._taker is not None and self._taker is not threading.current_thread():
             self._taker.join(5.0)
         self._resolver.shutdown(wait=False, cancel_futures=True)
-        for entity in (self._participant, self._domain):
-            if entity is not None:
-                with contextlib.suppress(Exception):
-                    entity.__del__()
-        self._participant = self._domain = None
+        if self._participant is not None:
+            with contextlib.suppress(Exception):
+                self._participant.__del__()
+        self._participant = self._publisher = self._subscriber = None
+        self._waitset = self._guard = None
+        if self._held:
+            self._held = False
+            _DOMAINS.release(self.domain_id)
         self._readers.clear()
         self._discovery.clear()
         self._keep.clear()
@@ -252,7 +360,8 @@ class DdsBus:
         """A reader whose samples go to ``deliver`` in batches (up to 256 serialized
         samples with their SampleInfo, dispose notifications included), on the taker
         thread; ``deliver`` returns False when they can no longer be taken."""
-        listener = Listener(on_requested_incompatible_qos=_Incompatible(self, f"reader {name}"))
+        listener = Listener(on_requested_incompatible_qos=_Incompatible(
+            self, "reader", name, _idl_name(cls)))
         try:
             entity = DataReader(self._subscriber or self.participant, self.topic(name, cls),
                                 qos=qos_of(qos, writer=False, user_data=user_data),
@@ -269,7 +378,8 @@ class DdsBus:
         return entity
 
     def writer(self, name: str, cls: type, qos: DdsQos, user_data: bytes | None = None) -> Writer:
-        listener = Listener(on_offered_incompatible_qos=_Incompatible(self, f"writer {name}"))
+        listener = Listener(on_offered_incompatible_qos=_Incompatible(
+            self, "writer", name, _idl_name(cls)))
         try:
             entity = DataWriter(self._publisher or self.participant, self.topic(name, cls),
                                 qos=qos_of(qos, writer=True, user_data=user_data),

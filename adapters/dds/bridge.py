@@ -64,7 +64,7 @@ class DdsBridge:
                        "write_errors": 0, "writers_refused": 0, "no_type": 0,
                        "discovered_topics": 0, "samples_taken": 0, "disposed": 0}
         self._out: list[OutPlan] = []
-        self._reading: set[str] = set()  # DDS topics with a reader
+        self._reading: set[tuple[int, str]] = set()  # (dds_to_mqtt index, DDS topic) read
         self._resolving: set[str] = set()
         self._in_types: dict[str, TypeSupport] = {}  # DDS topic -> type, for auto writes
         self._writers: dict[str, Writer] = {}
@@ -77,7 +77,7 @@ class DdsBridge:
         """Reads the plan's topic now, or its topics once discovered (patterns, auto)."""
         self._out.append(plan)
         if not plan.pattern and plan.type_name != AUTO:
-            self._read(plan, plan.topic, self.types.support(plan.type_name))
+            self._read(len(self._out) - 1, plan.topic, self.types.support(plan.type_name))
 
     def watch_publications(self) -> None:
         if any(plan.pattern or plan.type_name == AUTO for plan in self._out):
@@ -99,7 +99,10 @@ class DdsBridge:
             else:
                 counts["disposed"] += 1  # an instance disposed or unregistered: no data
 
-    def _read(self, plan: OutPlan, topic: str, support: TypeSupport) -> None:
+    def _read(self, index: int, topic: str, support: TypeSupport) -> None:
+        """A reader of ``topic`` for the plan ``self._out[index]``: every mapping that
+        names or matches a topic has a reader of its own, so each gets every sample."""
+        plan = self._out[index]
         route = plan.route(topic, support)
         publish = self._publish
 
@@ -107,8 +110,9 @@ class DdsBridge:
             publish(route, data, info.source_timestamp)
 
         self.bus.reader(topic, support.cls, plan.qos, self.deliver_to(handle))
-        self._reading.add(topic)
-        log.info("dds %s: reading %r (%s)", self.name, topic, support.name)
+        self._reading.add((index, topic))
+        log.info("dds %s: reading %r (%s) for dds_to_mqtt[%d]", self.name, topic,
+                 support.name, index)
 
     def _publish(self, route: OutRoute, data: bytes, timestamp: int) -> None:
         try:
@@ -123,27 +127,31 @@ class DdsBridge:
             self.counts["refused"] += 1
 
     def _publication(self, endpoint: Any) -> None:
+        """A remote writer was discovered: every pattern or ``auto`` mapping its topic
+        matches reads the topic (those with an IDL type at once, ``auto`` ones once the
+        type is rebuilt from the network)."""
         topic = endpoint.topic_name
-        if topic in self._reading or topic in self._resolving:
-            return
-        plan = next((p for p in self._out if (p.pattern or p.type_name == AUTO)
-                     and p.matches(topic)), None)
-        if plan is None:
-            return
-        if plan.type_name != AUTO:
-            if endpoint.type_name.replace(".", "::") != plan.type_name:
+        auto = False
+        for index, plan in enumerate(self._out):
+            if (not (plan.pattern or plan.type_name == AUTO) or (index, topic) in self._reading
+                    or not plan.matches(topic)):
+                continue
+            if plan.type_name == AUTO:
+                auto = True
+            elif endpoint.type_name.replace(".", "::") != plan.type_name:
                 self.warn(f"{topic}: type {endpoint.type_name}, not {plan.type_name}; skipped")
-                return
-            self._start_discovered(plan, topic, self.types.support(plan.type_name))
+            else:
+                self._start_discovered(index, topic, self.types.support(plan.type_name))
+        if not auto or topic in self._resolving:
             return
         self._resolving.add(topic)
 
         def done(cls: type | None, reason: str | None) -> None:
-            self._threadsafe(self._resolved, plan, topic, cls, reason)
+            self._threadsafe(self._resolved, topic, cls, reason)
 
         self.bus.resolve_type(endpoint, self.discovery_timeout_s, done)
 
-    def _resolved(self, plan: OutPlan, topic: str, cls: type | None, reason: str | None) -> None:
+    def _resolved(self, topic: str, cls: type | None, reason: str | None) -> None:
         self._resolving.discard(topic)
         if cls is None:
             self.counts["no_type"] += 1
@@ -155,11 +163,14 @@ class DdsBridge:
             self.counts["no_type"] += 1
             self.warn(f"{topic}: discovered type not supported: {exc}")
             return
-        self._start_discovered(plan, topic, support)
+        for index, plan in enumerate(self._out):
+            if (plan.type_name == AUTO and (index, topic) not in self._reading
+                    and plan.matches(topic)):
+                self._start_discovered(index, topic, support)
 
-    def _start_discovered(self, plan: OutPlan, topic: str, support: TypeSupport) -> None:
+    def _start_discovered(self, index: int, topic: str, support: TypeSupport) -> None:
         try:
-            self._read(plan, topic, support)
+            self._read(index, topic, support)
         except (AdapterError, MappingError) as exc:
             self.warn(f"{topic}: {exc}")
             return
@@ -269,6 +280,7 @@ class DdsBridge:
 
     def stats(self) -> dict[str, int]:
         return {**self.counts, "incompatible_qos": self.bus.incompatible_qos,
+                "type_mismatch": self.bus.type_mismatch,
                 "readers": len(self._reading), "writers": len(self._writers),
                 **self.bus.reader_status()}
 

@@ -26,14 +26,13 @@ from dataclasses import dataclass, fields
 from time import time_ns
 from typing import Any
 
-from adapters.dds.config import DdsQos, is_pattern
+from adapters.dds.config import DdsQos, is_pattern, member_problem
 from broker_core.context import Context, Origin, new_context, next_message_id
 from broker_core.mqtt.fastinit import frozen_factory
 from broker_core.mqtt.properties import Properties
 from gateway.mapping import FilterTemplate, MappingError, TopicTemplate, lookup
 from idl_codegen.cdr_json import CdrError, Transcoder, transcoder_for
 from idl_codegen.json_codec import IdlValueError, TypeCodec, codec_for
-from idl_codegen.model import ArrayType, NamedType, SequenceType, StructType, UnionType
 
 __all__ = [
     "CONTENT_CDR",
@@ -193,27 +192,7 @@ class SampleTemplate:
 
 def _member_problem(codec: TypeCodec, path: str) -> str | None:
     """Why ``path`` (``a.b.2.c``) does not name a member of the codec's type, or None."""
-    schema = codec.schema
-    current: Any = schema.types[codec.type_name]
-    for part in path.split("."):
-        if isinstance(current, NamedType):
-            current = schema.types[current.name]
-        current = schema.resolve(current) if not isinstance(current, StructType) else current
-        if isinstance(current, StructType):
-            found = next((m for m in schema.all_members(current) if m.name == part), None)
-            if found is None:
-                return f"{current.name} has no member {part!r}"
-            current = schema.resolve(found.type)
-        elif isinstance(current, UnionType):
-            case = next((c for c in current.cases if c.name == part), None)
-            if part != "discriminator" and case is None:
-                return f"{current.name} has no member {part!r}"
-            current = schema.resolve(case.type if case else current.discriminator)
-        elif isinstance(current, SequenceType | ArrayType) and part.isdigit():
-            current = schema.resolve(current.element)
-        else:
-            return f"{part!r} is not a member (in {path!r})"
-    return None
+    return member_problem(codec.schema, codec.type_name, path)
 
 
 class OutRoute:

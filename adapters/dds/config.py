@@ -8,11 +8,12 @@ peers, multicast, or a whole Cyclone DDS configuration) and ``check_profiles``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Annotated, Literal, Self
+from typing import Annotated, Any, Literal, Self
 from xml.sax.saxutils import quoteattr
 
 from pydantic import AfterValidator, Field, PrivateAttr, model_validator
@@ -25,6 +26,7 @@ from gateway.config.models.adapter_base import (
 )
 from gateway.config.models.base import ConfigModel
 from gateway.config.values import DurationSpec, PathSpec
+from gateway.mapping import TopicTemplate
 
 __all__ = [
     "AUTO",
@@ -38,7 +40,9 @@ __all__ = [
     "QosChoice",
     "ToMqttOptions",
     "check_profiles",
+    "idl_problems",
     "is_pattern",
+    "member_problem",
     "sources_digest",
 ]
 
@@ -292,6 +296,106 @@ def check_profiles(
         raise FieldProblems(problems)
 
 
+Problems = list[tuple[tuple[str | int, ...], str]]
+
+#: The metadata a ``to_mqtt`` template may name besides the sample's members.
+_META = ("dds.topic", "dds.type")
+
+
+def idl_problems(
+    idl_files: Sequence[Path],
+    include_dirs: Sequence[Path],
+    dds_to_mqtt: Sequence[DdsToMqtt],
+    mqtt_to_dds: Sequence[MqttToDds],
+) -> Problems:
+    """What keeps the adapter from starting with these IDL files, as ``(path, message)``:
+    a file that cannot be read, IDL errors (with the IDL file, line and column), a mapping
+    ``type`` the files do not declare, a ``to_mqtt`` template naming a member the type does
+    not have. Only the IDL parser runs (pure Python; no cyclonedds)."""
+    from idl_codegen.diagnostics import IdlErrors  # the parser: imported when needed
+    from idl_codegen.frontend import compile_idl
+    from idl_codegen.model import EnumType, Schema, StructType, UnionType
+
+    problems: Problems = []
+    for index, file in enumerate(idl_files):
+        if not file.is_file():
+            why = "is not a file" if file.exists() else "no such file"
+            problems.append((("idl_files", index), f"cannot read {str(file)!r}: {why}"))
+    if problems:
+        return problems
+    mappings: list[tuple[str, Sequence[DdsToMqtt | MqttToDds]]] = [
+        ("dds_to_mqtt", dds_to_mqtt), ("mqtt_to_dds", mqtt_to_dds)]
+    named = [m for _, entries in mappings for m in entries if m.type != AUTO]
+    if not idl_files:
+        schema = Schema()
+    else:
+        try:
+            schema = compile_idl(list(idl_files), list(include_dirs)).schema
+        except IdlErrors as exc:
+            resolved = [p.resolve() for p in idl_files]
+            for error in exc.errors:
+                at: tuple[str | int, ...] = ("idl_files",)
+                with contextlib.suppress(OSError, ValueError):
+                    at = ("idl_files", resolved.index(Path(error.file).resolve()))
+                problems.append((at, str(error)))
+            return problems
+        except (OSError, UnicodeDecodeError) as exc:
+            return [(("idl_files",), f"cannot read the IDL: {exc}")]
+    if not named:
+        return problems
+    known = {name: declared for name, declared in schema.types.items()
+             if isinstance(declared, StructType | UnionType | EnumType)}
+    choices = ", ".join(sorted(known)[:8]) or "none: add idl_files"
+    for section, entries in mappings:
+        for index, entry in enumerate(entries):
+            if entry.type == AUTO:
+                continue
+            if entry.type not in known:
+                problems.append(((section, index, "type"),
+                                 f"unknown DDS type {entry.type!r} (known: {choices})"))
+                continue
+            if not isinstance(entry, DdsToMqtt):
+                continue
+            template = TopicTemplate(entry.to_mqtt)
+            for field in template.fields:
+                if field in _META:
+                    continue
+                path = field.partition(".")[2] if field.startswith(("payload.", "key.")) \
+                    else field
+                problem = member_problem(schema, entry.type, path)
+                if problem is not None:
+                    problems.append(((section, index, "to_mqtt"),
+                                     f"topic template {entry.to_mqtt!r}: {problem}"))
+    return problems
+
+
+def member_problem(schema: Any, type_name: str, path: str) -> str | None:
+    """Why ``path`` (``a.b.2.c``) does not name a member of ``type_name`` in ``schema``
+    (an ``idl_codegen.model.Schema``), or None."""
+    from idl_codegen.model import ArrayType, NamedType, SequenceType, StructType, UnionType
+
+    current: Any = schema.types[type_name]
+    for part in path.split("."):
+        if isinstance(current, NamedType):
+            current = schema.types[current.name]
+        current = schema.resolve(current) if not isinstance(current, StructType) else current
+        if isinstance(current, StructType):
+            found = next((m for m in schema.all_members(current) if m.name == part), None)
+            if found is None:
+                return f"{current.name} has no member {part!r}"
+            current = schema.resolve(found.type)
+        elif isinstance(current, UnionType):
+            case = next((c for c in current.cases if c.name == part), None)
+            if part != "discriminator" and case is None:
+                return f"{current.name} has no member {part!r}"
+            current = schema.resolve(case.type if case else current.discriminator)
+        elif isinstance(current, SequenceType | ArrayType) and part.isdigit():
+            current = schema.resolve(current.element)
+        else:
+            return f"{part!r} is not a member (in {path!r})"
+    return None
+
+
 def sources_digest(paths: Iterable[Path]) -> str:
     """A digest of the files' contents (missing files count as empty), so that a reload
     restarts an adapter whose IDL changed even when its configuration did not."""
@@ -346,10 +450,20 @@ class DdsAdapterConfig(AdapterConfigBase):
 
     @model_validator(mode="after")
     def _check(self) -> Self:
-        check_profiles(self.qos_profiles, [("dds_to_mqtt", self.dds_to_mqtt),
-                                           ("mqtt_to_dds", self.mqtt_to_dds)])
         if not self.dds_to_mqtt and not self.mqtt_to_dds:
             raise ValueError("expected at least one mapping in dds_to_mqtt or mqtt_to_dds")
+        problems: Problems = []
+        try:
+            check_profiles(self.qos_profiles, [("dds_to_mqtt", self.dds_to_mqtt),
+                                               ("mqtt_to_dds", self.mqtt_to_dds)])
+        except FieldProblems as exc:
+            problems += exc.problems
+        # on every validation (check, run, reload): an IDL that cannot be used fails here,
+        # with the configuration's other errors, not at start with a backoff
+        problems += idl_problems(self.idl_files, self.include_dirs, self.dds_to_mqtt,
+                                 self.mqtt_to_dds)
+        if problems:
+            raise FieldProblems(problems)
         self._digest = sources_digest(self.idl_files)
         return self
 

@@ -113,12 +113,13 @@ def _config(text: str) -> DdsAdapterConfig:
     return config.adapters[0]  # type: ignore[no-any-return]
 
 
-BASE = """
+BASE = f"""
 adapters:
   - type: dds
     name: car
+    idl_files: [{VEHICLE}]
     dds_to_mqtt:
-      - {from_dds: speed, type: vehicle::Speed, to_mqtt: "v/{vin}"}
+      - {{from_dds: speed, type: vehicle::Speed, to_mqtt: "v/{{vin}}"}}
 """
 
 
@@ -169,9 +170,9 @@ def test_network_settings_become_a_cyclone_configuration() -> None:
 
 def test_a_changed_idl_file_changes_the_configuration(tmp_path: Path) -> None:
     idl = tmp_path / "a.idl"
-    idl.write_text("module a { struct S { long x; }; };")
-    text = BASE + f"    idl_files: [{idl}]\n"
+    idl.write_text("module vehicle { struct Speed { string vin; long x; }; };")
+    text = BASE.replace(str(VEHICLE), str(idl))
     first = _config(text)
     assert first == _config(text)
-    idl.write_text("module a { struct S { long y; }; };")
+    idl.write_text("module vehicle { struct Speed { string vin; long y; }; };")
     assert first != _config(text)  # a reload restarts the adapter

@@ -352,15 +352,21 @@ adapters:
                 factory.close_all()
 
 
-def test_an_unknown_type_fails_the_adapter_with_its_reason_and_nothing_else(bus: Bus) -> None:
+def test_an_unknown_type_fails_the_adapter_with_its_reason_and_nothing_else(
+        bus: Bus, tmp_path: Path) -> None:
+    """The configuration checks the types (``edgebus check``, reloads); an IDL file
+    changed after that is loaded again at start, and fails the adapter alone."""
     from adapters.dds.config import DdsAdapterConfig
     from gateway.components import Spec
     from gateway.components.component import ADAPTER
 
+    idl = tmp_path / "changing.idl"
+    idl.write_text("module vehicle { struct Nope { long a; }; };")
     config = DdsAdapterConfig.model_validate({
-        "type": "dds", "name": "broken", "domain_id": 0, "idl_files": [str(VEHICLE)],
+        "type": "dds", "name": "broken", "domain_id": 0, "idl_files": [str(idl)],
         "restart_backoff": "30s",
         "dds_to_mqtt": [{"from_dds": "x", "type": "vehicle::Nope", "to_mqtt": "x"}]})
+    idl.write_text("module vehicle { struct Other { long a; }; };")
     supervisor = bus.gw.gateway.components
     bus.gw.call(lambda: supervisor.add(Spec.of(ADAPTER, config)))
     try:
