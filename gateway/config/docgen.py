@@ -87,8 +87,13 @@ the line and column, with a hint (`line 3 is indented more than line 2, ...`).
   line. The result is text, converted to the key's type like any quoted value
   (`max_qos: ${QOS}` with `QOS=1` gives the integer 1). Keep secrets such as passwords
   in variables: `keyfile_password: ${TLS_KEY_PASSWORD}`.
+- **Choices** are written as the tables show them, quoted or not: `protocol_version: 5`
+  and `protocol_version: "5"` are the same, and so are `min_version: 1.3` and
+  `min_version: "1.3"` (YAML reads the unquoted ones as numbers); `max_qos: "1"` is the
+  integer 1.
 - **Empty sections**: a section key with nothing under it (`mqtt:`) means the section's
-  defaults; `null` in an optional key means unset.
+  defaults, and so does a list or mapping key with nothing under it (`rules:`,
+  `acl: {rules: }`, `headers:`); `null` in an optional key means unset.
 - YAML anchors, aliases and `<<` merge keys work as usual.
 
 In the tables, `listeners[]` stands for every item of the `listeners` list.

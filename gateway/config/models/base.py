@@ -5,8 +5,10 @@ evens out YAML's typing where pydantic's lax mode is too lax or too strict:
 
 - ``true``/``false`` are not numbers: ``max_connections: yes`` is an error, not ``1``;
 - integer choices written as strings (``max_qos: "1"``, the result of ``${QOS}``)
-  count as integers;
-- an empty section (``mqtt:`` with nothing under it) means that section's defaults.
+  count as integers, and text choices written as numbers (``protocol_version: 5``,
+  ``min_version: 1.3``, which YAML reads as an int and a float) count as that text;
+- an empty section (``mqtt:`` with nothing under it) means that section's defaults, and
+  so does an empty list or mapping key that has a default (``rules:``, ``headers:``).
 
 This happens in one model-level ``before`` validator that only rewrites values (it
 never raises, so every field is still validated and reported), and not in per-field
@@ -15,7 +17,8 @@ validators, which pydantic forbids on the discriminator field of a tagged union.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, get_origin
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
@@ -81,6 +84,32 @@ def _int_choice(annotation: object, value: str) -> object:
     return value
 
 
+def _text_choice(annotation: object, value: int | float) -> object:
+    """``5`` -> ``"5"``, ``1.3`` -> ``"1.3"`` when ``annotation`` is a ``Literal`` of
+    strings: the number as written, like any quoted value."""
+    text = str(value) if isinstance(value, int) else repr(value)
+    bare, _ = strip_annotated(annotation)
+    for member in nullable_members(bare)[0]:
+        values = literal_values(member)
+        if values and all(isinstance(v, str) for v in values):
+            return text
+    return value
+
+
+_CONTAINERS = (tuple, list, Sequence, dict, Mapping)
+
+
+def _empty_means_default(annotation: object) -> bool:
+    """True when a null value of a key of this type stands for its default: a section
+    (a model), or a list or mapping that does not take null itself."""
+    bare, _ = strip_annotated(annotation)
+    members, nullable = nullable_members(bare)
+    if nullable or len(members) != 1:
+        return False
+    member = strip_annotated(members[0])[0]
+    return is_model(member) or get_origin(member) in _CONTAINERS or member in _CONTAINERS
+
+
 class ConfigModel(BaseModel):
     """Strict, frozen base of every configuration section."""
 
@@ -103,11 +132,16 @@ class ConfigModel(BaseModel):
                 evened[name] = value
                 continue
             annotation = field_annotation(field)
-            if value is None and is_model(strip_annotated(annotation)[0]):
-                continue  # an empty section: its defaults
+            bare = strip_annotated(annotation)[0]
+            if value is None and (
+                is_model(bare) or (not field.is_required() and _empty_means_default(annotation))
+            ):
+                continue  # an empty section, list or mapping: its default
             if isinstance(value, bool) and not _takes_bool(annotation):
                 value = _NotANumber(value)
             elif isinstance(value, str):
                 value = _int_choice(annotation, value)
+            elif isinstance(value, int | float):
+                value = _text_choice(annotation, value)
             evened[name] = value
         return evened

@@ -71,14 +71,6 @@ class TlsConfig(ConfigModel):
         " `${ENV_VAR}`, not in clear.",
     )
 
-    @field_validator("min_version", mode="before")
-    @classmethod
-    def _version_as_written(cls, value: Any) -> Any:
-        # `min_version: 1.3` unquoted is a YAML float
-        if isinstance(value, float) and not isinstance(value, bool):
-            return repr(value)
-        return value
-
     @field_validator("keyfile_password", mode="before")
     @classmethod
     def _empty_password_means_none(cls, value: Any) -> Any:
@@ -207,6 +199,13 @@ class ListenerConfig(ConfigModel):
         if not value.startswith("/"):
             raise ValueError(f"expected a path starting with '/', got {show_value(value)}")
         return value
+
+    @field_validator("tls", mode="before")
+    @classmethod
+    def _empty_tls_is_empty(cls, value: Any, info: ValidationInfo) -> Any:
+        # `tls:` with nothing under it on a tls/wss listener: report what it lacks
+        # (certfile, keyfile), not that the key is missing
+        return {} if value is None and info.data.get("type") in _TLS else value
 
     @field_validator("tls")
     @classmethod

@@ -1,0 +1,71 @@
+"""``edgebus check FILE`` on real files: what the black-box tests of the command found."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gateway.cli import main
+
+
+def check(tmp_path: Path, text: str, name: str = "edgebus.yaml") -> tuple[int, list[str]]:
+    """Run `edgebus check` on ``text`` written to ``tmp_path/name``, in ``tmp_path``."""
+    config = tmp_path / name
+    config.write_text(text)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp_path)
+        result = CliRunner().invoke(main, ["check", name])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    return result.exit_code, result.output.strip().splitlines()
+
+
+BRIDGE = 'bridges:\n  - name: b\n    server: "127.0.0.1:1"\n    forwards: [{local: "a/#"}]\n'
+QUIET = 'listeners: [{type: tcp, bind: "127.0.0.1:0"}]\napi: {enabled: false}\n'
+
+
+@pytest.mark.parametrize("version", ["5", '"5"', "3.1.1", '"3.1.1"'])
+def test_a_choice_of_text_may_be_written_as_a_number(tmp_path: Path, version: str) -> None:
+    code, lines = check(tmp_path, f"{QUIET}{BRIDGE}    protocol_version: {version}\n")
+    assert code == 0, lines
+    assert lines[-1].startswith("edgebus.yaml: OK")
+
+
+def test_a_number_that_is_not_a_choice_is_shown_as_written(tmp_path: Path) -> None:
+    code, lines = check(tmp_path, f"{QUIET}{BRIDGE}    protocol_version: 4\n")
+    assert code == 2
+    assert lines == [
+        "edgebus.yaml:7 bridges[0].protocol_version: expected one of 3.1.1, 5, got '4'"
+    ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "adapters:\n",
+        "rules:\nwebhooks:\nbridges:\n",
+        "acl:\n  rules:\n",
+        "stream:\n  topics:\n",
+    ],
+)
+def test_an_empty_list_key_means_its_default(tmp_path: Path, text: str) -> None:
+    code, lines = check(tmp_path, QUIET + text)
+    assert (code, lines) == (0, ["edgebus.yaml: OK"])
+
+
+def test_an_empty_list_key_without_a_default_is_still_required(tmp_path: Path) -> None:
+    rule = 'rules:\n  - name: r\n    sql: SELECT 1 FROM "a"\n    actions:\n'
+    code, lines = check(tmp_path, QUIET + rule)
+    assert code == 2
+    assert lines == ["edgebus.yaml:6 rules[0].actions: expected a list, got null"]
+
+
+def test_an_empty_tls_key_says_what_it_lacks(tmp_path: Path) -> None:
+    text = "listeners:\n  - type: tls\n    bind: 127.0.0.1:8883\n    tls:\napi: {enabled: false}\n"
+    code, lines = check(tmp_path, text)
+    assert code == 2
+    assert lines == [
+        "edgebus.yaml:4 listeners[0].tls: missing required key 'certfile'",
+        "edgebus.yaml:4 listeners[0].tls: missing required key 'keyfile'",
+    ]
