@@ -2,6 +2,7 @@
 
 Validating with the context ``{"check_files": True}`` (``FILE_CHECKS``) makes the models
 call these checks: the TLS certificate, key and CA bundle of every listener are loaded,
+and so are those of every bridge and the CA bundle of every webhook,
 the password file is read line by line, the data directory and the API key file must be
 usable. Each check only reads: nothing is created, so ``edgebus check`` and a refused
 ``edgebus run`` leave no data directory, database or API key behind. Without the context
@@ -23,6 +24,7 @@ from broker_core.errors import ConfigError
 __all__ = [
     "FILE_CHECKS",
     "checks_files",
+    "client_tls_file_problems",
     "data_dir_problem",
     "key_file_problem",
     "log_file_problem",
@@ -69,6 +71,29 @@ def tls_file_problems(
         ciphers=ciphers,
         keyfile_password=keyfile_password,
     )
+
+
+def client_tls_file_problems(
+    cafile: Path | None, certfile: Path | None, keyfile: Path | None
+) -> list[tuple[str, str]]:
+    """``(option, message)`` for every reason a client TLS context (a bridge's, a
+    webhook's) could not load these files, in the words of ``tls_file_problems``."""
+    if certfile is not None and keyfile is not None:
+        return tls_file_problems(certfile, keyfile, cafile, "1.2", None, None)
+    if cafile is None:
+        return []
+    import ssl
+
+    try:
+        with open(cafile, "rb"):
+            pass
+    except OSError as exc:
+        return [("cafile", f"cannot read {str(cafile)!r}: {exc.strerror or type(exc).__name__}")]
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cafile=cafile)
+    except ssl.SSLError as exc:
+        return [("cafile", f"{str(cafile)!r} is not a PEM bundle of CA certificates: {exc}")]
+    return []
 
 
 def _creatable(path: Path) -> str | None:

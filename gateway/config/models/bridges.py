@@ -21,11 +21,13 @@ from pydantic import (
     Field,
     SecretStr,
     SerializationInfo,
+    ValidationInfo,
     field_serializer,
     model_validator,
 )
 
 from gateway.config.errors import FieldProblems
+from gateway.config.files import checks_files, client_tls_file_problems
 from gateway.config.models.adapter_base import check_filter_template, check_topic_template
 from gateway.config.models.base import ConfigModel, doc_default
 from gateway.config.values import BindAddress, DurationSpec, HttpUrlSpec, PathSpec, SizeSpec
@@ -185,10 +187,16 @@ class BridgeTlsConfig(ConfigModel):
     )
 
     @model_validator(mode="after")
-    def _key_pair(self) -> Self:
+    def _key_pair_and_files(self, info: ValidationInfo) -> Self:
+        problems: Problems = []
         if (self.certfile is None) != (self.keyfile is None):
             missing = "keyfile" if self.keyfile is None else "certfile"
-            raise FieldProblems([((missing,), "certfile and keyfile go together")])
+            problems.append(((missing,), "certfile and keyfile go together"))
+        if checks_files(info.context):
+            found = client_tls_file_problems(self.cafile, self.certfile, self.keyfile)
+            problems += [((option,), message) for option, message in found]
+        if problems:
+            raise FieldProblems(problems)
         return self
 
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, SecretStr, field_validator
+from pydantic import AfterValidator, Field, SecretStr, ValidationInfo, field_validator
 
+from gateway.config.errors import FieldProblems
+from gateway.config.files import checks_files, client_tls_file_problems
 from gateway.config.models.adapter_base import check_topic_template
 from gateway.config.models.base import ConfigModel
 from gateway.config.values import DurationSpec, HttpUrlSpec, PathSpec, TopicFilterSpec
@@ -230,6 +232,15 @@ class WebhookConfig(ConfigModel):
     cafile: Annotated[Path, PathSpec()] | None = Field(
         default=None, description="CA bundle for an `https://` endpoint; default: the system's."
     )
+
+    @field_validator("cafile")
+    @classmethod
+    def _usable_cafile(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        if value is not None and checks_files(info.context):
+            problems = client_tls_file_problems(value, None, None)
+            if problems:
+                raise FieldProblems(((), message) for _, message in problems)
+        return value
 
 
 def check_rule_references(

@@ -69,3 +69,49 @@ def test_an_empty_tls_key_says_what_it_lacks(tmp_path: Path) -> None:
         "edgebus.yaml:4 listeners[0].tls: missing required key 'certfile'",
         "edgebus.yaml:4 listeners[0].tls: missing required key 'keyfile'",
     ]
+
+
+def test_a_webhook_cafile_is_loaded_by_check(tmp_path: Path) -> None:
+    (tmp_path / "garbage.pem").write_text("not a certificate\n")
+    hooks = (
+        "webhooks:\n"
+        "  - {name: a, url: 'https://127.0.0.1:9/x', cafile: ./nope.pem}\n"
+        "  - {name: b, url: 'https://127.0.0.1:9/x', cafile: ./garbage.pem}\n"
+    )
+    code, lines = check(tmp_path, QUIET + hooks)
+    assert code == 2
+    assert lines[0] == (
+        "edgebus.yaml:4 webhooks[0].cafile: cannot read 'nope.pem': No such file or directory"
+    )
+    assert lines[1].startswith(
+        "edgebus.yaml:5 webhooks[1].cafile: 'garbage.pem' is not a PEM bundle of CA certificates"
+    )
+    assert len(lines) == 2
+
+
+@pytest.mark.parametrize(
+    ("tls", "expected"),
+    [
+        (
+            "{cafile: ./nope.pem}",
+            [
+                "edgebus.yaml:8 bridges[0].tls.cafile: cannot read 'nope.pem':"
+                " No such file or directory"
+            ],
+        ),
+        (
+            "{certfile: ./nope.crt, keyfile: ./nope.key}",
+            [
+                "edgebus.yaml:8 bridges[0].tls.certfile: cannot read 'nope.crt':"
+                " No such file or directory",
+                "edgebus.yaml:8 bridges[0].tls.keyfile: cannot read 'nope.key':"
+                " No such file or directory",
+            ],
+        ),
+    ],
+)
+def test_a_bridge_tls_file_is_loaded_by_check(
+    tmp_path: Path, tls: str, expected: list[str]
+) -> None:
+    code, lines = check(tmp_path, f"{QUIET}{BRIDGE}    enabled: false\n    tls: {tls}\n")
+    assert (code, lines) == (2, expected)
