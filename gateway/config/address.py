@@ -17,6 +17,20 @@ _HOSTNAME = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)(?:\.(?!-)[A-Za-z0-9-]{1,6
 _BIND_SHAPE = "'host:port' like 127.0.0.1:1883 or [::1]:1883"
 
 
+def _scope(host: str) -> set[tuple[str, str | None]]:
+    """What ``host`` binds as ``(family, address)`` pairs; address None: every address of
+    that family (the wildcard)."""
+    name = host.lower().rstrip(".")
+    if name == "localhost":
+        return {("4", "127.0.0.1"), ("6", "::1")}
+    try:
+        address = ipaddress.ip_address(name)
+    except ValueError:
+        return {("name", name)}
+    family = str(address.version)
+    return {(family, None if address.is_unspecified else str(address))}
+
+
 @dataclass(frozen=True, slots=True)
 class BindAddress:
     """A listening address: ``host`` (name, IPv4 or IPv6 literal) and ``port`` (0..65535).
@@ -27,6 +41,19 @@ class BindAddress:
 
     host: str
     port: int
+
+    def overlaps(self, other: BindAddress) -> bool:
+        """True when ``self`` and ``other`` cannot both be bound: the same port (not 0)
+        and the same address, or one is the wildcard (``0.0.0.0``, ``::``) of the
+        other's IP version. ``localhost`` is 127.0.0.1 and ::1; other names compare as
+        written."""
+        if self.port != other.port or self.port == 0:
+            return False
+        return any(
+            mine == theirs or (mine[0] == theirs[0] and None in (mine[1], theirs[1]))
+            for mine in _scope(self.host)
+            for theirs in _scope(other.host)
+        )
 
     def __str__(self) -> str:
         if ":" in self.host:

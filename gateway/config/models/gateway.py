@@ -143,15 +143,29 @@ class GatewayConfig(ConfigModel):
 
     @field_validator("api")
     @classmethod
-    def _key_can_be_kept(cls, api: ApiConfig, info: ValidationInfo) -> ApiConfig:
+    def _port_free_and_key_can_be_kept(cls, api: ApiConfig, info: ValidationInfo) -> ApiConfig:
+        problems: list[tuple[tuple[str | int, ...], str]] = []
+        listeners: tuple[ListenerConfig, ...] = info.data.get("listeners", ())
+        if api.enabled:
+            for index, listener in enumerate(listeners):
+                if api.bind.overlaps(listener.bind):
+                    shown = "" if api.bind == listener.bind else f" ({listener.bind})"
+                    problems.append(
+                        (
+                            ("bind",),
+                            f"address {api.bind} is already used by"
+                            f" {format_path(('listeners', index))}{shown}",
+                        )
+                    )
         data_dir = info.data.get("data_dir")
-        if not checks_files(info.context) or data_dir is None:
-            return api
-        if api.enabled and not api.keys and not api.users:
+        generated = api.enabled and not api.keys and not api.users
+        if checks_files(info.context) and data_dir is not None and generated:
             problem = key_file_problem(api.key_file or default_key_file(data_dir))
             if problem is not None:
                 at: tuple[str | int, ...] = ("key_file",) if api.key_file else ()
-                raise FieldProblems([(at, f"the API key file: {problem}")])
+                problems.append((at, f"the API key file: {problem}"))
+        if problems:
+            raise FieldProblems(problems)
         return api
 
     @field_validator("listeners")
@@ -161,7 +175,6 @@ class GatewayConfig(ConfigModel):
     ) -> tuple[ListenerConfig, ...]:
         problems: list[tuple[tuple[str | int, ...], str]] = []
         names: dict[str, int] = {}
-        binds: dict[tuple[str, int], int] = {}
         for index, listener in enumerate(listeners):
             first = names.setdefault(listener.name, index)
             if first != index:
@@ -172,16 +185,17 @@ class GatewayConfig(ConfigModel):
                         f" (also {format_path(('listeners', first))})",
                     )
                 )
-            address = (listener.bind.host, listener.bind.port)
-            if listener.bind.port == 0:
-                continue
-            first = binds.setdefault(address, index)
+            first = next(
+                (i for i in range(index) if listeners[i].bind.overlaps(listener.bind)), index
+            )
             if first != index:
+                other = listeners[first].bind
+                shown = "" if other == listener.bind else f" ({other})"
                 problems.append(
                     (
                         (index, "bind"),
                         f"address {listener.bind} is already used by"
-                        f" {format_path(('listeners', first))}",
+                        f" {format_path(('listeners', first))}{shown}",
                     )
                 )
         if problems:

@@ -115,3 +115,49 @@ def test_a_bridge_tls_file_is_loaded_by_check(
 ) -> None:
     code, lines = check(tmp_path, f"{QUIET}{BRIDGE}    enabled: false\n    tls: {tls}\n")
     assert (code, lines) == (2, expected)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            'listeners:\n  - {type: tcp, bind: "127.0.0.1:1885"}\napi:\n  bind: "127.0.0.1:1885"\n',
+            "edgebus.yaml:4 api.bind: address 127.0.0.1:1885 is already used by listeners[0]",
+        ),
+        (
+            'listeners:\n  - {type: tcp, bind: "0.0.0.0:1885"}\napi:\n  bind: "localhost:1885"\n',
+            "edgebus.yaml:4 api.bind: address localhost:1885 is already used by listeners[0]"
+            " (0.0.0.0:1885)",
+        ),
+        (
+            "listeners:\n"
+            '  - {type: tcp, bind: "127.0.0.1:1887"}\n'
+            '  - {type: ws, bind: "0.0.0.0:1887"}\n'
+            "api: {enabled: false}\n",
+            "edgebus.yaml:3 listeners[1].bind: address 0.0.0.0:1887 is already used by"
+            " listeners[0] (127.0.0.1:1887)",
+        ),
+    ],
+)
+def test_overlapping_addresses_are_reported(tmp_path: Path, text: str, expected: str) -> None:
+    code, lines = check(tmp_path, text)
+    assert (code, lines) == (2, [expected])
+
+
+@pytest.mark.parametrize(
+    "binds",
+    [
+        ("127.0.0.1:1887", "127.0.0.2:1887"),  # two addresses
+        ("0.0.0.0:1887", "[::]:1887"),  # IPv6 sockets are IPv6-only
+        ("127.0.0.1:0", "0.0.0.0:0"),  # the system picks two ports
+    ],
+)
+def test_addresses_that_can_be_bound_together_are_not(
+    tmp_path: Path, binds: tuple[str, str]
+) -> None:
+    text = (
+        f'listeners:\n  - {{type: tcp, bind: "{binds[0]}"}}\n'
+        f'  - {{type: ws, bind: "{binds[1]}"}}\napi: {{bind: "127.0.0.1:0"}}\n'
+    )
+    code, lines = check(tmp_path, text)
+    assert (code, lines) == (0, ["edgebus.yaml: OK"])
