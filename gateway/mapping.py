@@ -6,8 +6,10 @@ Topic templates (native -> MQTT)
     ``dds.topic`` or ``zmq.topic``), then, for ``payload.a.b`` or ``key.vin``, inside
     the decoded payload (``key.`` reads the same fields as ``payload.``; it documents
     that the field is a key). A value may contain ``/`` (it then spans levels) but not
-    ``+``, ``#`` or NUL, and must not be empty. A field may carry a format spec, as in
-    ``str.format``: ``someip/{service:04x}`` renders 4660 as ``1234``.
+    ``+``, ``#`` or NUL, and must not be empty: NULL (None) renders as nothing, an
+    error. A boolean renders as JSON writes it (``true``, ``false``); a list or an
+    object is an error. A field may carry a format spec, as in ``str.format``:
+    ``someip/{service:04x}`` renders 4660 as ``1234``.
 
 Filter templates (MQTT -> native)
     ``cmd/{vin}/set`` or ``robots/{robot}/{rest#}``: an MQTT filter whose ``{name}``
@@ -92,15 +94,32 @@ class TopicTemplate:
             out.append(literal)
             if field is None:
                 continue
-            value = lookup(field, values, payload)
-            try:
-                text = format(value, spec) if spec else str(value)
-            except (TypeError, ValueError) as exc:
-                raise MappingError(f"field {field!r} = {value!r}: format {spec!r}: {exc}") from None
-            if not text or "+" in text or "#" in text or "\x00" in text:
-                raise MappingError(f"field {field!r} = {text!r} cannot be a topic level")
-            out.append(text)
+            out.append(_level(field, lookup(field, values, payload), spec))
         return "".join(out)
+
+
+def _level(field: str, value: Any, spec: str) -> str:
+    """``value`` as topic text: booleans as JSON writes them (``true``), strings and
+    numbers as they are; NULL (None) renders as nothing, which is an error, as are a list
+    or an object and a text holding ``+``, ``#`` or NUL."""
+    if value is None:
+        raise MappingError(f"field {field!r} is NULL: a topic level cannot be empty")
+    if isinstance(value, Mapping | list | tuple):
+        raise MappingError(f"field {field!r} is not a single value")
+    if isinstance(value, bool):
+        value = "true" if value else "false"
+    elif isinstance(value, bytes):
+        try:
+            value = value.decode()
+        except UnicodeDecodeError:
+            raise MappingError(f"field {field!r} is not UTF-8 text") from None
+    try:
+        text = format(value, spec) if spec else str(value)
+    except (TypeError, ValueError) as exc:
+        raise MappingError(f"field {field!r} = {value!r}: format {spec!r}: {exc}") from None
+    if not text or "+" in text or "#" in text or "\x00" in text:
+        raise MappingError(f"field {field!r} = {text!r} cannot be a topic level")
+    return text
 
 
 def _valid_spec(spec: str) -> bool:

@@ -41,6 +41,15 @@ class LoopbackAdapter:
     def stats(self) -> dict[str, int]:
         return {"republished": self.republished, "failed": self.failed}
 
+    def _note_failure(self, exc: MappingError) -> None:
+        """Counts a message that did not fit its mapping; logs the 1st, 2nd, 4th, 8th,
+        ... (as the socket adapters do), so that a stream of bad messages cannot flood
+        the log."""
+        self.failed += 1
+        failed = self.failed
+        if failed & (failed - 1) == 0:
+            log.warning("loopback %s: %s (%d such messages so far)", self.config.name, exc, failed)
+
     async def _pump(
         self, hub: HubClient, mapping: CompiledMapping, subscription: HubSubscription
     ) -> None:
@@ -48,8 +57,7 @@ class LoopbackAdapter:
             try:
                 out = republish(mapping, context, hub.origin)
             except MappingError as exc:
-                self.failed += 1
-                log.warning("loopback %s: %s", self.config.name, exc)
+                self._note_failure(exc)
                 continue
             if out is not None:
                 hub.publish(out)

@@ -127,9 +127,20 @@ class Action:
     def __init__(self) -> None:
         self.succeeded = 0
         self.failed = 0
+        self.rule = ""  # the rule's name, for the log (set by ``build_action``)
 
     def run(self, out: dict[str, Any]) -> None:
         raise NotImplementedError
+
+    def fail(self, problem: object) -> None:
+        """Counts a failed run and logs why: the first failure and every 1000th, so that
+        a stream of failing results cannot flood the log."""
+        self.failed += 1
+        if self.failed == 1 or self.failed % 1000 == 0:
+            log.warning(
+                "rule %s: action %s failed (%d so far): %s",
+                self.rule, self.type, self.failed, problem,
+            )  # fmt: skip
 
     def stats(self) -> dict[str, Any]:
         return {"type": self.type, "succeeded": self.succeeded, "failed": self.failed}
@@ -149,9 +160,8 @@ class Republish(Action):
     def run(self, out: dict[str, Any]) -> None:
         try:
             topic = self.topic.render(_flat(out), out.get("payload"))
-        except MappingError as exc:
-            self.failed += 1
-            log.debug("%s: %s", self.type, exc)
+        except MappingError as exc:  # NULL, '+', '#', a list...: no topic, nothing sent
+            self.fail(f"topic {self.topic.text!r}: {exc}")
             return
         message = self.client.context(topic, render_payload(self.payload, out), self.qos,
                                       self.retain)  # fmt: skip
@@ -161,7 +171,7 @@ class Republish(Action):
         if self.client.publish(message):
             self.succeeded += 1
         else:
-            self.failed += 1
+            self.fail(f"the broker refused {message.topic!r} (the ACL, $SYS or $delayed/)")
 
 
 @lru_cache(maxsize=256)
@@ -184,9 +194,7 @@ class _Delivered(Republish):
     def send(self, message: Context) -> None:
         problem = self.problem(message.topic)
         if problem is not None:
-            self.failed += 1
-            if self.failed == 1 or self.failed % 1000 == 0:
-                log.warning("rule action %s: %s (%d so far)", self.type, problem, self.failed)
+            self.fail(problem)
             return
         self.client.publish(message, self._safe)
 
@@ -195,7 +203,7 @@ class _Delivered(Republish):
         if code < 0x80 and (not unrouted or self.accepts_unrouted):
             self.succeeded += 1
         else:
-            self.failed += 1
+            self.fail(f"not taken: reason code 0x{code:02x}")
 
 
 class ForwardToBridge(_Delivered):
@@ -234,7 +242,7 @@ class SqliteInsert(Action):
 
     def run(self, out: dict[str, Any]) -> None:
         if not self.tables.insert(self, self.table, out):
-            self.failed += 1  # the writer is behind by more than its limit
+            self.fail(f"table {self.table}: the SQLite writer is behind by its limit of rows")
 
 
 class WebhookPost(Action):
@@ -253,7 +261,7 @@ class WebhookPost(Action):
 
     def run(self, out: dict[str, Any]) -> None:
         if self.webhooks is None or not self.webhooks.post(self.webhook, out, self._done):
-            self.failed += 1
+            self.fail(f"no webhook {self.webhook!r} is running")
 
 
 class Log(Action):
@@ -274,16 +282,20 @@ def build_action(config: Any, context: ActionContext, rule: str) -> Action:
     """The action of ``config``, chosen by its ``type`` (the schema's discriminator): the
     model, or its view in a gateway that does not load the schema (gateway.config.light)."""
     kind = getattr(config, "type", None)
+    action: Action
     if kind == "republish":
-        return Republish(config, context)
-    if kind == "sqlite":
-        return SqliteInsert(config, context)
-    if kind == "webhook":
-        return WebhookPost(config, context)
-    if kind == "log":
-        return Log(config, context, rule)
-    if kind == "bridge":
-        return ForwardToBridge(config, context)
-    if kind == "stream":
-        return AppendToStream(config, context)
-    raise TypeError(f"unknown rule action {config!r}")
+        action = Republish(config, context)
+    elif kind == "sqlite":
+        action = SqliteInsert(config, context)
+    elif kind == "webhook":
+        action = WebhookPost(config, context)
+    elif kind == "log":
+        action = Log(config, context, rule)
+    elif kind == "bridge":
+        action = ForwardToBridge(config, context)
+    elif kind == "stream":
+        action = AppendToStream(config, context)
+    else:
+        raise TypeError(f"unknown rule action {config!r}")
+    action.rule = rule
+    return action

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
+
+import pytest
 
 from tests.helpers import mqtt_builder as mb
 from tests.helpers.gateway import running_gateway
 from tests.helpers.raw_client import RawClient
 from tests.helpers.timeouts import unit
+from tests.integration.broker.support import Clients, wait_until
 
 LOOPBACK = """
 adapters:
@@ -79,3 +83,45 @@ acl:
         pub.send(mb.gen_publish("sensors/kitchen/temp", b"21.5", qos=1, mid=1, proto_ver=5))
         sub.expect_no_packet(unit(0.5))
         assert gw.call(lambda: gw.gateway.adapters.status("echo"))["stats"]["denied"] == 1
+
+
+def test_a_null_payload_field_is_no_topic_level(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``devices/{payload.id}``: an id of JSON null is skipped (counted, logged, and not
+    published on ``devices/None``); booleans render as JSON has them. The failures are
+    logged at 1, 2, 4, 8, ... so that a stream of them cannot flood the log."""
+    config = """
+adapters:
+  - type: loopback
+    name: ids
+    mappings:
+      - {source: "raw/#", target: "devices/{payload.id}", decode: json, encode: json}
+"""
+    with (
+        caplog.at_level(logging.WARNING, logger="adapters.loopback"),
+        running_gateway(tmp_path, config) as gw,
+    ):
+        wait_running(gw, "ids")
+        clients = Clients(gw)
+        try:
+            watcher = clients.subscriber(5, "devices/#", qos=1)
+            device = clients.connect(5, "dev")
+            for value in ("null", "true", "null", "false", "null", '"a7"'):
+                device.publish("raw/x", f'{{"id": {value}}}', qos=1)
+
+            def counted() -> dict[str, int]:
+                status = gw.call(lambda: gw.gateway.adapters.status("ids"))
+                return status["component_stats"]  # type: ignore[no-any-return]
+
+            wait_until(
+                lambda: counted() == {"republished": 3, "failed": 3},
+                what=f"every message mapped or refused (last: {counted()})",
+            )
+            got = [m.topic for m in watcher.expect_messages(3)]
+            assert got == ["devices/true", "devices/false", "devices/a7"]
+        finally:
+            clients.close_all()
+        logged = [r.getMessage() for r in caplog.records if r.name == "adapters.loopback.adapter"]
+        null = "loopback ids: field 'payload.id' is NULL: a topic level cannot be empty"
+        assert logged == [f"{null} (1 such messages so far)", f"{null} (2 such messages so far)"]

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from gateway.mapping import FilterTemplate, MappingError, TopicTemplate, codec, codec_names
@@ -86,3 +88,31 @@ def test_codec_errors_and_properties() -> None:
     props = codec("json").properties()
     assert (props.content_type, props.payload_format_indicator) == ("application/json", 1)
     assert codec("raw").properties().payload_format_indicator is None
+
+
+@pytest.mark.parametrize(
+    ("value", "level"),
+    [(True, "true"), (False, "false"), (0, "0"), (1.5, "1.5"), ("a/b", "a/b"), (b"id", "id")],
+)
+def test_values_render_as_json_writes_them(value: object, level: str) -> None:
+    """Booleans as JSON has them (``true``, not Python's ``True``): a rule's topic and an
+    adapter's render a JSON document's value alike."""
+    template = TopicTemplate("d/{payload.id}/{v}")
+    assert template.render({"v": value}, {"id": value}) == f"d/{level}/{level}"
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (None, "field 'v' is NULL: a topic level cannot be empty"),
+        ([1, 2], "field 'v' is not a single value"),
+        ({"a": 1}, "field 'v' is not a single value"),
+        (b"\xff", "field 'v' is not UTF-8 text"),
+    ],
+)
+def test_null_and_compound_values_are_no_topic_level(value: object, message: str) -> None:
+    """NULL renders as nothing, an empty level: an error, never the level ``None``."""
+    with pytest.raises(MappingError, match=re.escape(message)):
+        TopicTemplate("d/{v}").render({"v": value})
+    with pytest.raises(MappingError, match=re.escape("field 'payload.id' is NULL")):
+        TopicTemplate("d/{payload.id}").render({}, {"id": None})
