@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Self
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, model_validator
 
 from gateway.config.models.adapter_base import (
     AdapterConfigBase,
@@ -13,6 +13,8 @@ from gateway.config.models.adapter_base import (
     check_topic_template,
 )
 from gateway.config.models.base import ConfigModel
+from gateway.config.models.bridges import _check_captures as check_captures
+from gateway.mapping import TopicTemplate
 
 __all__ = ["LoopbackAdapterConfig", "LoopbackMapping"]
 
@@ -41,6 +43,18 @@ class LoopbackMapping(ConfigModel):
         default="raw", description="Codec writing the target payload; sets its content type."
     )
     retain: bool = Field(default=False, description="Republish with the retain flag kept.")
+
+    @model_validator(mode="after")
+    def _captures(self) -> Self:
+        """Every ``{field}`` of ``target`` but the ``payload.``/``key.`` ones must be a
+        capture of ``source``: the bridges' check, over those fields."""
+        named = [
+            field
+            for field in TopicTemplate(self.target).fields
+            if not field.startswith(("payload.", "key."))
+        ]
+        check_captures(self.source, "/".join(f"{{{f}}}" for f in named) or None, "source")
+        return self
 
 
 class LoopbackAdapterConfig(AdapterConfigBase):
