@@ -20,9 +20,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, get_origin
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic_core import InitErrorDetails
 
+from gateway.config.errors import FieldProblems
 from gateway.config.introspect import (
+    Loc,
     field_annotation,
     is_model,
     literal_values,
@@ -30,12 +33,29 @@ from gateway.config.introspect import (
     strip_annotated,
 )
 
-__all__ = ["ConfigModel", "doc_default"]
+__all__ = ["ConfigModel", "doc_default", "with_problems"]
 
 
 def doc_default(text: str) -> dict[str, Any]:
     """``json_schema_extra`` naming a default that is computed, for the reference."""
     return {"doc_default": text}
+
+
+def with_problems(exc: ValidationError, problems: list[tuple[Loc, str]]) -> ValidationError:
+    """``exc`` and ``problems`` (paths relative to the model being validated) as one
+    error: a wrap validator raises it so that a check between keys reports along with
+    the problems of other keys, which keep ``handler`` from returning a model."""
+    if not problems:
+        return exc
+    details: list[InitErrorDetails] = []
+    for error in exc.errors(include_url=False):
+        detail = InitErrorDetails(type=error["type"], loc=error["loc"], input=error["input"])
+        if "ctx" in error:
+            detail["ctx"] = error["ctx"]
+        details.append(detail)
+    found = FieldProblems(problems)
+    details.append(InitErrorDetails(type="value_error", loc=(), input=None, ctx={"error": found}))
+    return ValidationError.from_exception_data(exc.title, details)
 
 
 class _NotANumber:

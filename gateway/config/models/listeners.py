@@ -7,9 +7,12 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
     Field,
+    ModelWrapValidatorHandler,
     SecretStr,
     SerializationInfo,
+    ValidationError,
     ValidationInfo,
+    ValidatorFunctionWrapHandler,
     field_serializer,
     field_validator,
     model_validator,
@@ -17,7 +20,7 @@ from pydantic import (
 
 from gateway.config.errors import FieldProblems, show_value
 from gateway.config.files import checks_files, tls_file_problems
-from gateway.config.models.base import ConfigModel, doc_default
+from gateway.config.models.base import ConfigModel, doc_default, with_problems
 from gateway.config.values import BindAddress, PathSpec
 
 __all__ = ["ListenerConfig", "ListenerType", "TlsConfig"]
@@ -85,15 +88,26 @@ class TlsConfig(ConfigModel):
             return value.get_secret_value()
         return str(value)
 
+    # The checks between keys run in field validators, on the keys declared before (in
+    # `info.data` when valid), so that they report with the problems of other keys.
+
+    @field_validator("verify_peer")
+    @classmethod
+    def _verify_with_cafile(cls, value: bool, info: ValidationInfo) -> bool:
+        if value and "cafile" in info.data and info.data["cafile"] is None:
+            raise ValueError("needs 'cafile' to verify client certificates")
+        return value
+
+    @field_validator("fail_if_no_peer_cert", "use_identity_as_username")
+    @classmethod
+    def _with_verify_peer(cls, value: bool, info: ValidationInfo) -> bool:
+        if value and info.data.get("verify_peer") is False:
+            raise ValueError("only works with 'verify_peer: true'")
+        return value
+
     @model_validator(mode="after")
-    def _peer_verification_and_files(self, info: ValidationInfo) -> Self:
+    def _files(self, info: ValidationInfo) -> Self:
         problems: list[tuple[tuple[str | int, ...], str]] = []
-        if self.verify_peer and self.cafile is None:
-            problems.append((("verify_peer",), "needs 'cafile' to verify client certificates"))
-        if self.fail_if_no_peer_cert and not self.verify_peer:
-            problems.append((("fail_if_no_peer_cert",), "only works with 'verify_peer: true'"))
-        if self.use_identity_as_username and not self.verify_peer:
-            problems.append((("use_identity_as_username",), "only works with 'verify_peer: true'"))
         if checks_files(info.context):
             password = self.keyfile_password
             found = tls_file_problems(
@@ -207,17 +221,31 @@ class ListenerConfig(ConfigModel):
         # (certfile, keyfile), not that the key is missing
         return {} if value is None and info.data.get("type") in _TLS else value
 
-    @field_validator("tls")
+    @field_validator("tls", mode="wrap")
     @classmethod
-    def _tls_for_tls(cls, value: TlsConfig | None, info: ValidationInfo) -> TlsConfig | None:
+    def _tls_for_tls(
+        cls, value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo
+    ) -> TlsConfig | None:
+        # before the section's own problems: on a tcp or ws listener its files do not matter
         kind = info.data.get("type")
         if value is not None and kind is not None and kind not in _TLS:
             other = "tls" if kind == "tcp" else "wss"
             raise ValueError(f"not allowed on a {kind} listener (did you mean type {other}?)")
-        return value
+        tls: TlsConfig | None = handler(value)
+        return tls
 
-    @model_validator(mode="after")
-    def _tls_required(self) -> Self:
-        if self.type in _TLS and self.tls is None:
-            raise ValueError(f"missing required key 'tls' (a {self.type} listener needs one)")
-        return self
+    @model_validator(mode="wrap")
+    @classmethod
+    def _tls_required(cls, data: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
+        kind = data.get("type") if isinstance(data, dict) else None
+        missing = kind in _TLS and data.get("tls") is None and "tls" not in data
+        problem: list[tuple[tuple[str | int, ...], str]] = [
+            ((), f"missing required key 'tls' (a {kind} listener needs one)")
+        ]
+        try:
+            listener = handler(data)
+        except ValidationError as exc:
+            raise with_problems(exc, problem if missing else []) from None
+        if missing:
+            raise FieldProblems(problem)
+        return listener

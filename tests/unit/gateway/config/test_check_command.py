@@ -161,3 +161,43 @@ def test_addresses_that_can_be_bound_together_are_not(
     )
     code, lines = check(tmp_path, text)
     assert (code, lines) == (0, ["edgebus.yaml: OK"])
+
+
+def test_a_check_between_keys_reports_with_the_problems_of_other_keys(tmp_path: Path) -> None:
+    text = (
+        "listeners:\n"
+        "  - type: tls\n"
+        "    bind: 127.0.0.1:8883\n"
+        "    tls:\n"
+        "      certfile: c.pem\n"
+        "      keyfile: k.pem\n"
+        "      verify_peer: true\n"
+        '      min_version: "1.1"\n'
+        "  - type: tls\n"
+        "    bind: nowhere\n"
+        "api: {enabled: false}\n"
+    )
+    code, lines = check(tmp_path, text)
+    assert code == 2
+    assert lines == [
+        "edgebus.yaml:7 listeners[0].tls.verify_peer: needs 'cafile' to verify client certificates",
+        "edgebus.yaml:8 listeners[0].tls.min_version: expected one of 1.2, 1.3, got '1.1'",
+        "edgebus.yaml:9 listeners[1]: missing required key 'tls' (a tls listener needs one)",
+        "edgebus.yaml:10 listeners[1].bind: expected 'host:port' like 127.0.0.1:1883 or"
+        " [::1]:1883, got 'nowhere'",
+    ]
+
+
+def test_tls_on_a_tcp_listener_is_reported_before_its_files(tmp_path: Path) -> None:
+    text = (
+        "listeners:\n"
+        "  - type: tcp\n"
+        "    bind: 127.0.0.1:8883\n"
+        "    tls: {certfile: nope.pem, keyfile: k.pem}\n"
+        "api: {enabled: false}\n"
+    )
+    code, lines = check(tmp_path, text)
+    assert (code, lines) == (
+        2,
+        ["edgebus.yaml:4 listeners[0].tls: not allowed on a tcp listener (did you mean type tls?)"],
+    )
