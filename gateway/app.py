@@ -35,6 +35,7 @@ from gateway.security import build_security
 if TYPE_CHECKING:
     from gateway.api import ApiServer
     from gateway.config import GatewayConfig, ListenerConfig, MqttConfig
+    from gateway.config.validate import ValidConfig
     from gateway.rules.engine import RuleEngine
     from gateway.webhook import Webhooks
 
@@ -203,18 +204,39 @@ class Gateway:
 
         Clients stay connected. Components (adapters, bridges, sinks) whose configuration
         changed restart; new ones start, removed ones stop. Sections that need a restart
-        (listeners, mqtt, persistence, data_dir, node_name, api, logging) are reported,
-        not applied. Returns what was reloaded; raises ConfigError (and changes nothing)
-        when the file is invalid.
+        (listeners, mqtt, persistence, data_dir, node_name, auth, sys, webhooks, api,
+        logging) are reported, not applied. Returns what changed. The file is checked as
+        ``edgebus check`` checks it (the files it names included), and a rule naming a
+        webhook this gateway does not run is refused: on any problem it raises
+        ConfigError, logs each problem at ERROR and changes nothing.
         """
+        try:
+            return self._reload()
+        except ConfigError as exc:
+            for problem in exc.problems:
+                log.error("reload refused: %s", problem)
+            raise
+
+    def _reload(self) -> list[str]:
         if self.config_path is None:
             self.security.reload()
             return ["password_file", "acl_cache"]
-        from gateway.config import load_config  # the schema's models: from the first reload
+        # The schema's models and file checks: loaded from the first reload.
+        from gateway.config import validate_config
 
-        new = load_config(self.config_path)
+        valid = validate_config(self.config_path)
+        new = valid.config
+        problems = self._unknown_webhooks(valid)
+        if problems:
+            raise ConfigError("\n".join(problems), problems)
+        passwords = self.security.passwords
+        users_before = None if passwords is None else passwords._users
         self.security.reload(new.acl)
-        done = ["acl", "password_file"]
+        done: list[str] = []
+        if not same_config(new.acl, self.config.acl):
+            done.append("acl")
+        if passwords is not None and passwords._users != users_before:
+            done.append("password_file")
         specs = registry.specs_from_config(new)[0]
         done += self.components.reconcile(specs)
         if new.rules or self._rules is not None:
@@ -232,8 +254,30 @@ class Gateway:
         for name in fixed:
             log.warning("reload: the change to %r takes effect at the next restart", name)
         self.config = new.model_copy(update={name: getattr(self.config, name) for name in fixed})
-        log.info("configuration reloaded from %s: %s", self.config_path, ", ".join(done))
+        log.info(
+            "configuration reloaded from %s: %s",
+            self.config_path,
+            ", ".join(done) or "nothing changed",
+        )
         return done
+
+    def _unknown_webhooks(self, valid: ValidConfig) -> list[str]:
+        """A problem for each action of the new rules naming a webhook this gateway does
+        not run: webhooks start with the gateway (a new one runs after a restart), and
+        such an action would fail every time. ``POST /rules`` refuses the same."""
+        from gateway.config.models.rules import check_rule_references
+
+        new = valid.config
+        bridges = tuple(bridge.name for bridge in new.bridges)
+        found = check_rule_references(
+            new.rules, tuple(self.config.webhooks), bridges, new.stream.enabled
+        )
+        return [
+            f"{valid.where(path)}: {message} in this running gateway"
+            " (the webhooks section takes effect at the next restart)"
+            for path, message in found
+            if path[-1] == "webhook"
+        ]
 
     async def run(self) -> None:
         started = time.monotonic()

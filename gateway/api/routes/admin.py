@@ -77,7 +77,8 @@ async def reload(gateway: Gw, caller: Caller) -> ReloadResult:
         result = reload_fn()
         if inspect.isawaitable(result):
             result = await result
-    except ConfigError as exc:
+    except ConfigError as exc:  # each problem is logged at ERROR by Gateway.reload
+        log.error("reload requested through the API by %s refused", caller.name)
         raise HTTPException(
             status.HTTP_400_BAD_REQUEST,
             {"message": "the configuration was not reloaded", "problems": exc.problems},
