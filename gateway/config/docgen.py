@@ -82,6 +82,9 @@ the line and column, with a hint (`line 3 is indented more than line 2, ...`).
   bytes. In Python the value is an int of bytes (`config.mqtt.max_packet_size ==
   1000000`).
 - **Paths** are relative to the working directory edgebus runs in.
+- **Names** (type `name`: the `name` of an adapter, bridge, rule or webhook) are 1 to
+  64 letters, digits, `_`, `.` or `-`, starting with a letter or digit: `cloud`,
+  `front-door_2`. They appear in client ids, metrics and API paths.
 - **Addresses** (`bind`) are `host:port`, IPv6 literals in brackets: `[::1]:1883`.
   Port 0 lets the system choose a free port.
 - **Environment variables**: `${NAME}` in a string value is replaced by the variable

@@ -15,12 +15,14 @@ PathSpec           pathlib.Path        ``./edgebus-data`` (relative to the CWD)
 NetworkSpec        IPv4/IPv6Network    ``10.0.0.0/8``, ``192.168.1.7``
 TopicFilterSpec    str                 ``sensors/+/temp``, ``eq sensors/#``, ``%c/#``
 HttpUrlSpec        str                 ``https://auth.example.com/mqtt``
+NameSpec           str                 ``cloud``, ``front-door_2``
 =================  ==================  =================================================
 """
 
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +42,7 @@ __all__ = [
     "BindAddress",
     "DurationSpec",
     "HttpUrlSpec",
+    "NameSpec",
     "NetworkSpec",
     "PathSpec",
     "SizeSpec",
@@ -251,3 +254,25 @@ class HttpUrlSpec(_Spec):
             if parts.scheme in ("http", "https") and parts.hostname:
                 return value.strip()
         raise ValueError(f"expected an http:// or https:// URL, got {show_value(value)}")
+
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+@dataclass(frozen=True)
+class NameSpec(_Spec):
+    """The name of an adapter, bridge, rule or webhook: 1 to 64 letters, digits, ``_``,
+    ``.`` or ``-``, starting with a letter or digit (it appears in client ids, metrics
+    and API paths)."""
+
+    @property
+    def doc_type(self) -> str:
+        return "name"
+
+    def validate(self, value: Any) -> str:
+        if not isinstance(value, str) or not _NAME.fullmatch(value):
+            raise ValueError(
+                "expected 1 to 64 letters, digits, '_', '.' or '-' (starting with a letter or"
+                f" digit), got {show_value(value)}"
+            )
+        return value

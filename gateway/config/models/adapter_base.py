@@ -6,24 +6,21 @@ Each adapter type's model (``adapters/<type>/config.py``) subclasses
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from gateway.config.models.base import ConfigModel
-from gateway.config.values import DurationSpec
+from gateway.config.values import DurationSpec, NameSpec
 from gateway.mapping import FilterTemplate, TopicTemplate, codec
 
 __all__ = ["AdapterConfigBase", "check_codec", "check_filter_template", "check_topic_template"]
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-
 
 class AdapterConfigBase(ConfigModel):
-    name: str = Field(
-        description="Unique name of this adapter instance (letters, digits, `_.-`); the ACL"
-        " knows it as `clientid: <type>:<name>`; metrics and the API by this name."
+    name: Annotated[str, NameSpec()] = Field(
+        description="Unique name of this adapter instance; the ACL knows it as"
+        " `clientid: <type>:<name>`; metrics and the API by this name."
     )
     enabled: bool = Field(default=True, description="Start this adapter with the gateway.")
     restart_backoff: Annotated[float, DurationSpec()] = Field(
@@ -40,16 +37,6 @@ class AdapterConfigBase(ConfigModel):
         description="Messages each outbound subscription of this adapter buffers; when full"
         " the oldest is dropped (counted in the metrics).",
     )
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, value: str) -> str:
-        if not _NAME.match(value):
-            raise ValueError(
-                "expected 1 to 64 letters, digits, '_', '.' or '-' (starting with a letter or"
-                f" digit), got {value!r}"
-            )
-        return value
 
 
 def check_topic_template(value: Any) -> Any:

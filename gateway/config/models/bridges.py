@@ -30,7 +30,14 @@ from gateway.config.errors import FieldProblems
 from gateway.config.files import checks_files, client_tls_file_problems
 from gateway.config.models.adapter_base import check_filter_template, check_topic_template
 from gateway.config.models.base import ConfigModel, doc_default
-from gateway.config.values import BindAddress, DurationSpec, HttpUrlSpec, PathSpec, SizeSpec
+from gateway.config.values import (
+    BindAddress,
+    DurationSpec,
+    HttpUrlSpec,
+    NameSpec,
+    PathSpec,
+    SizeSpec,
+)
 from gateway.mapping import FilterTemplate, TopicTemplate
 
 __all__ = [
@@ -284,8 +291,7 @@ class AwsIotConfig(ConfigModel):
 class BridgeConfig(ConfigModel):
     """One bridge to a remote MQTT broker."""
 
-    name: str = Field(
-        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$",
+    name: Annotated[str, NameSpec()] = Field(
         description="Unique name; the ACL knows it as `clientid: bridge:<name>`.",
     )
     type: Literal["mqtt", "emqx_cloud", "aws_iot"] = Field(

@@ -16,7 +16,13 @@ from gateway.config.errors import FieldProblems
 from gateway.config.files import checks_files, client_tls_file_problems
 from gateway.config.models.adapter_base import check_topic_template
 from gateway.config.models.base import ConfigModel
-from gateway.config.values import DurationSpec, HttpUrlSpec, PathSpec, TopicFilterSpec
+from gateway.config.values import (
+    DurationSpec,
+    HttpUrlSpec,
+    NameSpec,
+    PathSpec,
+    TopicFilterSpec,
+)
 
 __all__ = [
     "WEBHOOK_EVENTS",
@@ -32,7 +38,6 @@ __all__ = [
     "check_rule_references",
 ]
 
-_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 _TABLE = r"^[A-Za-z_][A-Za-z0-9_]{0,62}$"
 
 #: Every broker event a webhook can post (``broker_core.observe``).
@@ -149,7 +154,9 @@ RuleAction = Annotated[
 class RuleConfig(ConfigModel):
     """One rule: an SQL statement and its actions."""
 
-    name: str = Field(pattern=_NAME, description="Unique name; counted in the metrics by it.")
+    name: Annotated[str, NameSpec()] = Field(
+        description="Unique name; counted in the metrics by it."
+    )
     sql: str = Field(
         description='`SELECT <fields> FROM "<topic filter>"[, ...] [WHERE <condition>]`;'
         " see docs/rules.md."
@@ -184,7 +191,7 @@ class RuleConfig(ConfigModel):
 class WebhookConfig(ConfigModel):
     """Broker events posted as JSON to an HTTP endpoint."""
 
-    name: str = Field(pattern=_NAME, description="Unique name; rules refer to it.")
+    name: Annotated[str, NameSpec()] = Field(description="Unique name; rules refer to it.")
     url: Annotated[str, HttpUrlSpec()] = Field(description="Where events are posted.")
     events: tuple[Literal[WEBHOOK_EVENTS], ...] = Field(  # type: ignore[valid-type]
         default=(),

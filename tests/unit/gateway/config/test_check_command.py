@@ -201,3 +201,21 @@ def test_tls_on_a_tcp_listener_is_reported_before_its_files(tmp_path: Path) -> N
         2,
         ["edgebus.yaml:4 listeners[0].tls: not allowed on a tcp listener (did you mean type tls?)"],
     )
+
+
+@pytest.mark.parametrize(
+    ("section", "name"),
+    [
+        ("webhooks:\n  - {name: NAME, url: 'http://x'}\n", "'my hook'"),
+        ("rules:\n  - {name: NAME, sql: 'SELECT 1 FROM \"a\"', actions: [{type: log}]}\n", "''"),
+        (BRIDGE.replace("name: b", "name: NAME"), "'-b'"),
+        ("adapters:\n  - {type: loopback, name: NAME}\n", "'a/b'"),
+    ],
+)
+def test_names_are_refused_in_words(tmp_path: Path, section: str, name: str) -> None:
+    code, lines = check(tmp_path, QUIET + section.replace("NAME", name))
+    assert code == 2
+    assert lines[0].endswith(
+        "].name: expected 1 to 64 letters, digits, '_', '.' or '-' (starting with a letter"
+        f" or digit), got {name}"
+    )
