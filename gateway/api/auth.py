@@ -62,7 +62,22 @@ def challenge_headers(credentials: Credentials) -> dict[str, str]:
 # own (auto_error=False), ``authenticate`` decides.
 _bearer = HTTPBearer(auto_error=False, description="An API key as a bearer token.")
 _api_key = APIKeyHeader(name="X-API-Key", auto_error=False, description="An API key.")
-_basic = HTTPBasic(auto_error=False, realm=REALM, description="A user of `api.users`.")
+
+
+class _Basic(HTTPBasic):
+    """``HTTPBasic`` for which malformed credentials (not base64, no colon) are no
+    credentials: FastAPI answers them with its own 401 (``Not authenticated``, a Basic
+    challenge only) even with ``auto_error=False``; ``authenticate`` answers them as any
+    other failure."""
+
+    async def __call__(self, request: Request) -> HTTPBasicCredentials | None:  # type: ignore[override]
+        try:
+            return await super().__call__(request)
+        except HTTPException:
+            return None
+
+
+_basic = _Basic(auto_error=False, realm=REALM, description="A user of `api.users`.")
 
 
 async def authenticate(

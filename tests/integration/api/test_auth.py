@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import logging
 import re
 import stat
@@ -86,6 +87,10 @@ BAD: dict[str, Headers | None] = {
     "unknown-user": basic("intruder", PASSWORD),
     "key-as-password": basic(USER, KEY),
     "other-scheme": {"Authorization": f"Token {KEY}"},
+    # malformed Basic credentials: the same answer as wrong ones
+    "basic-not-base64": {"Authorization": "Basic !!!notbase64"},
+    "basic-without-colon": {"Authorization": "Basic " + base64.b64encode(b"operator").decode()},
+    "basic-not-ascii": {"Authorization": "Basic " + base64.b64encode(b"\xff:\xfe").decode()},
 }
 
 
