@@ -101,10 +101,15 @@ def provision(
     endpoint: str | None = None,
     endpoint_url: str | None = None,
 ) -> Provisioned:
-    """See the module docstring; ``BridgeError`` says what AWS refused."""
+    """See the module docstring; ``BridgeError`` says what AWS refused, or why the files
+    cannot be written (checked before anything is created: the private key exists only in
+    the answer that creates it)."""
+    certfile = out_dir / f"{thing}.cert.pem"
+    keyfile = out_dir / f"{thing}.private.key"
+    _writable(out_dir, certfile, keyfile)
     client = iot_client(region, endpoint_url)
     region = client.meta.region_name
-    from botocore.exceptions import ClientError
+    from botocore.exceptions import BotoCoreError, ClientError
 
     try:
         client.describe_thing(thingName=thing)
@@ -112,6 +117,8 @@ def provision(
         if exc.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
             raise BridgeError(f"AWS IoT describe_thing: {exc}") from exc
         _call("create_thing", client.create_thing, thingName=thing)
+    except BotoCoreError as exc:  # no credentials, no connection to the endpoint
+        raise BridgeError(f"AWS IoT describe_thing: {exc}") from exc
     created = _call(
         "create_keys_and_certificate", client.create_keys_and_certificate, setAsActive=True
     )
@@ -119,6 +126,8 @@ def provision(
     name = policy_name or f"{thing}-edgebus"
     try:
         client.get_policy(policyName=name)
+    except BotoCoreError as exc:
+        raise BridgeError(f"AWS IoT get_policy: {exc}") from exc
     except ClientError as exc:
         if exc.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
             raise BridgeError(f"AWS IoT get_policy: {exc}") from exc
@@ -133,14 +142,17 @@ def provision(
     if endpoint is None:
         reply = _call("describe_endpoint", client.describe_endpoint, endpointType="iot:Data-ATS")
         endpoint = str(reply["endpointAddress"])
-    out_dir.mkdir(parents=True, exist_ok=True)
-    certfile = out_dir / f"{thing}.cert.pem"
-    keyfile = out_dir / f"{thing}.private.key"
-    certfile.write_text(created["certificatePem"])
-    fd = os.open(keyfile, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as file:
-        file.write(created["keyPair"]["PrivateKey"])
-    os.chmod(keyfile, 0o600)
+    try:
+        certfile.write_text(created["certificatePem"])
+        fd = os.open(keyfile, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as file:
+            file.write(created["keyPair"]["PrivateKey"])
+        os.chmod(keyfile, 0o600)
+    except OSError as exc:
+        raise BridgeError(
+            f"certificate {created['certificateId']} was created but cannot be written:"
+            f" {exc.strerror or exc}: {exc.filename}"
+        ) from exc
     return Provisioned(
         thing,
         region,
@@ -152,6 +164,19 @@ def provision(
         keyfile,
         endpoint_url,
     )
+
+
+def _writable(out_dir: Path, *files: Path) -> None:
+    """Create ``out_dir``; ``BridgeError`` when it or ``files`` cannot be written."""
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BridgeError(f"cannot create the directory {str(out_dir)!r}: {exc.strerror}") from exc
+    if not os.access(out_dir, os.W_OK | os.X_OK):
+        raise BridgeError(f"cannot write in {str(out_dir)!r}: Permission denied")
+    for path in files:
+        if path.is_dir():
+            raise BridgeError(f"cannot write {str(path)!r}: it is a directory")
 
 
 def bridge_yaml(done: Provisioned, name: str = "aws") -> str:

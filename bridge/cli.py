@@ -8,12 +8,21 @@ file; see ``bridge.aws.provision`` for what is created.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import IO, Any
 
 import click
 
 from broker_core.errors import BridgeError
 
-__all__ = ["aws"]
+__all__ = ["Failure", "aws"]
+
+
+class Failure(click.ClickException):
+    """A command that could not do its work: ``edgebus: <message>`` on stderr, status 1,
+    as ``edgebus run`` reports its failures."""
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        click.echo(f"edgebus: {self.format_message()}", err=True, file=file)
 
 
 @click.group()
@@ -62,7 +71,7 @@ def provision(
             endpoint_url=endpoint_url,
         )
     except BridgeError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise Failure(str(exc)) from exc
     click.echo(
         f"# thing {done.thing}: certificate {done.certificate_id}, policy {done.policy}", err=True
     )

@@ -1,7 +1,8 @@
 """``edgebus idl-codegen`` (also ``python -m idl_codegen``): IDL -> Python and JSON Schema.
 
 Exit status: 0 on success (``--check``: the output is up to date), 1 when the IDL has
-errors or ``--check`` finds the output out of date, 2 on a usage error.
+errors, ``--check`` finds the output out of date or the output cannot be written (one
+line, ``idl-codegen: cannot write PATH: REASON``), 2 on a usage error.
 """
 
 from __future__ import annotations
@@ -86,10 +87,15 @@ def main(schemas: tuple[Path, ...], include_dirs: tuple[Path, ...], outdir: Path
         click.echo(str(warning), err=True)
     read = len(generated.sources)
     say(f"idl-codegen: {read} file{'s' if read != 1 else ''} read: {generated.summary()}")
-    if check:
-        _check(outdir, generated, quiet)
-        return
-    _write(outdir, generated, quiet, say)
+    try:
+        if check:
+            _check(outdir, generated, quiet)
+            return
+        _write(outdir, generated, quiet, say)
+    except OSError as error:  # -o under a file, no permission, a full disk
+        where = error.filename if error.filename is not None else outdir
+        click.echo(f"idl-codegen: cannot write {where}: {error.strerror or error}", err=True)
+        sys.exit(1)
 
 
 def _check(outdir: Path, generated: Generated, quiet: bool) -> None:

@@ -127,3 +127,15 @@ def test_python_dash_m_runs_the_command(tmp_path: Path) -> None:
     version = subprocess.run([sys.executable, "-m", "idl_codegen", "--version"],
                              capture_output=True, text=True, timeout=unit(60), check=False)
     assert version.stdout.startswith("edgebus idl-codegen ")
+
+
+def test_an_output_directory_that_cannot_be_written_is_one_line(tmp_path: Path) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    hello = str(IDL / "hello" / "HelloWorldData.idl")
+    result = CliRunner().invoke(main, ["-q", hello, "-o", str(afile / "sub")])
+    assert result.exit_code == 1
+    assert not isinstance(result.exception, OSError)
+    assert result.stderr.splitlines() == [
+        f"idl-codegen: cannot write {afile / 'sub' / 'HelloWorldData'}: Not a directory"
+    ]
