@@ -14,7 +14,16 @@ __all__ = ["BindAddress"]
 
 
 _HOSTNAME = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)(?:\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*\.?")
+_NUMERIC = re.compile(r"[0-9.]+")
 _BIND_SHAPE = "'host:port' like 127.0.0.1:1883 or [::1]:1883"
+
+
+def _ipv4(host: str) -> bool:
+    try:
+        ipaddress.IPv4Address(host)
+    except ValueError:
+        return False
+    return True
 
 
 def _scope(host: str) -> set[tuple[str, str | None]]:
@@ -83,7 +92,8 @@ class BindAddress:
             raise ValueError(
                 f"expected an IPv6 address in brackets like [::1]:1883, got {show_value(value)}"
             )
-        elif not _HOSTNAME.fullmatch(host):
+        elif not _HOSTNAME.fullmatch(host) or (_NUMERIC.fullmatch(host) and not _ipv4(host)):
+            # 999.1.1.1 is shaped like a host name, but no name is all digits
             raise ValueError(f"expected a host name or IP address, got {show_value(value)}")
         if not port_text.isdigit() or int(port_text) > 65535:
             raise ValueError(f"expected a port from 0 to 65535, got {show_value(value)}")

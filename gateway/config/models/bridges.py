@@ -211,8 +211,8 @@ class BridgeQueueConfig(ConfigModel):
     """The bridge's disk-backed store-and-forward queue."""
 
     max_messages: int = Field(default=1_000_000, ge=1, description="Messages held at most.")
-    max_bytes: Annotated[int, SizeSpec()] = Field(
-        default=1024**3, ge=1, description="Bytes of payload held at most."
+    max_bytes: Annotated[int, SizeSpec(ge=1)] = Field(
+        default=1024**3, description="Bytes of payload held at most."
     )
     overflow: Literal["drop_oldest", "drop_new"] = Field(
         default="drop_oldest",

@@ -218,12 +218,12 @@ class WebhookConfig(ConfigModel):
     signature_header: str = Field(
         default="X-Edgebus-Signature", description="Header carrying the HMAC signature."
     )
-    timeout: Annotated[float, DurationSpec()] = Field(
-        default=5.0, gt=0, description="Timeout of one request."
+    timeout: Annotated[float, DurationSpec(gt=0)] = Field(
+        default=5.0, description="Timeout of one request."
     )
     retries: int = Field(default=3, ge=0, le=20, description="Retries of a failed request.")
-    retry_backoff: Annotated[float, DurationSpec()] = Field(
-        default=0.5, gt=0, description="First wait before a retry; doubles with each retry."
+    retry_backoff: Annotated[float, DurationSpec(gt=0)] = Field(
+        default=0.5, description="First wait before a retry; doubles with each retry."
     )
     pool_size: int = Field(
         default=4, ge=1, le=100, description="Connections (and requests in flight) at most."

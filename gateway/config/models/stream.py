@@ -12,7 +12,9 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
+from gateway.config.errors import FieldProblems
 from gateway.config.models.base import ConfigModel
+from gateway.config.units import format_size
 from gateway.config.values import DurationSpec, PathSpec, SizeSpec, TopicFilterSpec
 
 __all__ = ["KNOWN_ORIGINS", "FsyncPolicy", "StreamConfig"]
@@ -54,16 +56,15 @@ class StreamConfig(ConfigModel):
     path: Annotated[Path, PathSpec()] | None = Field(
         default=None, description="Directory of the log; null: `<data_dir>/sink/stream`."
     )
-    retention: Annotated[float, DurationSpec()] = Field(
-        default=7 * 24 * 3600.0, gt=0, description="How long records are kept."
+    retention: Annotated[float, DurationSpec(gt=0)] = Field(
+        default=7 * 24 * 3600.0, description="How long records are kept."
     )
-    max_bytes: Annotated[int, SizeSpec()] = Field(
+    max_bytes: Annotated[int, SizeSpec(ge=4096)] = Field(
         default=1024**3,
-        ge=1,
         description="Most bytes kept; the oldest segments go first (at least `segment_bytes`).",
     )
-    segment_bytes: Annotated[int, SizeSpec()] = Field(
-        default=64 * 1024**2, ge=4096, description="Size of one log segment file."
+    segment_bytes: Annotated[int, SizeSpec(ge=4096)] = Field(
+        default=64 * 1024**2, description="Size of one log segment file."
     )
     fsync: FsyncPolicy = Field(
         default="always",
@@ -72,8 +73,8 @@ class StreamConfig(ConfigModel):
         " once written (survives a crash of the process, not of the machine); `never`: the"
         " operating system decides.",
     )
-    fsync_interval: Annotated[float, DurationSpec()] = Field(
-        default=1.0, gt=0, description="Time between fsyncs with `fsync: interval`."
+    fsync_interval: Annotated[float, DurationSpec(gt=0)] = Field(
+        default=1.0, description="Time between fsyncs with `fsync: interval`."
     )
     queue_size: int = Field(
         default=100_000,
@@ -86,8 +87,15 @@ class StreamConfig(ConfigModel):
     @model_validator(mode="after")
     def _sizes(self) -> StreamConfig:
         if self.max_bytes < self.segment_bytes:
-            raise ValueError(
-                f"max_bytes ({self.max_bytes}) must be at least segment_bytes"
-                f" ({self.segment_bytes})"
+            # at the key written (max_bytes when both are)
+            key = "max_bytes" if "max_bytes" in self.model_fields_set else "segment_bytes"
+            raise FieldProblems(
+                [
+                    (
+                        (key,),
+                        f"max_bytes ({format_size(self.max_bytes)}) must be at least"
+                        f" segment_bytes ({format_size(self.segment_bytes)})",
+                    )
+                ]
             )
         return self

@@ -219,3 +219,79 @@ def test_names_are_refused_in_words(tmp_path: Path, section: str, name: str) -> 
         "].name: expected 1 to 64 letters, digits, '_', '.' or '-' (starting with a letter"
         f" or digit), got {name}"
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "stream:\n  enabled: true\n  segment_bytes: 0\n  max_bytes: 0\n",
+            [
+                "edgebus.yaml:5 stream.segment_bytes: expected a size of at least 4KiB, got 0",
+                "edgebus.yaml:6 stream.max_bytes: expected a size of at least 4KiB, got 0",
+            ],
+        ),
+        (
+            "webhooks:\n  - {name: w, url: 'http://x', timeout: 0s, retry_backoff: 0}\n",
+            [
+                "edgebus.yaml:4 webhooks[0].timeout: expected a duration longer than 0s, got '0s'",
+                "edgebus.yaml:4 webhooks[0].retry_backoff: expected a duration longer than 0s,"
+                " got 0",
+            ],
+        ),
+        (
+            "stream:\n  enabled: true\n  max_bytes: 1MB\n  segment_bytes: 4MB\n",
+            [
+                "edgebus.yaml:5 stream.max_bytes: max_bytes (1MB) must be at least"
+                " segment_bytes (4MB)"
+            ],
+        ),
+        (
+            'listeners: [{type: tcp, bind: "999.1.1.1:1883"}]\napi: {enabled: false}\n',
+            [
+                "edgebus.yaml:1 listeners[0].bind: expected a host name or IP address,"
+                " got '999.1.1.1:1883'"
+            ],
+        ),
+    ],
+)
+def test_values_that_make_no_sense_are_refused(
+    tmp_path: Path, text: str, expected: list[str]
+) -> None:
+    code, lines = check(tmp_path, text if text.startswith("listeners") else QUIET + text)
+    assert (code, lines) == (2, expected)
+
+
+def test_no_bound_is_given_beside_a_value_type() -> None:
+    """pydantic ignores `Field(ge=...)` on a field whose type is a value spec (its own
+    validator): such a bound would be documented nowhere and checked never."""
+    import annotated_types
+
+    from gateway.config.introspect import field_annotation, nullable_members, strip_annotated
+    from gateway.config.models import GatewayConfig
+    from gateway.config.models.adapters import adapter_config_classes
+    from gateway.config.models.base import ConfigModel
+
+    classes: set[type] = set()
+    stack = [ConfigModel]
+    while stack:
+        cls = stack.pop()
+        classes.add(cls)
+        stack.extend(cls.__subclasses__())
+    assert GatewayConfig in classes and set(adapter_config_classes()) <= classes
+    bounds = (annotated_types.Ge, annotated_types.Gt, annotated_types.Le, annotated_types.Lt)
+
+    def metadata(field: object) -> list[object]:
+        bare, found = strip_annotated(field_annotation(field))  # type: ignore[arg-type]
+        for member in nullable_members(bare)[0]:
+            found = [*found, *strip_annotated(member)[1]]
+        return found
+
+    wrong = [
+        f"{cls.__name__}.{name}"
+        for cls in classes
+        for name, field in cls.model_fields.items()
+        if any(hasattr(item, "doc_type") for item in metadata(field))
+        and any(isinstance(item, bounds) for item in metadata(field))
+    ]
+    assert wrong == []

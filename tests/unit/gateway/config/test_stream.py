@@ -50,7 +50,14 @@ def test_an_unknown_origin_is_named() -> None:
 
 def test_the_log_holds_at_least_one_segment() -> None:
     (problem,) = _problems("stream:\n  max_bytes: 1MB\n  segment_bytes: 4MB\n")
-    assert "max_bytes (1000000) must be at least segment_bytes (4000000)" in problem
+    assert problem == (
+        "edgebus.yaml:2 stream.max_bytes: max_bytes (1MB) must be at least segment_bytes (4MB)"
+    )
+    (problem,) = _problems("stream:\n  enabled: true\n  segment_bytes: 2GB\n")
+    assert problem == (
+        "edgebus.yaml:3 stream.segment_bytes: max_bytes (1GiB) must be at least"
+        " segment_bytes (2GB)"
+    )
 
 
 def test_a_bad_fsync_policy() -> None:
