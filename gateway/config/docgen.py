@@ -86,7 +86,10 @@ the line and column, with a hint (`line 3 is indented more than line 2, ...`).
   64 letters, digits, `_`, `.` or `-`, starting with a letter or digit: `cloud`,
   `front-door_2`. They appear in client ids, metrics and API paths.
 - **Addresses** (`bind`) are `host:port`, IPv6 literals in brackets: `[::1]:1883`.
-  Port 0 lets the system choose a free port.
+  Port 0 lets the system choose a free port. No two listeners, nor a listener and
+  `api.bind`, may share a port on the same address or where one of them is the wildcard
+  of the other's IP version (`0.0.0.0:1883` takes `127.0.0.1:1883`; `[::]` sockets are
+  IPv6-only, so `0.0.0.0` and `[::]` do not clash; `localhost` is 127.0.0.1 and ::1).
 - **Environment variables**: `${NAME}` in a string value is replaced by the variable
   `NAME`, `${NAME:-default}` falls back to `default` when `NAME` is unset or empty, and
   `$${` is a literal `${`. An unset variable without a default is an error naming its
