@@ -33,7 +33,9 @@ from gateway.components import registry
 from gateway.components.component import ADAPTER, Spec
 from gateway.components.host import (
     BACKING_OFF,
+    DEGRADED,
     PAUSED,
+    RUNNING,
     STARTING,
     STOPPED,
     STOPPING,
@@ -56,6 +58,10 @@ __all__ = ["STABLE_AFTER_S", "KindView", "Supervisor"]
 log = logging.getLogger(__name__)
 
 STABLE_AFTER_S = 60.0
+
+#: States of an instance in a run (``_run_once``), and of one waiting for a request.
+_RUNS = frozenset({STARTING, RUNNING, DEGRADED})
+_WAITS = frozenset({BACKING_OFF, PAUSED, UNAVAILABLE})
 
 
 class _Instance:
@@ -203,7 +209,7 @@ class Supervisor:
             return False
         instance.paused = False
         instance.restart_requested = True
-        instance.wake.set()
+        self._request(instance, STARTING)
         return True
 
     def pause(self, kind: str, name: str) -> bool:
@@ -212,16 +218,36 @@ class Supervisor:
         if instance is None or instance.task is None:
             return False
         instance.paused = True
-        instance.wake.set()
+        self._request(instance, PAUSED)
         return True
 
     def resume(self, kind: str, name: str) -> bool:
+        """Starts a paused instance again; one that is not paused goes on as it is."""
         instance = self._instances.get((kind, name))
         if instance is None or instance.task is None:
             return False
-        instance.paused = False
-        instance.wake.set()
+        if instance.paused:
+            instance.paused = False
+            self._request(instance, STARTING)
         return True
+
+    @staticmethod
+    def _request(instance: _Instance, then: str) -> None:
+        """Wakes the instance's task for a request, and shows at once the state the
+        request leads to, as the task sets it when it takes the request up: a run in
+        progress stops first (``stopping`` while it drains); an instance not running
+        (backing off, paused, unavailable, not started yet) goes to ``then``."""
+        status = instance.status
+        task = instance.task
+        if status.state in _RUNS:
+            status.set(STOPPING)
+        elif status.state in _WAITS or (
+            status.state == STOPPED and task is not None and not task.done()
+        ):
+            status.set(then)
+            status.next_attempt_in_s = None
+        # else stopping: it ends that first; stopped: retired, it will not run again
+        instance.wake.set()
 
     def reconcile(self, specs: Iterable[Spec]) -> list[str]:
         """Applies a new set of instances (a configuration reload): removed ones stop,

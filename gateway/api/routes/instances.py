@@ -3,7 +3,8 @@
 The same view for every kind: state, the reason it is degraded, its last error, restarts,
 the counters every kind has (``stats``) and its own (``component_stats``). ``restart``,
 ``pause`` and ``resume`` ask the supervisor; they return at once, with the state the
-instance is in then (``stopping`` while it drains).
+request leads to (``stopping`` while it drains, ``paused``, ``starting``), which the
+supervisor shows as soon as it is asked.
 """
 
 from __future__ import annotations
