@@ -51,7 +51,8 @@ class GatewayConfig(ConfigModel):
     data_dir: Annotated[Path, PathSpec()] = Field(
         default=Path("edgebus-data"),
         description="Directory of the persistent state (created when missing); relative"
-        " to the working directory.",
+        " to the working directory. One gateway per directory: `edgebus run` locks"
+        " `edgebus.lock` in it while it runs, and a second gateway is refused.",
         validate_default=True,
     )
     listeners: tuple[ListenerConfig, ...] = Field(
