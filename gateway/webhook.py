@@ -19,6 +19,9 @@ when the payload is not UTF-8) or base64 (``base64``). With a ``secret`` each re
 carries ``<signature_header>: sha256=<hex HMAC-SHA256 of the body>``.
 
 Rules post their results through ``post(name, body, done)`` onto the same queues.
+
+A URL's user info is a secret: the counters (``stats()``, in ``GET /api/v1/metrics``)
+and the log show it masked (``https://**********@host/...``), as ``GET /config`` does.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from broker_core.broker import Broker
 from broker_core.mqtt.topics import filter_matches
 from broker_core.observe import EVENT_KINDS, BrokerEvent
+from gateway.api.masking import mask_url
 from gateway.rules.fields import event_row
 from gateway.rules.functions import to_json
 
@@ -69,6 +73,8 @@ class Webhook:
     def __init__(self, config: WebhookConfig, node: str) -> None:
         self.config = config
         self.name = config.name
+        #: the URL as shown (counters, log lines): its user info masked, as /config shows it
+        self.shown_url = mask_url(config.url)
         self.node = node
         self.queued = 0
         self.sent = 0
@@ -90,7 +96,7 @@ class Webhook:
     def stats(self) -> dict[str, Any]:
         return {
             "name": self.name,
-            "url": self.config.url,
+            "url": self.shown_url,
             "queued": self.queued,
             "sent": self.sent,
             "failed": self.failed,
@@ -240,7 +246,7 @@ class Webhooks:
                         "webhook %s: posting %s to %s",
                         config.name,
                         ", ".join(config.events) or "rule results",
-                        config.url,
+                        hook.shown_url,
                     )
         finally:
             for stop in undo:

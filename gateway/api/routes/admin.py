@@ -9,12 +9,12 @@ from __future__ import annotations
 import inspect
 import logging
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from fastapi import APIRouter, HTTPException, status
 
 from broker_core.errors import ConfigError
 from gateway.api.deps import Caller, Gw
+from gateway.api.masking import MASK, mask_url
 from gateway.api.schemas import ReloadResult
 from gateway.config import GatewayConfig
 
@@ -22,19 +22,7 @@ __all__ = ["MASK", "masked_config", "router"]
 
 log = logging.getLogger(__name__)
 
-MASK = "**********"
-
 router = APIRouter(tags=["config"])
-
-
-def _mask_url(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host += f":{parts.port}"
-    return urlunsplit(parts._replace(netloc=f"{MASK}@{host}"))
 
 
 def _mask(value: Any, key: str | None = None) -> Any:
@@ -45,7 +33,7 @@ def _mask(value: Any, key: str | None = None) -> Any:
     if isinstance(value, list):
         return [_mask(item) for item in value]
     if isinstance(value, str) and key == "url":
-        return _mask_url(value)
+        return mask_url(value)
     return value
 
 
