@@ -11,6 +11,11 @@ full subscriber instead of dropping silently), then drops and counts.
 
 A socket monitor per socket counts connected peers and tells the host when a
 connect-side socket has none (``PeerWatch``). ZeroMQ reconnects by itself.
+
+libzmq may discard a message after reporting its socket readable: a ``req`` socket
+(``REQ_CORRELATE``) a late reply to a request that timed out, a ``rep`` socket a request
+without its envelope. The receive then finds nothing (``zmq.Again``), which means "wait
+again" (``_recv_message``), not a failure of the adapter.
 """
 
 from __future__ import annotations
@@ -214,8 +219,14 @@ class ZmqAdapter(SocketAdapter):
         response_topic: str,
     ) -> None:
         """``rep``: one ZeroMQ request at a time, answered by an MQTT responder."""
+
+        def malformed() -> None:
+            # ZeroMQ dropped it: several arriving at once count as one.
+            mapping.counters.received += 1
+            note_failure(mapping, MappingError("ZeroMQ discarded a request without envelope"))
+
         while True:
-            body = await sock.recv_multipart()
+            body = await _recv_message(sock, malformed)
             reply = await ask_responder(hub, mapping, pending, body, codec.decode, response_topic)
             await sock.send(reply)
             mapping.counters.sent += 1
@@ -243,7 +254,7 @@ class ZmqAdapter(SocketAdapter):
 
         async with asyncio.TaskGroup() as tg:
             while True:
-                frames = await sock.recv_multipart()
+                frames = await _recv_message(sock)
                 try:
                     envelope, body = codec.split_envelope(frames)
                 except MappingError as exc:  # no envelope: nowhere to answer
@@ -397,7 +408,7 @@ class ZmqAdapter(SocketAdapter):
             counters.sent += 1
             try:
                 async with asyncio.timeout(mapping.config.timeout):
-                    reply = await sock.recv_multipart()
+                    reply = await _recv_message(sock)
             except TimeoutError:
                 counters.timeouts += 1
                 continue
@@ -425,7 +436,7 @@ class ZmqAdapter(SocketAdapter):
 
         async def read_replies() -> None:
             while True:
-                frames = await sock.recv_multipart()
+                frames = await _recv_message(sock)
                 try:
                     envelope, body = codec.split_envelope(frames)
                 except MappingError as exc:
@@ -461,6 +472,22 @@ _send = zmq.backend.Socket.send
 _recv = zmq.backend.Socket.recv
 _MORE = int(zmq.NOBLOCK | zmq.SNDMORE)  # ints: pyzmq's flag enums cost per operation
 _LAST = int(zmq.NOBLOCK)
+
+
+async def _recv_message(
+    sock: zmq.asyncio.Socket, discarded: Callable[[], None] | None = None
+) -> list[bytes]:
+    """The next whole message, waiting for it. A socket reported readable whose message
+    libzmq then discards (a late reply a ``REQ_CORRELATE`` socket drops, a request
+    without envelope a ``rep`` socket drops) makes pyzmq's receive raise ``zmq.Again``:
+    there is nothing to read, so wait again, after telling ``discarded``. No busy loop:
+    the discarding receive consumed what made the socket readable."""
+    while True:
+        try:
+            return await sock.recv_multipart()
+        except zmq.Again:
+            if discarded is not None:
+                discarded()
 
 
 def _recv_frames(sock: zmq.Socket[bytes]) -> list[bytes]:

@@ -2,16 +2,20 @@
 
 Both directions over several mappings of one adapter, MQTT 5 request/response both
 ways, XPUB subscriptions on demand, a peer that goes away and comes back, drops
-counted at a full publisher, and what a socket that cannot bind does.
+counted at a full publisher, what a socket that cannot bind does, and messages libzmq
+discards after reporting them (a late reply, a request without envelope).
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import zmq
 
 from gateway.components import ADAPTER
 from tests.helpers.gateway import running_gateway
@@ -342,3 +346,154 @@ adapters:
         wait_state(gw, "again", "running")
         assert (ipc_dir / "in").exists()
     assert not (ipc_dir / "in").exists()  # ZeroMQ leaves it; the adapter removes it
+
+
+class HeldService:
+    """A ZeroMQ ``REP`` service on a thread of this process. It holds a request starting
+    with ``slow`` until ``release()``, answers it (``late:`` + request), then waits a
+    moment before reading on, so that the late reply reaches the asker alone; it answers
+    every other request at once with ``echo:`` + request."""
+
+    def __init__(self, url: str) -> None:
+        self._context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+        self._sock = self._context.socket(zmq.REP)
+        self._sock.bind(url)
+        self._release = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        sock = self._sock
+        while not self._stop.is_set():
+            if not sock.poll(50):
+                continue
+            request = sock.recv()
+            if not request.startswith(b"slow"):
+                sock.send(b"echo:" + request)
+                continue
+            while not self._release.wait(0.05):
+                if self._stop.is_set():
+                    return
+            self._release.clear()
+            sock.send(b"late:" + request)
+            self._stop.wait(unit(0.2))
+
+    def release(self) -> None:
+        """Lets the held request's late reply go."""
+        self._release.set()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(unit(10))
+        self._sock.close(linger=0)
+        self._context.term()
+
+
+@contextlib.contextmanager
+def held_service(url: str) -> Iterator[HeldService]:
+    service = HeldService(url)
+    try:
+        yield service
+    finally:
+        service.close()
+
+
+def test_a_late_reply_to_a_timed_out_req_request_is_discarded(
+    tmp_path: Path, ipc_dir: Path
+) -> None:
+    """REQ_CORRELATE drops the late reply after the socket reported it readable; the
+    adapter keeps running, counts the timeouts and answers the requests behind them."""
+    rounds = 2
+    config = f"""
+adapters:
+  - type: zmq
+    name: late
+    mqtt_to_zmq:
+      - name: ask
+        from_mqtt: svc/ask
+        socket: req
+        connect: ipc://{ipc_dir}/svc
+        timeout: {int(unit(2) * 1000)}ms
+"""
+    with (
+        held_service(f"ipc://{ipc_dir}/svc") as service,
+        running_gateway(tmp_path, config) as gw,
+        mqtt_client(gw, "asker") as asker,
+    ):
+        asker.subscribe("replies/asker", 1)
+
+        def ask(payload: bytes, correlation: bytes) -> None:
+            props = publish_props(ResponseTopic="replies/asker", CorrelationData=correlation)
+            asker.client.publish("svc/ask", payload, 1, properties=props)
+
+        for r in range(rounds):
+            ask(b"slow%d" % r, b"s%d" % r)
+            wait_counter(gw, "late", "ask.timeouts", r + 1)
+            ask(b"fast%da" % r, b"f%da" % r)
+            ask(b"fast%db" % r, b"f%db" % r)  # queued behind the first one
+            # The first fast request is out, waiting behind the held one: let the late
+            # reply go while the adapter waits for the fast one's.
+            wait_counter(gw, "late", "ask.sent", 3 * r + 2)
+            service.release()
+
+        replies = asker.expect_messages(2 * rounds, unit(10))
+        got = {m.properties.CorrelationData: m.payload for m in replies}
+        expected = {
+            b"f%d%s" % (r, x): b"echo:fast%d%s" % (r, x)
+            for r in range(rounds)
+            for x in (b"a", b"b")
+        }
+        assert got == expected
+        stats = counters(gw, "late")
+        assert stats["ask.timeouts"] == rounds
+        assert stats["ask.sent"] == 3 * rounds
+        assert stats["ask.published"] == 2 * rounds
+        status = state_of(gw, "late")
+        assert (status["state"], status["restarts"], status["last_error"]) == ("running", 0, None)
+
+
+def test_a_request_without_envelope_is_counted_and_the_rep_front_goes_on(
+    tmp_path: Path, ipc_dir: Path
+) -> None:
+    """A DEALER's one-frame message has no empty delimiter: the REP socket drops it after
+    reporting it readable. The front counts it as failed and serves the next request."""
+    url = f"ipc://{ipc_dir}/front"
+    config = f"""
+adapters:
+  - type: zmq
+    name: front
+    zmq_to_mqtt:
+      - name: upper
+        socket: rep
+        bind: {url}
+        to_mqtt: svc/upper
+        response_topic: replies/front
+"""
+    context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+    dealer = context.socket(zmq.DEALER)
+    try:
+        with running_gateway(tmp_path, config) as gw, mqtt_client(gw, "responder") as responder:
+            responder.subscribe("svc/upper", 1)
+            answer_upper_case(responder, "svc/upper")
+            wait_state(gw, "front", "running")
+            dealer.connect(url)
+            dealer.send(b"no-envelope")
+            wait_for(lambda: counters(gw, "front"), lambda c: c.get("upper.failed") == 1)
+            with zmq_peer("req", "--connect", url, "--data", "hello") as asker:
+                assert asker.expect("reply", timeout=unit(10)) == "HELLO"
+            stats = counters(gw, "front")
+            assert (stats["upper.received"], stats["upper.failed"], stats["upper.sent"]) == (
+                2,
+                1,
+                1,
+            )
+            status = state_of(gw, "front")
+            assert (status["state"], status["restarts"], status["last_error"]) == (
+                "running",
+                0,
+                None,
+            )
+    finally:
+        dealer.close(linger=0)
+        context.term()
