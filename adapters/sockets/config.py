@@ -21,6 +21,7 @@ from gateway.config.models.adapter_base import (
     check_topic_template,
 )
 from gateway.config.models.base import ConfigModel, doc_default
+from gateway.config.models.bridges import _check_captures as check_captures
 from gateway.config.values import DurationSpec
 from gateway.mapping import TopicTemplate
 
@@ -44,6 +45,7 @@ RAW = "raw"
 Endpoints = str | tuple[str, ...]
 
 _PAYLOAD_FIELDS = ("payload.", "key.")
+_MQTT_TOPIC = "mqtt.topic"
 
 
 def _urls(value: Endpoints | None) -> tuple[str, ...]:
@@ -212,6 +214,15 @@ class InboundMapping(SocketMapping):
             problems.append(
                 (("to_mqtt",), f"the raw layout carries no topic: {{{self.TOPIC_KEY}}}")
             )
+        unknown = [f for f in fields if f != self.TOPIC_KEY and not f.startswith(_PAYLOAD_FIELDS)]
+        if unknown:
+            names = ", ".join(f"{{{f}}}" for f in unknown)
+            problems.append(
+                (
+                    ("to_mqtt",),
+                    f"{names} is not available: expected {{{self.TOPIC_KEY}}} or `payload.` fields",
+                )
+            )
         if self.response_topic is not None and self.socket not in self.REQUEST_SOCKETS:
             problems.append((("response_topic",), f"a {self.socket} socket sends no requests"))
         if self.response_topic is not None:
@@ -247,9 +258,27 @@ class OutboundMapping(SocketMapping):
     @model_validator(mode="after")
     def _consistent(self) -> Self:
         problems = self._problems()
+        topic_problem = self._topic_problem()
+        if topic_problem is not None:
+            problems.append((("topic",), topic_problem))
         if problems:
             raise FieldProblems(problems)
         return self
+
+    def _topic_problem(self) -> str | None:
+        """What is wrong with ``topic``: a field other than ``{mqtt.topic}`` and the
+        ``payload.`` ones that ``from_mqtt`` does not capture (the bridges' check, over
+        those fields). An adapter narrows it for its own socket types."""
+        named = [
+            f
+            for f in TopicTemplate(self.topic).fields
+            if f != _MQTT_TOPIC and not f.startswith(_PAYLOAD_FIELDS)
+        ]
+        try:
+            check_captures(self.from_mqtt, "/".join(f"{{{f}}}" for f in named) or None, "from_mqtt")
+        except ValueError as exc:
+            return str(exc)
+        return None
 
     def needs_payload_fields(self) -> bool:
         return any(f.startswith(_PAYLOAD_FIELDS) for f in TopicTemplate(self.topic).fields)

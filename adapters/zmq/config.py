@@ -24,7 +24,6 @@ from typing import Annotated, ClassVar, Literal, Self
 from pydantic import Field, model_validator
 
 from adapters.sockets.config import InboundMapping, OutboundMapping, SocketMapping, check_mappings
-from gateway.config.errors import FieldProblems
 from gateway.config.models.adapter_base import AdapterConfigBase
 from gateway.config.models.base import doc_default
 from gateway.config.values import DurationSpec
@@ -91,14 +90,12 @@ class ZmqOutbound(_Zmq, OutboundMapping):
         " drop, sends drop at once until one goes through.",
     )
 
-    @model_validator(mode="after")
-    def _xpub_topic(self) -> Self:
+    def _topic_problem(self) -> str | None:
         if self.socket == "xpub":
             head, found, tail = self.topic.partition("{mqtt.topic}")
             if not found or tail or "{" in head:
-                problem = "an xpub socket needs a topic of the form `[prefix]{mqtt.topic}`"
-                raise FieldProblems([(("topic",), problem)])
-        return self
+                return "an xpub socket needs a topic of the form `[prefix]{mqtt.topic}`"
+        return super()._topic_problem()
 
 
 class ZmqAdapterConfig(AdapterConfigBase):
