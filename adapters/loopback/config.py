@@ -13,7 +13,7 @@ from gateway.config.models.adapter_base import (
     check_topic_template,
 )
 from gateway.config.models.base import ConfigModel
-from gateway.config.models.bridges import _check_captures as check_captures
+from gateway.config.models.bridges import check_captures
 from gateway.mapping import TopicTemplate
 
 __all__ = ["LoopbackAdapterConfig", "LoopbackMapping"]

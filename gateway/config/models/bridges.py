@@ -52,6 +52,7 @@ __all__ = [
     "BridgeSubscription",
     "BridgeTlsConfig",
     "aws_topic_problem",
+    "check_captures",
 ]
 
 FilterTemplateText = Annotated[str, AfterValidator(check_filter_template)]
@@ -118,7 +119,7 @@ class BridgeForward(ConfigModel):
 
     @model_validator(mode="after")
     def _captures(self) -> Self:
-        _check_captures(self.local, self.remote, "local")
+        check_captures(self.local, self.remote, "local")
         return self
 
 
@@ -153,11 +154,11 @@ class BridgeSubscription(ConfigModel):
 
     @model_validator(mode="after")
     def _captures(self) -> Self:
-        _check_captures(self.remote, self.local, "remote")
+        check_captures(self.remote, self.local, "remote")
         return self
 
 
-def _check_captures(filter_text: str, topic_text: str | None, side: str) -> None:
+def check_captures(filter_text: str, topic_text: str | None, side: str) -> None:
     """Every ``{field}`` of the topic template must be a capture of the filter."""
     if topic_text is None:
         return
