@@ -25,6 +25,7 @@ from gateway.config import parse_config
 from gateway.config.models.bridges import AwsIotConfig
 from tests.helpers.brokers import REPO_ROOT, free_port
 from tests.helpers.timeouts import unit
+from tests.integration.listeners.pki import Pki
 
 REGION = "eu-west-1"
 
@@ -117,13 +118,14 @@ def test_the_data_endpoint_is_discovered(moto_url: str) -> None:
 
 
 def test_check_reports_aws_limits_and_the_qos_2_downgrade(tmp_path: Path) -> None:
-    base = """
+    device = Pki.create(tmp_path / "pki").client("gw-1")  # check reads the files
+    base = f"""
 bridges:
   - name: aws
     type: aws_iot
     server: "example-ats.iot.eu-west-1.amazonaws.com:443"
-    aws: {region: eu-west-1, thing_name: gw-1}
-    tls: {certfile: /c.pem, keyfile: /k.pem}
+    aws: {{region: eu-west-1, thing_name: gw-1}}
+    tls: {{certfile: {device.cert}, keyfile: {device.key}}}
 """
     good = tmp_path / "good.yaml"
     good.write_text(base + '    forwards: [{local: "a/{x}", remote: "dt/{x}", qos: 2}]\n')
