@@ -477,7 +477,7 @@ class Broker:
         self.publish(context)
 
     def _publish_will(self, context: Context) -> None:
-        if self.acl is not None and not self.acl.allows(context.origin, PUBLISH, context.topic):
-            self.counters.publish_denied += 1
-            return
-        self.publish(context)
+        """A will goes through the publish policy of its client's PUBLISH (``$SYS``
+        refused, the ACL, ``$delayed/``); nobody is left to refuse: a retained one over
+        the retained store's bounds is delivered, not retained."""
+        self.publish_checked(context, context.origin, can_refuse=False)

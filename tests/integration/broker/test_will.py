@@ -74,6 +74,33 @@ def test_will_is_not_published_after_a_normal_disconnect(
     assert sub.expect_message().payload == b"sentinel"
 
 
+@BOTH
+def test_a_will_goes_through_the_publish_policy_of_a_publish(
+    clients: Clients, gw: RunningGateway, proto: int
+) -> None:
+    # $SYS belongs to the broker: a will there is not published (nor retained), as a
+    # PUBLISH there is refused (MQTT 4.7.2); a $delayed/ will is held back like a PUBLISH.
+    sub = clients.subscriber(proto, "$SYS/spoofed", 1)
+    denied = gw.call(lambda: gw.broker.counters.publish_denied)
+    client = clients.paho(proto, "w-sys")
+    client.will_set("$SYS/spoofed", b"by a will", 1, True)
+    client.connect(clean_start=True)
+    client.abort()
+    wait_until(lambda: _session_gone(gw, "w-sys"), what="session w-sys ended")
+    assert gw.call(lambda: gw.broker.counters.publish_denied) == denied + 1
+    _publish_sentinel(gw, "$SYS/spoofed")  # the broker's own: it may publish there
+    message = sub.expect_message()
+    assert message.payload == b"sentinel"
+    assert gw.call(lambda: gw.broker.retained.get("$SYS/spoofed")) is None
+    later = clients.subscriber(proto, "will/later", 1)
+    delayed = clients.paho(proto, "w-delayed")
+    delayed.will_set("$delayed/1/will/later", b"a second on", 1, False)
+    delayed.connect(clean_start=True)
+    delayed.abort()
+    wait_until(lambda: _session_gone(gw, "w-delayed"), what="session w-delayed ended")
+    assert later.expect_message(unit(10)).payload == b"a second on"
+
+
 def test_mqtt5_disconnect_with_will_message_publishes_the_will(clients: Clients) -> None:
     # 3.14.2.1: Reason Code 0x04 Disconnect with Will Message.
     sub = clients.subscriber(5, "will/#", 1)
