@@ -331,6 +331,8 @@ def _connect(dec: Decoder, buf: bytes, pos: int, end: int) -> Connect:
     props = EMPTY
     if level == 5:
         props, pos = decode_properties(buf, pos, end, PacketKind.CONNECT, dec.property_limits)
+        if props.authentication_data is not None and props.authentication_method is None:
+            raise ProtocolViolation("authentication data without a method")  # 3.1.2.11.10
     client_id, pos = wire.read_utf8(buf, pos, end)
     will = None
     if has_will:

@@ -108,6 +108,14 @@ CASES = [
         MALFORMED,
         in_connect=True,
     ),
+    # 5.0 3.1.2.11.10: Authentication Data without an Authentication Method.
+    Case(
+        "connect-auth-data-without-method",
+        lambda p: mb.gen_connect("f", proto_ver=p, properties=mb.props(authentication_data=b"x")),
+        PROTOCOL,
+        in_connect=True,
+        protos=(5,),
+    ),
     # [MQTT-3.3.1-4]: QoS 3; [MQTT-3.3.1-2]: DUP on QoS 0.
     Case(
         "publish-qos-3", lambda p: mb.gen_publish("a/b", b"x", qos=3, mid=1, proto_ver=p), MALFORMED
