@@ -4,22 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-from click.testing import CliRunner
-
-from gateway.cli import main
-
-QUIET = 'listeners: [{type: tcp, bind: "127.0.0.1:0"}]\napi: {enabled: false}\n'
+from tests.helpers.check_command import QUIET
+from tests.helpers.check_command import check as check_file
 
 
 def check(tmp_path: Path, text: str) -> tuple[int, list[str]]:
-    """``edgebus check edgebus.yaml`` on ``text``, in ``tmp_path``."""
-    (tmp_path / "edgebus.yaml").write_text(QUIET + text)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(tmp_path)
-        result = CliRunner().invoke(main, ["check", "edgebus.yaml"])
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
-    return result.exit_code, result.output.strip().splitlines()
+    """``edgebus check`` on ``text`` after a quiet listener section."""
+    return check_file(tmp_path, QUIET + text)
 
 
 def test_a_target_field_the_source_does_not_capture_is_refused(tmp_path: Path) -> None:

@@ -5,24 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from gateway.cli import main
-
-
-def check(tmp_path: Path, text: str, name: str = "edgebus.yaml") -> tuple[int, list[str]]:
-    """Run `edgebus check` on ``text`` written to ``tmp_path/name``, in ``tmp_path``."""
-    config = tmp_path / name
-    config.write_text(text)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(tmp_path)
-        result = CliRunner().invoke(main, ["check", name])
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
-    return result.exit_code, result.output.strip().splitlines()
-
+from tests.helpers.check_command import QUIET, check
 
 BRIDGE = 'bridges:\n  - name: b\n    server: "127.0.0.1:1"\n    forwards: [{local: "a/#"}]\n'
-QUIET = 'listeners: [{type: tcp, bind: "127.0.0.1:0"}]\napi: {enabled: false}\n'
 
 
 @pytest.mark.parametrize("version", ["5", '"5"', "3.1.1", '"3.1.1"'])
