@@ -50,6 +50,7 @@ from broker_core.mqtt.packets import (
     SubscriptionOptions,
     TopicSubscription,
 )
+from broker_core.tap import Tap
 from gateway.components import Host
 from gateway.config.models.bridges import BridgeConfig
 from gateway.hub import HubClient
@@ -65,6 +66,21 @@ STOPPED = "stopped"
 
 _FILTERS_PER_SUBSCRIBE = 8  # AWS IoT Core takes at most 8 filters per SUBSCRIBE
 _FIRST_SUBSCRIBE_ID = 65001  # Packet Identifiers below are the queue's (forward.MID_SPAN)
+
+
+class _Held:
+    """What a bridge's run hands over to the next (``Host.keep``): its open queue, the tap
+    that goes on filling it, and the drops counted meanwhile."""
+
+    def __init__(self, queue: DiskQueue, tap: Tap, outbound: Outbound) -> None:
+        self.queue = queue
+        self.tap = tap
+        self.outbound = outbound
+        self.dropped: dict[str, int] = {}
+
+    def close(self) -> None:
+        self.tap.close()
+        self.queue.close()
 
 
 class MqttBridge:
@@ -99,11 +115,17 @@ class MqttBridge:
         for path, message in config.warnings():
             log.warning("bridge %s: %s: %s", config.name, ".".join(map(str, path)), message)
         # The tap before the first await: nothing published while the bridge starts
-        # escapes it (its queue's earlier rows are read meanwhile).
-        queue = DiskQueue.open(host.data_dir / "queue.db", f"bridge-{config.name}")
+        # escapes it (its queue's earlier rows are read meanwhile). After a restart the
+        # queue is the last run's, still open, and so is its tap until this one's is in
+        # place: nothing routed between the two runs escapes the queue.
+        held: _Held | None = host.take()
+        if held is None:
+            queue = DiskQueue.open(host.data_dir / "queue.db", f"bridge-{config.name}")
+            early: dict[str, int] = {}
+        else:
+            queue, early = held.queue, held.dropped
         queue.on_error = self._queue_failed
         outbound = Outbound(config)
-        early: dict[str, int] = {}
         tap = None
         forwarder = None
         try:
@@ -115,6 +137,9 @@ class MqttBridge:
                     ),
                     durable=queue,
                 )
+            if held is not None:
+                hub.adopt(held.tap)
+                held.tap.close()
             await queue.loaded()
             forwarder = self.forwarder = Forwarder(config, queue, outbound)
             for reason, count in early.items():
@@ -125,17 +150,30 @@ class MqttBridge:
             host.degraded(f"connecting to {self.server or 'the AWS IoT Core endpoint'}")
             await self._serve(host)
         finally:
-            if tap is not None:
-                tap.close()
             if self.link is not None:
                 self.link.close("the bridge stops")
             if forwarder is not None:
                 forwarder.close()
-            queue.close()
+            if tap is not None and queue.error is None:
+                self._hand_over(hub, host, _Held(queue, tap, outbound))
+            else:
+                if tap is not None:
+                    tap.close()
+                queue.close()
             self.state = STOPPED
             self._finished.set()
         if queue.error is not None:
             raise BridgeError(f"bridge {config.name}: writing its queue failed: {queue.error}")
+
+    def _hand_over(self, hub: HubClient, host: Host, held: _Held) -> None:
+        """The run ends: until the next one, the tap goes on queueing (nothing is sent);
+        when none follows (paused, removed, the gateway stops) the supervisor closes
+        both."""
+        held.tap.callback = partial(
+            Forwarder.offer_early, held.outbound, held.queue, self.config.queue.qos0, held.dropped
+        )
+        hub.keep_open(held.tap)
+        host.keep(held, held.close)
 
     async def stop(self) -> None:
         """Disconnects (DISCONNECT, normal) and flushes the queue; what was in flight is

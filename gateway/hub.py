@@ -279,6 +279,16 @@ class HubClient:
         self._taps.append(tap)
         return tap
 
+    def keep_open(self, tap: Tap) -> None:
+        """``tap`` stays open when this run's taps close (``close()``): the component
+        hands it to its next run (``Host.keep``), which takes it back with ``adopt``."""
+        self._taps.remove(tap)
+
+    def adopt(self, tap: Tap) -> None:
+        """A tap that an earlier run kept open (``keep_open``) is this run's again: it
+        is closed and counted with the others."""
+        self._taps.append(tap)
+
     def hook(self, callback: Callable[[Context], None], durable: Durable | None = None) -> HubHook:
         """Calls ``callback(context)`` for every message the broker routes, on the loop,
         before it is routed and before its publisher is acknowledged.

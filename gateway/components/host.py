@@ -12,6 +12,11 @@
   (shutdown, restart, pause, removal), before its optional ``stop()`` is awaited.
 - ``event(what, body)``: a JSON event on ``$SYS/brokers/<node>/<kind>s/<name>/<what>``
   (when ``sys.events`` is on), e.g. a bridge's ``connected`` and ``disconnected``.
+- ``keep(value, close)`` and ``take()``: what one run hands over to the next, across a
+  restart (on request, with a new config, or after a failure): a bridge's queue and
+  the tap that fills it stay open between its runs, so nothing routed meanwhile
+  escapes the queue. When no next run follows (the instance is paused, removed or
+  disabled, or the gateway stops) the supervisor calls ``close()`` instead.
 
 ``ready`` and ``degraded`` may be called from any thread.
 """
@@ -113,6 +118,7 @@ class Host:
         self._loop_thread = threading.get_ident()
         self._inboxes: list[Inbox[Any]] = []
         self._carried = {"accepted": 0, "dropped": 0}  # of the inboxes of earlier runs
+        self._kept: tuple[Any, Callable[[], None]] | None = None  # for the next run
         self.stopping = asyncio.Event()
 
     @property
@@ -147,6 +153,27 @@ class Host:
         (not retained; only with ``sys.events``); call on the event loop."""
         if self._events is not None:
             self._events(self.kind, self.name, what, body)
+
+    def keep(self, value: Any, close: Callable[[], None]) -> None:
+        """Hands ``value`` to this instance's next run (``take()``); ``close()`` is called
+        instead when no run follows. Call on the event loop, as a run ends."""
+        self.release()
+        self._kept = (value, close)
+
+    def take(self) -> Any:
+        """What the previous run kept for this one (``keep``), or None; it is the
+        caller's from now on (its ``close`` will not be called)."""
+        kept, self._kept = self._kept, None
+        return None if kept is None else kept[0]
+
+    def release(self) -> None:
+        """Closes what a run kept (the supervisor: no next run follows, for now)."""
+        kept, self._kept = self._kept, None
+        if kept is not None:
+            try:
+                kept[1]()
+            except Exception:
+                log.exception("%s %s: closing what its last run kept failed", self.kind, self.name)
 
     def inbox(
         self,

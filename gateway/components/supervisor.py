@@ -10,7 +10,10 @@ instance never stops the broker or the others.
 Operations, for configuration reloads and the API: ``add``, ``update`` (restart with a
 new config), ``remove``, ``pause``, ``resume``, ``restart``; ``shutdown`` at the end.
 Stopping an instance sets ``host.stopping``, awaits its optional ``stop()`` for at most
-``stop_timeout_s`` (drain and flush), then cancels it.
+``stop_timeout_s`` (drain and flush), then cancels it. What a run hands over to the next
+(``Host.keep``) waits across a restart, an update and the backoff after a failure; it
+is closed when the instance is paused, removed, disabled or unavailable, or the gateway
+stops.
 
 States: ``starting``, ``running`` (it called ``ready()``), ``degraded`` (``degraded(
 reason)``), ``backing_off``, ``stopping``, ``paused``, ``stopped`` (disabled, or the
@@ -49,8 +52,7 @@ from gateway.hub import Hub, HubClient
 class SysEvents(Protocol):
     """Where components' ``$SYS`` events go (``broker_core.sys_topics.SysTopics``)."""
 
-    def component_event(self, kind: str, name: str, what: str, body: dict[str, object]) -> None:
-        ...
+    def component_event(self, kind: str, name: str, what: str, body: dict[str, object]) -> None: ...
 
 
 __all__ = ["STABLE_AFTER_S", "KindView", "Supervisor"]
@@ -338,6 +340,7 @@ class Supervisor:
         try:
             while not instance.retired:
                 if instance.paused:
+                    instance.host.release()  # paused: nothing is taken in meanwhile
                     status.set(PAUSED)
                     status.next_attempt_in_s = None
                     await self._next_request(instance)
@@ -350,6 +353,7 @@ class Supervisor:
                     requested = await self._run_once(instance)
                     error: BaseException = RuntimeError(f"the {spec.kind} stopped by itself")
                 except AdapterUnavailable as exc:
+                    instance.host.release()
                     status.set(UNAVAILABLE, str(exc))
                     log.error("%s %s unavailable: %s", spec.kind, spec.name, exc)
                     await self._next_request(instance)
@@ -387,6 +391,14 @@ class Supervisor:
         finally:
             status.set(STOPPED)
             status.next_attempt_in_s = None
+            successor = self._instances.get((spec.kind, spec.name))
+            if (
+                successor is None
+                or successor is instance
+                or successor.host is not instance.host
+                or successor.task is None
+            ):
+                instance.host.release()  # no run of this instance follows
 
     @staticmethod
     async def _next_request(instance: _Instance) -> None:
