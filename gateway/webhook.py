@@ -20,8 +20,12 @@ carries ``<signature_header>: sha256=<hex HMAC-SHA256 of the body>``.
 
 Rules post their results through ``post(name, body, done)`` onto the same queues.
 
-A URL's user info is a secret: the counters (``stats()``, in ``GET /api/v1/metrics``)
-and the log show it masked (``https://**********@host/...``), as ``GET /config`` does.
+A URL's user info and the values of its secret query parameters (``token``, ``api_key``,
+``X-Amz-Signature``...; ``gateway.api.masking``) are secrets: the counters (``stats()``,
+in ``GET /api/v1/metrics``) and the log show them masked
+(``https://**********@host/x?token=**********``), as ``GET /config`` does, and a failed
+attempt's log line masks them in the HTTP client's error (aiohttp names the URL in some:
+``TooManyRedirects``, ``ConnectionTimeoutError``). Requests go to the URL as written.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 from broker_core.broker import Broker
 from broker_core.mqtt.topics import filter_matches
 from broker_core.observe import EVENT_KINDS, BrokerEvent
-from gateway.api.masking import mask_url
+from gateway.api.masking import mask_secrets, mask_url, url_secrets
 from gateway.rules.fields import event_row
 from gateway.rules.functions import to_json
 
@@ -73,8 +77,9 @@ class Webhook:
     def __init__(self, config: WebhookConfig, node: str) -> None:
         self.config = config
         self.name = config.name
-        #: the URL as shown (counters, log lines): its user info masked, as /config shows it
+        #: the URL as shown (counters, log lines): its secrets masked, as /config shows it
         self.shown_url = mask_url(config.url)
+        self._url_secrets = url_secrets(config.url)
         self.node = node
         self.queued = 0
         self.sent = 0
@@ -193,7 +198,7 @@ class Webhook:
                         log.warning("webhook %s: %s, not retried", self.name, problem)
                         return False
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-                problem = f"{type(exc).__name__}: {exc}"
+                problem = mask_secrets(f"{type(exc).__name__}: {exc}", self._url_secrets)
             if self.failed == 0 or log.isEnabledFor(logging.DEBUG):
                 log.warning("webhook %s: attempt %d: %s", self.name, attempt + 1, problem)
         return False
