@@ -2,10 +2,20 @@
 
 Kept in a topic trie so a wildcard subscription walks only the matching branches.
 A retained message with an empty payload clears the topic [MQTT-3.3.1-6, -7]. The
-store is bounded by ``max_messages`` and by ``max_bytes`` (its topics, payloads and
-properties; 0: no limit). A message that would pass a bound is refused and counted in
-``refused`` (and by ``on_refused`` with the bound's name); replacing a topic with a
-message no larger, and clearing one, always work.
+clients' messages are bounded by ``max_messages`` and by ``max_bytes`` (their topics,
+payloads and properties; 0: no limit). A message that would pass a bound is refused and
+counted in ``refused`` (and by ``on_refused`` with the bound's name); replacing a topic
+with a message no larger, and clearing one, always work.
+
+The broker's own messages (``is_broker_own``: origin ``sys`` on a ``$SYS/`` topic, the
+statistics of ``broker_core.sys_topics``) are held beside those bounds: neither counted
+against them nor refused by them, so a small ``max_messages`` is the clients' to use and
+the statistics stay retained. The broker bounds them itself: the 13 statistics topics
+of ``broker_core.sys_topics`` (short numbers and the version, under
+``$SYS/brokers/<node>/``); its client and component events are not retained, and
+clients cannot publish to ``$SYS``.
+``len()`` and ``bytes`` count every message held, the broker's included (``own`` and
+``own_bytes`` count those).
 """
 
 from __future__ import annotations
@@ -15,7 +25,7 @@ from collections.abc import Callable, Iterator
 from broker_core.context import Context
 from broker_core.mqtt.properties import EMPTY
 
-__all__ = ["RetainedStore", "retained_size"]
+__all__ = ["RetainedStore", "is_broker_own", "retained_size"]
 
 
 def retained_size(context: Context) -> int:
@@ -23,6 +33,12 @@ def retained_size(context: Context) -> int:
     props = context.properties
     size = len(context.topic) + len(context.payload)
     return size if props is EMPTY else size + len(props.encoded())
+
+
+def is_broker_own(context: Context) -> bool:
+    """A message the broker publishes about itself (``$SYS`` statistics): outside the
+    clients' bounds, and never persisted (``Broker._retain``)."""
+    return context.origin.protocol == "sys" and context.topic.startswith("$SYS/")
 
 
 class _Node:
@@ -43,6 +59,9 @@ class RetainedStore:
         self._root = _Node()
         self._count = 0
         self.bytes = 0
+        #: the broker's own messages among them (``is_broker_own``), outside the bounds
+        self.own = 0
+        self.own_bytes = 0
         self.max_messages = max_messages
         self.max_bytes = max_bytes
         self.on_refused = on_refused
@@ -54,14 +73,16 @@ class RetainedStore:
     def over_limit(self, context: Context) -> str | None:
         """The bound storing ``context`` would pass (``retained_messages`` or
         ``retained_bytes``), or None; counts nothing."""
-        if not context.payload:
+        if not context.payload or is_broker_own(context):
             return None
         existing = self.get(context.topic)
-        if existing is None and self.max_messages and self._count >= self.max_messages:
+        if existing is not None and is_broker_own(existing):
+            existing = None  # not counted: the topic is new to the bounds
+        if existing is None and self.max_messages and self._count - self.own >= self.max_messages:
             return "retained_messages"
         if self.max_bytes:
             grow = retained_size(context) - (0 if existing is None else retained_size(existing))
-            if grow > 0 and self.bytes + grow > self.max_bytes:
+            if grow > 0 and self.bytes - self.own_bytes + grow > self.max_bytes:
                 return "retained_bytes"
         return None
 
@@ -89,10 +110,22 @@ class RetainedStore:
         if node.message is None:
             self._count += 1
         else:
-            self.bytes -= retained_size(node.message)
-        self.bytes += retained_size(context)
+            self._forget(node.message)
+        size = retained_size(context)
+        self.bytes += size
+        if is_broker_own(context):
+            self.own += 1
+            self.own_bytes += size
         node.message = context
         return True
+
+    def _forget(self, message: Context) -> None:
+        """Takes a replaced or cleared message's bytes (and broker's own) off the counts."""
+        size = retained_size(message)
+        self.bytes -= size
+        if is_broker_own(message):
+            self.own -= 1
+            self.own_bytes -= size
 
     def clear(self, topic: str) -> bool:
         node = self._root
@@ -105,7 +138,7 @@ class RetainedStore:
             node = child
         if node.message is None:
             return False
-        self.bytes -= retained_size(node.message)
+        self._forget(node.message)
         node.message = None
         self._count -= 1
         for parent, level in reversed(trail):

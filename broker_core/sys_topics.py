@@ -3,6 +3,9 @@
 Every ``interval_s`` seconds the statistics below are published as retained messages
 (origin ``sys``; never written to the store), read from ``Broker.stats()`` like
 ``/metrics`` and the API, so the numbers mean the same everywhere (``broker_core.stats``).
+These 13 retained topics are the broker's own (``broker_core.retained.is_broker_own``):
+they do not count against the clients' retained bounds (``max_retained_messages``,
+``max_retained_bytes``), which never refuse them.
 With ``events``, a client connecting or disconnecting publishes a JSON event (not
 retained) to ``$SYS/brokers/<node>/clients/<client id>/connected`` or
 ``.../disconnected`` (``SysTopics`` observes ``ClientConnected`` and
