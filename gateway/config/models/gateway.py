@@ -6,26 +6,72 @@ messages and the reference documentation follow from the schema.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    Field,
+    ModelWrapValidatorHandler,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from gateway.config.errors import FieldProblems, format_path
 from gateway.config.files import checks_files, data_dir_problem, key_file_problem
 from gateway.config.models.adapters import AdapterConfig
 from gateway.config.models.api import ApiConfig, default_key_file
-from gateway.config.models.base import ConfigModel
+from gateway.config.models.base import ConfigModel, with_problems
 from gateway.config.models.bridges import BridgeConfig
 from gateway.config.models.listeners import ListenerConfig
 from gateway.config.models.mqtt import MqttConfig
-from gateway.config.models.rules import RuleConfig, WebhookConfig, check_rule_references
+from gateway.config.models.rules import (
+    RuleConfig,
+    WebhookConfig,
+    action_reference_problems,
+    check_rule_references,
+    valid_actions,
+)
 from gateway.config.models.security import AclConfig, AuthConfig
 from gateway.config.models.stream import StreamConfig
 from gateway.config.models.system import LoggingConfig, SysConfig
 from gateway.config.values import PathSpec
 
 __all__ = ["GatewayConfig"]
+
+
+def _key(item: object, name: str) -> object:
+    """``item[name]`` of a mapping as written, or the attribute of a model given as is."""
+    if isinstance(item, Mapping):
+        return item.get(name)
+    return getattr(item, name, None)
+
+
+def _listed(section: object) -> list[object]:
+    return list(section) if isinstance(section, list | tuple) else []
+
+
+def _references_as_written(data: object, context: Any) -> list[tuple[tuple[str | int, ...], str]]:
+    """``check_rule_references`` on the file as written, when a problem elsewhere keeps
+    ``GatewayConfig`` from being built: every valid action of every rule, against the
+    names the webhooks and bridges are given (valid or not: a webhook with a bad URL
+    still exists for the rules); the stream log's ``enabled`` as written (when it is not
+    a boolean, the stream actions are not checked)."""
+    if not isinstance(data, Mapping):
+        return []
+    webhooks = {name for hook in _listed(data.get("webhooks"))
+                if isinstance(name := _key(hook, "name"), str)}  # fmt: skip
+    bridges = {name for bridge in _listed(data.get("bridges"))
+               if isinstance(name := _key(bridge, "name"), str)}  # fmt: skip
+    stream = data.get("stream")
+    unset = stream is None or (isinstance(stream, Mapping) and "enabled" not in stream)
+    enabled = False if unset else _key(stream, "enabled")  # the default: not enabled
+    actions = ((i, j, action) for i, rule in enumerate(_listed(data.get("rules")))
+               for j, action in valid_actions(_key(rule, "actions"), context))  # fmt: skip
+    return action_reference_problems(actions, webhooks, bridges,
+                                     enabled if isinstance(enabled, bool) else None)  # fmt: skip
 
 
 def _default_listeners() -> tuple[ListenerConfig, ...]:
@@ -117,17 +163,26 @@ class GatewayConfig(ConfigModel):
             raise FieldProblems(problems)
         return items
 
-    @model_validator(mode="after")
-    def _what_rules_name_exists(self) -> Self:
+    @model_validator(mode="wrap")
+    @classmethod
+    def _what_rules_name_exists(
+        cls, data: Any, handler: ModelWrapValidatorHandler[Self], info: ValidationInfo
+    ) -> Self:
+        try:
+            config = handler(data)
+        except ValidationError as exc:
+            # another problem (a statement, a webhook's URL) keeps the sections from being
+            # built: the valid actions are checked against the names as written
+            raise with_problems(exc, _references_as_written(data, info.context)) from None
         problems = check_rule_references(
-            self.rules,
-            self.webhooks,
-            tuple(bridge.name for bridge in self.bridges),
-            self.stream.enabled,
+            config.rules,
+            config.webhooks,
+            tuple(bridge.name for bridge in config.bridges),
+            config.stream.enabled,
         )
         if problems:
             raise FieldProblems(problems)
-        return self
+        return config
 
     # The file checks run in field validators, not in an "after" model validator, so
     # that they report even when another section has a problem. Fields validate in

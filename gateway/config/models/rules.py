@@ -7,10 +7,20 @@ actions its result feeds. A webhook posts broker events to an HTTP endpoint.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable
+from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, SecretStr, ValidationInfo, field_validator
+from pydantic import (
+    AfterValidator,
+    Field,
+    SecretStr,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from gateway.config.errors import FieldProblems
 from gateway.config.files import checks_files, client_tls_file_problems
@@ -35,7 +45,9 @@ __all__ = [
     "StreamAction",
     "WebhookAction",
     "WebhookConfig",
+    "action_reference_problems",
     "check_rule_references",
+    "valid_actions",
 ]
 
 _TABLE = r"^[A-Za-z_][A-Za-z0-9_]{0,62}$"
@@ -250,24 +262,59 @@ class WebhookConfig(ConfigModel):
         return value
 
 
+Problems = list[tuple[tuple[str | int, ...], str]]
+
+
 def check_rule_references(
     rules: tuple[RuleConfig, ...],
     webhooks: tuple[WebhookConfig, ...],
     bridges: tuple[str, ...],
     stream_enabled: bool,
-) -> list[tuple[tuple[str | int, ...], str]]:
+) -> Problems:
     """Problems (path relative to the top level) for rules naming unknown webhooks or
     bridges (``bridges``: the configured bridges' names), or appending to a stream log
     that is not enabled."""
-    known = {w.name for w in webhooks}
-    problems: list[tuple[tuple[str | int, ...], str]] = []
-    for i, rule in enumerate(rules):
-        for j, action in enumerate(rule.actions):
-            where: tuple[str | int, ...] = ("rules", i, "actions", j)
-            if isinstance(action, WebhookAction) and action.webhook not in known:
-                problems.append(((*where, "webhook"), f"no webhook named {action.webhook!r}"))
-            if isinstance(action, BridgeAction) and action.bridge not in bridges:
-                problems.append(((*where, "bridge"), f"no bridge named {action.bridge!r}"))
-            if isinstance(action, StreamAction) and not stream_enabled:
-                problems.append(((*where, "type"), "the stream log is not enabled (`stream`)"))
+    actions = ((i, j, action) for i, rule in enumerate(rules)
+               for j, action in enumerate(rule.actions))  # fmt: skip
+    return action_reference_problems(actions, {w.name for w in webhooks}, bridges,
+                                     stream_enabled)  # fmt: skip
+
+
+def action_reference_problems(
+    actions: Iterable[tuple[int, int, RuleAction]],
+    webhooks: Collection[str],
+    bridges: Collection[str],
+    stream_enabled: bool | None,
+) -> Problems:
+    """:func:`check_rule_references` for ``(rule index, action index, action)``; the
+    names of the webhooks and bridges; ``stream_enabled`` None: not known (not checked)."""
+    problems: Problems = []
+    for i, j, action in actions:
+        where: tuple[str | int, ...] = ("rules", i, "actions", j)
+        if isinstance(action, WebhookAction) and action.webhook not in webhooks:
+            problems.append(((*where, "webhook"), f"no webhook named {action.webhook!r}"))
+        if isinstance(action, BridgeAction) and action.bridge not in bridges:
+            problems.append(((*where, "bridge"), f"no bridge named {action.bridge!r}"))
+        if isinstance(action, StreamAction) and stream_enabled is not None and not stream_enabled:
+            problems.append(((*where, "type"), "the stream log is not enabled (`stream`)"))
     return problems
+
+
+@cache
+def _action_adapter() -> TypeAdapter[RuleAction]:
+    return TypeAdapter(RuleAction)
+
+
+def valid_actions(actions: object, context: Any = None) -> list[tuple[int, RuleAction]]:
+    """The entries of a rule's ``actions`` as written (the YAML's list) that are valid
+    on their own, by index: what the checks between keys still look at when another
+    entry, or another key, has a problem that keeps the models from being built."""
+    if not isinstance(actions, list | tuple):
+        return []
+    found: list[tuple[int, RuleAction]] = []
+    for index, entry in enumerate(actions):
+        try:
+            found.append((index, _action_adapter().validate_python(entry, context=context)))
+        except ValidationError:
+            continue  # reported where the rule is validated
+    return found
