@@ -3,7 +3,8 @@ actions their results feed (docs/rules.md).
 
 - ``parser``: the statement's syntax (recursive descent, errors naming the position);
 - ``compiler``: the syntax tree as closures over a row; ``functions``: what it may call;
-- ``fields``: rows of messages and events (shared with the webhooks);
+- ``fields``: rows of messages and events (shared with the webhooks); ``selected``: the
+  fields a result can hold, against which the configuration checks action templates;
 - ``actions``: republish, SQLite, webhook, log; ``sqlite_table``: the SQLite writer;
 - ``engine``: ``RuleEngine``, the rules, their taps and observers, one bounded queue.
 """

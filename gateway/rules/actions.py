@@ -17,7 +17,6 @@ checks the topic first, and with QoS 1/2 succeeds once the message is durable th
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
@@ -28,6 +27,7 @@ from broker_core.mqtt.reason_codes import ReasonCode
 from gateway.hub import HubClient
 from gateway.mapping import FilterTemplate, MappingError, TopicTemplate
 from gateway.rules.functions import to_json, to_text
+from gateway.rules.selected import PLACEHOLDER
 from gateway.rules.sqlite_table import SqliteTables
 
 if TYPE_CHECKING:
@@ -49,8 +49,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-# {field}, {payload.a.b}, {list[0]}: other braces (a JSON template's) stay as they are.
-_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+|\[-?\d+\])*)\}")
 
 
 class WebhookSender(Protocol):
@@ -106,7 +104,7 @@ def render_payload(template: str | None, out: dict[str, Any]) -> bytes:
     JSON, NULL as nothing), or the result as JSON when there is no template."""
     if template is None:
         return to_json(out).encode()
-    return _PLACEHOLDER.sub(lambda m: to_text(_value(out, m.group(1))), template).encode()
+    return PLACEHOLDER.sub(lambda m: to_text(_value(out, m.group(1))), template).encode()
 
 
 def _flat(out: dict[str, Any], prefix: str = "") -> dict[str, Any]:

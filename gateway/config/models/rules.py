@@ -10,22 +10,24 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from functools import cache
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
     AfterValidator,
     Field,
+    ModelWrapValidatorHandler,
     SecretStr,
     TypeAdapter,
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 
 from gateway.config.errors import FieldProblems
 from gateway.config.files import checks_files, client_tls_file_problems
 from gateway.config.models.adapter_base import check_topic_template
-from gateway.config.models.base import ConfigModel
+from gateway.config.models.base import ConfigModel, with_problems
 from gateway.config.values import (
     DurationSpec,
     HttpUrlSpec,
@@ -47,6 +49,7 @@ __all__ = [
     "WebhookConfig",
     "action_reference_problems",
     "check_rule_references",
+    "template_problems",
     "valid_actions",
 ]
 
@@ -185,6 +188,29 @@ class RuleConfig(ConfigModel):
         compile_statement(value)  # RuleSyntaxError is a ValueError naming the position
         return value
 
+    @model_validator(mode="wrap")
+    @classmethod
+    def _templates_name_selected_fields(
+        cls, data: Any, handler: ModelWrapValidatorHandler[Self], info: ValidationInfo
+    ) -> Self:
+        try:
+            rule = handler(data)
+        except ValidationError as exc:
+            # another key's problem keeps the rule from being built: a statement that
+            # compiles is still checked against the actions that are valid
+            found: Problems = []
+            sql = data.get("sql") if isinstance(data, dict) else None
+            if isinstance(sql, str):
+                name = data.get("name")
+                actions = valid_actions(data.get("actions"), info.context)
+                found = template_problems(name if isinstance(name, str) else None, sql,
+                                          actions)  # fmt: skip
+            raise with_problems(exc, found) from None
+        problems = template_problems(rule.name, rule.sql, enumerate(rule.actions))
+        if problems:
+            raise FieldProblems(problems)
+        return rule
+
     def sources(self) -> list[str]:
         from gateway.rules.parser import parse
 
@@ -297,6 +323,48 @@ def action_reference_problems(
             problems.append(((*where, "bridge"), f"no bridge named {action.bridge!r}"))
         if isinstance(action, StreamAction) and stream_enabled is not None and not stream_enabled:
             problems.append(((*where, "type"), "the stream log is not enabled (`stream`)"))
+    return problems
+
+
+def template_problems(
+    rule: str | None, sql: str, actions: Iterable[tuple[int, RuleAction]]
+) -> Problems:
+    """Problems (path relative to the rule) for the templates of ``actions`` that name a
+    field no result of ``sql`` holds (``gateway.rules.selected``): a topic then fails on
+    every result, a payload placeholder is empty on every one. None when ``sql`` does
+    not compile (reported on its own); nothing is refused after ``SELECT *``."""
+    from gateway.rules.compiler import compile_statement
+    from gateway.rules.parser import RuleSyntaxError
+    from gateway.rules.selected import result_fields, unselected_fields
+
+    try:
+        statement = compile_statement(sql).statement
+    except RuleSyntaxError:
+        return []
+    selected = result_fields(statement)
+    if selected is None:
+        return []
+    gives = ", ".join(".".join(path) for path in selected)
+    which = "the rule" if rule is None else f"rule {rule!r}"
+    problems: Problems = []
+    for index, action in actions:
+        for key in ("topic", "payload"):
+            template = getattr(action, key, None)
+            if not isinstance(template, str):
+                continue
+            missing = unselected_fields(statement, template, topic=key == "topic")
+            if not missing:
+                continue
+            effect = (
+                "the action would fail on every result (no topic)"
+                if key == "topic"
+                else "empty in every payload"
+            )
+            problems.append((
+                ("actions", index, key),
+                f"{key} template {template!r} names {', '.join(map(repr, missing))}, which"
+                f" the SELECT of {which} does not give (it gives {gives}): {effect}",
+            ))  # fmt: skip
     return problems
 
 
