@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Literal, Self
 
-from pydantic import AfterValidator, Field, PrivateAttr, model_validator
+from pydantic import AfterValidator, Field, PrivateAttr, field_validator, model_validator
 
 from adapters.dds.config import (
     DdsNetworkConfig,
@@ -19,6 +20,7 @@ from adapters.dds.config import (
     check_profiles,
     sources_digest,
 )
+from gateway.config.errors import FieldProblems
 from gateway.config.models.adapter_base import (
     AdapterConfigBase,
     check_filter_template,
@@ -34,6 +36,7 @@ __all__ = [
     "Ros2AdapterConfig",
     "RosServiceToMqtt",
     "RosToMqtt",
+    "msg_problems",
 ]
 
 #: The ROS 2 QoS profiles (rclcpp / rclpy presets), by name.
@@ -47,6 +50,45 @@ PROFILES: dict[str, DdsQos] = {
 
 _NAME = re.compile(r"^~?/?([A-Za-z_{][A-Za-z0-9_{}*?\[\]]*)(/[A-Za-z_{][A-Za-z0-9_{}*?\[\]]*)*$")
 _TYPE = re.compile(r"^[a-z][a-z0-9_]*/((msg|srv)/)?[A-Z][A-Za-z0-9]*$")
+
+def msg_problems(msg_files: Sequence[Path]) -> list[tuple[tuple[str | int, ...], str]]:
+    """What keeps the adapter from converting ``msg_files`` when it starts, as ``((index,),
+    message)``: a path not laid out as ``PACKAGE/msg/Name.msg`` or ``PACKAGE/srv/Name.srv``,
+    a file that cannot be read or is not UTF-8, and the ``.msg``/``.srv`` errors of
+    ``idl_codegen.ros_msg`` (``file:line:column: message``). Only that parser runs (pure
+    Python; no cyclonedds, no rclpy); nothing is written."""
+    if not msg_files:
+        return []
+    from idl_codegen.diagnostics import IdlErrors  # the parser: imported when needed
+    from idl_codegen.ros_msg import msg_to_idl, srv_to_idl
+
+    problems: list[tuple[tuple[str | int, ...], str]] = []
+    for index, path in enumerate(msg_files):
+        kind = path.suffix.lstrip(".")
+        if kind not in ("msg", "srv") or path.parent.name != kind:
+            problems.append(((index,), f"expected PACKAGE/msg/Name.msg or PACKAGE/srv/Name.srv,"
+                                       f" got {str(path)!r}"))  # fmt: skip
+            continue
+        if not path.is_file():
+            why = "is not a file" if path.exists() else "no such file"
+            problems.append(((index,), f"cannot read {str(path)!r}: {why}"))
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            problems.append(((index,), f"cannot read {str(path)!r}: {exc.strerror or exc}"))
+            continue
+        except UnicodeDecodeError as exc:
+            problems.append(((index,), f"{str(path)!r} is not UTF-8 text (invalid byte at"
+                                       f" offset {exc.start})"))  # fmt: skip
+            continue
+        convert = msg_to_idl if kind == "msg" else srv_to_idl
+        try:
+            convert(text, path.parent.parent.name, path.stem, source=str(path))
+        except IdlErrors as exc:
+            problems += [((index,), str(error)) for error in exc.errors]
+    return problems
+
 
 FilterTemplateText = Annotated[str, AfterValidator(check_filter_template)]
 TopicTemplateText = Annotated[str, AfterValidator(check_topic_template)]
@@ -177,8 +219,9 @@ class Ros2AdapterConfig(AdapterConfigBase):
     )
     msg_files: tuple[Annotated[Path, PathSpec()], ...] = Field(
         default=(),
-        description="Your `.msg` and `.srv` files (`my_pkg/msg/Status.msg`), converted to IDL"
-        " at start; the built-in types need none.",
+        description="Your `.msg` and `.srv` files (`my_pkg/msg/Status.msg`), parsed when the"
+        " configuration is validated (`edgebus check`) and converted to IDL at start; the"
+        " built-in types need none.",
     )
     idl_files: tuple[Annotated[Path, PathSpec()], ...] = Field(
         default=(), description="Further IDL files with `pkg::msg::dds_::T_` types."
@@ -212,6 +255,16 @@ class Ros2AdapterConfig(AdapterConfigBase):
         description="DDS writers `mqtt_to_ros` creates at most (topics built from captures).",
     )
     _digest: str = PrivateAttr(default="")
+
+    @field_validator("msg_files")
+    @classmethod
+    def _msg_files_convert(cls, value: tuple[Path, ...]) -> tuple[Path, ...]:
+        # on every validation (check, run, reload), with the configuration's other
+        # problems: a .msg/.srv file that cannot be converted fails here, not at start
+        problems = msg_problems(value)
+        if problems:
+            raise FieldProblems(problems)
+        return value
 
     @model_validator(mode="after")
     def _check(self) -> Self:
