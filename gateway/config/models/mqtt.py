@@ -135,13 +135,14 @@ class MqttConfig(ConfigModel):
         default=100000,
         ge=0,
         description="Retained messages stored, at most; 0 = no limit. A new topic beyond it"
-        " is not retained (MQTT 5 QoS 1/2: refused with 0x97).",
+        " is not retained (MQTT 5 QoS 1/2: refused with 0x97). The broker's own $SYS"
+        " statistics are not counted.",
     )
     max_retained_bytes: Annotated[int, SizeSpec(ge=0)] = Field(
         default=64_000_000,
         description="Bytes of retained messages stored (topics, payloads, properties); 0 = no"
         " limit. A message that would pass it is not retained (MQTT 5 QoS 1/2: refused with"
-        " 0x97).",
+        " 0x97). The broker's own $SYS statistics are not counted.",
     )
     wildcard_subscriptions: bool = Field(
         default=True, description="Accept subscriptions with `+` and `#`."
