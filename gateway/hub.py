@@ -279,15 +279,22 @@ class HubClient:
         self._taps.append(tap)
         return tap
 
-    def keep_open(self, tap: Tap) -> None:
-        """``tap`` stays open when this run's taps close (``close()``): the component
-        hands it to its next run (``Host.keep``), which takes it back with ``adopt``."""
-        self._taps.remove(tap)
+    def keep_open(self, kept: Tap | HubHook) -> None:
+        """``kept`` (a tap or a hook) stays open when this run's taps and hooks close
+        (``close()``): the component hands it to its next run (``Host.keep``), which
+        takes it back with ``adopt``."""
+        if isinstance(kept, HubHook):
+            self._hooks.remove(kept)
+        else:
+            self._taps.remove(kept)
 
-    def adopt(self, tap: Tap) -> None:
-        """A tap that an earlier run kept open (``keep_open``) is this run's again: it
-        is closed and counted with the others."""
-        self._taps.append(tap)
+    def adopt(self, kept: Tap | HubHook) -> None:
+        """A tap or hook that an earlier run kept open (``keep_open``) is this run's
+        again: it is closed (and a tap counted) with the others."""
+        if isinstance(kept, HubHook):
+            self._hooks.append(kept)
+        else:
+            self._taps.append(kept)
 
     def hook(self, callback: Callable[[Context], None], durable: Durable | None = None) -> HubHook:
         """Calls ``callback(context)`` for every message the broker routes, on the loop,

@@ -4,8 +4,9 @@ The directory holds segment files named after the offset of their first record,
 ``00000000000000000000.log``; each is a sequence of record batches
 (``spark_sink.records``). Offsets are global and gap-free: a segment starts where the
 one before it ends. One thread writes (``append``, ``sync``, ``close``), any number of
-threads read (``bounds``, ``read``); retention (``enforce_retention``) may run on
-another thread.
+threads read (``bounds``, ``read``); retention (``enforce_retention``) and new
+settings (``configure``) may come from another thread. Two ``StreamLog`` objects must
+never write one directory: whoever opens it owns it until ``close``.
 
 - **Commit.** ``append`` writes the batches (one ``writev`` per call and segment), fsyncs
   them when the policy says so (``always``: every call, by opening the segment with
@@ -128,6 +129,7 @@ class StreamLog:
         self._write_lock = threading.Lock()  # the file being appended to
         self._segments: list[_Segment] = []
         self._fd = -1  # the last segment's, for appending
+        self._closed = False
         self._synced_at = time.monotonic()
         self._unsynced = False
         self._dsync = fsync == "always" and hasattr(os, "O_DSYNC")
@@ -308,9 +310,41 @@ class StreamLog:
         self.enforce_retention()
         return new
 
+    def configure(
+        self,
+        segment_bytes: int,
+        max_bytes: int,
+        retention_s: float,
+        fsync: str,
+        fsync_interval_s: float,
+    ) -> None:
+        """New settings for the open log (its configuration changed, its directory did
+        not), from the next append on. What the old ``fsync`` policy left unsynced is
+        synced first; the segment being appended to is opened again when ``O_DSYNC``
+        comes or goes (``fsync: always``), and when an earlier attempt left it closed.
+        Any thread: appends wait meanwhile."""
+        with self._write_lock:
+            if self._fd >= 0:
+                self._maybe_sync(force=self.fsync != "never")
+            self.segment_bytes = segment_bytes
+            self.max_bytes = max_bytes
+            self.retention_s = retention_s
+            self.fsync = fsync
+            self.fsync_interval_s = fsync_interval_s
+            dsync = fsync == "always" and hasattr(os, "O_DSYNC")
+            if self._closed or not self._segments or (dsync == self._dsync and self._fd >= 0):
+                self._dsync = dsync
+                return
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+            self._dsync = dsync
+            self._open_for_append(self._segments[-1])
+
     def close(self) -> None:
         self.sync()
         with self._write_lock:
+            self._closed = True
             if self._fd >= 0:
                 os.close(self._fd)
                 self._fd = -1

@@ -13,6 +13,27 @@ publishers' windows bound them).
 The log is opened and hooked before ``run`` first awaits: the gateway opens its
 listeners only after that (``Supervisor.settle``), so no message gets past it. When
 ``stream.enabled`` is false the component does not run and the broker pays nothing.
+
+Across runs. The open log, its writer and the hook feeding them (a ``_Recorder``)
+outlive a run: as a run ends (on request, with a new config, after a failure) the hook
+stays in place and goes on taking messages into the writer (``LogWriter.keep_flushing``)
+until the next run takes them over (``Host.keep`` / ``take``, ``hub.keep_open`` /
+``adopt``), so nothing acknowledged meanwhile escapes the log. The next run
+
+- with the same directory keeps all three: the hook that was never out of place is
+  its own again (``hub.adopt``); what arrived before is selected as the last run chose
+  (a flush), what arrives after as this one chooses; new settings apply to the open log
+  (``StreamLog.configure``). One ``StreamLog`` writes a directory, ever;
+- with another directory opens that log, hooks it, and unhooks the last run's in the
+  same loop turn; then it closes the last run's writer (which writes what it took in,
+  and its publishers are acknowledged) and log;
+- that cannot open its log leaves the last run's recording (into the old directory)
+  and backs off.
+
+When no run ever opened the log, a ``Refusal`` stands in for it while the component
+backs off: QoS 1 and 2 messages of its topics are not acknowledged (see
+``spark_sink.refusal``). The supervisor closes whatever is kept when no run follows:
+the component is paused, disabled or removed, or the gateway stops.
 """
 
 from __future__ import annotations
@@ -20,19 +41,109 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from pathlib import Path
 
 from broker_core.context import Context
+from broker_core.errors import AdapterError
 from gateway.components import Host
 from gateway.config.models.stream import StreamConfig
-from gateway.hub import HubClient
+from gateway.hub import HubClient, HubHook
 from spark_sink.fields import TopicMatcher
 from spark_sink.records import Encoded
+from spark_sink.refusal import Refusal
 from spark_sink.segments import StreamLog, encode_chunks
 from spark_sink.writer import LogWriter
 
 __all__ = ["StreamSink"]
 
 log = logging.getLogger(__name__)
+
+
+class _Recorder:
+    """An open log, the writer appending to it and the hook feeding the writer: what a
+    run hands to the next (see the module docstring)."""
+
+    def __init__(self, stream_log: StreamLog, host: Host, sink: StreamSink) -> None:
+        self.log = stream_log
+        self.sink = sink  # whose selection the writer uses (``prepare``)
+        self.hook: HubHook | None = None
+        self._host = host
+        self._failing = False
+        self.writer = LogWriter(
+            self._write, sink._prepare, f"stream-{host.name}", max_pending=sink.config.queue_size
+        )
+
+    @classmethod
+    def open(cls, directory: Path, host: Host, sink: StreamSink) -> _Recorder:
+        """Opens the log in ``directory`` (raises ``OSError`` or ``StreamLogError``)."""
+        stream_log = StreamLog(directory, *_settings(sink.config))
+        stream_log.open()
+        return cls(stream_log, host, sink)
+
+    def holds(self, directory: Path) -> bool:
+        """True when its log is the one in ``directory``."""
+        return self.log.directory.resolve() == directory.resolve()
+
+    def hook_into(self, hub: HubClient) -> None:
+        self.hook = hub.hook(self.writer.append, durable=self.writer)
+
+    def select(self, sink: StreamSink) -> None:
+        """From now on ``sink`` (the next run's) selects what the writer records; what
+        was taken in before is handed over with the last run's selection."""
+        self.writer.flush()
+        sink.dropped, sink.filtered = self.sink.dropped, self.sink.filtered
+        self.sink = sink
+        self.writer.prepare = sink._prepare
+        self.writer.max_pending = sink.config.queue_size
+
+    def hand_over(self, hub: HubClient, host: Host) -> None:
+        """The run ends: the hook stays in place and the writer goes on, until the next
+        run takes them (``host.take()``) or the supervisor closes them."""
+        assert self.hook is not None
+        hub.keep_open(self.hook)
+        self.writer.keep_flushing()
+        host.keep(self, self.close)
+
+    def close(self) -> None:
+        """Unhooks, writes what was taken in, closes the log (on the loop)."""
+        if self.hook is not None:
+            self.hook.close()
+        self.writer.shut()
+        self.log.close()
+
+    async def aclose(self) -> None:
+        """``close``, the log's last sync on a thread."""
+        if self.hook is not None:
+            self.hook.close()
+        await self.writer.close()
+        try:
+            await asyncio.to_thread(self.log.close)
+        except OSError as exc:
+            log.warning("stream log %s: closing it failed: %s", self.log.directory, exc)
+
+    def _write(self, batches: list[Encoded]) -> None:
+        """On the writer's thread: the batches into the log."""
+        try:
+            self.log.append_encoded(batches)
+        except OSError as exc:
+            self._failing = True
+            self._host.degraded(f"cannot write the stream log: {exc}")
+            raise
+        if self._failing:
+            self._failing = False
+            self._host.ready()
+
+
+def _settings(config: StreamConfig) -> tuple[int, int, float, str, float]:
+    """``StreamLog``'s settings from ``config``, in the order of its constructor and of
+    ``configure``: segment_bytes, max_bytes, retention_s, fsync, fsync_interval_s."""
+    return (
+        config.segment_bytes,
+        config.max_bytes,
+        config.retention,
+        config.fsync,
+        config.fsync_interval,
+    )
 
 
 class StreamSink:
@@ -42,55 +153,100 @@ class StreamSink:
         self.dropped = 0  # QoS 0 messages not recorded: the writer was behind
         self.filtered = 0  # of the topics, but not from one of `origins`
         self._writer: LogWriter | None = None
-        self._host: Host | None = None
-        self._failing = False
+        self._refusal: Refusal | None = None
         self._finished: asyncio.Event | None = None
         self._everything = config.topics == ("#",) and config.origins is None
         self._matches = TopicMatcher(*config.topics)
         self._origins = frozenset(config.origins or ())
 
     async def run(self, hub: HubClient, host: Host) -> None:
-        config = self.config
-        self._host = host
         self._finished = asyncio.Event()
-        stream_log = StreamLog(
-            config.path or host.data_dir,
-            segment_bytes=config.segment_bytes,
-            max_bytes=config.max_bytes,
-            retention_s=config.retention,
-            fsync=config.fsync,
-            fsync_interval_s=config.fsync_interval,
-        )
-        # Opened and hooked before the first await: the gateway opens its listeners once
-        # every component got that far (Supervisor.settle), so the log sees every message.
-        stream_log.open()
-        writer = LogWriter(
-            self._write, self._prepare, f"stream-{host.name}", max_pending=config.queue_size
-        )
-        self.log, self._writer = stream_log, writer
-        hook = None
+        held: _Recorder | Refusal | None = host.take()
+        # Opened (or taken over) and hooked before the first await: the gateway opens its
+        # listeners once every component got that far (Supervisor.settle), so the log
+        # sees every message.
         try:
-            hook = hub.hook(writer.append, durable=writer)
-            bounds = stream_log.bounds()
+            hub.check_subscribe(("#",))
+        except AdapterError:  # the ACL no longer lets the log see every message
+            if held is not None:
+                held.close()
+            self._finished.set()
+            raise
+        try:
+            recorder, retiring = self._take_over(hub, host, held)
+        except BaseException:
+            self._wait(hub, host, held)
+            self._finished.set()
+            raise
+        self.log, self._writer = recorder.log, recorder.writer
+        try:
+            if retiring is not None:
+                await retiring.aclose()
+            else:
+                await asyncio.to_thread(recorder.log.configure, *_settings(self.config))
+            bounds = recorder.log.bounds()
             log.info(
                 "stream log %s: offsets %d to %d, %d segments",
-                stream_log.directory,
+                recorder.log.directory,
                 bounds.start,
                 bounds.end,
                 bounds.segments,
             )
             host.ready()
-            await asyncio.gather(writer.run(host.stopping), self._housekeep(stream_log, host))
+            await asyncio.gather(
+                recorder.writer.run(host.stopping), self._housekeep(recorder.log, host)
+            )
         finally:
-            if hook is not None:
-                hook.close()  # nothing new arrives; then what was taken in is written
-            await writer.close()
-            await asyncio.to_thread(stream_log.close)
+            recorder.hand_over(hub, host)
             self._finished.set()
+
+    def _take_over(
+        self, hub: HubClient, host: Host, held: _Recorder | Refusal | None
+    ) -> tuple[_Recorder, _Recorder | None]:
+        """This run's recorder, hooked, and the last run's when it must be closed still
+        (another directory). Raises when the log cannot be opened; ``held`` is then
+        untouched."""
+        directory = Path(self.config.path) if self.config.path else host.data_dir
+        if isinstance(held, _Recorder) and held.holds(directory):
+            assert held.hook is not None
+            held.select(self)
+            hub.adopt(held.hook)  # never out of place: nothing escaped it
+            return held, None
+        recorder = _Recorder.open(directory, host, self)
+        try:
+            recorder.hook_into(hub)
+        except BaseException:
+            recorder.close()
+            raise
+        # The same loop turn as the new hook: every message goes to one log or the other.
+        if isinstance(held, Refusal):
+            held.close()
+            return recorder, None
+        if held is not None and held.hook is not None:
+            held.hook.close()
+        return recorder, held
+
+    def _wait(self, hub: HubClient, host: Host, held: _Recorder | Refusal | None) -> None:
+        """This run could not open its log: until a run can, the last run's log goes on
+        recording, or, when none is open, a refusal stands in for it."""
+        if isinstance(held, _Recorder):
+            self.log, self._writer = held.log, held.writer
+            host.keep(held, held.close)
+            return
+        refusal = held
+        if refusal is None:
+            refusal = Refusal(self.config)
+            refusal.hook_into(hub)
+            assert refusal.hook is not None
+            hub.keep_open(refusal.hook)
+        else:
+            refusal.select(self.config)
+        self._refusal = refusal
+        host.keep(refusal, refusal.close)
 
     async def stop(self) -> None:
         if self._finished is not None:
-            await self._finished.wait()  # run() writes, syncs and closes on `stopping`
+            await self._finished.wait()  # run() hands the log over on `stopping`
 
     def _prepare(self, items: list[Context], backlogged: bool) -> tuple[list[Encoded], int]:
         """On the loop, per batch: the messages to record, encoded."""
@@ -118,19 +274,6 @@ class StreamSink:
             selected.append(context)
         return selected
 
-    def _write(self, batches: list[Encoded]) -> None:
-        """On the writer's thread: the batches into the log."""
-        assert self.log is not None and self._host is not None
-        try:
-            self.log.append_encoded(batches)
-        except OSError as exc:
-            self._failing = True
-            self._host.degraded(f"cannot write the stream log: {exc}")
-            raise
-        if self._failing:
-            self._failing = False
-            self._host.ready()
-
     async def _housekeep(self, stream_log: StreamLog, host: Host) -> None:
         """Retention, and the periodic fsync of ``fsync: interval``, until stopped."""
         config = self.config
@@ -146,7 +289,8 @@ class StreamSink:
             await asyncio.to_thread(stream_log.enforce_retention)
 
     def stats(self) -> dict[str, int]:
-        stats = {"dropped": self.dropped, "filtered": self.filtered}
+        refused = 0 if self._refusal is None else self._refusal.refused
+        stats = {"dropped": self.dropped, "filtered": self.filtered, "refused": refused}
         writer = self._writer
         if writer is not None:
             stats.update(recorded=writer.written, failed=writer.failed, pending=writer.pending)

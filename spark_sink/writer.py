@@ -32,6 +32,11 @@ durable participant (``broker_core.acks``): a QoS 1 or 2 publisher's acknowledge
 waits for the barrier, which flushes at the end of the current loop turn, so QoS 1
 traffic does not wait for the linger. ``backlogged()``: more than ``max_pending`` taken
 in and not written.
+
+Between two runs of the sink (``run`` has returned, the next has not started) the
+writer goes on taking messages in: ``keep_flushing()`` hands batches over on a timer
+instead, until ``run`` starts again or ``close``. ``prepare`` and ``max_pending`` may
+change meanwhile (the next run's selection and ``queue_size``).
 """
 
 from __future__ import annotations
@@ -63,7 +68,7 @@ class LogWriter:
         idle_s: float = 0.1,
         batch_records: int = 512,
     ) -> None:
-        self._prepare = prepare
+        self.prepare = prepare
         self.max_pending = max_pending
         self.linger_s = linger_s
         self.idle_s = idle_s
@@ -74,6 +79,7 @@ class LogWriter:
         self._loop = asyncio.get_running_loop()
         self._callbacks: list[Done] = []
         self._flush_scheduled = False
+        self._timer: asyncio.TimerHandle | None = None  # keep_flushing's, between runs
         self._in_thread = 0  # taken in, handed to the thread, not written yet
         self._thread: BatchWriter[list[Any]] = BatchWriter(
             lambda prepared: write([batch for batches in prepared for batch in batches]), name
@@ -110,7 +116,7 @@ class LogWriter:
             taken, self.items = self.items, []
             count = len(taken)
             backlogged = self._in_thread + count > self.max_pending
-            batches, records = self._prepare(taken, backlogged)
+            batches, records = self.prepare(taken, backlogged)
             del taken  # nothing holds the Contexts any longer (see the module docstring)
             self._in_thread += count
             self._thread.append(batches)
@@ -129,6 +135,7 @@ class LogWriter:
     async def run(self, stopping: asyncio.Event) -> None:
         """Hands batches over every ``linger_s`` (``idle_s`` when nothing came) until
         ``stopping`` is set."""
+        self._stop_timer()
         delay = self.idle_s
         while not stopping.is_set():
             with contextlib.suppress(TimeoutError):
@@ -137,9 +144,32 @@ class LogWriter:
             delay = self.linger_s if self.items else self.idle_s
             self.flush()
 
-    async def close(self) -> None:
+    def keep_flushing(self) -> None:
+        """Hands batches over as ``run`` does, on a timer of the loop, until ``run``
+        starts again or ``close``: between two runs, when no ``run`` does it."""
+        self._stop_timer()
+        delay = self.linger_s if self.items else self.idle_s
+        self._timer = self._loop.call_later(delay, self._tick)
+
+    def _tick(self) -> None:
+        self._timer = None
+        self.flush()
+        self.keep_flushing()
+
+    def _stop_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def shut(self) -> None:
         """Writes what was taken in, then stops the thread (on the loop: the last write
-        holds it up for as long as it takes)."""
+        holds it up for as long as it takes). The last barriers' callbacks run on the
+        loop afterwards."""
+        self._stop_timer()
         self.flush()
         self._thread.close()
-        await asyncio.sleep(0)  # the last barriers' callbacks run
+
+    async def close(self) -> None:
+        """``shut``, then lets the last barriers' callbacks run."""
+        self.shut()
+        await asyncio.sleep(0)
