@@ -155,6 +155,7 @@ async def _publish_inprocess(directory: Path | None) -> float:
     if host is not None and task is not None:
         host.stopping.set()
         await task
+        host.release()  # no supervisor here: close what the run kept for a next one
     return spent / INPROCESS_MESSAGES
 
 

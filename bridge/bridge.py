@@ -159,6 +159,8 @@ class MqttBridge:
             else:
                 if tap is not None:
                     tap.close()
+                if held is not None:
+                    held.tap.close()  # this run failed before it took the tap over
                 queue.close()
             self.state = STOPPED
             self._finished.set()

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from gateway.config.models.security import AclConfig, AclRule
 from tests.helpers.gateway import running_gateway
 from tests.integration.bridge.support import (
     Collector,
@@ -90,3 +91,27 @@ def test_no_acknowledged_message_is_lost_across_restarts(
             assert stats["dropped"] == 0
         finally:
             cloud.close()
+
+
+def test_a_restart_that_fails_to_tap_closes_what_the_last_run_kept(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The ACL came to deny the bridge its forwards: the restarted run cannot tap, so
+    the tap and queue kept for it are closed (nothing taps into a closed queue)."""
+    with Remote(tmp_path / "remote") as remote, running_gateway(tmp_path, _config(remote)) as gw:
+        http = http_of(gw)
+        wait_until(
+            lambda: http.get("/api/v1/bridges/cloud").json()["state"], lambda s: s == "running"
+        )
+        deny = AclConfig(rules=(AclRule(permission="deny", action="subscribe", topics=("gap/#",)),))
+        gw.call(lambda: gw.gateway.security.reload(deny))
+        assert http.post("/api/v1/components/bridge/cloud/restart").status == 200
+        status = wait_until(
+            lambda: http.get("/api/v1/bridges/cloud").json(),
+            lambda s: s["state"] == "backing_off",
+        )
+        assert "the ACL denies" in status["last_error"]
+        publisher = StreamPublisher(gw.port, "gap/x", 50)
+        assert publisher.done_after_start() == list(range(1, 51))
+        assert gw.call(lambda: dict(gw.gateway.broker.acks.participants)) == {}
+        assert not [r for r in caplog.records if "tap of bridge:cloud failed" in r.getMessage()]
