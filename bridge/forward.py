@@ -27,6 +27,17 @@ Where a queued message is, in the order of the queue (``seq``)::
 - The remote's PUBACK (QoS 1) or PUBCOMP (QoS 2) deletes the row; a PUBACK or PUBREC
   with a reason code >= 0x80 is a refusal: the row is deleted and counted as
   ``rejected``.
+- QoS 2 after PUBREC: the remote owns the message, and must never see its PUBLISH again
+  in that session (it would deliver it twice once our PUBREL reached it; MQTT 5.0
+  4.3.3, 4.4). The row is marked *released* on disk (``DiskQueue.release``, in the next
+  commit) and the PUBREL goes out once that commit is made, so that a restart after a
+  ``kill -9`` finds every PUBREL that was sent. A released message is sent again as a
+  PUBREL when the session is present (MQTT 5.0 4.4); a remote that answers PUBCOMP to a
+  Packet Identifier it completed already ends it there. Without a session (clean start,
+  or the remote lost it), the remote forgot the Packet Identifier, and whether it
+  delivered the message depends on it: mosquitto delivers an incoming QoS 2 message
+  only when our PUBREL comes, and drops it with the session before that (EMQX delivers
+  at the PUBLISH). The PUBLISH is then sent again: at least once, never lost.
 - When the link is lost, the inflight messages go back to the front of ``ready`` with
   DUP set; after a restart the first ``max_inflight`` messages are sent with DUP set,
   because they may have been sent before. That is all that is ever sent twice.
@@ -107,6 +118,12 @@ class Forwarder:
         self.inflight: dict[int, Queued] = {}
         self.wire: Wire | None = None
         self.window = config.max_inflight
+        #: QoS 2 messages the remote sent PUBREC for, by seq: their PUBRELs wait for the
+        #: commit that marks them released on disk.
+        self.releasing: dict[int, Queued] = {}
+        #: Released messages to send again as PUBLISH (a new session), by seq: they wait
+        #: for the commit that undoes their released marks.
+        self.unreleasing: dict[int, Queued] = {}
         self.max_packet: int | None = None
         self.session_present = False
         # What was queued before this run started may have been in flight: DUP.
@@ -286,16 +303,47 @@ class Forwarder:
                 self._hurry()
 
     def pubrec(self, mid: int, code: int) -> None:
+        """The remote has the QoS 2 message: its PUBREL goes once the row is marked
+        released on disk (``_release``)."""
         item = self.inflight.get(mid)
         if item is None:
             return
         if code >= 0x80:
             self._finish(self.inflight.pop(mid), code)
             return
-        item.released = True
+        if item.released or item.seq in self.releasing:
+            return  # its PUBREL went out (or goes) on this link: a PUBREC again, ignored
+        if self.queue.release(item.seq):
+            self.releasing[item.seq] = item
+            if 2 * len(self.releasing) >= self.window:
+                self.queue.commit_now()  # as ``_hurry``: the QoS 2 window waits on it
+        else:  # no longer queued (dropped meanwhile): nothing to keep on disk
+            item.released = True
+            self._write_pubrels([item])
+
+    def _release(self) -> None:
+        """The commit that marked ``releasing`` on disk is made: their PUBRELs."""
+        items = list(self.releasing.values())
+        self.releasing.clear()
+        for item in items:
+            item.released = True
+        self._write_pubrels(items)
+
+    def _write_pubrels(self, items: list[Queued]) -> None:
+        """PUBREL for those of ``items`` in flight on the link (the others get theirs
+        when they are sent again)."""
         wire = self.wire
-        if wire is not None:
-            wire.write(encode(Pubrel(mid), wire.level))
+        if wire is None:
+            return
+        inflight = self.inflight
+        level = wire.level
+        frames = [
+            encode(Pubrel(mid), level)
+            for item in items
+            if inflight.get(mid := item.seq % MID_SPAN + 1) is item
+        ]
+        if frames:
+            wire.write(b"".join(frames))
 
     def pubcomp(self, mid: int, code: int) -> None:
         self._finish(self.inflight.pop(mid, None), 0)
@@ -330,7 +378,14 @@ class Forwarder:
     # -- sending -------------------------------------------------------------------------
 
     def _committed(self, seq: int) -> None:
-        """A commit: new rows may be sent, and deleted rows free their place."""
+        """A commit: new rows may be sent, released rows get their PUBREL, and deleted
+        rows free their place."""
+        if self.releasing:
+            self._release()
+        if self.unreleasing:
+            for item in self.unreleasing.values():
+                item.released = False
+            self.unreleasing.clear()
         if (self.ready or self.spilled) and self.wire is not None:
             self._schedule_pump()
 
@@ -374,24 +429,29 @@ class Forwarder:
             qos = item.qos
             seq = item.seq
             if qos:
-                if qos == 2 and seq > committed:
-                    break  # see the module docstring: QoS 2 goes out once on disk
+                if qos == 2:
+                    if seq > committed:
+                        break  # see the module docstring: QoS 2 goes out once on disk
+                    if item.released and not self.session_present:
+                        self._unrelease()
+                        if item.released:
+                            break  # its PUBLISH goes once that is on disk
                 if space <= 0 or (inflight and seq - oldest >= MID_SPAN):
                     break
                 space -= 1
             ready.popleft()
             self.ready_bytes -= item.size
-            properties: Properties | None = item.properties
-            if properties is not EMPTY:
-                properties = expiry_left(item.properties, item.received_at, now)
-                if properties is None:
-                    self._discard(item, "expired")
-                    space += 1 if qos else 0
-                    continue
             mid = seq % MID_SPAN + 1 if qos else 0
-            if item.released and self.session_present:
-                append(encode(Pubrel(mid), level))  # QoS 2 after PUBREC: finish it
+            if item.released:  # QoS 2 after PUBREC, the session present: finish it
+                append(encode(Pubrel(mid), level))
             else:
+                properties: Properties | None = item.properties
+                if properties is not EMPTY:
+                    properties = expiry_left(item.properties, item.received_at, now)
+                    if properties is None:
+                        self._discard(item, "expired")
+                        space += 1 if qos else 0
+                        continue
                 topic = topics.get(item.topic) or self._topic(item.topic)
                 payload = item.payload
                 length = len(topic) + len(payload) + (2 if qos else 0)
@@ -426,6 +486,20 @@ class Forwarder:
             self.sent += sent
             self._spend(sent)
             wire.write(b"".join(parts))
+
+    def _unrelease(self) -> None:
+        """A new session (none present): the remote forgot the released messages at the
+        front of ``ready``, so their PUBLISH goes again, once their released marks are
+        undone on disk (a restart that finds a session then must not send PUBREL for a
+        PUBLISH the remote may not have)."""
+        for position, item in enumerate(self.ready):
+            if position >= self.window:
+                break
+            if item.released and item.seq not in self.unreleasing:
+                if self.queue.unrelease(item.seq):
+                    self.unreleasing[item.seq] = item
+                else:  # no longer queued: nothing on disk to undo
+                    item.released = False
 
     def _topic(self, topic: str) -> bytes:
         """The encoded topic of a PUBLISH, remembered (a stream reuses its topics)."""

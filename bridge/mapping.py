@@ -64,7 +64,7 @@ class Queued:
     size: int  # topic and payload: what counts against queue.max_bytes
     seq: int = 0  # its place in the bridge's order, once queued; 0: QoS 0 in memory only
     dup: bool = False  # it may have been sent before: DUP on the next send
-    released: bool = False  # QoS 2: PUBREC received, PUBREL sent
+    released: bool = False  # QoS 2: PUBREC received and that on disk: PUBREL, not PUBLISH
 
     @classmethod
     def of(

@@ -11,6 +11,12 @@ acknowledged, and leaves only once the remote broker acknowledged it:
   commit are one). Deleting a row does not count as pending: nobody waits for a
   delete.
 - ``remove(seq)`` deletes a row (the remote acknowledged it, or it was dropped).
+- ``release(seq)`` marks a QoS 2 row *released* (the remote sent PUBREC): from then on
+  the remote owns the message and the bridge sends it PUBREL, never the PUBLISH again
+  in that session. The mark rides the next commit like a delete (``UPDATE ...
+  BETWEEN`` ranges, only QoS 2 pays for it); the forwarder sends the PUBREL once that
+  commit is made (``on_commit``), so that a restart finds every PUBREL that went out
+  on disk. ``unrelease(seq)`` undoes it (a new session: the PUBLISH goes again).
 - ``read(first, limit, callback)`` loads rows from disk, in order, for a backlog that
   does not fit in memory.
 
@@ -79,7 +85,9 @@ __all__ = ["DiskQueue", "QueueIndex", "Queued"]
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+#: 2 added ``queue.released``; a file of version 1 is brought to 2 when it opens (its
+#: rows were never marked: the same as before).
+SCHEMA_VERSION = 2
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -90,9 +98,11 @@ CREATE TABLE IF NOT EXISTS queue (
     qos INTEGER NOT NULL,
     retain INTEGER NOT NULL,
     properties BLOB NOT NULL,
-    received_at REAL NOT NULL
+    received_at REAL NOT NULL,
+    released INTEGER NOT NULL DEFAULT 0
 );
 """
+#: Columns an append binds (``released`` starts at its default, 0).
 _COLUMNS = 7
 #: Rows per INSERT statement, at most. A batch of rows is written with one statement of
 #: exactly its size (and one of this size per 256 more): each statement is a step that
@@ -102,21 +112,30 @@ _COLUMNS = 7
 _MAX_ROWS = 256
 _STATEMENTS = _MAX_ROWS + 32  # the connection's statement cache
 _DELETE = "DELETE FROM queue WHERE seq BETWEEN ? AND ?"
+_MARK = "UPDATE queue SET released = ? WHERE seq BETWEEN ? AND ?"
 _NO_PROPERTIES = bytearray()  # bound, never changed
-_READ = "SELECT * FROM queue WHERE seq >= ? ORDER BY seq LIMIT ?"
+_READ = (
+    "SELECT seq, topic, payload, qos, retain, properties, received_at, released FROM queue"
+    " WHERE seq >= ? ORDER BY seq LIMIT ?"
+)
 
 
 def _queued(row: tuple[Any, ...]) -> Queued:
-    seq, topic, payload, qos, retain, props, received_at = row
+    seq, topic, payload, qos, retain, props, received_at, released = row
     properties = EMPTY
     if props:
         properties, _ = decode_properties(props, 0, len(props), PacketKind.PUBLISH)
-    return Queued.of(topic, bytes(payload), qos, bool(retain), properties, received_at, seq)
+    item = Queued.of(topic, bytes(payload), qos, bool(retain), properties, received_at, seq)
+    item.released = bool(released)
+    return item
 
 
 @functools.cache
 def _insert_sql(rows: int) -> str:
-    return "INSERT INTO queue VALUES " + ",".join(["(?, ?, ?, ?, ?, ?, ?)"] * rows)
+    return (
+        "INSERT INTO queue (seq, topic, payload, qos, retain, properties, received_at) VALUES "
+        + ",".join(["(?, ?, ?, ?, ?, ?, ?)"] * rows)
+    )
 
 
 def _insert_rows(conn: sqlite3.Connection, values: list[Any]) -> None:
@@ -287,6 +306,7 @@ class DiskQueue:
         self._seq = last
         self._inserts: list[Any] = []  # the columns of the rows to insert, one after another
         self._deletes: list[int] = []
+        self._marks: dict[int, int] = {}  # seq -> released (1) or not (0), the last asked
         self._barriers: list[_Barrier] = []
         self._flush_timer: asyncio.TimerHandle | None = None
         #: Rows appended and not yet committed (a plain attribute: the broker reads it
@@ -324,6 +344,11 @@ class DiskQueue:
     def pending_deletes(self) -> int:
         """Rows removed whose delete is not committed yet (after a crash they are back)."""
         return len(self._deletes)
+
+    @property
+    def pending_releases(self) -> int:
+        """Rows marked (or unmarked) released, not committed yet."""
+        return len(self._marks)
 
     @property
     def last(self) -> int:
@@ -370,6 +395,22 @@ class DiskQueue:
             self._deletes += gone
             self._schedule(COMMIT_DELAY_S)
         return len(gone)
+
+    def release(self, seq: int) -> bool:
+        """Marks the QoS 2 row ``seq`` released (the remote sent PUBREC), at the next
+        commit (``on_commit`` then); False when it is not queued."""
+        return self._mark(seq, 1)
+
+    def unrelease(self, seq: int) -> bool:
+        """Undoes ``release(seq)`` at the next commit; False when it is not queued."""
+        return self._mark(seq, 0)
+
+    def _mark(self, seq: int, released: int) -> bool:
+        if self._closed or not self.index.contains(seq):
+            return False
+        self._marks[seq] = released
+        self._schedule(COMMIT_DELAY_S)
+        return True
 
     def commit_now(self) -> None:
         """Commits what was asked now rather than within ``COMMIT_DELAY_S`` (when the
@@ -440,21 +481,28 @@ class DiskQueue:
             self._lend()
 
     def _commit(self) -> None:
-        """One transaction: the rows appended, the rows removed; then the barriers."""
+        """One transaction: the rows appended, the rows released, the rows removed; then
+        the barriers."""
         inserts, deletes, barriers = self._inserts, self._deletes, self._barriers
-        if not (inserts or deletes or barriers):
+        marks = self._marks
+        if not (inserts or deletes or barriers or marks):
             return
         self._inserts, self._deletes, self._barriers = [], [], []
+        if marks:
+            self._marks = {}
         self.batch += 1
         error: BaseException | None = None
         conn = self._conn
         try:
             ranges = _ranges(deletes) if deletes else []
-            statements = -(-len(inserts) // (_MAX_ROWS * _COLUMNS)) + len(ranges)
+            marked = _marked_ranges(marks) if marks else []
+            statements = -(-len(inserts) // (_MAX_ROWS * _COLUMNS)) + len(ranges) + len(marked)
             if statements > 1:  # one statement is a transaction of its own
                 conn.execute("BEGIN")
             if inserts:
                 _insert_rows(conn, inserts)
+            if marked:
+                conn.executemany(_MARK, marked)
             if ranges:
                 conn.executemany(_DELETE, ranges)
             if statements > 1:
@@ -473,7 +521,10 @@ class DiskQueue:
         else:
             self.committed = self._seq - self.pending
             self._written += (
-                _COMMIT_BYTES + 16 * len(deletes) + 24 * rows + sum(map(len, inserts[2::_COLUMNS]))
+                _COMMIT_BYTES
+                + 16 * (len(deletes) + len(marks))
+                + 24 * rows
+                + sum(map(len, inserts[2::_COLUMNS]))
             )
             if self._written >= CHECKPOINT_BYTES and not self._checkpoint_asked:
                 self._checkpoint_asked = True
@@ -611,6 +662,16 @@ def _ranges(seqs: list[int]) -> list[tuple[int, int]]:
     return out
 
 
+def _marked_ranges(marks: dict[int, int]) -> list[tuple[int, int, int]]:
+    """``(released, first, last)`` for ``_MARK``: each value's rows as ``_ranges``."""
+    by_value: dict[int, list[int]] = {}
+    for seq, value in marks.items():
+        by_value.setdefault(value, []).append(seq)
+    return [
+        (value, first, last) for value, seqs in by_value.items() for first, last in _ranges(seqs)
+    ]
+
+
 def _open(path: Path) -> tuple[sqlite3.Connection, int]:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -634,6 +695,13 @@ def _open(path: Path) -> tuple[sqlite3.Connection, int]:
             conn.execute(
                 "INSERT INTO meta (key, value) VALUES ('schema_version', ?)",
                 (str(SCHEMA_VERSION),),
+            )
+        elif row[0] == "1":  # before ``released``: one column more, no row marked
+            conn.executescript(
+                "BEGIN;"
+                " ALTER TABLE queue ADD COLUMN released INTEGER NOT NULL DEFAULT 0;"
+                f" UPDATE meta SET value = '{SCHEMA_VERSION}' WHERE key = 'schema_version';"
+                " COMMIT;"
             )
         elif row[0] != str(SCHEMA_VERSION):
             raise BridgeError(

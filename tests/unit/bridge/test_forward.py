@@ -279,6 +279,7 @@ def test_qos2_flow_and_remote_limits(tmp_path: Path) -> None:
         assert [(p.qos, p.payload) for p in sent] == [(2, b"1")]
         assert (f.dropped["expired"], f.dropped["too_large"]) == (1, 1)
         f.pubrec(2, 0)
+        await _settle(f)  # the PUBREL goes once the row's released mark is committed
         assert [(p.type, p.packet_id) for p in wire.packets()] == [(mb.PacketType.PUBREL, 2)]
         f.pubcomp(2, 0)
         await _settle(f)
