@@ -91,7 +91,7 @@ class Broker:
         )
         self.store: Store = store if store is not None else MemoryStore()
         self.acks = Acknowledgements(self.store)
-        self.wills = WillScheduler(self._publish_will)
+        self.wills = WillScheduler(self._publish_will, self.store)
         self.sessions = SessionRegistry(
             limits, self.counters, self.observers, self.router, self.store, self.wills
         )
@@ -444,7 +444,8 @@ class Broker:
     # -- start-up, housekeeping ---------------------------------------------------------------
 
     def restore(self, snapshot: Snapshot, now: float) -> None:
-        """Rebuilds retained messages, offline sessions and delayed messages at start-up."""
+        """Rebuilds retained messages, offline sessions (with their pending wills) and
+        delayed messages at start-up."""
         for context in snapshot.retained:
             self.retained.set(context)
         self.sessions.restore(snapshot, now)

@@ -8,8 +8,9 @@ A session outlives its connection for its Session Expiry Interval (MQTT 5.0 3.1.
   ``restore``), ``persist`` (a session with an expiry interval is written to a durable
   store);
 - ``went_online`` / ``end_connection``: a connection attaches (the CONNECT policy,
-  ``broker_core.connect``) and detaches; detaching schedules the will (``will``), then
-  the session ends (expiry 0) or its expiry timer starts;
+  ``broker_core.connect``) and detaches; detaching schedules the will (``will``; a
+  persisted session's pending will is persisted too), then the session ends (expiry 0)
+  or its expiry timer starts;
 - ``discard``: the session ends with its subscriptions and queue (expiry, clean start,
   an administrative kick: ``kick``), a ``SessionTerminated`` event. What it owed at
   QoS 1 through a shared subscription goes to another member of the group (MQTT 5.0
@@ -133,9 +134,12 @@ class SessionRegistry:
         session.will = None
         if will is not None:
             # Published after the will delay or when the session ends, whichever is
-            # first; a takeover within the delay cancels it (broker_core.connect).
+            # first; a takeover within the delay cancels it (broker_core.connect). A
+            # persisted session keeps its pending will across a restart; on a takeover
+            # the will is cancelled or published at once, so it is not written.
             delay = min(will.properties.will_delay_interval or 0, state.expiry_interval)
-            self.wills.schedule(state.client_id, will, origin, delay)
+            persist = state.journal is not None and not taken_over
+            self.wills.schedule(state.client_id, will, origin, delay, now, persist)
         if log.isEnabledFor(logging.INFO):
             log.info(
                 "client %s disconnected (reason 0x%02X)",
@@ -231,7 +235,9 @@ class SessionRegistry:
             self.counters.shared_redelivered += 1
 
     def restore(self, snapshot: Snapshot, now: float) -> None:
-        """Rebuilds the offline sessions of the store at start-up; their expiry resumes.
+        """Rebuilds the offline sessions of the store at start-up; their expiry resumes,
+        and so does a pending will's delay (one due while the gateway was down goes out
+        at once).
 
         Beyond ``max_offline_sessions``, those offline the longest end at once.
         """
@@ -260,6 +266,9 @@ class SessionRegistry:
             if state.outgoing:
                 state.next_packet_id = max(state.outgoing) % 0xFFFF + 1
             state.incoming_qos2 = set(restored.incoming_qos2) or None
+            if restored.will is not None:
+                # Before the expiry and the offline bound, which may end it at once.
+                self.wills.restore(state.client_id, restored.will, now)
             offline_for = now - (restored.offline_since or now)
             remaining = max(restored.expiry_interval - offline_for, 0)
             self.schedule_expiry(state, remaining)

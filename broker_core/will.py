@@ -3,6 +3,12 @@
 A will is published when a connection ends without a normal DISCONNECT, after its
 Will Delay Interval or when the session ends, whichever is first [MQTT-3.1.3-9]; a
 new connection with the same client id before then cancels it.
+
+The pending will of a persisted session is persisted with it (``Store.will_saved``),
+its due time as wall-clock time, and deleted once published or cancelled. At start-up
+the store's pending wills are armed again (``restore``); one whose moment passed while
+the gateway was down is published at once. One will per client id: bounded by the
+sessions.
 """
 
 from __future__ import annotations
@@ -11,10 +17,14 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from typing import TYPE_CHECKING, NamedTuple
 
 from broker_core.context import Context, Origin
 from broker_core.mqtt.packets import Will
 from broker_core.mqtt.properties import EMPTY
+
+if TYPE_CHECKING:
+    from broker_core.store.base import RestoredWill, Store
 
 __all__ = ["WillScheduler", "will_context"]
 
@@ -28,39 +38,72 @@ def will_context(will: Will, origin: Origin, now: float) -> Context:
     )
 
 
+class _Pending(NamedTuple):
+    handle: asyncio.TimerHandle
+    will: Will
+    origin: Origin
+    stored: bool  # written to the store: deleted there once published or cancelled
+
+
 class WillScheduler:
     """Pending wills; the Context is built when the will is published, so its Message
     Expiry Interval starts then (MQTT 5.0 3.1.3.2.4)."""
 
-    def __init__(self, publish: Callable[[Context], None]) -> None:
+    def __init__(self, publish: Callable[[Context], None], store: Store) -> None:
         self._publish = publish
-        self._pending: dict[str, tuple[asyncio.TimerHandle, Will, Origin]] = {}
+        self._store = store
+        self._pending: dict[str, _Pending] = {}
 
     def __len__(self) -> int:
         return len(self._pending)
 
-    def schedule(self, client_id: str, will: Will, origin: Origin, delay_s: float) -> None:
+    def schedule(
+        self,
+        client_id: str,
+        will: Will,
+        origin: Origin,
+        delay_s: float,
+        now: float,
+        persist: bool = False,
+    ) -> None:
+        """Publishes ``will`` in ``delay_s`` (at once when 0); ``persist``: its session is
+        in a durable store, and so is the will until it is published or cancelled."""
         self.cancel(client_id)
         if delay_s <= 0:
-            self._publish(will_context(will, origin, time.time()))
+            self._publish(will_context(will, origin, now))
             return
-        loop = asyncio.get_running_loop()
-        handle = loop.call_later(delay_s, self._fire, client_id)
-        self._pending[client_id] = (handle, will, origin)
+        if persist:
+            self._store.will_saved(client_id, now + delay_s, will, origin)
+        self._arm(client_id, will, origin, delay_s, persist)
+
+    def restore(self, client_id: str, pending: RestoredWill, now: float) -> None:
+        """A will the store held at start-up, due at its wall time (one already past: at
+        once, on the next loop turn, when every restored session can receive it)."""
+        delay_s = max(pending.due_at - now, 0.0)
+        self._arm(client_id, pending.will, pending.origin, delay_s, True)
 
     def cancel(self, client_id: str) -> None:
         entry = self._pending.pop(client_id, None)
         if entry is not None:
-            entry[0].cancel()
+            entry.handle.cancel()
+            if entry.stored:
+                self._store.will_deleted(client_id)
 
     def fire_now(self, client_id: str) -> None:
         """The session ended before the delay: publish the will at once."""
         if client_id in self._pending:
-            self._pending[client_id][0].cancel()
+            self._pending[client_id].handle.cancel()
             self._fire(client_id)
+
+    def _arm(
+        self, client_id: str, will: Will, origin: Origin, delay_s: float, stored: bool
+    ) -> None:
+        handle = asyncio.get_running_loop().call_later(delay_s, self._fire, client_id)
+        self._pending[client_id] = _Pending(handle, will, origin, stored)
 
     def _fire(self, client_id: str) -> None:
         entry = self._pending.pop(client_id, None)
         if entry is not None:
-            _, will, origin = entry
-            self._publish(will_context(will, origin, time.time()))
+            if entry.stored:
+                self._store.will_deleted(client_id)
+            self._publish(will_context(entry.will, entry.origin, time.time()))

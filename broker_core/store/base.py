@@ -1,8 +1,9 @@
 """What the broker persists, and the in-memory store that persists nothing.
 
 A ``Store`` receives the broker's changes as they happen (sessions, subscriptions,
-QoS 1/2 deliveries through the ``Journal`` methods, incoming QoS 2 packet ids,
-retained and delayed messages) and writes them in the background. ``barrier(callback)``
+QoS 1/2 deliveries through the ``Journal`` methods, incoming QoS 2 packet ids, the
+pending will of an offline session, retained and delayed messages) and writes them in
+the background. ``barrier(callback)``
 calls back once everything handed over before it is durable: the broker sends PUBACK
 and PUBREC only then, so an acknowledged message survives a crash.
 
@@ -16,10 +17,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from broker_core.context import Context
+from broker_core.context import Context, Origin
+from broker_core.mqtt.packets import Will
 from broker_core.mqtt.session_state import Delivery, SessionState, Subscription
 
-__all__ = ["MemoryStore", "RestoredSession", "Snapshot", "Store"]
+__all__ = ["MemoryStore", "RestoredSession", "RestoredWill", "Snapshot", "Store"]
+
+
+@dataclass(slots=True)
+class RestoredWill:
+    """A will that was pending (its delay running) when the store was last written."""
+
+    due_at: float  # wall-clock time: when its delay runs out, or its session expires
+    will: Will
+    origin: Origin  # the client that left it: the publish policy judges this publisher
 
 
 @dataclass(slots=True)
@@ -30,6 +41,7 @@ class RestoredSession:
     subscriptions: list[Subscription] = field(default_factory=list)
     deliveries: list[Delivery] = field(default_factory=list)  # in order; packet_id 0: queued
     incoming_qos2: set[int] = field(default_factory=set)
+    will: RestoredWill | None = None
 
 
 @dataclass(slots=True)
@@ -82,6 +94,11 @@ class Store(Protocol):
     def subscription_saved(self, state: SessionState, subscription: Subscription) -> None: ...
 
     def subscription_deleted(self, state: SessionState, topic_filter: str) -> None: ...
+
+    # The pending will of an offline session (deleted with the session too)
+    def will_saved(self, client_id: str, due_at: float, will: Will, origin: Origin) -> None: ...
+
+    def will_deleted(self, client_id: str) -> None: ...
 
     # Retained and delayed messages
     def retained_set(self, context: Context) -> None: ...
@@ -145,6 +162,12 @@ class MemoryStore:
         pass
 
     def subscription_deleted(self, state: SessionState, topic_filter: str) -> None:
+        pass
+
+    def will_saved(self, client_id: str, due_at: float, will: Will, origin: Origin) -> None:
+        pass
+
+    def will_deleted(self, client_id: str) -> None:
         pass
 
     def retained_set(self, context: Context) -> None:

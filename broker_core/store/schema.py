@@ -1,8 +1,14 @@
 """The SQLite schema, its version, and opening a database file safely.
 
 The schema carries a version in ``meta``. A database written by a newer edgebus is
-refused with a clear message rather than misread; older versions are migrated here
-(version 1 is the first, so there is nothing to migrate yet).
+refused with a clear message rather than misread; an older one is migrated here, one
+version at a time (``_MIGRATIONS``), each step in one transaction with the new version:
+
+- 1 -> 2: the ``wills`` table, the pending will of an offline session (its Will Delay
+  Interval running, MQTT 5.0 3.1.3.2.2), with its due time as wall-clock time.
+
+``_DDL`` is the current schema, written whole into a new database; every statement in
+it and in the migrations is idempotent (``IF NOT EXISTS``).
 
 A store that existed must not silently start empty. Once a database is open, a marker
 file beside it (``<name>.created``) records that it exists. A database file of 0 bytes
@@ -14,6 +20,8 @@ the empty file). Every error of opening is one ``StoreError`` line, never a trac
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import sqlite3
 import time
@@ -23,9 +31,27 @@ from broker_core.errors import EdgebusError
 
 __all__ = ["SCHEMA_VERSION", "StoreError", "connect", "marker_path"]
 
-SCHEMA_VERSION = 1
+log = logging.getLogger(__name__)
 
-_DDL = """
+SCHEMA_VERSION = 2
+
+# Version 2: the pending will of an offline session, one per session (its client id).
+_WILLS = """
+CREATE TABLE IF NOT EXISTS wills (
+    client_id TEXT PRIMARY KEY,
+    due_at REAL NOT NULL,
+    topic TEXT NOT NULL,
+    payload BLOB NOT NULL,
+    qos INTEGER NOT NULL,
+    retain INTEGER NOT NULL,
+    properties BLOB NOT NULL,
+    origin_protocol TEXT NOT NULL,
+    origin_name TEXT NOT NULL,
+    origin_peer TEXT,
+    origin_username TEXT
+)"""
+
+_DDL = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS messages (
     id INTEGER PRIMARY KEY,
@@ -90,7 +116,13 @@ CREATE TABLE IF NOT EXISTS delayed (
     origin_name TEXT NOT NULL,
     received_at INTEGER NOT NULL
 );
+{_WILLS};
 """
+
+# Version n -> n + 1: the statements, idempotent, run in one transaction with the version.
+_MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: (_WILLS,),
+}
 
 
 class StoreError(EdgebusError):
@@ -189,8 +221,35 @@ def connect(path: Path) -> sqlite3.Connection:
             f"{path}: store schema version {version} is newer than this edgebus supports "
             f"({SCHEMA_VERSION}); upgrade edgebus or point data_dir elsewhere"
         )
-    if version < SCHEMA_VERSION:  # pragma: no cover - no older version exists yet
-        conn.close()
-        raise StoreError(f"{path}: store schema version {version} cannot be migrated")
+    if version < SCHEMA_VERSION:
+        _migrate(conn, path, version)
     _write_marker(path)
     return conn
+
+
+def _migrate(conn: sqlite3.Connection, path: Path, version: int) -> None:
+    """Brings a database of schema ``version`` to ``SCHEMA_VERSION``, step by step; a
+    step that fails is rolled back and leaves the database at the version before it."""
+    while version < SCHEMA_VERSION:
+        steps = _MIGRATIONS.get(version)
+        if steps is None:
+            conn.close()
+            raise StoreError(f"{path}: store schema version {version} cannot be migrated")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for statement in steps:
+                conn.execute(statement)
+            conn.execute(
+                "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version + 1),)
+            )
+            conn.execute("COMMIT")
+        except sqlite3.DatabaseError as exc:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            conn.close()
+            raise StoreError(
+                f"{path}: cannot migrate the store from schema version {version} to"
+                f" {version + 1}: {exc}"
+            ) from exc
+        log.info("store %s migrated from schema version %d to %d", path, version, version + 1)
+        version += 1

@@ -4,7 +4,8 @@ One database file, ``<data_dir>/edgebus.db``, in WAL mode. Changes queue up duri
 event-loop turn and go to the writer thread as one list; the writer commits them in
 batches. A message fanned out to many persistent sessions is written once
 (``messages``) and referenced by one ``deliveries`` row per session; the store counts
-references and deletes a message when its last delivery completes.
+references and deletes a message when its last delivery completes. The pending will of
+an offline session is one ``wills`` row under its client id, deleted with the session.
 
 Backlog policy: the writer's backlog is bounded by ``max_pending`` operations. Past
 it, ``backlogged()`` is true and the broker stops reading from publishing clients
@@ -24,10 +25,10 @@ from typing import Any
 
 from broker_core.context import Context, Origin
 from broker_core.errors import ProtocolError
-from broker_core.mqtt.packets import SubscriptionOptions
+from broker_core.mqtt.packets import SubscriptionOptions, Will
 from broker_core.mqtt.properties import EMPTY, PacketKind, decode_properties
 from broker_core.mqtt.session_state import Delivery, SessionState, Subscription
-from broker_core.store.base import RestoredSession, Snapshot
+from broker_core.store.base import RestoredSession, RestoredWill, Snapshot
 from broker_core.store.schema import StoreError, connect, marker_path
 from broker_core.store.writer import Barrier, Writer
 
@@ -58,6 +59,7 @@ _DELETE_SESSION = (
     "DELETE FROM subscriptions WHERE client_id = ?",
     "DELETE FROM deliveries WHERE client_id = ?",
     "DELETE FROM incoming WHERE client_id = ?",
+    "DELETE FROM wills WHERE client_id = ?",
 )
 _SAVE_SUBSCRIPTION = (
     "INSERT OR REPLACE INTO subscriptions (client_id, topic_filter, qos, no_local,"
@@ -74,6 +76,12 @@ _ADD_DELAYED = (
     " origin_protocol, origin_name, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _DELETE_DELAYED = "DELETE FROM delayed WHERE id = ?"
+_SAVE_WILL = (
+    "INSERT OR REPLACE INTO wills (client_id, due_at, topic, payload, qos, retain, properties,"
+    " origin_protocol, origin_name, origin_peer, origin_username)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_DELETE_WILL = "DELETE FROM wills WHERE client_id = ?"
 
 
 def _properties_blob(context: Context) -> bytes:
@@ -171,10 +179,12 @@ class SqliteStore:
             _transaction(conn), self._loop, self._committed, "store", finish=conn.close
         )
         log.info(
-            "store %s opened in %.2fs: %d sessions, %d retained, %d delayed",
+            "store %s opened in %.2fs: %d sessions (%d with a pending will), %d retained,"
+            " %d delayed",
             self.path,
             time.monotonic() - started,
             len(snapshot.sessions),
+            sum(1 for restored in snapshot.sessions if restored.will is not None),
             len(snapshot.retained),
             len(snapshot.delayed),
         )
@@ -270,6 +280,32 @@ class SqliteStore:
 
     def subscription_deleted(self, state: SessionState, topic_filter: str) -> None:
         self._op((_DELETE_SUBSCRIPTION, (state.client_id, topic_filter)))
+
+    # -- the pending will of an offline session ----------------------------------------------
+
+    def will_saved(self, client_id: str, due_at: float, will: Will, origin: Origin) -> None:
+        props = will.properties
+        self._op(
+            (
+                _SAVE_WILL,
+                (
+                    client_id,
+                    due_at,
+                    will.topic,
+                    will.payload,
+                    will.qos,
+                    int(will.retain),
+                    b"\x00" if props is EMPTY else props.encoded(),
+                    origin.protocol,
+                    origin.name,
+                    origin.peer,
+                    origin.username,
+                ),
+            )
+        )
+
+    def will_deleted(self, client_id: str) -> None:
+        self._op((_DELETE_WILL, (client_id,)))
 
     # -- retained and delayed ---------------------------------------------------------------
 
@@ -457,6 +493,18 @@ class SqliteStore:
             restored = sessions.get(client_id)
             if restored is not None:
                 restored.incoming_qos2.add(packet_id)
+        for row in conn.execute(
+            "SELECT client_id, due_at, topic, payload, qos, retain, properties, origin_protocol,"
+            " origin_name, origin_peer, origin_username FROM wills"
+        ):
+            client_id, due_at, topic, payload, qos, retain, props, *origin = row
+            restored = sessions.get(client_id)
+            if restored is not None:
+                properties, _ = decode_properties(props, 0, len(props), PacketKind.WILL)
+                will = Will(topic, bytes(payload), qos, bool(retain), properties)
+                restored.will = RestoredWill(due_at, will, Origin(*origin))
+        # A will belongs to its session (both go in one commit): none is left without it.
+        conn.execute("DELETE FROM wills WHERE client_id NOT IN (SELECT client_id FROM sessions)")
         # Messages no delivery refers to any more (a crash between the two deletes).
         orphans = [(m,) for m in contexts if m not in self._message_refs]
         if orphans:
