@@ -38,6 +38,16 @@ Where a queued message is, in the order of the queue (``seq``)::
   delivered the message depends on it: mosquitto delivers an incoming QoS 2 message
   only when our PUBREL comes, and drops it with the session before that (EMQX delivers
   at the PUBLISH). The PUBLISH is then sent again: at least once, never lost.
+- MQTT 3.1.1 has no Receive Maximum, and a remote refusing a PUBLISH over its quota
+  answers with a PUBACK or PUBREC that 3.1.1 cannot mark as a refusal: the message is
+  gone (a PUBREL gets its PUBCOMP as any other). Mosquitto 2.0 (Debian's 2.0.11, and
+  upstream since 2.0.16) refuses a client's QoS 1 or QoS 2 PUBLISH while
+  ``max_inflight_messages`` (20 by default) of its QoS 2 messages await their PUBCOMP
+  (QoS 1 holds no place: it is acknowledged at once); EMQX a QoS 2 one beyond
+  ``max_awaiting_rel`` (100 by default). So on a 3.1.1 link at most
+  ``QOS2_INFLIGHT_V311`` QoS 2 messages are in flight (sent, no PUBCOMP yet), and no
+  QoS 1/2 PUBLISH goes while that many are; an MQTT 5 link follows the remote's
+  Receive Maximum (a refusal there, 0x97, is counted as ``rejected``).
 - When the link is lost, the inflight messages go back to the front of ``ready`` with
   DUP set; after a restart the first ``max_inflight`` messages are sent with DUP set,
   because they may have been sent before. That is all that is ever sent twice.
@@ -65,7 +75,15 @@ from broker_core.mqtt.properties import EMPTY, Properties
 from broker_core.mqtt.wire import encode_utf8
 from gateway.config.models.bridges import BridgeConfig
 
-__all__ = ["DROP_REASONS", "MID_SPAN", "READY_BYTES", "READY_MESSAGES", "Forwarder", "Wire"]
+__all__ = [
+    "DROP_REASONS",
+    "MID_SPAN",
+    "QOS2_INFLIGHT_V311",
+    "READY_BYTES",
+    "READY_MESSAGES",
+    "Forwarder",
+    "Wire",
+]
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +94,11 @@ MID_SPAN = 65000
 #: makes the bridge read back what it has just written.
 READY_MESSAGES = 50_000
 READY_BYTES = 16 * 1024 * 1024
+#: QoS 2 messages in flight on an MQTT 3.1.1 link, at most (and while that many are, no
+#: QoS 1 PUBLISH goes either): mosquitto's default ``max_inflight_messages``, at which it
+#: drops a 3.1.1 client's QoS 1/2 message behind a plain PUBACK / PUBREC (see the module
+#: docstring). MQTT 5 says its limit (Receive Maximum).
+QOS2_INFLIGHT_V311 = 20
 
 #: Why messages are dropped: ``dropped_<reason>`` in the bridge's stats.
 DROP_REASONS = (
@@ -118,6 +141,8 @@ class Forwarder:
         self.inflight: dict[int, Queued] = {}
         self.wire: Wire | None = None
         self.window = config.max_inflight
+        self.qos2_window = self.window  # QoS 2 messages in flight, at most
+        self.qos2_inflight = 0
         #: QoS 2 messages the remote sent PUBREC for, by seq: their PUBRELs wait for the
         #: commit that marks them released on disk.
         self.releasing: dict[int, Queued] = {}
@@ -261,12 +286,14 @@ class Forwarder:
         self.wire = wire
         self.session_present = session_present
         self.window = min(self.config.max_inflight, receive_maximum or 65535)
+        self.qos2_window = self.window if wire.level == 5 else min(self.window, QOS2_INFLIGHT_V311)
         self.max_packet = max_packet
         self._schedule_pump()
 
     def detach(self) -> None:
         """The link is gone: what was in flight is sent again on the next one."""
         self.wire = None
+        self.qos2_inflight = 0
         if self.inflight:
             again = list(self.inflight.values())
             self.inflight.clear()
@@ -294,6 +321,8 @@ class Forwarder:
         pop = self.inflight.pop
         seqs = [item.seq for mid in mids if (item := pop(mid, None)) is not None]
         if seqs:
+            if self.qos2_inflight:  # recount: a remote may PUBACK a QoS 2 message
+                self.qos2_inflight = sum(item.qos == 2 for item in self.inflight.values())
             self.acked += len(seqs)
             # Their places in the window free up when their deletes are committed
             # (``_committed`` pumps then), unless they were not queued any more.
@@ -315,7 +344,7 @@ class Forwarder:
             return  # its PUBREL went out (or goes) on this link: a PUBREC again, ignored
         if self.queue.release(item.seq):
             self.releasing[item.seq] = item
-            if 2 * len(self.releasing) >= self.window:
+            if 2 * len(self.releasing) >= self.qos2_window:
                 self.queue.commit_now()  # as ``_hurry``: the QoS 2 window waits on it
         else:  # no longer queued (dropped meanwhile): nothing to keep on disk
             item.released = True
@@ -351,6 +380,8 @@ class Forwarder:
     def _finish(self, item: Queued | None, code: int) -> None:
         if item is None:
             return
+        if item.qos == 2 and self.qos2_inflight:
+            self.qos2_inflight -= 1
         if code >= 0x80:
             self.rejected += 1
             if "rejected" not in self._warned:
@@ -421,6 +452,8 @@ class Forwarder:
         topics = self._topic_bytes
         oldest = next(iter(inflight.values())).seq if inflight else 0
         space = room - len(inflight)  # in the window
+        qos2 = self.qos2_inflight
+        qos2_window = self.qos2_window
         parts: list[bytes] = []
         append = parts.append
         sent = 0
@@ -429,6 +462,8 @@ class Forwarder:
             qos = item.qos
             seq = item.seq
             if qos:
+                if qos2 >= qos2_window:
+                    break  # the remote's quota, full of QoS 2 (MQTT 3.1.1)
                 if qos == 2:
                     if seq > committed:
                         break  # see the module docstring: QoS 2 goes out once on disk
@@ -439,6 +474,8 @@ class Forwarder:
                 if space <= 0 or (inflight and seq - oldest >= MID_SPAN):
                     break
                 space -= 1
+                if qos == 2:
+                    qos2 += 1
             ready.popleft()
             self.ready_bytes -= item.size
             mid = seq % MID_SPAN + 1 if qos else 0
@@ -451,6 +488,7 @@ class Forwarder:
                     if properties is None:
                         self._discard(item, "expired")
                         space += 1 if qos else 0
+                        qos2 -= qos == 2
                         continue
                 topic = topics.get(item.topic) or self._topic(item.topic)
                 payload = item.payload
@@ -466,6 +504,7 @@ class Forwarder:
                 if max_packet is not None and len(header) + length > max_packet:
                     self._discard(item, "too_large")
                     space += 1 if qos else 0
+                    qos2 -= qos == 2
                     continue
                 append(header)
                 append(topic)
@@ -482,6 +521,7 @@ class Forwarder:
                 inflight[mid] = item
             elif seq:
                 queue.remove(seq)
+        self.qos2_inflight = qos2
         if sent:
             self.sent += sent
             self._spend(sent)
