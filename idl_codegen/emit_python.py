@@ -12,11 +12,14 @@ with their fully qualified IDL name as ``typename``. Field annotations use the
 types.sequence(types.int32, 8)]``), which type-checks without a mypy plugin. Every
 struct member has a default (``@default`` or the IDL zero value), so ``Msg()`` is a
 valid sample. Generator imports use ``_``-prefixed names, which no IDL name can clash
-with.
+with. The class body is a scope of its own, where a member named like a builtin the
+generated code uses (``str: str = ""``) hides it from the lines after it: in such a class
+those builtins are written ``_builtins.str``, ``_builtins.list``, ...
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from idl_codegen.graph import components
@@ -61,8 +64,11 @@ from idl_codegen.pysource import (
 
 __all__ = ["PythonEmitter", "PythonOptions", "emit_python"]
 
-_GENERATOR_NAMES = frozenset({"_abc", "_annotate", "_dataclass", "_field", "_idl", "_types",
-                              "_typing"})
+_GENERATOR_NAMES = frozenset({"_abc", "_annotate", "_builtins", "_dataclass", "_field", "_idl",
+                              "_types", "_typing"})
+# builtins the generated class bodies name (annotations, defaults, the outermost iterable
+# of a comprehension): a member of the same name would hide them from the lines after it
+CLASS_BUILTINS = frozenset({"bool", "bytes", "float", "int", "list", "range", "str"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +225,7 @@ class _FileRenderer:
     reserved: set[str] = field(default_factory=set)
     needs: set[str] = field(default_factory=set)
     used: set[str] = field(default_factory=set)
+    shadowed: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         schema = self.emitter.schema
@@ -252,6 +259,17 @@ class _FileRenderer:
 
     # -- references --------------------------------------------------------------------
 
+    def builtin(self, name: str) -> str:
+        """How the class being rendered names builtin ``name``."""
+        if name not in self.shadowed:
+            return name
+        self.needs.add("_builtins")
+        return f"_builtins.{name}"
+
+    def _shadowing(self, py_names: Iterable[str]) -> None:
+        """Start a class whose members have these Python names."""
+        self.shadowed = CLASS_BUILTINS.intersection(py_names)
+
     def ref_name(self, qualified: str) -> str:
         """The Python name of a declared type as this file sees it."""
         if qualified in self.imports:
@@ -267,10 +285,12 @@ class _FileRenderer:
         """The cyclonedds type descriptor of ``ref``."""
         if isinstance(ref, PrimitiveType):
             self.needs.add("_types")
-            return {"boolean": "bool", "octet": "_types.byte"}.get(ref.kind, f"_types.{ref.kind}")
+            if ref.kind == "boolean":
+                return self.builtin("bool")
+            return "_types.byte" if ref.kind == "octet" else f"_types.{ref.kind}"
         if isinstance(ref, StringType):
             if ref.bound is None:
-                return "str"
+                return self.builtin("str")
             self.needs.add("_types")
             return f"_types.bounded_str({ref.bound})"
         if isinstance(ref, SequenceType):
@@ -292,10 +312,10 @@ class _FileRenderer:
         """The Python type mypy sees for ``ref``."""
         if isinstance(ref, PrimitiveType):
             if ref.kind in FLOAT_KINDS:
-                return "float"
-            return {"boolean": "bool", "char": "str"}.get(ref.kind, "int")
+                return self.builtin("float")
+            return self.builtin({"boolean": "bool", "char": "str"}.get(ref.kind, "int"))
         if isinstance(ref, StringType):
-            return "str"
+            return self.builtin("str")
         if isinstance(ref, SequenceType | ArrayType):
             self.needs.add("_abc")
             inner = self.py_type(ref.element)
@@ -355,16 +375,16 @@ class _FileRenderer:
         element = self.emitter.schema.resolve(array.element)
         dims = list(array.dims)
         if isinstance(element, PrimitiveType) and element.kind in ("octet", "uint8"):
-            text = f"bytes({dims.pop()})"
+            text = f"{self.builtin('bytes')}({dims.pop()})"
             if not dims:
                 return text, True
         else:
             text, immutable = self.value(array.element)
             last = dims.pop()
             text = f"[{text}] * {last}" if immutable else \
-                f"[{text} for _ in range({last})]"
+                f"[{text} for _ in {self.builtin('range')}({last})]"
         for dim in reversed(dims):
-            text = f"[{text} for _ in range({dim})]"
+            text = f"[{text} for _ in {self.builtin('range')}({dim})]"
         return text, False
 
     def literal(self, value: Value, resolved: object) -> str:
@@ -373,7 +393,10 @@ class _FileRenderer:
         if isinstance(resolved, PrimitiveType) and resolved.kind in FLOAT_KINDS \
                 and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
-        return python_literal(_python_value(value, resolved))
+        text = python_literal(_python_value(value, resolved))
+        if text.startswith("float("):
+            return self.builtin("float") + text[len("float"):]
+        return text
 
     def default(self, member: Member) -> str:
         if member.optional:
@@ -387,7 +410,7 @@ class _FileRenderer:
             return text
         self.needs.add("_field")
         if text == "[]":
-            return "_field(default_factory=list)"
+            return f"_field(default_factory={self.builtin('list')})"
         if text.endswith("()") and text[:-2].isidentifier():
             return f"_field(default_factory={text[:-2]})"
         return f"_field(default_factory=lambda: {text})"
@@ -415,6 +438,7 @@ class _FileRenderer:
     def _imports(self) -> list[str]:
         plain = [line for name, line in (
             ("_abc", "import collections.abc as _abc"),
+            ("_builtins", "import builtins as _builtins"),
             ("_typing", "import typing as _typing"),
             ("_idl", "import cyclonedds.idl as _idl"),
             ("_annotate", "import cyclonedds.idl.annotations as _annotate"),
@@ -432,6 +456,7 @@ class _FileRenderer:
         return import_blocks(plain, entries, self.module.split(".")[0])
 
     def _declaration(self, declared: Declared) -> list[str]:
+        self._shadowing(())
         if isinstance(declared, StructType):
             return self._struct(declared)
         if isinstance(declared, UnionType):
@@ -479,6 +504,7 @@ class _FileRenderer:
             taken.add(py)
             py_names[member.name] = py
             own.append((member, py))
+        self._shadowing(py_names.values())
         if struct.keylist is not None:
             keys = ", ".join(f'"{py_names[key]}"' for key in struct.keylist)
             lines.append(f"@_annotate.keylist([{keys}])")
@@ -527,9 +553,12 @@ class _FileRenderer:
         lines.append(f"class {name}(_idl.IdlUnion, discriminator={discriminator}{key}, "
                      f'typename="{union.name}"):')
         taken = set(self.reserved) | UNION_RESERVED
+        case_names: list[str] = []
         for case in union.cases:
-            py = python_name(case.name, taken)
-            taken.add(py)
+            case_names.append(python_name(case.name, taken))
+            taken.add(case_names[-1])
+        self._shadowing(case_names)
+        for case, py in zip(union.cases, case_names, strict=True):
             self.needs.update({"_typing", "_types"})
             descriptor = self.descriptor(case.type)
             if case.is_default:

@@ -59,7 +59,7 @@ def wrap_all(lines: list[str]) -> list[str]:
 
 
 
-_STDLIB = frozenset({"collections", "dataclasses", "typing"})
+_STDLIB = frozenset({"builtins", "collections", "dataclasses", "typing"})
 
 
 def natural(text: str) -> tuple[str | int, ...]:

@@ -154,3 +154,81 @@ def test_derived_structs_restate_inherited_factory_defaults(write_idl: Write, tm
 ])
 def test_python_literals(value: object, text: str) -> None:
     assert python_literal(value) == text  # type: ignore[arg-type]
+
+
+def _builtin_member_names() -> list[str]:
+    """Every public Python builtin name, once per spelling IDL tells apart (case-blind)."""
+    import builtins
+    import keyword
+
+    seen: dict[str, str] = {}
+    for name in dir(builtins):
+        if not name.startswith("_") and not keyword.iskeyword(name):
+            seen.setdefault(name.lower(), name)
+    return sorted(seen.values())
+
+
+# members of every kind whose annotation or default names a builtin in the class body
+_EVERY_KIND = ("typedef string<4> Short; typedef long Longs[2];\n"
+               "struct Inner { long x; };\n"
+               "struct S { @optional long before; %s\n"
+               "  boolean flag; string text; string<8> bounded; char c; double d; long n;\n"
+               "  @default(1.5) double half; Short short4; Longs arr; sequence<long> items;\n"
+               "  octet raw[2]; long grid[2][3]; octet blobs[2][2]; Inner inner;\n"
+               "  @optional string maybe; @optional double mf; };\n"
+               "union U switch (long) { %s\n"
+               "  case 1001: boolean flag; case 1002: string text; case 1003: double d;\n"
+               "  case 1004: long n; case 1005: Short short4; case 1006: sequence<long> items;\n"
+               "  case 1007: octet raw[2]; default: Inner inner; };")
+
+
+def test_members_named_like_builtins_keep_their_names_and_import(write_idl: Write,
+                                                                  tmp_path: Path) -> None:
+    """``struct Msg { string str; string<8> name; }``: member ``str`` hides the builtin in
+    the class body, so the generated class refers to ``_builtins.str`` instead."""
+    names = _builtin_member_names()
+    struct_members = " ".join(f"long _{name};" for name in names)
+    union_cases = " ".join(f"case {i}: long _{name};" for i, name in enumerate(names))
+    text = "module m { " + _EVERY_KIND % (struct_members, union_cases) + " };"
+    files = python_of(write_idl, text)
+    assert '    str: _types.int32 = 0\n' in files["m/_S.py"]
+    assert '    text: _builtins.str = ""\n' in files["m/_S.py"]
+    out = write_tree(files, tmp_path / "out")
+    lint = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--config",
+                           str(ROOT / "pyproject.toml"), str(out)],
+                          capture_output=True, text=True, timeout=unit(60), check=False)
+    assert lint.stdout + lint.stderr == "All checks passed!\n"
+    config = tmp_path / "mypy.ini"
+    config.write_text("[mypy]\npython_version = 3.11\nstrict = True\nwarn_unused_ignores = True\n"
+                      "disallow_untyped_calls = False\n")
+    typed = subprocess.run([sys.executable, "-m", "mypy", "--config-file", str(config),
+                            "--cache-dir", str(tmp_path / ".mypy_cache"), "-p", "m"],
+                           cwd=out, capture_output=True, text=True, timeout=unit(120),
+                           check=False)
+    assert typed.stdout.startswith("Success: no issues found in "), typed.stdout
+    code = ("from m import S, U\ns = S()\n"
+            "print(S.deserialize(s.serialize()) == s, s.str, s.text, s.items, s.raw, s.half)\n"
+            "u = U(text='x')\nprint(U.deserialize(u.serialize()) == u)\n")
+    assert run_python(code, out) == "True 0  [] b'\\x00\\x00' 1.5\nTrue\n"
+
+
+def test_loaded_builtin_member_names_round_trip_in_json(write_idl: Write) -> None:
+    import idl_codegen
+
+    schema = idl_codegen.load(write_idl(
+        "module m { struct Msg { string str; string<8> name; };\n"
+        "struct Flags { boolean bool; boolean enabled; long list; sequence<long> items;\n"
+        "  long bytes; octet raw[2]; long range; long grid[2][2]; double _float;\n"
+        "  @default(2.5) double half; };\n"
+        "union V switch (long) { case 1: string str; case 2: string text; }; };"))
+    codec = schema.codec("m::Msg")
+    sample = schema["m::Msg"](str="a", name="b")
+    assert codec.dumps(sample) == b'{"str":"a","name":"b"}'
+    assert codec.loads(b'{"str":"a","name":"b"}') == sample
+    flags = schema.codec("m::Flags")
+    value = flags.to_json(schema["m::Flags"]())
+    assert list(value) == ["bool", "enabled", "list", "items", "bytes", "raw", "range", "grid",
+                           "float", "half"]
+    assert flags.from_json(value) == schema["m::Flags"]()
+    union = schema.codec("m::V")
+    assert union.loads(b'{"discriminator":1,"str":"s"}') == schema["m::V"](str="s")
