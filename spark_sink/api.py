@@ -49,6 +49,10 @@ class StreamOffsets(BaseModel):
     records: int = Field(description="Records held: `end - start`.")
     bytes: int = Field(description="Bytes of the segment files.")
     segments: int = Field(description="Segment files.")
+    log: str = Field(
+        description="The log's id: another one means the log was replaced (another"
+        " `stream.path`, a wiped `data_dir`) and its offsets started again from 0."
+    )
 
 
 def _stream_log(supervisor: Components) -> StreamLog:
@@ -70,6 +74,7 @@ async def stream_offsets(supervisor: Components) -> StreamOffsets:
         records=bounds.end - bounds.start,
         bytes=bounds.bytes,
         segments=bounds.segments,
+        log=bounds.id,
     )
 
 

@@ -16,6 +16,11 @@ and a checkpointed sink (Parquet's ``_spark_metadata``) writes every record once
   gateway for its end and caps it by ``maxRowsPerBatch`` (``ReadMaxRows``) and, under
   ``Trigger.AvailableNow``, by the end seen when the query started
   (``SupportsTriggerAvailableNow``).
+- A streaming offset names its log too, ``{"offset": N, "log": id}`` (the id of
+  ``/stream/offsets``). A log with another id, or an end below the query's offset, was
+  replaced or reset: ``DataLossError``, or with ``failOnDataLoss=false`` a warning and a
+  batch ``{"offset": end, "log": id, "from": start}`` that reads the new log from its
+  start. ``startingOffsets`` beyond the log's end: likewise an error, or its end.
 - ``commit(end)`` does nothing: the log keeps records by its own retention, and Spark
   calls it only when the next batch is planned.
 - A gateway without pyarrow answers ``format=arrow`` with 406; the source then reads
@@ -159,6 +164,32 @@ def _from_json_lines(body: Any, target: Any, rows_per_batch: int = 10_000) -> It
         yield pa.RecordBatch.from_pylist(rows, schema=target)
 
 
+def _offset(offset: int, bounds: dict[str, Any]) -> dict[str, Any]:
+    """A streaming offset: ``offset`` in the log whose id ``bounds`` gives."""
+    found: dict[str, Any] = {"offset": offset}
+    if bounds.get("log"):
+        found["log"] = bounds["log"]
+    return found
+
+
+def _replaced(start: dict[str, Any], bounds: dict[str, Any]) -> str | None:
+    """Why the log ``bounds`` describes is not the one the query read up to ``start``
+    (replaced or reset: its offsets started again from 0), or None when it is."""
+    begin = int(start["offset"])
+    advice = (
+        "the log was replaced or reset; records may have been missed; start a new"
+        " checkpoint or set failOnDataLoss=false"
+    )
+    if int(bounds["end"]) < begin:
+        return f"the log's end offset {bounds['end']} is below the query's offset {begin}: {advice}"
+    if start.get("log") and bounds.get("log") and start["log"] != bounds["log"]:
+        return (
+            f"the gateway's stream log {bounds['log']} is not the log {start['log']} the query"
+            f" read up to offset {begin}: {advice}"
+        )
+    return None
+
+
 class EdgebusBatchReader(DataSourceReader):
     """``spark.read.format("edgebus")``: offsets ``[startOffset, endOffset)``."""
 
@@ -188,17 +219,33 @@ class EdgebusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.options = options
         self.schema = schema
         self._target: int | None = None  # Trigger.AvailableNow: the end to stop at
-        self._last: int | None = None  # the end last planned (Spark < 4.2)
+        self._last: dict[str, Any] | None = None  # the end last planned (Spark < 4.2)
+
+    def _bounds(self) -> dict[str, Any]:
+        return _client(self.options).offsets()
 
     def _end(self) -> int:
-        return int(_client(self.options).offsets()["end"])
+        return int(self._bounds()["end"])
 
-    def initialOffset(self) -> dict[str, int]:
+    def initialOffset(self) -> dict[str, Any]:
         starting = self.options.starting
+        bounds = self._bounds()
+        begin = bounds["start"] if starting == "earliest" else bounds["end"]
         if isinstance(starting, int):
-            return {"offset": starting}
-        bounds = _client(self.options).offsets()
-        return {"offset": bounds["start"] if starting == "earliest" else bounds["end"]}
+            begin = starting
+            if starting > bounds["end"]:
+                message = (
+                    f"option startingOffsets {starting} is beyond the log's end offset"
+                    f" {bounds['end']}: this log never held it"
+                )
+                if self.options.fail_on_data_loss:
+                    raise DataLossError(
+                        message + "; give an offset the log holds (GET /api/v1/stream/offsets),"
+                        " or set failOnDataLoss=false to start at the log's end"
+                    )
+                log.warning("%s; starting at the log's end (failOnDataLoss=false)", message)
+                begin = bounds["end"]
+        return _offset(begin, bounds)
 
     def getDefaultReadLimit(self) -> Any:
         rows = self.options.max_rows_per_batch
@@ -207,27 +254,43 @@ class EdgebusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadMaxRows(rows)
 
     def latestOffset(
-        self, start: dict[str, int] | None = None, limit: Any = None
-    ) -> dict[str, int]:
-        end = self._end()
+        self, start: dict[str, Any] | None = None, limit: Any = None
+    ) -> dict[str, Any]:
+        bounds = self._bounds()
+        end = int(bounds["end"])
         if self._target is not None:
             end = min(end, self._target)
         if start is None:  # Spark < 4.2: no admission control from the engine
-            begin = self._last
+            start = self._last
             rows = self.options.max_rows_per_batch
         else:
-            begin = int(start["offset"])
             rows = (
                 limit.max_rows
                 if ReadMaxRows is not None and isinstance(limit, ReadMaxRows)
                 else None
             )
-        if begin is not None:
+        if start is None:
+            latest = _offset(end, bounds)
+        else:
+            begin = int(start["offset"])
+            replaced = _replaced(start, bounds)
+            if replaced is not None:
+                if self.options.fail_on_data_loss:
+                    raise DataLossError(replaced)
+                log.warning(
+                    "%s; reading the new log from its start, offset %d (failOnDataLoss=false)",
+                    replaced,
+                    bounds["start"],
+                )
+                begin = int(bounds["start"])
+                end = int(bounds["end"])
             if rows is not None:
                 end = min(end, begin + rows)
-            end = max(end, begin)
-        self._last = end
-        return {"offset": end}
+            latest = _offset(max(end, begin), bounds)
+            if replaced is not None:
+                latest["from"] = begin
+        self._last = latest
+        return latest
 
     def reportLatestOffset(self) -> dict[str, int]:
         return {"offset": self._end()}
@@ -235,8 +298,9 @@ class EdgebusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = self._end()
 
-    def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
-        return _split(int(start["offset"]), int(end["offset"]), self.options.partition_rows)
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        begin = int(end.get("from", start["offset"]))  # "from": a replaced log's start
+        return _split(begin, int(end["offset"]), self.options.partition_rows)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, OffsetRange)

@@ -23,6 +23,9 @@ never write one directory: whoever opens it owns it until ``close``.
 - **Retention.** Whole segments go, oldest first, while the newest record of the oldest
   one is older than ``retention_s``, or while the log holds more than ``max_bytes``. The
   segment being written is never deleted; a new one starts past ``segment_bytes``.
+- **Identity.** ``open`` gives a new log a random id (file ``log-id``), kept for its
+  life: a reader that sees another id knows the log was replaced (another path, a wiped
+  directory) and its offsets started again from 0.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import logging
 import os
 import threading
 import time
+import uuid
 from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -58,6 +62,7 @@ __all__ = ["Bounds", "RecordsDeleted", "StreamLog", "StreamLogError", "encode_ch
 log = logging.getLogger(__name__)
 
 SUFFIX = ".log"
+ID_FILE = "log-id"  # a random id the log gets when created: readers tell a new log from it
 #: The most records, and about the most payload bytes, in one batch on disk: bounds
 #: what a reader holds in memory at a time.
 MAX_BATCH_RECORDS = 8192
@@ -82,6 +87,7 @@ class Bounds:
     end: int
     bytes: int
     segments: int
+    id: str = ""
 
 
 @dataclass
@@ -128,6 +134,7 @@ class StreamLog:
         self._lock = threading.Lock()  # the segment list and the committed state
         self._write_lock = threading.Lock()  # the file being appended to
         self._segments: list[_Segment] = []
+        self.id = ""  # ID_FILE's, read by open()
         self._fd = -1  # the last segment's, for appending
         self._closed = False
         self._synced_at = time.monotonic()
@@ -157,7 +164,24 @@ class StreamLog:
         if not segments:
             segments.append(_Segment(0, self.directory / _name(0), 0, 0))
         self._segments = segments
+        self.id = self._read_id()
         self._open_for_append(segments[-1])
+
+    def _read_id(self) -> str:
+        """The log's id (``ID_FILE``), made when the log has none: a log at another path,
+        or a wiped one, has another, so a reader can tell it restarted at offset 0."""
+        path = self.directory / ID_FILE
+        try:
+            found = path.read_text(encoding="ascii").strip()
+        except FileNotFoundError:
+            found = ""
+        if found:
+            return found
+        made = uuid.uuid4().hex
+        partial = path.with_name(ID_FILE + ".tmp")
+        partial.write_text(made + "\n", encoding="ascii")
+        os.replace(partial, path)
+        return made
 
     def _scan(self, path: Path, base: int, verify: bool) -> _Segment:
         """The segment at ``path`` with its index; a torn tail is cut off."""
@@ -385,6 +409,7 @@ class StreamLog:
                 segments[-1].end,
                 sum(segment.size for segment in segments),
                 len(segments),
+                self.id,
             )
 
     def read(self, start: int, end: int) -> Iterator[Columns]:

@@ -184,6 +184,7 @@ def test_reading_ranges_limits_topics_and_formats(tmp_path: Path) -> None:
             "records": 50,
             "bytes": offsets_of(http)["bytes"],
             "segments": 1,
+            "log": offsets_of(http)["log"],
         }
         assert [r["offset"] for r in records_of(http, start=10, end=14)] == [10, 11, 12, 13]
         assert [r["offset"] for r in records_of(http, start=10, limit=3)] == [10, 11, 12]

@@ -74,7 +74,7 @@ def test_segment_files_are_named_after_their_first_offset(tmp_path: Path) -> Non
     for first in range(0, 300, 30):
         log.append(_batch(first, 30))
     log.close()
-    names = sorted(p.name for p in tmp_path.iterdir())
+    names = sorted(p.name for p in tmp_path.glob("*.log"))
     assert names[0] == "00000000000000000000.log"
     bases = [int(name.removesuffix(".log")) for name in names]
     assert bases == sorted(bases) and len(bases) > 1
