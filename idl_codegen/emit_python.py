@@ -549,6 +549,7 @@ class _FileRenderer:
             assert isinstance(resolved, PrimitiveType)
             discriminator = self.descriptor(resolved)
         key = ", discriminator_is_key=True" if union.key_discriminator else ""
+        boolean = isinstance(resolved, PrimitiveType) and resolved.kind == "boolean"
         self.needs.add("_idl")
         lines.append(f"class {name}(_idl.IdlUnion, discriminator={discriminator}{key}, "
                      f'typename="{union.name}"):')
@@ -568,10 +569,21 @@ class _FileRenderer:
                 label_text = labels[0] if len(labels) == 1 else "[" + ", ".join(labels) + "]"
                 holder = f"_types.case({label_text}, {descriptor})"
             py_type = self.py_type(case.type)
-            optional = f"{py_type} | None" if '"' not in py_type else \
-                '"' + py_type.replace('"', "") + ' | None"'
+            codes: list[str] = []
+            if boolean:
+                # typing caches Annotated[...] by equal arguments and cyclonedds' case(True, T)
+                # == case(1, T): another union's alias would hand this union its labels (or
+                # this one its labels to them). The cache is keyed by the arguments' types
+                # too, and every other union writes ``T | None`` (types.UnionType or a str),
+                # so typing.Optional gives boolean unions their own entries.
+                optional = f"_typing.Optional[{py_type}]"
+                codes.append("UP045")
+            elif '"' not in py_type:
+                optional = f"{py_type} | None"
+            else:
+                optional = '"' + py_type.replace('"', "") + ' | None"'
             annotation = f"_typing.Annotated[{optional}, {holder}]"
-            lines += noqa(wrap(f"    {py}: {annotation}", "    "), py, [])
+            lines += noqa(wrap(f"    {py}: {annotation}", "    "), py, codes)
             if case.member_id is not None:
                 lines.append(f'    _annotate.member_id("{py}", {case.member_id})')
             if py != case.name:

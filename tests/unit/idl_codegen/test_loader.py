@@ -105,3 +105,46 @@ def test_tracebacks_show_generated_source() -> None:
     module = __import__(cls.__module__, fromlist=["x"])
     assert "class Msg(" in "".join(linecache.getlines(module.__spec__.origin or
                                                       f"<idl_codegen {cls.__module__}>"))
+
+
+_BOOL_UNION = ("module a { union Flag switch (boolean) { case TRUE: long on; default: double off; };"
+               " union Low switch (boolean) { case FALSE: long low; default: short high; }; };")
+_INT_UNION = ("module b { union Reading switch (short) { case 1: long count; case 2: double level; };"
+              " union Zero switch (long) { case 0: short zero; case 5: long five; }; };")
+_LABELS_CHECK = """
+import sys, idl_codegen
+first, second = (idl_codegen.load(path) for path in sys.argv[1:])
+schemas = {**first.types, **second.types}
+codecs = {name: (first if name in first else second).codec(name) for name in schemas}
+samples = [("a::Flag", dict(on=5), True), ("a::Low", dict(low=5), False),
+           ("b::Reading", dict(count=5), 1), ("b::Zero", dict(zero=5), 0)]
+for name, member, expected in samples:
+    sample = schemas[name](**member)
+    assert type(sample.discriminator) is type(expected), (name, sample.discriminator)
+    assert sample.discriminator == expected, (name, sample.discriminator)
+    text = codecs[name].dumps(sample)
+    assert codecs[name].loads(text) == sample, name
+    print(name, text.decode())
+"""
+
+
+@pytest.mark.parametrize("bool_first", [True, False])
+def test_union_labels_do_not_leak_between_boolean_and_integer_unions(
+        write_idl: Write, bool_first: bool) -> None:
+    """typing caches Annotated[T | None, case(1, T)] by equality and case(True, T) ==
+    case(1, T): a boolean union and an integer union must not share labels, whichever
+    is loaded first (in a fresh process, so nothing else filled the cache)."""
+    import subprocess
+    import sys
+
+    from tests.helpers.timeouts import unit
+
+    paths = [str(write_idl(_BOOL_UNION, "a.idl")), str(write_idl(_INT_UNION, "b.idl"))]
+    if not bool_first:
+        paths.reverse()
+    done = subprocess.run([sys.executable, "-c", _LABELS_CHECK, *paths], capture_output=True,
+                          text=True, timeout=unit(60), check=False)
+    assert done.stderr == ""
+    assert done.stdout.splitlines() == [
+        'a::Flag {"discriminator":true,"on":5}', 'a::Low {"discriminator":false,"low":5}',
+        'b::Reading {"discriminator":1,"count":5}', 'b::Zero {"discriminator":0,"zero":5}']

@@ -12,5 +12,5 @@ import cyclonedds.idl.types as _types
 
 @_annotate.final
 class ByBool(_idl.IdlUnion, discriminator=bool, typename="kitchen::ByBool"):
-    yes: _typing.Annotated[int | None, _types.case(True, _types.int32)]
-    no: _typing.Annotated[str | None, _types.default(str)]
+    yes: _typing.Annotated[_typing.Optional[int], _types.case(True, _types.int32)]  # noqa: UP045
+    no: _typing.Annotated[_typing.Optional[str], _types.default(str)]  # noqa: UP045
