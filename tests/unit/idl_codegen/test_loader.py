@@ -107,9 +107,11 @@ def test_tracebacks_show_generated_source() -> None:
                                                       f"<idl_codegen {cls.__module__}>"))
 
 
-_BOOL_UNION = ("module a { union Flag switch (boolean) { case TRUE: long on; default: double off; };"
+_BOOL_UNION = ("module a { union Flag switch (boolean) { case TRUE: long on;"
+               " default: double off; };"
                " union Low switch (boolean) { case FALSE: long low; default: short high; }; };")
-_INT_UNION = ("module b { union Reading switch (short) { case 1: long count; case 2: double level; };"
+_INT_UNION = ("module b { union Reading switch (short) { case 1: long count;"
+              " case 2: double level; };"
               " union Zero switch (long) { case 0: short zero; case 5: long five; }; };")
 _LABELS_CHECK = """
 import sys, idl_codegen
