@@ -13,7 +13,12 @@ same checkpoint writes every record once. One line per micro-batch goes to stdou
     batch 3: 1200 rows, offsets 4800 -> 6000, 2400 rows/s, 500 ms
 
 ``--trigger availableNow`` reads what the log holds when the query starts, then stops;
-otherwise the query runs until SIGTERM or Ctrl-C, then stops cleanly.
+otherwise the query runs until SIGTERM or Ctrl-C, then stops cleanly. A query that fails
+(wrong credentials, data loss, ...) ends the job with one line on stderr and status 1::
+
+    edgebus spark: the query failed: <the root cause's message>
+
+Spark's own log of that failure (a stack trace per place it passed) is turned off.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from types import FrameType
 from typing import Any
 
 __all__ = [
+    "failure_reason",
     "main",
     "parse_args",
     "parse_trigger",
@@ -43,6 +49,16 @@ __all__ = [
 APP_NAME = "edgebus-stream"
 _TRIGGER = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*$")
 _SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+# The last line of a Python traceback within Spark's message: ``module.Class: message``.
+_RAISED = re.compile(r"^(?:[A-Za-z_][\w]*\.)*([A-Za-z_]\w*(?:Error|Exception)): (\S.*)$", re.M)
+# Spark's loggers that log a failed query or task with its stack traces.
+_FAILURE_LOGGERS = (
+    "org.apache.spark.sql.execution.streaming",
+    "org.apache.spark.executor.Executor",
+    "org.apache.spark.scheduler.TaskSetManager",
+    "org.apache.spark.scheduler.TaskSchedulerImpl",
+    "org.apache.spark.api.python",
+)
 
 
 def parse_trigger(text: str) -> dict[str, Any]:
@@ -150,6 +166,35 @@ def progress_line(progress: dict[str, Any]) -> str:
     )
 
 
+def failure_reason(error: BaseException) -> str:
+    """The root cause's message of a failed query's ``error``, in one line: the last
+    Python exception of ``spark_sink`` raised in the source (its traceback is embedded in
+    Spark's message), else of any Python code, else the first line of ``error``."""
+    text = str(error)
+    raised = [m for m in _RAISED.finditer(text) if not _spark_internal(m.group(0))]
+    ours = [m for m in raised if m.group(0).startswith("spark_sink.")]
+    if ours or raised:
+        return (ours or raised)[-1].group(2).strip()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[0] if lines else type(error).__name__
+
+
+def _spark_internal(line: str) -> bool:
+    return line.startswith(("pyspark.", "py4j.", "org.apache.", "java.", "scala."))
+
+
+def _quiet_failures(spark: Any) -> None:
+    """Turns off Spark's logs of a failed query and its tasks: ``main`` says it in one line."""
+    try:
+        jvm = spark.sparkContext._jvm
+        configurator = jvm.org.apache.logging.log4j.core.config.Configurator
+        level = jvm.org.apache.logging.log4j.Level.OFF
+        for name in _FAILURE_LOGGERS:
+            configurator.setLevel(name, level)
+    except Exception as exc:  # py4j's: another logging backend; keep its logs
+        print(f"edgebus spark: Spark's failure logs stay on: {exc}", file=sys.stderr)
+
+
 def _source_options(args: argparse.Namespace) -> dict[str, str]:
     options = {
         "gateway": args.gateway,
@@ -210,6 +255,7 @@ def write_parquet(records: Any, out: str, checkpoint: str, trigger: dict[str, An
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     args = parse_args(argv, prog)
     spark = session(args.master)
+    _quiet_failures(spark)
     records = spark.readStream.format("edgebus").options(**_source_options(args)).load()
     query = write_parquet(records, args.out, args.checkpoint, args.trigger)
     stop = threading.Event()
@@ -220,9 +266,13 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     printed = -1
+    failure: BaseException | None = None
     try:
         while True:
-            done = query.awaitTermination(0.5)
+            try:
+                done = query.awaitTermination(0.5)
+            except Exception as exc:  # StreamingQueryException and kin
+                failure, done = exc, True
             for progress in query.recentProgress:
                 batch = progress.get("batchId", -1) if isinstance(progress, dict) else -1
                 if batch > printed and progress.get("numInputRows") is not None:
@@ -232,11 +282,12 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
                 break
             if stop.is_set():
                 query.stop()
+        if failure is None:
+            failure = query.exception()
     finally:
         spark.stop()
-    failure = query.exception() if hasattr(query, "exception") else None
     if failure is not None:
-        print(f"edgebus spark: the query failed: {failure}", file=sys.stderr)
+        print(f"edgebus spark: the query failed: {failure_reason(failure)}", file=sys.stderr)
         return 1
     return 0
 
