@@ -8,8 +8,10 @@
   default) or as an Arrow IPC stream (``format=arrow``, what Spark reads; needs pyarrow on
   the gateway, else 406). The response streams, one batch at a time: memory stays
   bounded whatever the range. Its headers ``X-Edgebus-Start`` and ``X-Edgebus-End`` give
-  the range it covers: a start past the one asked for means retention deleted those
-  records. When it holds ``limit`` records, the next ones start after the last offset.
+  the range ``[start, end)`` it covers (``_covered``): every record of it whose topic
+  matches is in the answer, and the next read goes on at ``end``. A start past the one
+  asked for means retention deleted those records; an end before the one asked for, that
+  the answer holds ``limit`` records or the log ends there. ``end`` below ``start``: 422.
 
 Only committed records are served: a reader never sees an offset that is not written,
 nor a gap.
@@ -20,6 +22,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, HTTPException, Query, status
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
@@ -53,6 +56,31 @@ class StreamOffsets(BaseModel):
         description="The log's id: another one means the log was replaced (another"
         " `stream.path`, a wiped `data_dir`) and its offsets started again from 0."
     )
+
+
+def _covered(
+    stream_log: StreamLog,
+    first: int,
+    last: int,
+    limit: int,
+    matches: TopicMatcher | None,
+) -> int:
+    """The end of what an answer of ``[first, last)`` holding at most ``limit`` records
+    whose topic ``matches`` covers: after its ``limit``-th record, or ``last``. Without a
+    filter that is arithmetic (offsets have no gaps); with one, the topics are read up
+    to the ``limit``-th match."""
+    if last - first <= limit:
+        return last
+    if matches is None:
+        return first + limit
+    left = limit
+    for columns, lo, hi in stream_log.slices(first, last):
+        for row in range(lo, hi):
+            if matches(columns.string("topic", row)):
+                left -= 1
+                if left == 0:
+                    return columns.first + row + 1
+    return last
 
 
 def _stream_log(supervisor: Components) -> StreamLog:
@@ -89,6 +117,7 @@ async def stream_offsets(supervisor: Components) -> StreamOffsets:
             "content": {JSONL: {}, ARROW: {}},
         },
         400: {"description": "Not a valid topic filter"},
+        422: {"description": "A query parameter out of range, or `end` below `start`"},
         406: {"description": "format=arrow, and the gateway has no pyarrow"},
     },
 )
@@ -111,6 +140,12 @@ async def stream_records(
         Query(description="`jsonl`: JSON lines; `arrow`: an Arrow IPC stream."),
     ] = "jsonl",
 ) -> StreamingResponse:
+    if end is not None and end < start:
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
+            f"end ({end}) is below start ({start}): the range is [start, end), the offset"
+            " after the last; end >= start, or no end for the log's end",
+        )
     stream_log = _stream_log(supervisor)
     matches = None
     if topic is not None:
@@ -123,6 +158,7 @@ async def stream_records(
     first = max(start, bounds.start)
     last = bounds.end if end is None else min(end, bounds.end)
     last = max(first, last)
+    last = await run_in_threadpool(_covered, stream_log, first, last, limit, matches)
     headers = {"X-Edgebus-Start": str(first), "X-Edgebus-End": str(last)}
     slices = stream_log.slices(first, last)
     if format == "jsonl":
