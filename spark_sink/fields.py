@@ -1,7 +1,8 @@
 """The derived fields of a record as readers see it: pure, shared by Arrow and JSON lines.
 
-- ``payload_json``: the payload as text when it is a JSON document (UTF-8 that
-  ``json.loads`` accepts), else None;
+- ``payload_json``: the payload as text when it is a JSON document of RFC 8259 (UTF-8
+  that ``json.loads`` accepts without ``NaN``, ``Infinity`` or ``-Infinity``, which
+  Python's json takes and the RFC does not), else None;
 - ``properties_map``: the MQTT 5 properties of a message as string pairs: its user
   properties by name (a repeated name keeps the last value), and
   ``payload_format_indicator``, ``message_expiry_interval``, ``response_topic`` and
@@ -25,13 +26,17 @@ __all__ = ["TopicMatcher", "meta_map", "payload_json", "properties_map"]
 _CACHE_LIMIT = 10_000
 
 
+def _refuse_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON (RFC 8259)")
+
+
 def payload_json(payload: bytes) -> str | None:
-    """``payload`` as text if it is a JSON document, else None."""
+    """``payload`` as text if it is a JSON document (RFC 8259), else None."""
     if not payload:
         return None
     try:
         text = payload.decode("utf-8")
-        json.loads(text)
+        json.loads(text, parse_constant=_refuse_constant)
     except (UnicodeDecodeError, ValueError, RecursionError):
         return None
     return text

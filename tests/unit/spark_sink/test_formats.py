@@ -157,3 +157,25 @@ def test_the_spark_source_reads_json_lines_as_it_reads_arrow(log: StreamLog) -> 
     from_lines = pa.Table.from_batches(list(_from_json_lines(iter(lines), SCHEMA, 40)))
     from_arrow = pa.ipc.open_stream(b"".join(arrow_stream(log.slices(0, 102), 1000))).read_all()
     assert from_lines.to_pylist() == from_arrow.to_pylist()
+
+
+NOT_RFC_8259 = (b"NaN", b'{"value": NaN}', b"-Infinity", b"[1, Infinity]")
+
+
+def test_payload_json_refuses_what_rfc_8259_does_not_allow() -> None:
+    for payload in NOT_RFC_8259:
+        assert payload_json(payload) is None, payload
+    assert payload_json(b'{"value": "NaN"}') == '{"value": "NaN"}'  # a string is fine
+
+
+def test_no_payload_json_for_nan_or_infinity_in_either_format(tmp_path: Path) -> None:
+    log = StreamLog(tmp_path / "log", fsync="never")
+    log.open()
+    log.append(
+        [Context("t", payload, 0, False, origin=Origin("mqtt", "d")) for payload in NOT_RFC_8259]
+    )
+    lines = b"".join(json_lines(log.slices(0, 4), 10)).decode().splitlines()
+    assert [json.loads(line)["payload_json"] for line in lines] == [None] * 4
+    table = pa.ipc.open_stream(b"".join(arrow_stream(log.slices(0, 4), 10))).read_all()
+    assert table.column("payload_json").to_pylist() == [None] * 4
+    log.close()
