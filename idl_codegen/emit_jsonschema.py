@@ -34,11 +34,12 @@ from idl_codegen.model import (
 )
 from idl_codegen.provenance import provenance
 
-__all__ = ["DIALECT", "emit_jsonschema", "json_schema", "schema_file_name"]
+__all__ = ["DIALECT", "ENUM_MAX", "emit_jsonschema", "json_schema", "schema_file_name"]
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 _FLOAT32_MAX = struct.unpack("<f", b"\xff\xff\x7f\x7f")[0]
 _NON_FINITE = ["NaN", "Infinity", "-Infinity"]
+ENUM_MAX = 2**32 - 1  # enums are 32-bit unsigned on the wire (cyclonedds-python)
 
 
 def schema_file_name(name: str) -> str:
@@ -180,10 +181,19 @@ class _Builder:
             variants.append(_variant(selector, case.name, self.type(case.type)))
         uncovered: dict[str, Any] = {"allOf": [discriminator, {"not": {"enum": all_labels}}]} \
             if all_labels else discriminator
+        resolved = self.schema.resolve(union.discriminator)
+        if isinstance(resolved, EnumType):
+            # a value no literal has is written as the integer; it selects the default
+            # member, or none
+            outside = {"type": "integer", "minimum": 0, "maximum": ENUM_MAX,
+                       "not": {"enum": [value for _, value in resolved.literals]}}
+            covered = _all_covered(self.schema, union, len(all_labels))
+            uncovered = outside if covered else {"anyOf": [uncovered, outside]}
         if default_member is not None:
             variants.append(_variant(uncovered, default_member.name,
                                      self.type(default_member.type)))
-        elif not _all_covered(self.schema, union, len(all_labels)):
+        elif isinstance(resolved, EnumType) or not _all_covered(self.schema, union,
+                                                                len(all_labels)):
             variants.append(_variant(uncovered, None, None))
         return {"type": "object", "oneOf": variants}
 

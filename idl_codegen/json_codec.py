@@ -20,7 +20,8 @@ Mapping (both directions validate; an error names the member path, ``$.a.b[2]``)
   base64 strings at the innermost dimension);
 - unions: ``{"discriminator": d, "<member>": value}``; the member is left out when the
   discriminator selects none. On input ``discriminator`` may be left out when the one
-  member present implies it.
+  member present implies it. An enum discriminator holding a value no literal has (the
+  default member, as cyclonedds writes it, or a peer's value) is that integer.
 
 ``strict=False`` on input fills missing members with their defaults and ignores unknown
 members.
@@ -34,7 +35,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from idl_codegen.emit_jsonschema import json_schema
+from idl_codegen.emit_jsonschema import ENUM_MAX, json_schema
 from idl_codegen.introspect import Described, describe
 from idl_codegen.json_values import (
     Decode,
@@ -313,6 +314,24 @@ class _Compiler:
             if free is not None:
                 implied[default_case.name] = free
         fallback = getattr(cls, "__idl_default_discriminator__", None)
+        # an enum discriminator may hold a value no literal has (cyclonedds writes one for
+        # the default member; a peer may send one): JSON gives it as the integer
+        by_enum_value: dict[int, Any] = {}
+        if isinstance(discriminator, EnumType):
+            enum_members: Any = self.classes[discriminator.name]
+            by_enum_value = {member.value: member for member in enum_members}
+        enum_names = ", ".join(literal for literal, _ in discriminator.literals) \
+            if isinstance(discriminator, EnumType) else ""
+
+        def outside(disc: Any) -> int | None:
+            """``disc`` when it is an integer outside the enum's literals, else None."""
+            if not by_enum_value or type(disc) is not int:
+                return None
+            if disc in by_enum_value:
+                return None
+            if not 0 <= disc <= ENUM_MAX:
+                raise IdlValueError(f"{disc} is out of range for an enum (0..{ENUM_MAX})")
+            return disc
 
         def selected(disc: Any) -> UnionCase | None:
             return by_label.get(disc, default_case)
@@ -324,8 +343,12 @@ class _Compiler:
             item = value.value
             if disc is None:  # built from the default member: what cyclonedds sends
                 disc = implied.get(default_case.name) if default_case else fallback
+            if type(disc) is int and disc in by_enum_value:
+                disc = by_enum_value[disc]
             try:
-                out: dict[str, Any] = {"discriminator": disc_encode(disc)}
+                number = outside(disc)
+                out: dict[str, Any] = {
+                    "discriminator": disc_encode(disc) if number is None else number}
             except IdlValueError as error:
                 raise error.within(".discriminator") from None
             case = selected(disc)
@@ -349,8 +372,15 @@ class _Compiler:
                     raise IdlValueError(f"a union holds one member, got {', '.join(present)}")
             present = [key for key in present if key in by_member]
             if "discriminator" in value:
+                raw = value["discriminator"]
                 try:
-                    disc = disc_decode(value["discriminator"], strict)
+                    if type(raw) is int and by_enum_value:
+                        if raw in by_enum_value:
+                            raise IdlValueError(f"expected one of {enum_names}, got {raw} "
+                                                "(an integer only for a value no literal has)")
+                        disc = outside(raw)
+                    else:
+                        disc = disc_decode(raw, strict)
                 except IdlValueError as error:
                     raise error.within(".discriminator") from None
                 case = selected(disc)

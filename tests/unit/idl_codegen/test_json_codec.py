@@ -112,6 +112,43 @@ def test_unions() -> None:
     assert tree.to_json(tree.from_json(value)) == value
 
 
+def test_enum_discriminator_outside_the_literals_is_an_integer(write_idl: Any) -> None:
+    """cyclonedds writes ``U(s=...)`` of a union over an enum with discriminator 3, no
+    literal of E (a peer may send any such value): JSON gives it as the integer, and
+    reads it back."""
+    schema = idl_codegen.load(write_idl(
+        "module j { enum E { A, B, C };\n"
+        "union WithDef switch (E) { case A: long a; default: string s; };\n"
+        "union NoDef switch (E) { case A: long a; case B: case C: short bc; }; };"))
+    with_def, no_def = schema["j::WithDef"], schema["j::NoDef"]
+    received = with_def.deserialize(with_def(s="hello").serialize())
+    assert received.discriminator == 3
+    json_codec = schema.codec("j::WithDef")
+    assert json_codec.dumps(received) == b'{"discriminator":3,"s":"hello"}'
+    back = json_codec.loads(b'{"discriminator":3,"s":"hello"}')
+    assert back == received and back.serialize() == received.serialize()
+    # an integer that is a literal's value converts as that literal
+    assert json_codec.to_json(with_def(discriminator=0, value=4)) == {"discriminator": "A",
+                                                                       "a": 4}
+    nothing = no_def(discriminator=9, value=None)
+    assert schema.codec("j::NoDef").to_json(nothing) == {"discriminator": 9}
+    assert schema.codec("j::NoDef").from_json({"discriminator": 9}) == nothing
+    for bad, message in [
+            ({"discriminator": 0, "a": 1}, "$.discriminator: expected one of A, B, C, got 0 "
+                                           "(an integer only for a value no literal has)"),
+            ({"discriminator": 3, "a": 1},
+             "$: member 'a' does not match discriminator 3, which selects 's'"),
+            ({"discriminator": -1, "s": ""},
+             "$.discriminator: -1 is out of range for an enum (0..4294967295)"),
+            ({"discriminator": 2**32, "s": ""},
+             "$.discriminator: 4294967296 is out of range for an enum (0..4294967295)"),
+            ({"discriminator": True, "s": ""},
+             "$.discriminator: expected one of A, B, C, got true")]:
+        with pytest.raises(IdlValueError) as caught:
+            json_codec.from_json(bad)
+        assert str(caught.value) == message
+
+
 @pytest.mark.parametrize(("changes", "message"), [
     ({"id": 2**31}, "$.id: 2147483648 is out of range for int32 (-2147483648..2147483647)"),
     ({"id": True}, "$.id: expected an integer (int32), got true"),

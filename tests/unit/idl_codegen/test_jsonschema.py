@@ -82,8 +82,17 @@ def test_union_variants() -> None:
     by_enum = kitchen().json_schema("kitchen::ByEnum")["$defs"]["kitchen::ByEnum"]
     assert [variant["properties"]["discriminator"] for variant in by_enum["oneOf"]] == [
         {"const": "RED"}, {"enum": ["GREEN", "BLUE"]},
-        {"allOf": [{"$ref": "#/$defs/kitchen::Color"}, {"not": {"enum": ["RED", "GREEN",
-                                                                         "BLUE"]}}]}]
+        {"anyOf": [{"allOf": [{"$ref": "#/$defs/kitchen::Color"},
+                              {"not": {"enum": ["RED", "GREEN", "BLUE"]}}]},
+                   {"type": "integer", "minimum": 0, "maximum": 2**32 - 1,
+                    "not": {"enum": [0, 1, 7, 8]}}]}]
+    check_enum = validator("kitchen::ByEnum")
+    hash_json = kitchen().codec("kitchen::ByEnum").to_json(kitchen()["kitchen::ByEnum"](
+        discriminator=kitchen()["kitchen::Color"].WHITE, value=bytes(16)))
+    assert check_enum.is_valid(hash_json) is True
+    assert check_enum.is_valid({**hash_json, "discriminator": 3}) is True
+    assert check_enum.is_valid({**hash_json, "discriminator": 7}) is False
+    assert check_enum.is_valid({**hash_json, "discriminator": -1}) is False
     check = validator("kitchen::ByOctet")
     assert check.is_valid({"discriminator": 1, "one": 5}) is True
     assert check.is_valid({"discriminator": 2})
