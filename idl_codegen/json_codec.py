@@ -70,6 +70,9 @@ from idl_codegen.model import (
 __all__ = ["IdlValueError", "TypeCodec", "codec_for"]
 
 
+_TOO_DEEP = "nested too deeply (Python's recursion limit)"
+
+
 class TypeCodec:
     """Converts one cyclonedds type to and from JSON-compatible values."""
 
@@ -82,16 +85,26 @@ class TypeCodec:
 
     def to_json(self, sample: Any) -> Any:
         """``sample`` as JSON-compatible Python values (dict, list, str, int, float, ...)."""
-        return self._encode(sample)
+        try:
+            return self._encode(sample)
+        except RecursionError:
+            raise IdlValueError(_TOO_DEEP) from None
 
     def from_json(self, value: Any, *, strict: bool = True) -> Any:
         """An instance of :attr:`python_type` from JSON-compatible ``value``."""
-        return self._decode(value, strict)
+        try:
+            return self._decode(value, strict)
+        except RecursionError:
+            raise IdlValueError(_TOO_DEEP) from None
 
     def dumps(self, sample: Any) -> bytes:
         """Compact UTF-8 JSON of ``sample``."""
-        return json.dumps(self._encode(sample), ensure_ascii=False, allow_nan=False,
-                          separators=(",", ":")).encode("utf-8")
+        value = self.to_json(sample)
+        try:
+            text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        except RecursionError:
+            raise IdlValueError(_TOO_DEEP) from None
+        return text.encode("utf-8")
 
     def loads(self, data: bytes | str, *, strict: bool = True) -> Any:
         """An instance of :attr:`python_type` from JSON text."""
@@ -99,7 +112,10 @@ class TypeCodec:
             value = json.loads(data)
         except (ValueError, UnicodeDecodeError) as exc:
             raise IdlValueError(f"not valid JSON: {exc}") from exc
-        return self._decode(value, strict)
+        except RecursionError:
+            # json's parser recurses per nesting level: 100 kB of '[' exhausts the stack
+            raise IdlValueError("not valid JSON: nested too deeply") from None
+        return self.from_json(value, strict=strict)
 
     def json_schema(self) -> dict[str, Any]:
         """The JSON Schema (2020-12) of this type's JSON form."""

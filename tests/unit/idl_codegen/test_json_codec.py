@@ -247,3 +247,25 @@ def test_hand_written_cyclonedds_class() -> None:
     assert reading_codec.type_name == "hand::Reading"
     assert reading_codec.to_json(Reading("s1", [1.5])) == {"sensor": "s1", "values": [1.5]}
     assert reading_codec.from_json({"sensor": "s1", "values": [1.5]}) == Reading("s1", [1.5])
+
+
+def test_too_deep_json_is_a_value_error_not_a_recursion_error() -> None:
+    """100 kB of ``[`` (or a recursive type nested deeper than Python's recursion limit)
+    raises IdlValueError, as every value that does not fit does."""
+    for data in (b"[" * 100_000, b'{"a":' * 100_000, "[" * 100_000):
+        with pytest.raises(IdlValueError) as caught:
+            codec("kitchen::Sink").loads(data)
+        assert str(caught.value) == "$: not valid JSON: nested too deeply"
+    tree: dict[str, Any] = {"discriminator": 0, "leaf": 1}
+    for _ in range(100_000):
+        tree = {"discriminator": 1, "branches": [tree]}
+    with pytest.raises(IdlValueError) as caught:
+        codec("kitchen::Tree").from_json(tree)
+    assert str(caught.value) == "$: nested too deeply (Python's recursion limit)"
+    sample = kitchen()["kitchen::Tree"](discriminator=0, value=1)
+    for _ in range(100_000):
+        sample = kitchen()["kitchen::Tree"](discriminator=1, value=[sample])
+    for convert in (codec("kitchen::Tree").to_json, codec("kitchen::Tree").dumps):
+        with pytest.raises(IdlValueError) as caught:
+            convert(sample)
+        assert str(caught.value) == "$: nested too deeply (Python's recursion limit)"
