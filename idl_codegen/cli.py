@@ -14,6 +14,7 @@ import click
 
 from broker_core.errors import IdlError
 from idl_codegen.generate import TARGETS, Generated, check_files, generate, write_files
+from idl_codegen.preprocess import is_macro_name
 from idl_codegen.provenance import VERSION
 
 __all__ = ["main"]
@@ -37,6 +38,9 @@ def _defines(_: click.Context, __: click.Parameter, values: tuple[str, ...]) -> 
     out: dict[str, str] = {}
     for value in values:
         name, equals, body = value.partition("=")
+        if not is_macro_name(name):
+            raise click.BadParameter(f"{name!r} is not a macro name (a letter or '_', then "
+                                     "letters, digits or '_')")
         out[name] = body if equals else "1"
     return out
 

@@ -347,8 +347,8 @@ class _Parser:
                                               literal.location))
                 if self._at(","):
                     self._advance()
-                    if self._at("}"):
-                        break
+                    if self._at("}"):  # IDL 4 (and idlc) allow no trailing comma
+                        raise self._fail(f"an enumerator name after ',' in enum '{name.text}'")
                     continue
                 if self._at("}"):
                     break

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from idl_codegen.diagnostics import Diagnostics, Location
 
-__all__ = ["PreprocessedSource", "Preprocessor", "SourceFile", "strip_comments"]
+__all__ = ["PreprocessedSource", "Preprocessor", "SourceFile", "is_macro_name", "strip_comments"]
 
 _MAX_INCLUDE_DEPTH = 64
 _IDENT_OR_LITERAL = re.compile(
@@ -39,6 +39,11 @@ _IDENT_OR_LITERAL = re.compile(
 )
 _DIRECTIVE = re.compile(r"\s*#\s*([A-Za-z_]\w*)?(.*)$")
 _MACRO_NAME = re.compile(r"[A-Za-z_]\w*")
+
+
+def is_macro_name(name: str) -> bool:
+    """True when ``name`` can be defined as a macro (an ASCII identifier)."""
+    return name.isascii() and _MACRO_NAME.fullmatch(name) is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +157,10 @@ class Preprocessor:
         self._include_dirs = [Path(d) for d in include_dirs]
         self._diag = diagnostics
         self._initial_defines = dict(defines or {})
+        for name in self._initial_defines:
+            if not is_macro_name(name):
+                raise ValueError(f"{name!r} is not a macro name (a letter or '_', then letters, "
+                                 "digits or '_')")
         self._macros: dict[str, str] = {}
         self._once: set[Path] = set()
         self._out = PreprocessedSource()

@@ -7,8 +7,10 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
+import idl_codegen
 from idl_codegen.cli import main
 from tests.helpers.timeouts import unit
 from tests.unit.idl_codegen.corpus import CASES, IDL
@@ -92,6 +94,21 @@ def test_idl_errors_exit_1_with_every_message(write_idl: Write, tmp_path: Path) 
         "idl-codegen: 2 errors",
     ]
     assert not (tmp_path / "out").exists()
+
+
+def test_define_names_must_be_identifiers(write_idl: Write, tmp_path: Path) -> None:
+    path = write_idl("module m { struct S { long x; }; };", "ok.idl")
+    for bad in ("1BAD=3", "A B", "=1", "ÄX"):
+        result = CliRunner().invoke(main, [str(path), "-D", bad, "-o", str(tmp_path / "out")])
+        assert result.exit_code == 2, bad
+        name = bad.partition("=")[0]
+        assert (f"Invalid value for '-D' / '--define': {name!r} is not a macro name (a letter "
+                "or '_', then letters, digits or '_')") in result.stderr
+    good = CliRunner().invoke(main, [str(path), "-D", "_OK1=2", "-D", "X", "-o",
+                                     str(tmp_path / "out"), "-q"])
+    assert good.exit_code == 0
+    with pytest.raises(ValueError, match="'1BAD' is not a macro name"):
+        idl_codegen.load(path, defines={"1BAD": "3"})
 
 
 def test_warnings_go_to_stderr(write_idl: Write, tmp_path: Path) -> None:

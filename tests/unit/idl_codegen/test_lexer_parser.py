@@ -150,6 +150,13 @@ def test_syntax_errors_are_reported_together_after_recovery() -> None:
     ]
 
 
+def test_enum_with_a_trailing_comma_is_a_syntax_error() -> None:
+    """IDL 4's grammar (and Cyclone's idlc) allow no comma after the last enumerator."""
+    spec, errors = parsed("module m {\n  enum E { ONE, TWO, };\n  struct S { E e; };\n};")
+    assert errors == ["t.idl:2:22: expected an enumerator name after ',' in enum 'E', got '}'"]
+    assert len(spec.definitions) == 1
+
+
 def test_keywords_are_not_names_unless_escaped() -> None:
     _, errors = parsed("struct long { long x; };")
     assert errors == ["t.idl:1:8: expected a struct name, got keyword 'long'"]
