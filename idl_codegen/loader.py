@@ -21,7 +21,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from idl_codegen.diagnostics import IdlWarning
+from broker_core.errors import IdlError
+from idl_codegen.diagnostics import IdlErrors, IdlWarning
 from idl_codegen.emit_jsonschema import json_schema
 from idl_codegen.emit_python import PythonEmitter, PythonOptions
 from idl_codegen.frontend import compile_idl
@@ -150,7 +151,15 @@ def load(
     loaded = LoadedSchema(schema, warnings=list(compiled.warnings))
     for name, declared in schema.types.items():
         placement = emitter.placement[name]
-        value = getattr(importlib.import_module(placement.module), placement.name)
+        try:
+            value = getattr(importlib.import_module(placement.module), placement.name)
+        except Exception as exc:
+            # an IDL that compiles but whose class cyclonedds-python refuses: still an
+            # IdlError for callers (the adapters report those), chained to the cause
+            origin = schema.origins.get(name) or str(paths[0])
+            raise IdlErrors([IdlError(
+                f"cyclonedds-python cannot build {name} from the generated code "
+                f"({type(exc).__name__}: {exc})", origin, 0, 0)]) from exc
         if isinstance(declared, StructType | UnionType | EnumType):
             loaded.types[name] = value
         elif isinstance(declared, TypedefType):

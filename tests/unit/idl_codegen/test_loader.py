@@ -150,3 +150,25 @@ def test_union_labels_do_not_leak_between_boolean_and_integer_unions(
     assert done.stdout.splitlines() == [
         'a::Flag {"discriminator":true,"on":5}', 'a::Low {"discriminator":false,"low":5}',
         'b::Reading {"discriminator":1,"count":5}', 'b::Zero {"discriminator":0,"zero":5}']
+
+
+def test_generated_code_that_cyclonedds_refuses_is_an_idl_error(
+        write_idl: Write, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Should the generated class fail to build (a generator bug, a cyclonedds limit),
+    load() raises IdlError naming the type, chained to the cause, not the raw exception."""
+    from idl_codegen.emit_python import PythonEmitter
+
+    emit = PythonEmitter.emit
+
+    def broken(self: PythonEmitter) -> dict[str, str]:
+        files = emit(self)
+        return {path: text + "\nraise IndexError('string index out of range')\n"
+                if path.endswith("/_Msg.py") else text for path, text in files.items()}
+
+    monkeypatch.setattr(PythonEmitter, "emit", broken)
+    with pytest.raises(IdlError) as caught:
+        idl_codegen.load(write_idl("module m { struct Msg { string s; }; };", "x.idl"))
+    assert str(caught.value).endswith(
+        "x.idl:0:0: cyclonedds-python cannot build m::Msg from the generated code "
+        "(IndexError: string index out of range)")
+    assert isinstance(caught.value.__cause__, IndexError)
