@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from broker_core.errors import BridgeError, ProtocolError
+from broker_core.listeners.keys import load_key_pair
 from broker_core.mqtt.codec import MAX_PACKET_SIZE, Decoder
 from broker_core.mqtt.encoder import encode
 from broker_core.mqtt.packets import (
@@ -80,12 +81,13 @@ def tls_context(config: BridgeConfig) -> ssl.SSLContext | None:
     tls = config.tls or BridgeTlsConfig()
     try:
         context = ssl.create_default_context(cafile=None if tls.cafile is None else str(tls.cafile))
-        if tls.certfile is not None:
-            context.load_cert_chain(
-                str(tls.certfile), None if tls.keyfile is None else str(tls.keyfile)
-            )
     except (OSError, ssl.SSLError) as exc:
         raise BridgeError(f"bridge {config.name}: TLS files: {exc}") from exc
+    if tls.certfile is not None:  # never prompts for the pass phrase of an encrypted key
+        problem = load_key_pair(context, tls.certfile, tls.keyfile, tls.key_password())
+        if problem is not None:
+            option, message = problem
+            raise BridgeError(f"bridge {config.name}: TLS files: tls.{option}: {message}")
     if not tls.verify:
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE

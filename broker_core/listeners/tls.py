@@ -42,6 +42,7 @@ from broker_core.listeners.binding import listening_sockets
 from broker_core.listeners.certificates import certificate_identity
 from broker_core.listeners.connection import MqttConnection, Server
 from broker_core.listeners.connections import Connections
+from broker_core.listeners.keys import load_key_pair
 from broker_core.listeners.settings import ListenerSettings
 
 __all__ = [
@@ -90,7 +91,8 @@ def _load(
 ) -> tuple[ssl.SSLContext, list[tuple[str, str]]]:
     """A server context loaded with the files, and every problem on the way as
     ``(option, message)``: an unreadable file, a file that is not PEM, a key that does not
-    match the certificate or needs another ``keyfile_password``, unusable ``ciphers``."""
+    match the certificate, needs a ``keyfile_password`` or another one (never asked for
+    on the terminal: ``listeners.keys``), unusable ``ciphers``."""
     problems: list[tuple[str, str]] = []
     files = {"certfile": certfile, "keyfile": keyfile, "cafile": cafile}
     for option, path in files.items():
@@ -106,18 +108,9 @@ def _load(
         except ssl.SSLError:
             problems.append(("ciphers", f"no usable cipher in {ciphers!r}"))
     if not any(option in ("certfile", "keyfile") for option, _ in problems):
-        try:
-            context.load_cert_chain(
-                certfile, keyfile, password=keyfile_password.encode() if keyfile_password else None
-            )
-        except (ssl.SSLError, ValueError) as exc:
-            problems.append(
-                (
-                    "certfile",
-                    f"cannot load {str(certfile)!r} with keyfile {str(keyfile)!r} (not PEM,"
-                    f" not a pair, or a wrong or missing keyfile_password): {exc}",
-                )
-            )
+        problem = load_key_pair(context, certfile, keyfile, keyfile_password)
+        if problem is not None:
+            problems.append(problem)
     if cafile is not None and not any(option == "cafile" for option, _ in problems):
         try:
             context.load_verify_locations(cafile=cafile)

@@ -65,12 +65,13 @@ The files the configuration names are checked with it: every TLS listener's cert
 key (with its `keyfile_password`) and CA bundle are loaded, the password file is read
 (a bad line is named `passwd:3: problem`), and the data directory, the API key file and
 the log file must be usable. Every bridge's `tls` files (`cafile`, `certfile`,
-`keyfile`) and every webhook's `cafile` are loaded too: one that is missing or not PEM
-is an error here, for a bridge whether `enabled` or not, although at run time it would
-only leave that bridge degraded. `edgebus check FILE` reports all of that without starting
-anything, and warns about configured components whose type this release does not run;
-`edgebus run` checks the same before it writes anything. YAML syntax errors name
-the line and column, with a hint (`line 3 is indented more than line 2, ...`).
+`keyfile` with its `keyfile_password`) and every webhook's `cafile` are loaded too: one
+that is missing or not PEM, or an encrypted key without its password (never asked for
+on the terminal), is an error here, for a bridge whether `enabled` or not, although at
+run time it would only leave that bridge degraded. `edgebus check FILE` reports all of
+that without starting anything, and warns about configured components whose type this
+release does not run; `edgebus run` checks the same before it writes anything. YAML
+syntax errors name the line and column, with a hint (`line 3 is indented more than line 2, ...`).
 
 ## Values
 

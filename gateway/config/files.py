@@ -74,12 +74,15 @@ def tls_file_problems(
 
 
 def client_tls_file_problems(
-    cafile: Path | None, certfile: Path | None, keyfile: Path | None
+    cafile: Path | None,
+    certfile: Path | None,
+    keyfile: Path | None,
+    keyfile_password: str | None = None,
 ) -> list[tuple[str, str]]:
     """``(option, message)`` for every reason a client TLS context (a bridge's, a
     webhook's) could not load these files, in the words of ``tls_file_problems``."""
     if certfile is not None and keyfile is not None:
-        return tls_file_problems(certfile, keyfile, cafile, "1.2", None, None)
+        return tls_file_problems(certfile, keyfile, cafile, "1.2", None, keyfile_password)
     if cafile is None:
         return []
     import ssl

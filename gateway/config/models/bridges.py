@@ -23,6 +23,7 @@ from pydantic import (
     SerializationInfo,
     ValidationInfo,
     field_serializer,
+    field_validator,
     model_validator,
 )
 
@@ -185,6 +186,11 @@ class BridgeTlsConfig(ConfigModel):
     keyfile: Annotated[Path, PathSpec()] | None = Field(
         default=None, description="Private key of `certfile`."
     )
+    keyfile_password: SecretStr | None = Field(
+        default=None,
+        description="Password of an encrypted `keyfile` (empty = none); write it as"
+        " `${ENV_VAR}`, not in clear.",
+    )
     verify: bool = Field(default=True, description="Verify the server's certificate and name.")
     server_name: str | None = Field(
         default=None, description="Name to verify and send as SNI; null: the server's host."
@@ -194,6 +200,24 @@ class BridgeTlsConfig(ConfigModel):
         description="ALPN protocols, e.g. `[x-amzn-mqtt-ca]` for AWS IoT Core on port 443.",
     )
 
+    @field_validator("keyfile_password", mode="before")
+    @classmethod
+    def _empty_password_means_none(cls, value: Any) -> Any:
+        # `keyfile_password: ${KEY_PASSWORD:-}` with the variable unset
+        return None if value == "" else value
+
+    @field_serializer("keyfile_password", when_used="json")
+    def _secret(self, value: SecretStr | None, info: SerializationInfo) -> str | None:
+        if value is None:
+            return None
+        if isinstance(info.context, dict) and info.context.get("reveal_secrets"):
+            return value.get_secret_value()
+        return str(value)
+
+    def key_password(self) -> str | None:
+        """``keyfile_password`` in clear, or None."""
+        return None if self.keyfile_password is None else self.keyfile_password.get_secret_value()
+
     @model_validator(mode="after")
     def _key_pair_and_files(self, info: ValidationInfo) -> Self:
         problems: Problems = []
@@ -201,7 +225,9 @@ class BridgeTlsConfig(ConfigModel):
             missing = "keyfile" if self.keyfile is None else "certfile"
             problems.append(((missing,), "certfile and keyfile go together"))
         if checks_files(info.context):
-            found = client_tls_file_problems(self.cafile, self.certfile, self.keyfile)
+            found = client_tls_file_problems(
+                self.cafile, self.certfile, self.keyfile, self.key_password()
+            )
             problems += [((option,), message) for option, message in found]
         if problems:
             raise FieldProblems(problems)
