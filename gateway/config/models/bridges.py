@@ -363,7 +363,8 @@ class BridgeConfig(ConfigModel):
         le=65000,
         description="The inflight window: QoS 1/2 messages sent and not yet acknowledged,"
         " at most (and at most the remote's Receive Maximum); after a restart at most"
-        " this many are sent again, with DUP set.",
+        " this many are sent again, with DUP set. On an MQTT 3.1.1 link at most 20 QoS 2"
+        " messages are in flight, and no QoS 1 is sent while 20 are (mosquitto's limit).",
     )
     tls: BridgeTlsConfig | None = Field(
         default=None,
