@@ -223,7 +223,7 @@ class Codec:
 def _json_check(data: bytes) -> bytes:
     try:
         json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
         raise MappingError(f"payload is not JSON: {exc}") from exc
     return data
 

@@ -60,8 +60,8 @@ class DdsBridge:
         self.inbox = host.inbox(maxsize=max(2, queue_size // TAKE_BATCH), overflow=BLOCK,
                                 callback=self._dispatch)
         self.counts = {"dds_to_mqtt": 0, "mqtt_to_dds": 0, "malformed_dds": 0,
-                       "malformed_mqtt": 0, "unroutable": 0, "refused": 0, "write_retries": 0,
-                       "write_errors": 0, "writers_refused": 0, "no_type": 0,
+                       "malformed_mqtt": 0, "mqtt_errors": 0, "unroutable": 0, "refused": 0,
+                       "write_retries": 0, "write_errors": 0, "writers_refused": 0, "no_type": 0,
                        "discovered_topics": 0, "samples_taken": 0, "disposed": 0}
         self._out: list[OutPlan] = []
         self._reading: set[tuple[int, str]] = set()  # (dds_to_mqtt index, DDS topic) read
@@ -242,6 +242,10 @@ class DdsBridge:
             except AdapterError as exc:
                 self.counts["unroutable"] += 1
                 self.warn(f"{context.topic} -> {topic}: {exc}")
+                continue
+            except Exception:  # a bug of ours: one message must not take down the adapter
+                self.counts["mqtt_errors"] += 1
+                log.exception("dds %s: %s -> %s: dropped", self.name, context.topic, topic)
                 continue
             if writer is None:
                 continue

@@ -118,7 +118,7 @@ class TypeSupport:
         """The serialized sample of JSON text; ``MappingError`` with the member path."""
         try:
             value = json.loads(payload)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
             raise MappingError(f"payload is not JSON: {exc}") from exc
         return self.cdr_of_value(value, strict)
 

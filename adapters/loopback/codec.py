@@ -35,7 +35,7 @@ def republish(mapping: CompiledMapping, context: Context, origin: Origin) -> Con
     if any(f.startswith(("payload.", "key.")) for f in mapping.target.fields):
         try:
             payload_obj = json.loads(native)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
             raise MappingError(f"{context.topic}: payload fields need a JSON payload") from exc
     topic = mapping.target.render(captures, payload_obj)
     payload = mapping.encoder.to_mqtt(native)

@@ -85,7 +85,7 @@ async def batches(subscription: HubSubscription, limit: int = 512) -> AsyncItera
 def _json(payload: bytes, what: str) -> Any:
     try:
         return json.loads(payload)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
         raise MappingError(f"{what} needs a JSON payload: {exc}") from exc
 
 

@@ -419,7 +419,7 @@ class Layout:
         """JSON text -> SOME/IP payload."""
         try:
             value = json.loads(text)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
             raise LayoutError(f"not JSON: {exc}") from None
         return self.encode(value)
 

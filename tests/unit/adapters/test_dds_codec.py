@@ -176,3 +176,9 @@ def test_a_changed_idl_file_changes_the_configuration(tmp_path: Path) -> None:
     assert first == _config(text)
     idl.write_text("module vehicle { struct Speed { string vin; long y; }; };")
     assert first != _config(text)  # a reload restarts the adapter
+
+
+def test_deeply_nested_json_is_a_mapping_error() -> None:
+    # 100 kB of '[': json.loads raises RecursionError, not a JSONDecodeError
+    with pytest.raises(MappingError, match="payload is not JSON"):
+        types().support("vehicle::Speed").cdr_of(b"[" * 100_000)

@@ -53,3 +53,12 @@ def test_payload_field_without_json() -> None:
     )
     with pytest.raises(MappingError):
         republish(m, Context("raw/1", b"\x00\x01"), ORIGIN)
+
+
+def test_deeply_nested_json_is_a_mapping_error() -> None:
+    # 100 kB of '[': json.loads raises RecursionError, not a JSONDecodeError
+    m = CompiledMapping(
+        LoopbackMapping.model_validate({"source": "raw/#", "target": "dev/{payload.id}"})
+    )
+    with pytest.raises(MappingError, match="payload fields need a JSON payload"):
+        republish(m, Context("raw/1", b"[" * 100_000), ORIGIN)

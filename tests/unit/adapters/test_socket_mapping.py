@@ -140,3 +140,14 @@ def test_default_response_topic_is_one_level_per_part() -> None:
     assert default_response_topic("zmq", "floor", "zmq_to_mqtt[0]") == (
         "edgebus/replies/zmq/floor/zmq_to_mqtt_0_"
     )
+
+
+def test_deeply_nested_json_is_a_mapping_error() -> None:
+    # 100 kB of '[': json.loads raises RecursionError, not a JSONDecodeError
+    deep = b"[" * 100_000
+    with pytest.raises(MappingError, match="needs a JSON payload"):
+        outbound(from_mqtt="a/#", topic="{payload.id}").native(Context("a/b", deep))
+    with pytest.raises(MappingError, match="needs a JSON payload"):
+        inbound(to_mqtt="cars/{payload.vin}").context(b"t", deep, ORIGIN)
+    with pytest.raises(MappingError, match="payload is not JSON"):
+        outbound(from_mqtt="a/#", codec="json").native(Context("a/b", deep))

@@ -116,3 +116,10 @@ def test_null_and_compound_values_are_no_topic_level(value: object, message: str
         TopicTemplate("d/{v}").render({"v": value})
     with pytest.raises(MappingError, match=re.escape("field 'payload.id' is NULL")):
         TopicTemplate("d/{payload.id}").render({}, {"id": None})
+
+
+def test_the_json_codec_refuses_deeply_nested_json() -> None:
+    # 100 kB of '[': json.loads raises RecursionError, not a JSONDecodeError
+    for convert in (codec("json").to_mqtt, codec("json").from_mqtt):
+        with pytest.raises(MappingError, match="payload is not JSON"):
+            convert(b"[" * 100_000)

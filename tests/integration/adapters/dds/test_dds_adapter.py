@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from adapters.dds.codec import InRoute
 from tests.helpers.dds import NETWORK_YAML, DdsPeer, domain_id, gateway_matched, unique
 from tests.helpers.gateway import RunningGateway, running_gateway
 from tests.helpers.timeouts import unit
@@ -27,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 VEHICLE = HERE / "vehicle.idl"
 TELEMETRY = HERE / "telemetry.idl"
 NAMES = ("state", "cmd", "diag", "diag_cmd", "speed", "loop", "raw", "raw_cmd", "fleet",
-         "bad_cmd")
+         "bad_cmd", "deep_cmd")
 
 CONFIG = """
 mqtt:
@@ -81,6 +82,9 @@ adapters:
         qos_profile: latched
       - from_mqtt: "{bad_cmd}/json"
         to_dds: {bad_cmd}
+        type: vehicle::Speed
+      - from_mqtt: "{deep_cmd}/json"
+        to_dds: {deep_cmd}
         type: vehicle::Speed
 """
 
@@ -269,6 +273,59 @@ def test_a_malformed_payload_is_counted_logged_and_dropped(
     assert "payload is not JSON" in logged
     assert "$.seq: -1 is out of range for uint64" in logged
     assert "missing member 'kph'" in logged
+
+
+def test_deeply_nested_json_is_malformed_and_the_adapter_runs_on(
+        bus: Bus, clients: Clients, caplog: pytest.LogCaptureFixture) -> None:
+    # 100 kB of '[': json.loads raises RecursionError, which failed the adapter (restart)
+    reader(bus, "deep_cmd", "vehicle::Speed")
+    publisher = clients.connect(5)
+    topic = f"{bus.names['deep_cmd']}/json"
+    before = bus.stats()
+    with caplog.at_level(logging.DEBUG, logger="adapters.dds"):
+        publisher.publish(topic, b"[" * 100_000, 1)
+        publisher.publish(topic, json.dumps({"vin": "DEEP", "seq": 1, "kph": 2.5}).encode(), 1)
+        taken = bus.peer.call("take", id="deep_cmd", count=1, timeout=unit(10))["samples"]
+    assert taken == [{"vin": "DEEP", "seq": 1, "kph": 2.5}]
+    status = bus.gw.call(lambda: bus.gw.gateway.adapters.status("car"))
+    assert status["state"] == "running"
+    assert status["restarts"] == 0
+    after = bus.stats()
+    assert after["malformed_mqtt"] - before["malformed_mqtt"] == 1
+    assert after["mqtt_to_dds"] - before["mqtt_to_dds"] == 1
+    logged = "\n".join(record.getMessage() for record in caplog.records)
+    assert f"{topic} -> {bus.names['deep_cmd']}: payload is not JSON" in logged
+
+
+def test_an_unexpected_error_drops_one_message_and_the_adapter_runs_on(
+        bus: Bus, clients: Clients, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    # a bug in converting one message (simulated): logged, counted, skipped; no restart
+    cdr_of = InRoute.cdr_of
+
+    def failing(route: InRoute, context: Any, support: Any) -> bytes:
+        if context.payload == b'"boom"':
+            raise RuntimeError("simulated bug")
+        return cdr_of(route, context, support)
+
+    monkeypatch.setattr(InRoute, "cdr_of", failing)
+    reader(bus, "deep_cmd", "vehicle::Speed", peer_id="boom_cmd")
+    publisher = clients.connect(5)
+    topic = f"{bus.names['deep_cmd']}/json"
+    before = bus.stats()
+    with caplog.at_level(logging.ERROR, logger="adapters.dds"):
+        publisher.publish(topic, b'"boom"', 1)
+        publisher.publish(topic, json.dumps({"vin": "BOOM", "seq": 2, "kph": 1.0}).encode(), 1)
+        taken = bus.peer.call("take", id="boom_cmd", count=1, timeout=unit(10))["samples"]
+    assert taken == [{"vin": "BOOM", "seq": 2, "kph": 1.0}]
+    status = bus.gw.call(lambda: bus.gw.gateway.adapters.status("car"))
+    assert (status["state"], status["restarts"]) == ("running", 0)
+    after = bus.stats()
+    assert after["mqtt_errors"] - before["mqtt_errors"] == 1
+    assert after["malformed_mqtt"] == before["malformed_mqtt"]
+    raised = [r.exc_info[1] for r in caplog.records
+              if r.levelno == logging.ERROR and r.exc_info]
+    assert [str(exc) for exc in raised] == ["simulated bug"]
 
 
 def test_no_loops_either_way(bus: Bus, clients: Clients) -> None:

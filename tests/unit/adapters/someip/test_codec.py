@@ -315,3 +315,10 @@ NESTED = {
 def test_round_trip(value: dict[str, object]) -> None:
     layout = compile_layout(NESTED)
     assert layout.decode(layout.encode(value)) == value
+
+
+def test_deeply_nested_json_is_a_layout_error() -> None:
+    # 100 kB of '[': json.loads raises RecursionError, not a JSONDecodeError
+    layout = compile_layout({"type": "array", "items": "uint8", "length_field": 8})
+    with pytest.raises(LayoutError, match=r"^\$: not JSON"):
+        layout.from_json(b"[" * 100_000)
