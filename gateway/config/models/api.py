@@ -9,16 +9,10 @@ from pydantic import Field, SecretStr, SerializationInfo, field_serializer, fiel
 
 from gateway.config.api_keys import MIN_KEY_LENGTH, default_key_file, key_problem
 from gateway.config.errors import FieldProblems
-from gateway.config.models.base import ConfigModel, doc_default
+from gateway.config.models.base import ConfigModel, doc_default, show_secret
 from gateway.config.values import BindAddress, PathSpec
 
 __all__ = ["MIN_KEY_LENGTH", "ApiConfig", "ApiUser", "default_key_file", "key_problem"]
-
-
-def _show_secret(value: SecretStr, info: SerializationInfo) -> str:
-    if isinstance(info.context, dict) and info.context.get("reveal_secrets"):
-        return value.get_secret_value()
-    return str(value)
 
 
 class ApiUser(ConfigModel):
@@ -46,8 +40,8 @@ class ApiUser(ConfigModel):
         return value
 
     @field_serializer("password", when_used="json")
-    def _secret(self, value: SecretStr, info: SerializationInfo) -> str:
-        return _show_secret(value, info)
+    def _secret(self, value: SecretStr, info: SerializationInfo) -> str | None:
+        return show_secret(value, info)
 
 
 class ApiConfig(ConfigModel):
@@ -126,4 +120,4 @@ class ApiConfig(ConfigModel):
 
     @field_serializer("keys", when_used="json")
     def _secrets(self, value: tuple[SecretStr, ...], info: SerializationInfo) -> list[Any]:
-        return [_show_secret(key, info) for key in value]
+        return [show_secret(key, info) for key in value]

@@ -20,7 +20,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, get_origin
 
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    SecretStr,
+    SerializationInfo,
+    ValidationError,
+    model_validator,
+)
 from pydantic_core import InitErrorDetails
 
 from gateway.config.errors import FieldProblems
@@ -33,7 +40,23 @@ from gateway.config.introspect import (
     strip_annotated,
 )
 
-__all__ = ["ConfigModel", "doc_default", "with_problems"]
+__all__ = ["ConfigModel", "doc_default", "empty_means_none", "show_secret", "with_problems"]
+
+
+def show_secret(value: SecretStr | None, info: SerializationInfo) -> str | None:
+    """A secret in a JSON dump: masked, in clear only when the dump's context asks for
+    ``reveal_secrets`` (the loader's copy of the configuration); for field serializers."""
+    if value is None:
+        return None
+    if isinstance(info.context, dict) and info.context.get("reveal_secrets"):
+        return value.get_secret_value()
+    return str(value)
+
+
+def empty_means_none(value: Any) -> Any:
+    """``""`` as None, for a "before" validator: ``keyfile_password: ${KEY_PASSWORD:-}``
+    with the variable unset."""
+    return None if value == "" else value
 
 
 def doc_default(text: str) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from pydantic import (
 from gateway.config.errors import FieldProblems
 from gateway.config.files import checks_files, client_tls_file_problems
 from gateway.config.models.adapter_base import check_filter_template, check_topic_template
-from gateway.config.models.base import ConfigModel, doc_default
+from gateway.config.models.base import ConfigModel, doc_default, empty_means_none, show_secret
 from gateway.config.values import (
     BindAddress,
     DurationSpec,
@@ -200,19 +200,13 @@ class BridgeTlsConfig(ConfigModel):
         description="ALPN protocols, e.g. `[x-amzn-mqtt-ca]` for AWS IoT Core on port 443.",
     )
 
-    @field_validator("keyfile_password", mode="before")
-    @classmethod
-    def _empty_password_means_none(cls, value: Any) -> Any:
-        # `keyfile_password: ${KEY_PASSWORD:-}` with the variable unset
-        return None if value == "" else value
+    _empty_password_means_none = field_validator("keyfile_password", mode="before")(
+        empty_means_none
+    )
 
     @field_serializer("keyfile_password", when_used="json")
     def _secret(self, value: SecretStr | None, info: SerializationInfo) -> str | None:
-        if value is None:
-            return None
-        if isinstance(info.context, dict) and info.context.get("reveal_secrets"):
-            return value.get_secret_value()
-        return str(value)
+        return show_secret(value, info)
 
     def key_password(self) -> str | None:
         """``keyfile_password`` in clear, or None."""
@@ -407,11 +401,7 @@ class BridgeConfig(ConfigModel):
 
     @field_serializer("password", when_used="json")
     def _secret(self, value: SecretStr | None, info: SerializationInfo) -> str | None:
-        if value is None:
-            return None
-        if isinstance(info.context, dict) and info.context.get("reveal_secrets"):
-            return value.get_secret_value()
-        return str(value)
+        return show_secret(value, info)
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:

@@ -20,7 +20,13 @@ from pydantic import (
 
 from gateway.config.errors import FieldProblems, show_value
 from gateway.config.files import checks_files, tls_file_problems
-from gateway.config.models.base import ConfigModel, doc_default, with_problems
+from gateway.config.models.base import (
+    ConfigModel,
+    doc_default,
+    empty_means_none,
+    show_secret,
+    with_problems,
+)
 from gateway.config.values import BindAddress, PathSpec
 
 __all__ = ["ListenerConfig", "ListenerType", "TlsConfig"]
@@ -74,19 +80,13 @@ class TlsConfig(ConfigModel):
         " `${ENV_VAR}`, not in clear.",
     )
 
-    @field_validator("keyfile_password", mode="before")
-    @classmethod
-    def _empty_password_means_none(cls, value: Any) -> Any:
-        # `keyfile_password: ${KEY_PASSWORD:-}` with the variable unset
-        return None if value == "" else value
+    _empty_password_means_none = field_validator("keyfile_password", mode="before")(
+        empty_means_none
+    )
 
     @field_serializer("keyfile_password", when_used="json")
     def _secret(self, value: SecretStr | None, info: SerializationInfo) -> str | None:
-        if value is None:
-            return None
-        if isinstance(info.context, dict) and info.context.get("reveal_secrets"):
-            return value.get_secret_value()
-        return str(value)
+        return show_secret(value, info)
 
     # The checks between keys run in field validators, on the keys declared before (in
     # `info.data` when valid), so that they report with the problems of other keys.
