@@ -180,10 +180,16 @@ def first_occurrences(numbers: list[int]) -> list[int]:
     return out
 
 
+#: What ends a publish's flow: PUBACK at QoS 1, PUBCOMP at QoS 2.
+_FINAL = (mb.PacketType.PUBACK, mb.PacketType.PUBCOMP)
+
+
 class StreamPublisher(threading.Thread):
-    """Publishes ``count`` numbered QoS 1 messages (payload ``b"<n>"``) to the gateway with a
-    window of unacknowledged ones, on a raw socket (paho is too slow for a stream); records
-    the numbers acknowledged, in order."""
+    """Publishes ``count`` numbered QoS 1 (or 2) messages (payload ``b"<n>"``) to the gateway
+    with a window of unfinished ones, on a raw socket (paho is too slow for a stream);
+    records the numbers acknowledged (PUBACK; PUBCOMP at QoS 2), in the order of their
+    acknowledgements. At QoS 2 keep ``window`` within the gateway's
+    ``mqtt.receive_maximum`` (32 by default)."""
 
     def __init__(
         self,
@@ -194,6 +200,7 @@ class StreamPublisher(threading.Thread):
         first: int = 1,
         window: int = 100,
         rate: float | None = None,
+        qos: int = 1,
     ) -> None:
         super().__init__(daemon=True)
         self.port = port
@@ -201,6 +208,7 @@ class StreamPublisher(threading.Thread):
         self.numbers = range(first, first + count)
         self.window = window
         self.rate = rate  # messages per second at most (a stream spread over time)
+        self.qos = qos
         self.acked: list[int] = []
         self.error: BaseException | None = None
 
@@ -228,14 +236,16 @@ class StreamPublisher(threading.Thread):
                     sent += 1
                     mid = mid % 65535 + 1
                     inflight[mid] = number
-                    frames.append(mb.gen_publish(self.topic, str(number), qos=1, mid=mid))
+                    frames.append(mb.gen_publish(self.topic, str(number), qos=self.qos, mid=mid))
                 if frames:
                     client.send(b"".join(frames))
                 if not inflight:
                     time.sleep(0.005)  # paced: nothing to wait for yet
                     continue
                 packet = client.recv_packet(unit(30))
-                if packet.type == mb.PacketType.PUBACK and packet.packet_id in inflight:
+                if packet.type == mb.PacketType.PUBREC:
+                    client.send(mb.gen_pubrel(packet.packet_id))
+                elif packet.type in _FINAL and packet.packet_id in inflight:
                     self.acked.append(inflight.pop(packet.packet_id))
                     left -= 1
             client.send(mb.gen_disconnect())

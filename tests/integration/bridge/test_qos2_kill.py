@@ -23,8 +23,8 @@ import pytest
 
 from tests.helpers.brokers import BrokerHandle, free_port, start_edgebus
 from tests.integration.api.support import KEY, Http, bearer
-from tests.integration.bridge.qos2 import Qos2Publisher, drained, numbers
-from tests.integration.bridge.support import Collector, Remote, wait_until
+from tests.integration.bridge.qos2 import QOS2_WINDOW, drained, numbers
+from tests.integration.bridge.support import Collector, Remote, StreamPublisher, wait_until
 
 TOTAL = 6_000
 
@@ -70,7 +70,7 @@ def test_sigkill_mid_stream_of_qos2_delivers_every_message_exactly_once(
     gateway: BrokerHandle = start_edgebus(tmp_path / "gateway", config)
     cloud: Collector | None = None
     try:
-        publisher = Qos2Publisher(gateway.port, "stream/x", TOTAL)
+        publisher = StreamPublisher(gateway.port, "stream/x", TOTAL, qos=2, window=QOS2_WINDOW)
         publisher.start()
         assert sorted(publisher.done(120)) == list(range(1, TOTAL + 1))
         assert wait_until(depth, lambda d: d == TOTAL) == TOTAL

@@ -21,7 +21,7 @@ import pytest
 
 from tests.helpers.brokers import start_mosquitto
 from tests.helpers.gateway import running_gateway
-from tests.integration.bridge.qos2 import END, Qos2Publisher, drained
+from tests.integration.bridge.qos2 import END, QOS2_WINDOW, drained
 from tests.integration.bridge.support import Collector, StreamPublisher, wait_until
 from tests.integration.components.support import status_of
 
@@ -51,7 +51,7 @@ bridges:
                 wait_until(
                     lambda: status_of(gw, "bridge", "cloud")["state"], lambda s: s == "running"
                 )
-                qos2 = Qos2Publisher(gw.port, "stream/q2", TOTAL)
+                qos2 = StreamPublisher(gw.port, "stream/q2", TOTAL, qos=2, window=QOS2_WINDOW)
                 qos1 = StreamPublisher(gw.port, "stream/q1", TOTAL)
                 qos2.start()
                 qos1.start()
