@@ -42,7 +42,6 @@ change meanwhile (the next run's selection and ``queue_size``).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -133,16 +132,12 @@ class LogWriter:
             self.failed += records
 
     async def run(self, stopping: asyncio.Event) -> None:
-        """Hands batches over every ``linger_s`` (``idle_s`` when nothing came) until
-        ``stopping`` is set."""
-        self._stop_timer()
-        delay = self.idle_s
-        while not stopping.is_set():
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(delay):
-                    await stopping.wait()
-            delay = self.linger_s if self.items else self.idle_s
-            self.flush()
+        """Hands batches over every ``linger_s`` (``idle_s`` when nothing came)
+        (``keep_flushing``) and once more when ``stopping`` is set; the timer goes on
+        after, until the next ``run`` or ``close``."""
+        self.keep_flushing()
+        await stopping.wait()
+        self.flush()
 
     def keep_flushing(self) -> None:
         """Hands batches over as ``run`` does, on a timer of the loop, until ``run``
