@@ -12,8 +12,6 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("pyspark")
-
 from spark_sink import datasource
 from spark_sink.datasource import DataLossError, EdgebusStreamReader, OffsetRange
 from spark_sink.options import SourceOptions
