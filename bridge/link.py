@@ -44,7 +44,7 @@ from broker_core.mqtt.properties import EMPTY, Properties
 from broker_core.mqtt.reason_codes import ReasonCode
 from gateway.config.models.bridges import BridgeConfig, BridgeTlsConfig
 
-__all__ = ["LEVELS", "Link", "open_link", "reason_name", "tls_context"]
+__all__ = ["LEVELS", "Link", "certificate_refused", "open_link", "reason_name", "tls_context"]
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +95,34 @@ def tls_context(config: BridgeConfig) -> ssl.SSLContext | None:
     if alpn:
         context.set_alpn_protocols(list(alpn))
     return context
+
+
+# OpenSSL's X509_V_ERR_* codes that get a hint of what to check.
+_NAME_MISMATCH = {62, 64}  # HOSTNAME_MISMATCH, IP_ADDRESS_MISMATCH
+_DATES = {9, 10}  # CERT_NOT_YET_VALID, CERT_HAS_EXPIRED
+# UNABLE_TO_GET_ISSUER_CERT, DEPTH_ZERO_SELF_SIGNED_CERT, SELF_SIGNED_CERT_IN_CHAIN,
+# UNABLE_TO_GET_ISSUER_CERT_LOCALLY, UNABLE_TO_VERIFY_LEAF_SIGNATURE
+_UNTRUSTED = {2, 18, 19, 20, 21}
+
+
+def certificate_refused(exc: ssl.SSLCertVerificationError, config: BridgeConfig) -> str:
+    """Why the remote's certificate was refused, as OpenSSL's verification says it
+    (``verify_message``: "Hostname mismatch, certificate is not valid for 'x'.",
+    "certificate has expired", "unable to get local issuer certificate"), with what to
+    check; not the bare ``CERTIFICATE_VERIFY_FAILED`` of ``exc.reason``."""
+    message = (exc.verify_message or exc.reason or str(exc)).rstrip(".")
+    code = exc.verify_code
+    text = f"certificate verify failed: {message} (OpenSSL verify code {code})"
+    tls = config.tls or BridgeTlsConfig()
+    if code in _NAME_MISMATCH:
+        where = "tls.server_name" if tls.server_name else "the host of `server`"
+        return f"{text}; the name verified is {where}"
+    if code in _DATES:
+        return f"{text}; check the certificate's dates and this machine's clock"
+    if code in _UNTRUSTED:
+        trusted = "the system's CAs" if tls.cafile is None else f"tls.cafile '{tls.cafile}'"
+        return f"{text}; its issuer is not among the CAs trusted: {trusted}"
+    return text
 
 
 class Link(asyncio.Protocol):
@@ -323,6 +351,10 @@ async def open_link(
         raise BridgeError(
             f"no CONNACK from {host}:{port} within {config.connect_timeout:g}s"
         ) from None
+    except ssl.SSLCertVerificationError as exc:
+        raise BridgeError(
+            f"TLS with {host}:{port} failed: {certificate_refused(exc, config)}"
+        ) from exc
     except ssl.SSLError as exc:
         raise BridgeError(f"TLS with {host}:{port} failed: {exc.reason or exc}") from exc
     except OSError as exc:

@@ -5,7 +5,9 @@
 - ``ca``: the CA that signs the server certificate and the trusted client certificates;
 - ``server``: CN ``edgebus-test-server``, SAN ``IP:127.0.0.1`` and ``DNS:localhost``;
 - ``client(cn)``: a client certificate signed by ``ca`` with subject CN ``cn``;
-- ``stranger(cn)``: a client certificate signed by another CA, which the broker must refuse.
+- ``stranger(cn)``: a client certificate signed by another CA, which the broker must refuse;
+- ``server_for(stem, *names, expired=, trusted=)``: another server certificate, for other
+  names, expired, or signed by the other CA, which a client must refuse.
 
 Keys are EC P-256: fast to make, accepted at OpenSSL's default security level.
 """
@@ -49,11 +51,24 @@ def _name(cn: str) -> x509.Name:
     )
 
 
-def _validity(builder: x509.CertificateBuilder) -> x509.CertificateBuilder:
+def _validity(
+    builder: x509.CertificateBuilder, *, expired: bool = False
+) -> x509.CertificateBuilder:
     now = datetime.datetime.now(datetime.UTC)
+    if expired:  # valid for a day, ended an hour ago
+        return builder.not_valid_before(now - datetime.timedelta(days=1)).not_valid_after(
+            now - datetime.timedelta(hours=1)
+        )
     return builder.not_valid_before(now - datetime.timedelta(hours=1)).not_valid_after(
         now + datetime.timedelta(days=2)
     )
+
+
+#: The names of ``Pki.server``.
+_SERVER_NAMES: tuple[x509.GeneralName, ...] = (
+    x509.IPAddress(ipaddress.IPv4Address("127.0.0.1")),
+    x509.DNSName("localhost"),
+)
 
 
 def _write_key(key: ec.EllipticCurvePrivateKey, path: Path, password: bytes | None) -> None:
@@ -111,10 +126,12 @@ def _issue(
     server: bool,
     file_stem: str,
     password: bytes | None = None,
+    names: tuple[x509.GeneralName, ...] = _SERVER_NAMES,
+    expired: bool = False,
 ) -> CertPair:
     key = ec.generate_private_key(ec.SECP256R1())
     builder = (
-        _validity(x509.CertificateBuilder())
+        _validity(x509.CertificateBuilder(), expired=expired)
         .subject_name(_name(cn))
         .issuer_name(authority.cert.subject)
         .public_key(key.public_key())
@@ -134,9 +151,7 @@ def _issue(
     )
     if server:
         builder = builder.add_extension(
-            x509.SubjectAlternativeName(
-                [x509.IPAddress(ipaddress.IPv4Address("127.0.0.1")), x509.DNSName("localhost")]
-            ),
+            x509.SubjectAlternativeName(list(names)),
             critical=False,
         )
     cert = builder.sign(authority.key, hashes.SHA256())
@@ -184,6 +199,27 @@ class Pki:
             server=True,
             file_stem="server-encrypted",
             password=password,
+        )
+
+    def server_for(
+        self, file_stem: str, *names: str, expired: bool = False, trusted: bool = True
+    ) -> CertPair:
+        """Another server certificate, for DNS ``names`` only (not 127.0.0.1 unless
+        named); ``expired``: its validity ended an hour ago; ``trusted=False``: signed by
+        the other CA. For clients' verification errors."""
+        return _issue(
+            self._ca if trusted else self._other_ca,
+            self.directory,
+            "edgebus-test-server",
+            server=True,
+            file_stem=file_stem,
+            names=tuple(
+                x509.IPAddress(ipaddress.ip_address(name))
+                if name.replace(".", "").isdigit()
+                else x509.DNSName(name)
+                for name in names
+            ),
+            expired=expired,
         )
 
     def _client(self, authority: _Authority, cn: str) -> CertPair:

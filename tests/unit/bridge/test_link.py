@@ -1,12 +1,15 @@
 """The link's fast path: runs of plain PUBACKs read straight from the bytes, everything
-else (and anything split across reads) through the decoder, in order."""
+else (and anything split across reads) through the decoder, in order. A refused
+certificate named by OpenSSL's verification message."""
 
 from __future__ import annotations
 
 import asyncio
+import ssl
 
-from bridge.link import Link
+from bridge.link import Link, certificate_refused
 from broker_core.mqtt.packets import Packet, Puback, Suback
+from gateway.config.models.bridges import BridgeConfig
 from tests.helpers import mqtt_builder as mb
 
 
@@ -75,3 +78,38 @@ def test_packet_identifier_zero_is_left_to_the_decoder() -> None:
     assert runs == [[3]]  # the malformed one is the decoder's to refuse: the link closes
     assert packets == []
     assert link.reason is not None and link.reason.startswith("malformed packet from the remote")
+
+
+def _refused(code: int, message: str) -> ssl.SSLCertVerificationError:
+    exc = ssl.SSLCertVerificationError(1, "[SSL: CERTIFICATE_VERIFY_FAILED] ...")
+    exc.reason = "CERTIFICATE_VERIFY_FAILED"
+    exc.verify_code = code
+    exc.verify_message = message
+    return exc
+
+
+def test_a_refused_certificate_is_named_by_openssl_with_what_to_check() -> None:
+    config = BridgeConfig.model_validate(
+        {
+            "name": "b",
+            "server": "127.0.0.1:1",
+            "tls": {"server_name": "cloud.example"},
+            "forwards": [{"local": "up/#"}],
+        }
+    )
+    mismatch = _refused(62, "Hostname mismatch, certificate is not valid for 'cloud.example'.")
+    assert certificate_refused(mismatch, config) == (
+        "certificate verify failed: Hostname mismatch, certificate is not valid for"
+        " 'cloud.example' (OpenSSL verify code 62); the name verified is tls.server_name"
+    )
+    assert certificate_refused(_refused(9, "certificate is not yet valid"), config) == (
+        "certificate verify failed: certificate is not yet valid (OpenSSL verify code 9);"
+        " check the certificate's dates and this machine's clock"
+    )
+    assert certificate_refused(_refused(18, "self-signed certificate"), config) == (
+        "certificate verify failed: self-signed certificate (OpenSSL verify code 18);"
+        " its issuer is not among the CAs trusted: the system's CAs"
+    )
+    assert certificate_refused(_refused(23, "certificate revoked"), config) == (
+        "certificate verify failed: certificate revoked (OpenSSL verify code 23)"
+    )
