@@ -28,16 +28,11 @@ Where a queued message is, in the order of the queue (``seq``)::
   with a reason code >= 0x80 is a refusal: the row is deleted and counted as
   ``rejected``.
 - QoS 2 after PUBREC: the remote owns the message, and must never see its PUBLISH again
-  in that session (it would deliver it twice once our PUBREL reached it; MQTT 5.0
-  4.3.3, 4.4). The row is marked *released* on disk (``DiskQueue.release``, in the next
-  commit) and the PUBREL goes out once that commit is made, so that a restart after a
-  ``kill -9`` finds every PUBREL that was sent. A released message is sent again as a
-  PUBREL when the session is present (MQTT 5.0 4.4); a remote that answers PUBCOMP to a
-  Packet Identifier it completed already ends it there. Without a session (clean start,
-  or the remote lost it), the remote forgot the Packet Identifier, and whether it
-  delivered the message depends on it: mosquitto delivers an incoming QoS 2 message
-  only when our PUBREL comes, and drops it with the session before that (EMQX delivers
-  at the PUBLISH). The PUBLISH is then sent again: at least once, never lost.
+  in that session. The row is marked *released* on disk and the PUBREL goes out once
+  that commit is made; a released message is sent again as a PUBREL when the session
+  is present, as a PUBLISH (at least once, never lost) once its mark is undone when it
+  is not. The marks' bookkeeping is ``bridge.qos2_release`` (``Releases``); this module
+  writes the PUBRELs.
 - MQTT 3.1.1 has no Receive Maximum, and a remote refusing a PUBLISH over its quota
   answers with a PUBACK or PUBREC that 3.1.1 cannot mark as a refusal: the message is
   gone (a PUBREL gets its PUBCOMP as any other). Mosquitto 2.0 (Debian's 2.0.11, and
@@ -55,7 +50,8 @@ Where a queued message is, in the order of the queue (``seq``)::
 Bounds: ``queue.max_messages`` and ``queue.max_bytes`` (``queue.overflow``:
 ``drop_oldest`` drops the oldest message not in flight, ``drop_new`` refuses the new
 one); ``ready`` holds at most ``READY_MESSAGES`` / ``READY_BYTES`` in memory. Every
-message dropped is counted by reason (``DROP_REASONS``).
+message dropped is counted by reason (``DROP_REASONS``). ``queue.rate_limit`` is a token
+bucket (``bridge.rate_limit``).
 """
 
 from __future__ import annotations
@@ -67,7 +63,9 @@ from collections import deque
 from typing import Protocol
 
 from bridge.mapping import MappingError, Outbound, Queued, expiry_left
+from bridge.qos2_release import Releases
 from bridge.queue import DiskQueue
+from bridge.rate_limit import RateLimit
 from broker_core.context import Context
 from broker_core.mqtt.encoder import encode, fixed_header
 from broker_core.mqtt.packets import Pubrel, new_publish
@@ -133,9 +131,7 @@ class Forwarder:
         self.batch = config.queue.batch_size
         self.queue_qos0 = config.queue.qos0
         self.ready_messages = max(READY_MESSAGES, 2 * self.batch, 2 * config.max_inflight)
-        self.rate = config.queue.rate_limit
-        self.tokens = float(self.rate or 0)
-        self.refilled = time.monotonic()
+        self.rate_limit = RateLimit(config.queue.rate_limit, self._schedule_pump)
         self.ready: deque[Queued] = deque()
         self.ready_bytes = 0
         self.inflight: dict[int, Queued] = {}
@@ -143,12 +139,7 @@ class Forwarder:
         self.window = config.max_inflight
         self.qos2_window = self.window  # QoS 2 messages in flight, at most
         self.qos2_inflight = 0
-        #: QoS 2 messages the remote sent PUBREC for, by seq: their PUBRELs wait for the
-        #: commit that marks them released on disk.
-        self.releasing: dict[int, Queued] = {}
-        #: Released messages to send again as PUBLISH (a new session), by seq: they wait
-        #: for the commit that undoes their released marks.
-        self.unreleasing: dict[int, Queued] = {}
+        self.releases = Releases(queue)  # QoS 2 after PUBREC
         self.max_packet: int | None = None
         self.session_present = False
         # What was queued before this run started may have been in flight: DUP.
@@ -163,7 +154,6 @@ class Forwarder:
         self.dropped = dict.fromkeys(DROP_REASONS, 0)
         self._loop = asyncio.get_running_loop()
         self._pump_scheduled = False
-        self._timer: asyncio.TimerHandle | None = None
         self._warned: set[str] = set()
         self._topic_bytes: dict[str, bytes] = {}
         queue.on_commit = self._committed
@@ -209,7 +199,7 @@ class Forwarder:
             and not self.ready
             and not self.spilled
             and wire.writable
-            and self._allowance() >= 1
+            and self.rate_limit.allowance() >= 1
         ):
             self._send_qos0(wire, route)
             return False
@@ -333,30 +323,15 @@ class Forwarder:
 
     def pubrec(self, mid: int, code: int) -> None:
         """The remote has the QoS 2 message: its PUBREL goes once the row is marked
-        released on disk (``_release``)."""
+        released on disk (``Releases.pubrec``, then ``_committed``)."""
         item = self.inflight.get(mid)
         if item is None:
             return
         if code >= 0x80:
             self._finish(self.inflight.pop(mid), code)
             return
-        if item.released or item.seq in self.releasing:
-            return  # its PUBREL went out (or goes) on this link: a PUBREC again, ignored
-        if self.queue.release(item.seq):
-            self.releasing[item.seq] = item
-            if 2 * len(self.releasing) >= self.qos2_window:
-                self.queue.commit_now()  # as ``_hurry``: the QoS 2 window waits on it
-        else:  # no longer queued (dropped meanwhile): nothing to keep on disk
-            item.released = True
+        if self.releases.pubrec(item, self.qos2_window):
             self._write_pubrels([item])
-
-    def _release(self) -> None:
-        """The commit that marked ``releasing`` on disk is made: their PUBRELs."""
-        items = list(self.releasing.values())
-        self.releasing.clear()
-        for item in items:
-            item.released = True
-        self._write_pubrels(items)
 
     def _write_pubrels(self, items: list[Queued]) -> None:
         """PUBREL for those of ``items`` in flight on the link (the others get theirs
@@ -411,12 +386,8 @@ class Forwarder:
     def _committed(self, seq: int) -> None:
         """A commit: new rows may be sent, released rows get their PUBREL, and deleted
         rows free their place."""
-        if self.releasing:
-            self._release()
-        if self.unreleasing:
-            for item in self.unreleasing.values():
-                item.released = False
-            self.unreleasing.clear()
+        if self.releases.waiting:
+            self._write_pubrels(self.releases.committed())
         if (self.ready or self.spilled) and self.wire is not None:
             self._schedule_pump()
 
@@ -445,7 +416,7 @@ class Forwarder:
         committed = queue.committed
         room = self.window - queue.pending_deletes
         level = wire.level
-        limit = self._allowance()
+        limit = self.rate_limit.allowance()
         now = time.time()
         dup_upto = self.dup_upto
         max_packet = self.max_packet
@@ -468,7 +439,7 @@ class Forwarder:
                     if seq > committed:
                         break  # see the module docstring: QoS 2 goes out once on disk
                     if item.released and not self.session_present:
-                        self._unrelease()
+                        self.releases.unrelease(ready, self.window)
                         if item.released:
                             break  # its PUBLISH goes once that is on disk
                 if space <= 0 or (inflight and seq - oldest >= MID_SPAN):
@@ -524,22 +495,8 @@ class Forwarder:
         self.qos2_inflight = qos2
         if sent:
             self.sent += sent
-            self._spend(sent)
+            self.rate_limit.spend(sent)
             wire.write(b"".join(parts))
-
-    def _unrelease(self) -> None:
-        """A new session (none present): the remote forgot the released messages at the
-        front of ``ready``, so their PUBLISH goes again, once their released marks are
-        undone on disk (a restart that finds a session then must not send PUBREL for a
-        PUBLISH the remote may not have)."""
-        for position, item in enumerate(self.ready):
-            if position >= self.window:
-                break
-            if item.released and item.seq not in self.unreleasing:
-                if self.queue.unrelease(item.seq):
-                    self.unreleasing[item.seq] = item
-                else:  # no longer queued: nothing on disk to undo
-                    item.released = False
 
     def _topic(self, topic: str) -> bytes:
         """The encoded topic of a PUBLISH, remembered (a stream reuses its topics)."""
@@ -559,7 +516,7 @@ class Forwarder:
         if self.max_packet is not None and len(frame) > self.max_packet:
             self._drop("too_large", f"{item.topic!r}: larger than the remote's maximum packet")
             return
-        self._spend(1)
+        self.rate_limit.spend(1)
         self.sent += 1
         wire.write(frame)
 
@@ -585,31 +542,8 @@ class Forwarder:
             self.next_read = self.queue.last + 1
         self._schedule_pump()
 
-    # -- the rate limit ------------------------------------------------------------------
-
-    def _allowance(self) -> float:
-        rate = self.rate
-        if rate is None:
-            return float("inf")
-        now = time.monotonic()
-        self.tokens = min(rate, self.tokens + (now - self.refilled) * rate)
-        self.refilled = now
-        if self.tokens < 1 and self._timer is None:
-            self._timer = self._loop.call_later((1 - self.tokens) / rate, self._refill)
-        return int(self.tokens)
-
-    def _spend(self, count: int) -> None:
-        if self.rate is not None:
-            self.tokens -= count
-
-    def _refill(self) -> None:
-        self._timer = None
-        self._schedule_pump()
-
     def close(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self.rate_limit.close()
         self.queue.on_commit = None
 
     # -- what the API shows --------------------------------------------------------------

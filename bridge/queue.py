@@ -48,9 +48,12 @@ the jobs asked so far and commits nothing until the thread gives it back; append
 removes and barriers asked meanwhile wait for the next commit (the publishers'
 PUBACKs wait a few ms during a checkpoint, nothing blocks the loop).
 
-The loop keeps an index of the queue (``QueueIndex``: the size and arrival time of
-every row, a few bytes each), so the queue's depth, bytes, oldest age and the
-overflow decisions never wait for the disk.
+The loop keeps an index of the queue (``QueueIndex``, in ``bridge.queue_index``: the
+size and arrival time of every row, a few bytes each), so the queue's depth, bytes,
+oldest age and the overflow decisions never wait for the disk.
+
+This module decides when the disk is written and read; the file itself, its schema (and
+the migration of an older one) and the SQL run on it are ``bridge.queue_file``.
 
 ``DiskQueue.open`` is quick and synchronous (the file, its schema, the last sequence
 number), so a bridge taps the broker before its first ``await`` and nothing published
@@ -72,203 +75,28 @@ import queue as thread_queue
 import sqlite3
 import threading
 import time
-from array import array
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from bridge.mapping import Queued
+from bridge.queue_file import (
+    COLUMNS,
+    checkpoint,
+    index_rows,
+    open_file,
+    read_rows,
+    write_rows,
+)
+from bridge.queue_index import QueueIndex
 from broker_core.errors import BridgeError
-from broker_core.mqtt.properties import EMPTY, PacketKind, decode_properties
+from broker_core.mqtt.properties import EMPTY
 
-__all__ = ["DiskQueue", "QueueIndex", "Queued"]
+__all__ = ["DiskQueue", "Queued"]
 
 log = logging.getLogger(__name__)
 
-#: 2 added ``queue.released``; a file of version 1 is brought to 2 when it opens (its
-#: rows were never marked: the same as before).
-SCHEMA_VERSION = 2
-
-_DDL = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS queue (
-    seq INTEGER PRIMARY KEY,
-    topic TEXT NOT NULL,
-    payload BLOB NOT NULL,
-    qos INTEGER NOT NULL,
-    retain INTEGER NOT NULL,
-    properties BLOB NOT NULL,
-    received_at REAL NOT NULL,
-    released INTEGER NOT NULL DEFAULT 0
-);
-"""
-#: Columns an append binds (``released`` starts at its default, 0).
-_COLUMNS = 7
-#: Rows per INSERT statement, at most. A batch of rows is written with one statement of
-#: exactly its size (and one of this size per 256 more): each statement is a step that
-#: lets go of the interpreter lock and takes it back, a handover with the busy event
-#: loop's thread that costs more than the SQL. Every size is prepared once and kept
-#: (``_STATEMENTS``).
-_MAX_ROWS = 256
-_STATEMENTS = _MAX_ROWS + 32  # the connection's statement cache
-_DELETE = "DELETE FROM queue WHERE seq BETWEEN ? AND ?"
-_MARK = "UPDATE queue SET released = ? WHERE seq BETWEEN ? AND ?"
 _NO_PROPERTIES = bytearray()  # bound, never changed
-_READ = (
-    "SELECT seq, topic, payload, qos, retain, properties, received_at, released FROM queue"
-    " WHERE seq >= ? ORDER BY seq LIMIT ?"
-)
-
-
-def _queued(row: tuple[Any, ...]) -> Queued:
-    seq, topic, payload, qos, retain, props, received_at, released = row
-    properties = EMPTY
-    if props:
-        properties, _ = decode_properties(props, 0, len(props), PacketKind.PUBLISH)
-    item = Queued.of(topic, bytes(payload), qos, bool(retain), properties, received_at, seq)
-    item.released = bool(released)
-    return item
-
-
-@functools.cache
-def _insert_sql(rows: int) -> str:
-    return (
-        "INSERT INTO queue (seq, topic, payload, qos, retain, properties, received_at) VALUES "
-        + ",".join(["(?, ?, ?, ?, ?, ?, ?)"] * rows)
-    )
-
-
-def _insert_rows(conn: sqlite3.Connection, values: list[Any]) -> None:
-    """Inserts the rows whose columns follow each other in ``values`` (``_COLUMNS`` a
-    row), ``_MAX_ROWS`` a statement at most."""
-    width = _MAX_ROWS * _COLUMNS
-    for start in range(0, len(values), width):
-        chunk = values[start : start + width]
-        conn.execute(_insert_sql(len(chunk) // _COLUMNS), chunk)
-
-
-class QueueIndex:
-    """The size and arrival time of every queued row, by sequence number, in order.
-
-    Two compact arrays indexed by ``seq - base`` (a removed row has size -1), so a
-    million queued messages cost about 12 MB here and every question is answered
-    without the disk.
-    """
-
-    def __init__(self) -> None:
-        self.base = 1  # seq of position 0
-        self.head = 0  # first position that may be live
-        self.sizes = array("q")
-        self.times = array("d")
-        self.count = 0
-        self.bytes = 0
-
-    @property
-    def last(self) -> int:
-        """The highest sequence number ever added (``base - 1`` when none)."""
-        return self.base + len(self.sizes) - 1
-
-    def add(self, seq: int, size: int, received_at: float) -> None:
-        sizes = self.sizes
-        if sizes and seq == self.base + len(sizes):  # the next one: the usual case
-            sizes.append(size)
-            self.times.append(received_at)
-            self.count += 1
-            self.bytes += size
-            return
-        gap = seq - self.last - 1
-        if gap < 0:
-            raise ValueError(f"sequence {seq} is not after {self.last}")
-        if not self.sizes:
-            self.base, self.head = seq, 0
-        else:
-            for _ in range(gap):
-                self.sizes.append(-1)
-                self.times.append(0.0)
-        self.sizes.append(size)
-        self.times.append(received_at)
-        self.count += 1
-        self.bytes += size
-
-    def contains(self, seq: int) -> bool:
-        position = seq - self.base
-        return self.head <= position < len(self.sizes) and self.sizes[position] >= 0
-
-    def remove(self, seq: int) -> int:
-        """Forgets ``seq``; returns its size, or -1 when it was not there."""
-        position = seq - self.base
-        if not (self.head <= position < len(self.sizes)):
-            return -1
-        size = self.sizes[position]
-        if size < 0:
-            return -1
-        self.sizes[position] = -1
-        self.count -= 1
-        self.bytes -= size
-        if position == self.head:
-            self._advance()
-        return size
-
-    def remove_many(self, seqs: list[int]) -> list[int]:
-        """``remove`` of each of ``seqs`` (a run of acknowledgements); returns those
-        that were there."""
-        base, head, sizes = self.base, self.head, self.sizes
-        end = len(sizes)
-        gone: list[int] = []
-        freed = 0
-        for seq in seqs:
-            position = seq - base
-            if head <= position < end:
-                size = sizes[position]
-                if size >= 0:
-                    sizes[position] = -1
-                    freed += size
-                    gone.append(seq)
-        self.count -= len(gone)
-        self.bytes -= freed
-        if head < end and sizes[head] < 0:
-            self._advance()
-        return gone
-
-    def first(self, at_least: int = 0) -> int | None:
-        """The lowest live sequence number that is ``>= at_least``; None if none."""
-        position = max(self.head, at_least - self.base)
-        sizes = self.sizes
-        while position < len(sizes):
-            if sizes[position] >= 0:
-                return self.base + position
-            position += 1
-        return None
-
-    def oldest_time(self) -> float | None:
-        first = self.first()
-        return None if first is None else self.times[first - self.base]
-
-    def nth(self, n: int) -> int | None:
-        """The sequence number of the ``n``-th live row (0 = the oldest)."""
-        position = self.head
-        sizes = self.sizes
-        while position < len(sizes):
-            if sizes[position] >= 0:
-                if n == 0:
-                    return self.base + position
-                n -= 1
-            position += 1
-        return None
-
-    def _advance(self) -> None:
-        sizes = self.sizes
-        head = self.head
-        while head < len(sizes) and sizes[head] < 0:
-            head += 1
-        self.head = head
-        if head >= 4096 and head * 2 >= len(sizes):  # drop the dead prefix
-            del sizes[:head]
-            del self.times[:head]
-            self.base += head
-            self.head = 0
-
-
 _ReadCallback = Callable[[list[Queued], int], None]  # (items, last seq read)
 _Barrier = Callable[[bool], None]  # called back with True once committed, False if not
 _Job = tuple[Any, ...]  # ("load",) | ("read", first, limit, callback) | ("checkpoint",)
@@ -329,7 +157,7 @@ class DiskQueue:
     def open(cls, path: Path, name: str) -> DiskQueue:
         """Opens (creating) the queue at ``path``; ``BridgeError`` when the file is not a
         queue this edgebus can use. Call on the loop; then ``await loaded()``."""
-        conn, last = _open(path)
+        conn, last = open_file(path)
         return cls(conn, last, name)
 
     async def loaded(self) -> None:
@@ -367,7 +195,8 @@ class DiskQueue:
         props = item.properties
         # Exactly int, float, str and bytearray are bound as they are; anything else
         # (bytes, bool) goes through sqlite3's adapter lookups first, about 1 µs a value
-        # here: the payload is copied into a bytearray, which costs less.
+        # here: the payload is copied into a bytearray, which costs less. The columns
+        # are ``queue_file.COLUMNS``, in its order.
         self._inserts += (
             seq,
             item.topic,
@@ -494,25 +323,13 @@ class DiskQueue:
         error: BaseException | None = None
         conn = self._conn
         try:
-            ranges = _ranges(deletes) if deletes else []
-            marked = _marked_ranges(marks) if marks else []
-            statements = -(-len(inserts) // (_MAX_ROWS * _COLUMNS)) + len(ranges) + len(marked)
-            if statements > 1:  # one statement is a transaction of its own
-                conn.execute("BEGIN")
-            if inserts:
-                _insert_rows(conn, inserts)
-            if marked:
-                conn.executemany(_MARK, marked)
-            if ranges:
-                conn.executemany(_DELETE, ranges)
-            if statements > 1:
-                conn.execute("COMMIT")
+            write_rows(conn, inserts, deletes, marks)
         except sqlite3.Error as exc:
             error = exc
             log.error("%s: writing the queue failed: %s", self.name, exc)
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
-        rows = len(inserts) // _COLUMNS
+        rows = len(inserts) // COLUMNS
         self.pending -= rows
         if error is not None:
             self.error = error
@@ -524,7 +341,7 @@ class DiskQueue:
                 _COMMIT_BYTES
                 + 16 * (len(deletes) + len(marks))
                 + 24 * rows
-                + sum(map(len, inserts[2::_COLUMNS]))
+                + sum(map(len, inserts[2::COLUMNS]))
             )
             if self._written >= CHECKPOINT_BYTES and not self._checkpoint_asked:
                 self._checkpoint_asked = True
@@ -588,12 +405,7 @@ class DiskQueue:
         index = QueueIndex()
         error: BaseException | None = None
         try:
-            rows = conn.execute(
-                "SELECT seq, length(topic) + length(payload), received_at FROM queue"
-                " WHERE seq < ? ORDER BY seq",
-                (self._last_at_open + 1,),
-            )
-            for seq, size, received_at in rows:
+            for seq, size, received_at in index_rows(conn, self._last_at_open):
                 index.add(seq, size, received_at)
         except sqlite3.Error as exc:
             error = exc
@@ -614,7 +426,7 @@ class DiskQueue:
         self, conn: sqlite3.Connection, first: int, limit: int, callback: _ReadCallback
     ) -> Callable[[], None]:
         try:
-            items = [_queued(row) for row in conn.execute(_READ, (first, limit)).fetchall()]
+            items = read_rows(conn, first, limit)
         except sqlite3.Error as exc:
             log.error("%s: reading the queue failed: %s", self.name, exc)
             return functools.partial(self._read_failed, exc, callback)
@@ -630,11 +442,10 @@ class DiskQueue:
         callback([], 0)
 
     def _checkpoint(self, conn: sqlite3.Connection) -> Callable[[], None]:
-        """Copies the WAL into the database and syncs both (``synchronous=NORMAL``); the
-        next commit starts the WAL over."""
+        """Checkpoints the WAL (``queue_file.checkpoint``)."""
         error: BaseException | None = None
         try:
-            conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            checkpoint(conn)
         except sqlite3.Error as exc:
             error = exc
         return functools.partial(self._checkpointed, error)
@@ -645,77 +456,3 @@ class DiskQueue:
         self.checkpoints += 1
         if error is not None:
             log.warning("%s: checkpointing the queue failed: %s", self.name, error)
-
-
-def _ranges(seqs: list[int]) -> list[tuple[int, int]]:
-    """Sequence numbers as inclusive runs: acknowledgements come mostly in order, so a
-    few ``BETWEEN`` deletes do the work of many."""
-    seqs.sort()
-    out: list[tuple[int, int]] = []
-    first = last = seqs[0]
-    for seq in seqs[1:]:
-        if seq != last + 1:
-            out.append((first, last))
-            first = seq
-        last = seq
-    out.append((first, last))
-    return out
-
-
-def _marked_ranges(marks: dict[int, int]) -> list[tuple[int, int, int]]:
-    """``(released, first, last)`` for ``_MARK``: each value's rows as ``_ranges``."""
-    by_value: dict[int, list[int]] = {}
-    for seq, value in marks.items():
-        by_value.setdefault(value, []).append(seq)
-    return [
-        (value, first, last) for value, seqs in by_value.items() for first, last in _ranges(seqs)
-    ]
-
-
-def _open(path: Path) -> tuple[sqlite3.Connection, int]:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(
-            path, isolation_level=None, check_same_thread=False, cached_statements=_STATEMENTS
-        )
-    except (OSError, sqlite3.Error) as exc:
-        raise BridgeError(f"{path}: cannot open the bridge queue: {exc}") from exc
-    try:
-        # One connection, this process's only: an exclusive lock (taken at the first
-        # write, kept) instead of file locks and the shared-memory WAL index around
-        # every transaction; another gateway opening the same queue is refused.
-        conn.execute("PRAGMA locking_mode=EXCLUSIVE")
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        # Commits write the WAL and never sync; checkpoints (the syncs) are the thread's.
-        conn.execute("PRAGMA wal_autocheckpoint=0")
-        conn.executescript(_DDL)
-        row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        if row is None:
-            conn.execute(
-                "INSERT INTO meta (key, value) VALUES ('schema_version', ?)",
-                (str(SCHEMA_VERSION),),
-            )
-        elif row[0] == "1":  # before ``released``: one column more, no row marked
-            conn.executescript(
-                "BEGIN;"
-                " ALTER TABLE queue ADD COLUMN released INTEGER NOT NULL DEFAULT 0;"
-                f" UPDATE meta SET value = '{SCHEMA_VERSION}' WHERE key = 'schema_version';"
-                " COMMIT;"
-            )
-        elif row[0] != str(SCHEMA_VERSION):
-            raise BridgeError(
-                f"{path}: bridge queue schema version {row[0]} is not {SCHEMA_VERSION};"
-                " move the file away to start with an empty queue"
-            )
-        last = conn.execute("SELECT max(seq) FROM queue").fetchone()[0] or 0
-    except sqlite3.Error as exc:
-        conn.close()
-        raise BridgeError(
-            f"{path}: cannot read the bridge queue ({exc}); move it away to start with an"
-            " empty queue"
-        ) from exc
-    except BridgeError:
-        conn.close()
-        raise
-    return conn, last

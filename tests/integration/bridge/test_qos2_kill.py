@@ -5,7 +5,7 @@ After PUBREC the bridge sends PUBREL, and a resumed session must go on with PUBR
 never the PUBLISH again (MQTT 5.0 4.3.3, 4.4): the remote, mosquitto here, forgets a
 Packet Identifier once it answered the PUBREL, and takes a PUBLISH sent again with it
 for a new message. The released state is on disk before the PUBREL goes out, so the
-gateway started again finds it. (bridge/forward.py's module docstring;
+gateway started again finds it. (bridge/qos2_release.py's module docstring;
 tests/unit/bridge/test_qos2_release.py drives the same without processes.)
 
 The remote keeps the bridge's session (``clean_start: false``: MQTT 3.1.1 persistent

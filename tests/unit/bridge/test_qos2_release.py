@@ -14,7 +14,8 @@ from pathlib import Path
 
 from bridge.forward import Forwarder
 from bridge.mapping import Queued
-from bridge.queue import SCHEMA_VERSION, DiskQueue
+from bridge.queue import DiskQueue
+from bridge.queue_file import SCHEMA_VERSION
 from broker_core.mqtt.properties import EMPTY
 from tests.helpers import mqtt_builder as mb
 from tests.unit.bridge.test_forward import FakeWire, _config, _ctx, _run, _settle
@@ -78,7 +79,7 @@ def test_without_a_session_the_publish_goes_again_once_the_mark_is_undone(
         f.attach(wire, False, None, None)
         await _settle(f)
         assert [(t, mid) for t, mid, _ in _sent(wire)] == [(PUBLISH, 2), (PUBLISH, 3)]
-        assert f.unreleasing == {}
+        assert f.releases.unreleasing == {}
 
     async def session_again(f: Forwarder) -> None:
         wire = FakeWire()

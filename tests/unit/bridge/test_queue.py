@@ -15,7 +15,8 @@ import pytest
 
 import bridge.queue as queue_module
 from bridge.mapping import Queued
-from bridge.queue import DiskQueue, QueueIndex
+from bridge.queue import DiskQueue
+from bridge.queue_index import QueueIndex
 from broker_core.errors import BridgeError
 from broker_core.mqtt.properties import Properties
 from tests.helpers.timeouts import unit
