@@ -10,6 +10,7 @@ or API key) when ``check`` would report a problem.
 from __future__ import annotations
 
 import importlib
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,6 +28,7 @@ __all__ = ["GC_GEN0_THRESHOLD", "collect_less", "main"]
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
 _CONFIG_PATH = click.Path(path_type=Path, dir_okay=False)
+
 
 def _validate(config_path: Path | None) -> ValidConfig:
     from gateway.config import validate_config
@@ -130,8 +132,9 @@ def passwd(
 ) -> None:
     """Add, change or delete a user of a password file (like mosquitto_passwd).
 
-    The password is asked twice unless -b gives it on the command line. The file is
-    written with mode 0600.
+    The password is asked twice unless -b gives it on the command line; when standard
+    input is not a terminal (a pipe, a file), its first two lines are read instead,
+    without a prompt. The file is written with mode 0600.
     """
     from broker_core.passwords import (
         DEFAULT_ITERATIONS,
@@ -167,12 +170,35 @@ def passwd(
         write_password_file(file, users)
         return
     if password is None:
-        password = click.prompt("Password", hide_input=True, confirmation_prompt=True)
-        assert password is not None
+        password = _read_password()
     if not password:
         raise click.ClickException("the password is empty")
     users[username] = hash_password(password, iterations or DEFAULT_ITERATIONS)
     write_password_file(file, users)
+
+
+def _read_password() -> str:
+    """The new password, given twice: asked on the terminal (without echo, again when
+    the two differ), or, when standard input is not a terminal, its first two lines,
+    read as they are (no prompt, and none of getpass's warnings about echo)."""
+    stdin = sys.stdin  # None when the command runs with standard input closed
+    if stdin is not None and stdin.isatty():
+        password: str = click.prompt("Password", hide_input=True, confirmation_prompt=True)
+        return password
+    lines = [stdin.readline(), stdin.readline()] if stdin is not None else ["", ""]
+    if not lines[0]:
+        raise click.ClickException(
+            "no password on standard input (it is not a terminal): give it twice,"
+            " one line each, or use -b"
+        )
+    if not lines[1]:
+        raise click.ClickException(
+            "one password line on standard input: give the password twice, one line each"
+        )
+    first, second = (line.removesuffix("\n").removesuffix("\r") for line in lines)
+    if first != second:
+        raise click.ClickException("the two passwords on standard input do not match")
+    return first
 
 
 if __name__ == "__main__":
