@@ -44,7 +44,15 @@ from broker_core.mqtt.properties import EMPTY, Properties
 from broker_core.mqtt.reason_codes import ReasonCode
 from gateway.config.models.bridges import BridgeConfig, BridgeTlsConfig
 
-__all__ = ["LEVELS", "Link", "certificate_refused", "open_link", "reason_name", "tls_context"]
+__all__ = [
+    "LEVELS",
+    "Link",
+    "certificate_names",
+    "certificate_refused",
+    "open_link",
+    "reason_name",
+    "tls_context",
+]
 
 log = logging.getLogger(__name__)
 
@@ -105,17 +113,22 @@ _DATES = {9, 10}  # CERT_NOT_YET_VALID, CERT_HAS_EXPIRED
 _UNTRUSTED = {2, 18, 19, 20, 21}
 
 
-def certificate_refused(exc: ssl.SSLCertVerificationError, config: BridgeConfig) -> str:
+def certificate_refused(
+    exc: ssl.SSLCertVerificationError, config: BridgeConfig, names: list[str] | None = None
+) -> str:
     """Why the remote's certificate was refused, as OpenSSL's verification says it
     (``verify_message``: "Hostname mismatch, certificate is not valid for 'x'.",
     "certificate has expired", "unable to get local issuer certificate"), with what to
-    check; not the bare ``CERTIFICATE_VERIFY_FAILED`` of ``exc.reason``."""
+    check; not the bare ``CERTIFICATE_VERIFY_FAILED`` of ``exc.reason``. ``names``: the
+    names the certificate is for, when known (``certificate_names``)."""
     message = (exc.verify_message or exc.reason or str(exc)).rstrip(".")
     code = exc.verify_code
     text = f"certificate verify failed: {message} (OpenSSL verify code {code})"
     tls = config.tls or BridgeTlsConfig()
     if code in _NAME_MISMATCH:
         where = "tls.server_name" if tls.server_name else "the host of `server`"
+        if names:
+            text = f"{text}; the certificate is for {', '.join(names)}"
         return f"{text}; the name verified is {where}"
     if code in _DATES:
         return f"{text}; check the certificate's dates and this machine's clock"
@@ -123,6 +136,47 @@ def certificate_refused(exc: ssl.SSLCertVerificationError, config: BridgeConfig)
         trusted = "the system's CAs" if tls.cafile is None else f"tls.cafile '{tls.cafile}'"
         return f"{text}; its issuer is not among the CAs trusted: {trusted}"
     return text
+
+
+async def certificate_names(
+    config: BridgeConfig, host: str, port: int, server_name: str | None
+) -> list[str] | None:
+    """The names the remote's certificate is for (``DNS:other.example``, ``IP:10.0.0.1``;
+    its subject's CN when it has no subjectAltName), read in a second handshake that
+    verifies the certificate as the bridge does but for its name; None when that fails
+    too (the certificate is not trusted either, or the remote is gone). Only after a
+    name mismatch: OpenSSL says which name did not match, not which ones would."""
+    context = tls_context(config)
+    if context is None:
+        return None
+    context.check_hostname = False
+    loop = asyncio.get_running_loop()
+    try:
+        async with asyncio.timeout(config.connect_timeout):
+            transport, _ = await loop.create_connection(
+                asyncio.Protocol,
+                host,
+                port,
+                ssl=context,
+                server_hostname=server_name,
+                ssl_handshake_timeout=config.connect_timeout,
+            )
+    except (TimeoutError, OSError, BridgeError):  # ssl.SSLError is an OSError
+        return None
+    try:
+        cert = transport.get_extra_info("peercert") or {}
+    finally:
+        transport.abort()
+    kinds = {"IP Address": "IP"}
+    names = [f"{kinds.get(kind, kind)}:{value}" for kind, value in cert.get("subjectAltName", ())]
+    if not names:
+        names = [
+            f"CN={value}"
+            for rdn in cert.get("subject", ())
+            for key, value in rdn
+            if key == "commonName"
+        ]
+    return names or None
 
 
 class Link(asyncio.Protocol):
@@ -352,8 +406,11 @@ async def open_link(
             f"no CONNACK from {host}:{port} within {config.connect_timeout:g}s"
         ) from None
     except ssl.SSLCertVerificationError as exc:
+        names = None
+        if exc.verify_code in _NAME_MISMATCH:
+            names = await certificate_names(config, host, port, server_name)
         raise BridgeError(
-            f"TLS with {host}:{port} failed: {certificate_refused(exc, config)}"
+            f"TLS with {host}:{port} failed: {certificate_refused(exc, config, names)}"
         ) from exc
     except ssl.SSLError as exc:
         raise BridgeError(f"TLS with {host}:{port} failed: {exc.reason or exc}") from exc

@@ -1,17 +1,20 @@
 """A remote whose certificate the bridge refuses: the reason it names in its status, in
 the API and in its log is OpenSSL's own (a name mismatch, an expired certificate, an
-unknown issuer), not the bare ``CERTIFICATE_VERIFY_FAILED``; and it goes on
-reconnecting with backoff.
+unknown issuer), not the bare ``CERTIFICATE_VERIFY_FAILED``, and after a name mismatch
+the names the certificate is for; and it goes on reconnecting with backoff.
 
 The remote is a second gateway with a ``tls`` listener on 127.0.0.1:0 serving a
-certificate made for the case (``Pki.server_for``)."""
+certificate made for the case (``Pki.server_for``); the bridging gateway runs on
+asyncio's loop and on uvloop's (``edgebus run`` uses uvloop when installed)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
 
 import pytest
+import uvloop
 
 from tests.helpers.gateway import running_gateway
 from tests.integration.bridge.support import wait_until
@@ -48,13 +51,15 @@ bridges:
             "other-name",
             None,
             "certificate verify failed: IP address mismatch, certificate is not valid for"
-            " '127.0.0.1' (OpenSSL verify code 64); the name verified is the host of `server`",
+            " '127.0.0.1' (OpenSSL verify code 64); the certificate is for DNS:other.example;"
+            " the name verified is the host of `server`",
         ),
         (
             "other-name",
             "localhost",
             "certificate verify failed: Hostname mismatch, certificate is not valid for"
-            " 'localhost' (OpenSSL verify code 62); the name verified is tls.server_name",
+            " 'localhost' (OpenSSL verify code 62); the certificate is for DNS:other.example;"
+            " the name verified is tls.server_name",
         ),
         (
             "expired",
@@ -70,6 +75,7 @@ bridges:
     ],
     ids=["ip-mismatch", "hostname-mismatch", "expired", "unknown-ca"],
 )
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
 def test_a_refused_certificate_is_reported_with_its_cause(
     tmp_path: Path,
     pki: Pki,
@@ -77,6 +83,7 @@ def test_a_refused_certificate_is_reported_with_its_cause(
     case: str,
     server_name: str | None,
     expected: str,
+    loop: str,
 ) -> None:
     cert = {
         "other-name": lambda: pki.server_for("other-name", "other.example"),
@@ -86,7 +93,11 @@ def test_a_refused_certificate_is_reported_with_its_cause(
     caplog.set_level(logging.INFO, logger="bridge.bridge")
     with (
         running_gateway(tmp_path / "remote", _remote_config(cert)) as remote,
-        running_gateway(tmp_path / "gw", _bridge_config(remote.port, pki.ca, server_name)) as gw,
+        running_gateway(
+            tmp_path / "gw",
+            _bridge_config(remote.port, pki.ca, server_name),
+            uvloop.new_event_loop if loop == "uvloop" else asyncio.new_event_loop,
+        ) as gw,
     ):
         # Refused again and again, with backoff: never connected, the cause each time.
         status = wait_until(

@@ -102,6 +102,12 @@ def test_a_refused_certificate_is_named_by_openssl_with_what_to_check() -> None:
         "certificate verify failed: Hostname mismatch, certificate is not valid for"
         " 'cloud.example' (OpenSSL verify code 62); the name verified is tls.server_name"
     )
+    names = ["DNS:other.example", "IP:10.0.0.1"]
+    assert certificate_refused(mismatch, config, names) == (
+        "certificate verify failed: Hostname mismatch, certificate is not valid for"
+        " 'cloud.example' (OpenSSL verify code 62); the certificate is for"
+        " DNS:other.example, IP:10.0.0.1; the name verified is tls.server_name"
+    )
     assert certificate_refused(_refused(9, "certificate is not yet valid"), config) == (
         "certificate verify failed: certificate is not yet valid (OpenSSL verify code 9);"
         " check the certificate's dates and this machine's clock"
