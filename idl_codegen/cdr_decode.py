@@ -354,8 +354,11 @@ class Decoder:
             align.advance(size)
             head = gen.name("h")
             if enum_type is not None:
+                # a value no literal has (cyclonedds writes one for the default member, a
+                # peer may send any) is the integer, as the JSON codec gives it
                 by_value, _ = gen.enum_maps(enum_type)
-                out.add(f"{head} = '{{\"discriminator\":' + {by_value}[{disc}]")
+                out.add(f"{head} = '{{\"discriminator\":' + ({by_value}[{disc}] if {disc} in "
+                        f"{by_value} else str({disc}))")
             elif code == "B" and union.discriminator and is_boolean(gen, union):
                 out.add(f"{head} = '{{\"discriminator\":' + _B[{disc}]")
             else:

@@ -17,6 +17,7 @@ from idl_codegen.cdr_types import (
     is_boolean,
     product,
 )
+from idl_codegen.emit_jsonschema import ENUM_MAX
 from idl_codegen.model import (
     ArrayType,
     EnumType,
@@ -265,8 +266,14 @@ class Encoder:
             out.add(f"{disc} = {var}['discriminator']")
             wire = gen.name("w")
             if enum_type is not None:
-                _, by_name = gen.enum_maps(enum_type)
-                out.add(f"{wire} = {by_name}[{disc}]")
+                # a literal's name, or an integer that no literal has (as the JSON codec)
+                by_value, by_name = gen.enum_maps(enum_type)
+                out.add(f"if type({disc}) is int:")
+                out.add(f"    if {disc} in {by_value} or not 0 <= {disc} <= {ENUM_MAX}:")
+                out.add("        raise _E('discriminator')")
+                out.add(f"    {wire} = {disc}")
+                out.add("else:")
+                out.add(f"    {wire} = {by_name}[{disc}]")
             else:
                 self.check("boolean" if is_boolean(gen, union) else "int64", disc)
                 out.add(f"{wire} = int({disc})")

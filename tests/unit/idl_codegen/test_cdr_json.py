@@ -170,3 +170,59 @@ def test_member_values_come_with_the_json() -> None:
     # inside a sequence, an array or a union there is no single value
     for path in ("wheels.0.index", "vs.0.x", "value.number", "nope"):
         assert transcoder_for(codec.schema, "fast::Big", [path]) is None
+
+
+_ENUM_UNIONS = """
+    module m {
+      enum E { A, B, C };
+      @final union WithDef switch (E) { case A: long a; case C: double c; default: string s; };
+      @final union NoDef switch (E) { case A: long a; case B: string b; };
+      @final struct Holder { short head; WithDef u; NoDef n; long tail; };
+    };"""
+
+
+def test_enum_unions_with_a_default_member_agree_with_cyclonedds(write_idl: Any) -> None:
+    """Every branch of a union over an enum with a ``default`` member, including the
+    discriminator values that select the default: a literal no case has (B), the value
+    cyclonedds writes for the default member (3), and values outside the enum (7,
+    2**32 - 1), which the JSON codec gives as integers."""
+    loaded = idl_codegen.load(write_idl(_ENUM_UNIONS))
+    with_def, no_def, holder = (loaded[name] for name in ("m::WithDef", "m::NoDef", "m::Holder"))
+    enum: Any = loaded["m::E"]
+    unions = [with_def(a=-5), with_def(c=2.5), with_def(s="cyclonedds' default"),
+              with_def(discriminator=enum.B, value="b"), with_def(discriminator=7, value="7"),
+              with_def(discriminator=2**32 - 1, value="max")]
+    others = [no_def(a=1), no_def(b="b"), no_def(discriminator=enum.C, value=None),
+              no_def(discriminator=9, value=None)]
+    samples = [*unions, *others, *(holder(head=1, u=u, n=n, tail=-1)
+                                    for u, n in zip(unions, (others * 2)[:6], strict=True))]
+    seen: set[Any] = set()
+    for sample in samples:
+        name = sample.__idl_typename__
+        codec = loaded.codec(name)
+        fast_path = transcoder(loaded, name)
+        data = sample.serialize()
+        expected = codec.dumps(type(sample).deserialize(data))
+        assert fast_path.to_json(data) == expected
+        value = json.loads(expected)
+        assert fast_path.from_json(value) == codec.from_json(value).serialize() == data
+        if name == "m::WithDef":
+            seen.add(value["discriminator"])
+    assert seen == {"A", "C", 3, "B", 7, 2**32 - 1}
+
+
+@pytest.mark.parametrize("value", [
+    {"discriminator": 1, "s": "a literal's value as an integer"},
+    {"discriminator": 2**32, "s": "beyond 32 bits"},
+    {"discriminator": -1, "s": "negative"},
+    {"discriminator": True, "s": "a boolean"},
+    {"discriminator": "D", "s": "no such literal"},
+    {"discriminator": 3, "a": 1},  # 3 selects the default member
+])
+def test_enum_discriminators_the_codec_refuses_the_direct_path_refuses(
+        write_idl: Any, value: Any) -> None:
+    loaded = idl_codegen.load(write_idl(_ENUM_UNIONS))
+    with pytest.raises(idl_codegen.IdlValueError):
+        loaded.codec("m::WithDef").from_json(value)
+    with pytest.raises(CdrError):
+        transcoder(loaded, "m::WithDef").from_json(value)
