@@ -125,7 +125,9 @@ class Delivery:
         self.key = 0  # the store's id for it, once journaled
 
     def size(self) -> int:
-        return len(self.context.payload) + len(self.context.topic)
+        """What it counts against ``max_queued_bytes`` and ``max_queued_bytes_total``: its
+        payload's bytes, as mosquitto's ``max_queued_bytes`` counts."""
+        return len(self.context.payload)
 
 
 class Journal(Protocol):

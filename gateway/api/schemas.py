@@ -100,7 +100,7 @@ class ClientInfo(BaseModel):
     session_expiry_interval: int = Field(description="Seconds the session outlives the client.")
     subscriptions: int = Field(description="Number of subscriptions.")
     queued_messages: int = Field(description="Messages waiting to be sent to the client.")
-    queued_bytes: int = Field(description="Topic and payload bytes of the queued messages.")
+    queued_bytes: int = Field(description="Payload bytes of the queued messages.")
     inflight: int = Field(description="QoS 1/2 messages sent and not yet acknowledged.")
 
 
