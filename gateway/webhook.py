@@ -25,7 +25,8 @@ A URL's user info and the values of its secret query parameters (``token``, ``ap
 in ``GET /api/v1/metrics``) and the log show them masked
 (``https://**********@host/x?token=**********``), as ``GET /config`` does, and a failed
 attempt's log line masks them in the HTTP client's error (aiohttp names the URL in some:
-``TooManyRedirects``, ``ConnectionTimeoutError``). Requests go to the URL as written.
+``ConnectionTimeoutError``) and in a redirect's ``Location``. Requests go to the URL as
+written.
 """
 
 from __future__ import annotations
@@ -189,11 +190,18 @@ class Webhook:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 60.0)
             try:
-                async with session.post(config.url, data=body, headers=headers) as response:
+                # Redirects are not followed: the event, its headers and signature go to
+                # the URL configured and nowhere else; a 3xx is a failure.
+                async with session.post(
+                    config.url, data=body, headers=headers, allow_redirects=False
+                ) as response:
                     await response.read()
                     if response.status < 300:
                         return True
                     problem = f"HTTP {response.status}"
+                    if response.status < 400:
+                        location = _shown_location(response.headers.get("Location", ""))
+                        problem += f" to {location!r} (redirects are not followed)"
                     if response.status < 500 and response.status not in _RETRY_STATUS:
                         log.warning("webhook %s: %s, not retried", self.name, problem)
                         return False
@@ -258,6 +266,14 @@ class Webhooks:
                 stop()
             for session in sessions:
                 await session.close()
+
+
+def _shown_location(location: str) -> str:
+    """A redirect's ``Location`` as the log shows it: its secrets masked, as the URL's."""
+    try:
+        return mask_url(location)
+    except ValueError:  # a port that is not a number, say
+        return "(not a URL)"
 
 
 def _ssl(config: WebhookConfig) -> ssl.SSLContext | bool:

@@ -6,8 +6,9 @@
         requests = sink.wait_for(3)        # bounded wait for 3 requests
         requests[0].json(), requests[0].headers["X-Edgebus-Signature"]
 
-``status`` sets the answer (e.g. 500 to make the sender retry); ``tls`` (a server
-``ssl.SSLContext``) serves HTTPS. ``StalledSink`` accepts
+``status`` sets the answer (e.g. 500 to make the sender retry), ``headers`` headers
+added to it (``{"Location": ...}`` with a 302); ``tls`` (a server ``ssl.SSLContext``)
+serves HTTPS. Every method is recorded (``Request.method``), not only POST. ``StalledSink`` accepts
 connections and never answers: a dead endpoint for timeouts.
 """
 
@@ -32,6 +33,7 @@ class Request:
     path: str
     headers: dict[str, str]
     body: bytes
+    method: str = "POST"
 
     def json(self) -> Any:
         return json.loads(self.body)
@@ -45,8 +47,14 @@ class _Server(ThreadingHTTPServer):
 
 
 class HttpSink:
-    def __init__(self, status: int = 200, tls: ssl.SSLContext | None = None) -> None:
+    def __init__(
+        self,
+        status: int = 200,
+        tls: ssl.SSLContext | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         self.status = status
+        self.headers = dict(headers or {})
         self.scheme = "http" if tls is None else "https"
         self.requests: list[Request] = []
         self._lock = threading.Lock()
@@ -56,14 +64,19 @@ class HttpSink:
             protocol_version = "HTTP/1.1"
 
             def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length", "0"))
+                length = int(self.headers.get("Content-Length") or "0")
                 body = self.rfile.read(length)
                 with sink._lock:
-                    sink.requests.append(Request(self.path, dict(self.headers), body))
+                    request = Request(self.path, dict(self.headers), body, self.command)
+                    sink.requests.append(request)
                     status = sink.status
                 self.send_response(status)
+                for name, value in sink.headers.items():
+                    self.send_header(name, value)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
+
+            do_GET = do_PUT = do_HEAD = do_DELETE = do_POST
 
             def log_message(self, format: str, *args: Any) -> None:
                 return None

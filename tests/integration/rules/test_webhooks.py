@@ -12,6 +12,7 @@ import ssl
 import time
 from pathlib import Path
 
+import pytest
 from prometheus_client import generate_latest
 
 from gateway.api.metrics import new_registry
@@ -188,3 +189,36 @@ webhooks:
                 what="the post failed after its retry",
             )
             assert (stats["sent"], stats["retried"], stats["failed"]) == (0, 1, 1)
+
+
+def test_redirects_are_not_followed(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A 302 is a failure: the event, its headers and its signature are not sent to the
+    host the Location names (aiohttp would re-send them as an empty GET there)."""
+    with HttpSink() as elsewhere, HttpSink(status=302) as redirecting:
+        redirecting.headers["Location"] = elsewhere.url("/elsewhere?token=t0p")
+        config = f"""
+webhooks:
+  - name: moved
+    url: "{redirecting.url("/hook")}"
+    events: [client.connected]
+    headers: {{X-Token: "hook-token"}}
+    secret: "k3y"
+    retries: 2
+    retry_backoff: 10ms
+"""
+        with gateway_with_clients(tmp_path, config) as (gw, clients):
+            clients.connect(4, "moved")
+            stats = wait_until(
+                lambda: (s := gw.call(gw.gateway.webhooks.statuses)[0])["failed"] and s,
+                what="the redirected post counted as failed",
+            )
+            assert (stats["sent"], stats["failed"], stats["retried"]) == (0, 1, 0)
+            assert len(redirecting.received("/hook")) == 1
+            assert redirecting.received("/hook")[0].json()["clientid"] == "moved"
+            assert elsewhere.received() == []
+        warnings = [r.getMessage() for r in caplog.records if r.name == "gateway.webhook"]
+        assert any(
+            "HTTP 302 to 'http://127.0.0.1:" in m and "token=**********" in m for m in warnings
+        )
+        assert not any("t0p" in m for m in warnings)
+
