@@ -42,7 +42,8 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from broker_core.broker import Broker
-from broker_core.mqtt.topics import filter_matches
+from broker_core.errors import MalformedPacket
+from broker_core.mqtt.topics import filter_matches, parse_shared
 from broker_core.observe import EVENT_KINDS, BrokerEvent
 from gateway.api.masking import mask_secrets, mask_url, url_secrets
 from gateway.rules.fields import event_row
@@ -69,7 +70,14 @@ def _topic_of(event: BrokerEvent) -> str | None:
     if message is not None:
         return str(message.topic)
     topic_filter = getattr(event, "topic_filter", None)
-    return None if topic_filter is None else str(topic_filter)
+    if topic_filter is None:
+        return None
+    # A shared subscription is judged by its inner filter, as the ACL and /topics do.
+    try:
+        shared = parse_shared(str(topic_filter))
+    except MalformedPacket:  # client.subscribe comes before the checks
+        return str(topic_filter)
+    return str(topic_filter) if shared is None else shared.topic_filter
 
 
 class Webhook:

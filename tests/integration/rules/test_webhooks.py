@@ -222,3 +222,44 @@ webhooks:
         )
         assert not any("t0p" in m for m in warnings)
 
+
+def test_shared_subscriptions_are_judged_by_their_inner_filter(tmp_path: Path) -> None:
+    """client.subscribe / session.subscribed of ``$share/g/plant/x`` pass ``topics:
+    ["#"]`` (the default) and ``["plant/#"]``, as ``plant/y`` does."""
+    with HttpSink() as sink:
+        config = f"""
+webhooks:
+  - name: all
+    url: "{sink.url("/all")}"
+    events: [client.subscribe, session.subscribed]
+  - name: plant
+    url: "{sink.url("/plant")}"
+    events: [client.subscribe, session.subscribed]
+    topics: ["plant/#"]
+  - name: other
+    url: "{sink.url("/other")}"
+    events: [client.subscribe, session.subscribed]
+    topics: ["other/#"]
+"""
+        with gateway_with_clients(tmp_path, config) as (_, clients):
+            client = clients.connect(5, "sharer")
+            client.subscribe("$share/g/plant/x", 1)
+            client.subscribe("plant/y", 1)
+            client.subscribe("$share/g/other/z", 1)
+            wanted = {
+                (event, topic)
+                for event in ("client.subscribe", "session.subscribed")
+                for topic in ("$share/g/plant/x", "plant/y")
+            }
+
+            def seen(path: str) -> set[tuple[str, str]]:
+                return {(r.json()["event"], r.json()["topic"]) for r in sink.received(path)}
+
+            wait_until(lambda: seen("/all") >= wanted, what=f"/all got {wanted}")
+            wait_until(lambda: seen("/plant") >= wanted, what=f"/plant got {wanted}")
+            wait_until(lambda: len(seen("/other")) == 2, what="/other got $share/g/other/z")
+            assert seen("/other") == {
+                ("client.subscribe", "$share/g/other/z"),
+                ("session.subscribed", "$share/g/other/z"),
+            }
+            assert ("client.subscribe", "$share/g/other/z") not in seen("/plant")
