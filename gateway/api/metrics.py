@@ -42,7 +42,7 @@ edgebus_login_failures_total             counter  failed logins
 edgebus_login_throttle_tracked           gauge    user names and addresses being throttled
 edgebus_observer_errors_total            counter  broker-event observers that raised
 edgebus_component_up                     gauge    kind, type, name, state; 1 running, else 0
-edgebus_component_degraded               gauge    kind, type, name, reason; 1 degraded, else 0
+edgebus_component_degraded               gauge    kind, type, name; 1 degraded, else 0 (why: API)
 edgebus_component_restarts_total         counter  kind, type, name; restarts
 edgebus_component_messages_published_total counter kind, type, name; messages it published
 edgebus_component_messages_denied_total  counter  kind, type, name; its publishes refused
@@ -427,10 +427,12 @@ def _component_families(components: list[InstanceStatus]) -> Iterator[Metric]:
     up = GaugeMetricFamily(
         "edgebus_component_up", "1 when the component runs", labels=[*labels, "state"]
     )
+    # No reason label: the supervisor's reason is free text (a bridge's carries its
+    # reconnect countdown), a new series at every scrape. The API's status has it.
     degraded = GaugeMetricFamily(
         "edgebus_component_degraded",
-        "1 when the component runs degraded, with the reason",
-        labels=[*labels, "reason"],
+        "1 when the component runs degraded (the reason is in the API's component status)",
+        labels=labels,
     )
     counters = {
         key: CounterMetricFamily(f"edgebus_component_{name}", doc, labels=labels)
@@ -458,7 +460,7 @@ def _component_families(components: list[InstanceStatus]) -> Iterator[Metric]:
     for c in components:
         ident = [c.kind, c.type, c.name]
         up.add_metric([*ident, c.state], 1 if is_up(c.state) else 0)
-        degraded.add_metric([*ident, c.reason or ""], 1 if c.state == "degraded" else 0)
+        degraded.add_metric(ident, 1 if c.state == "degraded" else 0)
         values = {**c.stats, "restarts": c.restarts}
         for key, family in counters.items():
             family.add_metric(ident, values.get(key, 0))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
+from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -95,3 +97,45 @@ def test_two_gateways_do_not_share_metrics(gw: RunningGateway, http: Http, tmp_p
         samples = prometheus(http_of(other))
         assert samples[("edgebus_messages_received_total", (("protocol", "api"),))] == 0
     assert prometheus(http)[("edgebus_messages_received_total", (("protocol", "api"),))] == 1
+
+
+def _closed_port() -> int:
+    """A loopback port nobody listens on (bound, read back, closed)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_degraded_components_keep_one_series(tmp_path: Path) -> None:
+    """A reconnecting bridge's reason carries a countdown (``reconnecting in 0.9s``):
+    ``edgebus_component_degraded`` stays one series, labelled kind, type and name
+    only, while the API's status keeps the reason text."""
+    config = f"""{API_CONFIG}
+bridges:
+  - name: cloud
+    server: "127.0.0.1:{_closed_port()}"
+    reconnect_backoff: 200ms
+    reconnect_backoff_max: 400ms
+    forwards: [{{local: "f/#"}}]
+"""
+    with running_gateway(tmp_path, config) as gw:
+        http = http_of(gw)
+
+        def reason() -> str:
+            return str(http.get("/api/v1/components/bridge/cloud").json()["reason"] or "")
+
+        first = wait_until(reason, what="the bridge degraded with a reason")
+        first_scrape = prometheus(http)
+        wait_until(lambda: reason() not in ("", first), what="the reason text changed")
+        second_scrape = prometheus(http)
+
+    def degraded(scrape: dict[tuple[str, tuple[tuple[str, str], ...]], float]) -> dict[Any, float]:
+        return {
+            labels: value
+            for (name, labels), value in scrape.items()
+            if name == "edgebus_component_degraded" and ("name", "cloud") in labels
+        }
+
+    series = (("kind", "bridge"), ("name", "cloud"), ("type", "mqtt"))
+    assert degraded(first_scrape) == {series: 1.0}
+    assert degraded(second_scrape) == {series: 1.0}
