@@ -13,8 +13,20 @@ same checkpoint writes every record once. One line per micro-batch goes to stdou
     batch 3: 1200 rows, offsets 4800 -> 6000, 2400 rows/s, 500 ms
 
 ``--trigger availableNow`` reads what the log holds when the query starts, then stops;
-otherwise the query runs until SIGTERM or Ctrl-C, then stops cleanly. A query that fails
-(wrong credentials, data loss, ...) ends the job with one line on stderr and status 1::
+otherwise the query runs until SIGTERM or SIGINT (Ctrl-C), sent to the job alone or to
+its whole process group: it stops the query, then the session, and exits with status 0
+and one line on stderr::
+
+    edgebus spark: stopped by SIGTERM after batch 7
+
+``edgebus spark run`` starts Spark's driver JVM in a session of its own, so that a signal
+to the job's process group does not reach it (the JVM exits when the job does: it reads
+the job's pipe to its standard input). When the JVM got the signal anyway (a service
+manager signalling every process of the job) and is exiting or gone, the job says the
+same line and exits the same way: the checkpoint holds what was committed.
+
+A query that fails (wrong credentials, data loss, ...) ends the job with one line on
+stderr and status 1::
 
     edgebus spark: the query failed: <the root cause's message>
 
@@ -25,11 +37,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import re
 import signal
 import sys
-import threading
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
@@ -221,18 +234,33 @@ def session(master: str | None, app_name: str = APP_NAME) -> Any:
 
     from spark_sink.datasource import EdgebusDataSource
 
-    builder = (
-        SparkSession.builder.appName(app_name)
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-    )
+    options = {
+        "spark.app.name": app_name,
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+    }
     if not submitted:
-        builder = builder.master(master or "local[*]")
-    spark = builder.getOrCreate()
+        options["spark.master"] = master or "local[*]"
+        _start_driver(options)
+    spark = SparkSession.builder.config(map=dict(options)).getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     spark.dataSource.register(EdgebusDataSource)
     return spark
+
+
+def _start_driver(options: dict[str, str]) -> None:
+    """Starts Spark's driver JVM as PySpark does (``spark-submit`` with ``options``), but
+    in a session of its own (``launch_gateway``'s ``popen_kwargs``): a signal sent to
+    this process's group (Ctrl-C, ``timeout``, a service manager) then reaches this
+    process only, which stops the query and the session in order. The JVM still exits
+    with this process, which holds its standard input."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    conf = SparkConf().setAll(list(options.items()))
+    gateway = launch_gateway(conf, popen_kwargs={"start_new_session": True})
+    SparkContext(conf=conf, gateway=gateway)  # the active context getOrCreate takes
 
 
 def write_parquet(records: Any, out: str, checkpoint: str, trigger: dict[str, Any]) -> Any:
@@ -252,40 +280,143 @@ def write_parquet(records: Any, out: str, checkpoint: str, trigger: dict[str, An
     )
 
 
+class _StopRequest:
+    """SIGTERM and SIGINT ask the job to stop: ``name`` says which came first.
+
+    Once one came, a driver JVM that got the signal too (and is exiting, or gone) closes
+    the connection of PySpark's accumulator server, which prints the traceback of that
+    (``quiet_accumulators``): not said, the job's one line says how it ended."""
+
+    def __init__(self) -> None:
+        self.name: str | None = None
+
+    def install(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self.name = self.name or signal.Signals(signum).name
+
+    def quiet_accumulators(self, spark: Any) -> None:
+        server = getattr(spark.sparkContext, "_accumulatorServer", None)
+        if server is None:
+            return
+        handle_error = server.handle_error
+
+        def on_error(request: Any, client_address: Any) -> None:
+            if self.name is None:
+                handle_error(request, client_address)
+
+        server.handle_error = on_error
+
+
+class _NotPy4J(logging.Filter):
+    """Drops the records py4j logs, whatever the logger (its log of a failed call, with
+    the traceback, goes to the root logger)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return f"{os.sep}py4j{os.sep}" not in record.pathname
+
+
+_NOT_PY4J = _NotPy4J()
+
+
+def _quiet_py4j() -> None:
+    """py4j logs a call that failed (the driver JVM exiting or gone) with its traceback:
+    the job says what matters in one line instead."""
+    logging.getLogger("py4j").setLevel(logging.CRITICAL + 1)
+    logging.getLogger().addFilter(_NOT_PY4J)
+
+
+class _Progress:
+    """Prints one line per micro-batch once, and keeps the last batch printed."""
+
+    def __init__(self) -> None:
+        self.last_batch = -1
+
+    def print_new(self, query: Any) -> None:
+        for progress in query.recentProgress:
+            batch = progress.get("batchId", -1) if isinstance(progress, dict) else -1
+            if batch > self.last_batch and progress.get("numInputRows") is not None:
+                print(progress_line(progress), flush=True)
+                self.last_batch = batch
+
+
+def _run_query(
+    spark: Any, query: Any, stop: _StopRequest, progress: _Progress
+) -> BaseException | None:
+    """Follows ``query`` until it ends, stopping it once a stop is requested; returns
+    its failure, if any. Stopping interrupts the batch in progress, which several parts
+    of Spark log with stack traces (the Parquet writer, Hadoop's file system, the
+    scheduler): Spark's log is turned off first."""
+    while True:
+        try:
+            done = query.awaitTermination(0.5)
+        except Exception as exc:  # StreamingQueryException and kin
+            if stop.name is not None:
+                raise
+            progress.print_new(query)
+            return exc
+        progress.print_new(query)
+        if done:
+            failure: BaseException | None = query.exception()
+            return failure
+        if stop.name is not None:
+            spark.sparkContext.setLogLevel("OFF")
+            query.stop()
+
+
+def _spark_error(error: BaseException) -> bool:
+    """True for what a call to the driver JVM raises when the JVM is exiting or gone:
+    py4j's errors (a Java exception, or no answer), socket errors, PySpark's errors."""
+    from py4j.protocol import Py4JError
+    from pyspark.errors import PySparkException
+
+    return isinstance(error, Py4JError | OSError | EOFError | PySparkException)
+
+
+def _stop_session(spark: Any, quietly: bool) -> None:
+    """``spark.stop()``; ``quietly``: saying nothing when the JVM is exiting or gone
+    (PySpark warns that it could not stop it cleanly, and py4j raises)."""
+    with warnings.catch_warnings():
+        if quietly:
+            warnings.simplefilter("ignore", RuntimeWarning)
+        try:
+            spark.stop()
+        except Exception as exc:
+            if not (quietly and _spark_error(exc)):
+                raise
+
+
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     args = parse_args(argv, prog)
-    spark = session(args.master)
-    _quiet_failures(spark)
-    records = spark.readStream.format("edgebus").options(**_source_options(args)).load()
-    query = write_parquet(records, args.out, args.checkpoint, args.trigger)
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    printed = -1
+    stop = _StopRequest()
+    stop.install()  # before the session: a signal while Spark starts stops the job too
+    _quiet_py4j()
+    progress = _Progress()
     failure: BaseException | None = None
+    spark = None
     try:
-        while True:
-            try:
-                done = query.awaitTermination(0.5)
-            except Exception as exc:  # StreamingQueryException and kin
-                failure, done = exc, True
-            for progress in query.recentProgress:
-                batch = progress.get("batchId", -1) if isinstance(progress, dict) else -1
-                if batch > printed and progress.get("numInputRows") is not None:
-                    print(progress_line(progress), flush=True)
-                    printed = batch
-            if done:
-                break
-            if stop.is_set():
-                query.stop()
-        if failure is None:
-            failure = query.exception()
+        spark = session(args.master)
+        stop.install()  # again: PySpark's SparkContext installs its own SIGINT handler
+        stop.quiet_accumulators(spark)
+        if stop.name is None:
+            _quiet_failures(spark)
+            records = spark.readStream.format("edgebus").options(**_source_options(args)).load()
+            query = write_parquet(records, args.out, args.checkpoint, args.trigger)
+            failure = _run_query(spark, query, stop, progress)
+    except KeyboardInterrupt:  # PySpark's SIGINT handler, before ours was back in place
+        stop.name = stop.name or "SIGINT"
+    except Exception as exc:  # stopping: the JVM got the signal too, and is exiting or gone
+        if stop.name is None or not _spark_error(exc):
+            raise
     finally:
-        spark.stop()
+        if spark is not None:
+            _stop_session(spark, quietly=stop.name is not None)
+    if stop.name is not None:  # the checkpoint holds what was committed
+        when = f"after batch {progress.last_batch}" if progress.last_batch >= 0 else "at start"
+        print(f"edgebus spark: stopped by {stop.name} {when}", file=sys.stderr)
+        return 0
     if failure is not None:
         print(f"edgebus spark: the query failed: {failure_reason(failure)}", file=sys.stderr)
         return 1

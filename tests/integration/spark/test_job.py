@@ -6,6 +6,9 @@ The first run is the cluster command of docs/spark.md (``spark-submit ... job.py
 its offsets and its commit in the checkpoint. More messages arrive; then ``edgebus spark
 run --trigger availableNow`` goes on from the same checkpoint and stops once it has read
 what the log holds.
+
+Then SIGTERM to the process group of a streaming ``edgebus spark run``: it stops cleanly
+(status 0, one line on stderr) with a consistent output.
 """
 
 from __future__ import annotations
@@ -177,3 +180,75 @@ def test_killed_mid_batch_and_restarted_the_job_writes_every_message_once(
     assert batches == list(range(batches[0], batches[0] + len(batches)))
     assert batches[0] == killed  # the killed batch runs again, with the same offsets
     assert int(progress[-1].group(4)) == total  # type: ignore[union-attr]
+
+
+def _children(pid: int) -> set[int]:
+    """The processes ``pid`` started (the JVM of ``edgebus spark run``), from /proc."""
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found |= {int(child) for child in (task / "children").read_text().split()}
+    return found
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return True
+    return state == "Z"  # exited, not yet reaped
+
+
+def test_sigterm_to_the_process_group_stops_the_job_cleanly(tmp_path: Path) -> None:
+    """``timeout`` or a service manager sends SIGTERM to the job's whole process group
+    while it streams: the job stops the query, then the session, and exits with status 0
+    and one line on stderr, no traceback; what it committed is every offset from 0 up to
+    its last batch's end, once."""
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    with running_gateway(tmp_path, CONFIG) as gw:
+        wait_for(lambda: status_of(gw, SINK, "stream")["state"], lambda s: s == "running")
+        _publish(gw, 0, 3000)
+        total = 3000 + 300
+        wait_for(lambda: offsets_of(http_of(gw))["end"], lambda end: end == total, 30)
+        command = [
+            *(str(BIN / "edgebus"), "spark", "run", "--master", "local[2]"),
+            *_job_args(gw, out, checkpoint, "200ms", 150),
+        ]
+        stdout, stderr = tmp_path / "stdout", tmp_path / "stderr"
+        with stdout.open("wb") as out_file, stderr.open("wb") as err_file:
+            job = subprocess.Popen(
+                command, stdout=out_file, stderr=err_file, env=_env(), start_new_session=True
+            )
+        try:
+            deadline = time.monotonic() + unit(240)
+            while not _batches(checkpoint, "commits"):  # streaming: a batch committed
+                assert job.poll() is None, stderr.read_text()[-3000:]
+                assert time.monotonic() < deadline, stderr.read_text()[-3000:]
+                time.sleep(0.05)
+            jvm = _children(job.pid)
+            assert _batches(checkpoint, "commits") != set(range(total // 150))  # not done yet
+            os.killpg(job.pid, signal.SIGTERM)
+            code = job.wait(unit(120))
+        finally:
+            if job.poll() is None:
+                os.killpg(job.pid, signal.SIGKILL)
+                job.wait(unit(30))
+
+    errors = stderr.read_text()
+    assert code == 0, errors[-3000:]
+    assert "Traceback" not in errors, errors[-3000:]
+    assert "py4j" not in errors.lower(), errors[-3000:]
+    assert "Exception" not in errors, errors[-3000:]  # nor Spark's logs of the interrupted batch
+    ours = [line for line in errors.splitlines() if line.startswith("edgebus spark:")]
+    lines = stdout.read_text().splitlines()
+    progress = [PROGRESS.match(line) for line in lines]
+    assert all(progress), lines
+    last = progress[-1]
+    assert last is not None
+    assert ours == [f"edgebus spark: stopped by SIGTERM after batch {last.group(1)}"]
+    wait_for(lambda: [pid for pid in jvm if not _gone(pid)], lambda alive: alive == [], 30)
+
+    offsets = sorted(row["offset"] for row in committed_rows(out))
+    assert offsets == list(range(int(last.group(4))))  # every offset up to the last batch, once
+    assert 0 < len(offsets) < total
+    committed = _batches(checkpoint, "commits")
+    assert committed == set(range(int(last.group(1)) + 1))

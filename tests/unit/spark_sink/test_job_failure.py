@@ -1,11 +1,17 @@
-"""``edgebus spark run`` when its query fails: one line on stderr, status 1
-(``spark_sink.job.main``), with a fake Spark session and query: no JVM."""
+"""``edgebus spark run`` when its query fails (one line on stderr, status 1) or when it
+is stopped by a signal (one line, status 0, also when the driver JVM got the signal too
+and is gone), with a fake Spark session and query: no JVM (``spark_sink.job.main``)."""
 
 from __future__ import annotations
 
+import os
+import signal
+from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from py4j.protocol import Py4JError, Py4JNetworkError
 
 from spark_sink import job
 
@@ -52,6 +58,8 @@ class FakeQuery:
 class FakeSpark:
     def __init__(self) -> None:
         self.readStream = self
+        self.sparkContext = SimpleNamespace(_accumulatorServer=None, setLogLevel=self.log_level)
+        self.log_levels: list[str] = []
         self.stopped = False
 
     def format(self, name: str) -> FakeSpark:
@@ -62,6 +70,9 @@ class FakeSpark:
 
     def load(self) -> FakeSpark:
         return self
+
+    def log_level(self, level: str) -> None:
+        self.log_levels.append(level)
 
     def stop(self) -> None:
         self.stopped = True
@@ -102,3 +113,91 @@ def test_the_root_cause_of_data_loss_and_of_other_failures() -> None:
         " (option failOnDataLoss=false goes on)"
     )
     assert job.failure_reason(RuntimeError("[X] no Python here\nmore")) == "[X] no Python here"
+
+
+class SignalledQuery:
+    """A query that runs until the job, signalled while it waits, stops it; with
+    ``driver_gone``, the JVM got the signal too: every later call fails as py4j's do."""
+
+    def __init__(self, signum: int, driver_gone: bool) -> None:
+        self.signum = signum
+        self.driver_gone = driver_gone
+        self.waits = 0
+        self.stopped = False
+        self.recentProgress = [
+            {"batchId": 0, "numInputRows": 150, "sources": [{"endOffset": {"offset": 150}}]}
+        ]
+
+    def _call(self) -> None:
+        if self.driver_gone and self.waits > 1:
+            raise Py4JNetworkError("Answer from Java side is empty")
+
+    def awaitTermination(self, timeout: float) -> bool:
+        self.waits += 1
+        if self.waits == 1:
+            os.kill(os.getpid(), self.signum)
+            return False
+        self._call()
+        return self.stopped
+
+    def exception(self) -> None:
+        return None
+
+    def stop(self) -> None:
+        self.waits += 1
+        self._call()
+        self.stopped = True
+
+
+class GoneSpark(FakeSpark):
+    def stop(self) -> None:
+        self.stopped = True
+        raise Py4JError("An error occurred while calling SparkSession.clearDefaultSession")
+
+
+@pytest.fixture
+def restore_signals() -> Iterator[None]:
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    yield
+    for sig, handler in saved.items():
+        signal.signal(sig, handler)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("driver_gone", [False, True])
+@pytest.mark.usefixtures("restore_signals")
+def test_a_signal_stops_the_query_then_the_session_in_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    signum: int,
+    driver_gone: bool,
+) -> None:
+    spark = GoneSpark() if driver_gone else FakeSpark()
+    query = SignalledQuery(signum, driver_gone)
+    monkeypatch.setattr(job, "session", lambda master: spark)
+    monkeypatch.setattr(job, "write_parquet", lambda *args: query)
+    monkeypatch.setattr(job, "_quiet_failures", lambda spark: None)
+    argv = ["--gateway", "http://127.0.0.1:1", "--out", "o", "--checkpoint", "c"]
+    assert job.main(argv) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines() == ["batch 0: 150 rows, offsets - -> 150, 0 rows/s, 0 ms"]
+    name = signal.Signals(signum).name
+    assert err.splitlines() == [f"edgebus spark: stopped by {name} after batch 0"]
+    assert spark.log_levels == [
+        "OFF"
+    ]  # before stopping the query: no logs of the interrupted batch
+    assert query.stopped is not driver_gone  # query.stop() failed: the JVM was gone
+    assert spark.stopped
+
+
+@pytest.mark.usefixtures("restore_signals")
+def test_ctrl_c_while_the_session_starts_stops_the_job_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def session(master: str | None) -> None:
+        raise KeyboardInterrupt  # PySpark's SIGINT handler, installed by its SparkContext
+
+    monkeypatch.setattr(job, "session", session)
+    argv = ["--gateway", "http://127.0.0.1:1", "--out", "o", "--checkpoint", "c"]
+    assert job.main(argv) == 0
+    assert capsys.readouterr() == ("", "edgebus spark: stopped by SIGINT at start\n")
