@@ -10,10 +10,11 @@ configuration file.
 from __future__ import annotations
 
 import logging
-from typing import Annotated, Any
+from typing import Annotated, Any, Self
 
 from fastapi import APIRouter, Depends, HTTPException, Request, Response, status
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
 
 from broker_core.errors import AdapterError
 from gateway.api.components import GatewayView
@@ -153,7 +154,9 @@ async def delete_rule(engine: Engine, caller: Caller, name: str) -> Response:
 
 
 class RuleSample(BaseModel):
-    """A sample message (or, with ``event``, a broker event's columns)."""
+    """A sample message (or, with ``event``, a broker event's columns). A message's
+    unknown fields are refused (a typo would test the default silently); an event's
+    columns are any fields."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -171,9 +174,27 @@ class RuleSample(BaseModel):
     username: str | None = None
     peername: str | None = None
     user_properties: dict[str, str] = Field(default_factory=dict)
+    origin: str = Field(
+        default="mqtt", max_length=64, description="The publisher's protocol (`origin`)."
+    )
+
+    @model_validator(mode="after")
+    def _message_fields_only(self) -> Self:
+        unknown = sorted(self.model_extra or ()) if self.event == "message.publish" else []
+        if unknown:
+            known = ", ".join(name for name in type(self).model_fields if name != "event")
+            raise PydanticCustomError(
+                "extra_forbidden",
+                "unknown field(s) of a message sample: {unknown} (a message has {known};"
+                ' an event\'s columns go with "event")',
+                {"unknown": ", ".join(unknown), "known": known},
+            )
+        return self
 
 
 class RuleTest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     sql: str = Field(max_length=65535, description="The statement to test.")
     sample: RuleSample = Field(default_factory=RuleSample)
 
