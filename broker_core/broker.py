@@ -47,7 +47,12 @@ from broker_core.mqtt.packets import Auth, Connect, Subscribe, SubscriptionOptio
 from broker_core.mqtt.reason_codes import ReasonCode
 from broker_core.mqtt.session import Session
 from broker_core.mqtt.session_state import Counters
-from broker_core.mqtt.topics import parse_shared, validate_topic_filter
+from broker_core.mqtt.topics import (
+    abbreviate,
+    parse_shared,
+    topic_name_problem,
+    validate_topic_filter,
+)
 from broker_core.observe import MessagePublish, Observers
 from broker_core.retained import RetainedStore
 from broker_core.router import Router, Subscriber
@@ -445,11 +450,25 @@ class Broker:
 
     def restore(self, snapshot: Snapshot, now: float) -> None:
         """Rebuilds retained messages, offline sessions (with their pending wills) and
-        delayed messages at start-up."""
+        delayed messages at start-up.
+
+        A message whose topic is not a valid topic name (``topic_name_problem``: one a
+        rule or an adapter made before the hub refused those, over 65535 bytes, say) can
+        be sent to nobody: it is dropped with a warning, and deleted from the store.
+        """
         for context in snapshot.retained:
+            if _unsendable(context, "retained message"):
+                self.store.retained_cleared(context.topic)
+                continue
             self.retained.set(context)
+        delayed = []
+        for key, due_at, context in snapshot.delayed:
+            if _unsendable(context, "delayed message"):
+                self.store.delayed_removed(key)
+                continue
+            delayed.append((key, due_at, context))
         self.sessions.restore(snapshot, now)
-        self.delayed.restore(snapshot.delayed, now)
+        self.delayed.restore(delayed, now)
 
     async def run(self, sweep_interval_s: float = 0.5) -> None:
         """Housekeeping until cancelled: keep alive, connect timeouts, memory given back
@@ -482,3 +501,15 @@ class Broker:
         refused, the ACL, ``$delayed/``); nobody is left to refuse: a retained one over
         the retained store's bounds is delivered, not retained."""
         self.publish_checked(context, context.origin, can_refuse=False)
+
+
+def _unsendable(context: Context, what: str) -> bool:
+    """True (and a warning logged) when a stored message's topic is no valid topic name."""
+    problem = topic_name_problem(context.topic)
+    if problem is None:
+        return False
+    log.warning(
+        "store: %s on %s from %s %r dropped: %s",
+        what, abbreviate(context.topic), context.origin.protocol, context.origin.name, problem,
+    )  # fmt: skip
+    return True

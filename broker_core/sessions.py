@@ -35,7 +35,13 @@ from broker_core.lograte import RateLimitedLog
 from broker_core.mqtt.limits import ServerLimits
 from broker_core.mqtt.reason_codes import ReasonCode
 from broker_core.mqtt.session_state import NEVER_EXPIRES, Counters, Delivery, SessionState
-from broker_core.mqtt.topics import SHARE_PREFIX, filter_matches, parse_shared
+from broker_core.mqtt.topics import (
+    SHARE_PREFIX,
+    abbreviate,
+    filter_matches,
+    parse_shared,
+    topic_name_problem,
+)
 from broker_core.observe import Observers, SessionTerminated, new_client_disconnected
 from broker_core.router import Entry
 
@@ -255,6 +261,14 @@ class SessionRegistry:
                 self.router.add(entry)
                 state.add_subscription(entry)
             for delivery in restored.deliveries:
+                problem = topic_name_problem(delivery.context.topic)
+                if problem is not None:  # stored before the hub refused such topics
+                    log.warning(
+                        "store: message on %s queued for %r dropped: %s",
+                        abbreviate(delivery.context.topic), state.client_id, problem,
+                    )  # fmt: skip
+                    state.discard(delivery)
+                    continue
                 if delivery.packet_id:
                     state.hold_in_flight(delivery)
                 else:

@@ -5,9 +5,12 @@ as ``Origin("zmq", "factory-floor")``. Through it, it
 
 - publishes Contexts (``publish``), through the broker's one publish policy, the one an
   MQTT client's PUBLISH goes through (``Broker.publish_checked``): ``$delayed/``, the
-  ``$SYS`` refusal, the ACL, counters. With ``on_safe`` (or ``await publish_safe``) it
-  learns when the message is durable, after the same barriers a PUBACK waits for: a
-  bridge acknowledges its remote broker only then;
+  ``$SYS`` refusal, the ACL, counters. First the topic must be a valid topic name
+  (``topic_name_problem``: what the MQTT decoder guarantees of a client's PUBLISH), as
+  a template may render anything: an invalid one is refused (0x90), counted and logged.
+  With ``on_safe`` (or ``await publish_safe``) it learns when the message is durable,
+  after the same barriers a PUBACK waits for: a bridge acknowledges its remote broker
+  only then;
 - consumes Contexts (``subscribe``, an async iterator over a bounded queue);
 - taps Contexts (``tap``): a synchronous callback during routing, before the
   publisher's PUBACK; with ``durable=`` the component's own store takes part in the
@@ -44,13 +47,24 @@ from broker_core.broker import Broker
 from broker_core.context import Context, Origin
 from broker_core.errors import AdapterError
 from broker_core.local import LocalSubscription
+from broker_core.lograte import RateLimitedLog
 from broker_core.mqtt.limits import DROP_OLDEST
 from broker_core.mqtt.reason_codes import ReasonCode
+from broker_core.mqtt.topics import abbreviate, topic_name_problem
 from broker_core.tap import Tap
 
 __all__ = ["Hub", "HubClient", "HubHook", "HubSubscription"]
 
 log = logging.getLogger(__name__)
+
+_TOPIC_NAME_INVALID = int(ReasonCode.TOPIC_NAME_INVALID)
+
+# Why the broker refused a publish, by reason code (``HubClient.refusal``).
+_REFUSALS = {
+    int(ReasonCode.NOT_AUTHORIZED): "not authorized (the ACL, or a $SYS topic)",
+    _TOPIC_NAME_INVALID: "topic name invalid (a $delayed/ topic)",
+    int(ReasonCode.QUOTA_EXCEEDED): "quota exceeded (retained or delayed messages)",
+}
 
 
 class HubSubscription:
@@ -166,6 +180,8 @@ class HubClient:
         hub.broker.counters.received_from.setdefault(origin.protocol, 0)
         self.published = 0
         self.denied = 0
+        #: why the last refused publish was refused ("" until one is)
+        self.refusal = ""
         self._dropped_before = 0  # by subscriptions already closed
         self._tapped_before = 0
         self._tap_errors_before = 0
@@ -188,8 +204,9 @@ class HubClient:
         return Context(topic, payload, qos, retain, origin=self.origin, **kw)
 
     def publish(self, context: Context, on_safe: Callable[[int], None] | None = None) -> bool:
-        """Publishes ``context`` like an MQTT PUBLISH; False when it was refused (the
-        ACL, ``$SYS``, an invalid or over-quota ``$delayed/``).
+        """Publishes ``context`` like an MQTT PUBLISH; False when it was refused (an
+        invalid topic name, the ACL, ``$SYS``, an invalid or over-quota ``$delayed/``),
+        then ``refusal`` says why.
 
         ``on_safe(reason_code)`` is called on the loop once the message is durable (the
         broker's store and every durable tap's store committed it), in publish order:
@@ -204,9 +221,25 @@ class HubClient:
         broker = self.hub.broker
         self.published += 1
         broker.counters.count_received(self.origin.protocol)
-        code = broker.publish_checked(context, self.origin, None, time.time())
+        now = time.time()
+        problem = topic_name_problem(context.topic)
+        if problem is None:
+            code = broker.publish_checked(context, self.origin, None, now)
+        else:
+            # Before the retained store and routing: no session can be sent this topic.
+            code = _TOPIC_NAME_INVALID
+            broker.counters.publish_denied += 1
+            self.hub.refusal_log.warning(
+                now, "%s %r: publish to %s refused: %s",
+                self.origin.protocol, self.origin.name, abbreviate(context.topic), problem,
+            )  # fmt: skip
         if code >= 0x80:
             self.denied += 1
+            self.refusal = (
+                _REFUSALS.get(code, f"reason code 0x{code:02x}")
+                if problem is None
+                else f"topic name invalid: {problem}"
+            )
             if on_safe is not None:
                 on_safe(code)
             return False
@@ -360,6 +393,9 @@ class HubClient:
 class Hub:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
+        # Topic names refused (a template's output): at a bounded rate, as a client can
+        # make a rule or an adapter render one per message.
+        self.refusal_log = RateLimitedLog(log)
 
     def client(self, protocol: str, name: str) -> HubClient:
         """A client with the identity ``Origin(protocol, name)``."""

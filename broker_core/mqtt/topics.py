@@ -2,7 +2,10 @@
 
 A topic filter that breaks the wildcard rules raises ``MalformedPacket`` (as mosquitto
 does); a topic name with a wildcard parses fine but breaks [MQTT-3.3.2-2], so it
-raises ``ProtocolViolation``.
+raises ``ProtocolViolation``. A PUBLISH's topic meets the other rules of a topic name by
+construction (the decoder reads at most 65535 bytes of well-formed UTF-8 without NUL);
+a topic made in the process (a rule's or an adapter's template) is checked with
+``topic_name_problem`` before it is routed.
 """
 
 from __future__ import annotations
@@ -13,10 +16,12 @@ from broker_core.errors import MalformedPacket, ProtocolViolation
 
 __all__ = [
     "SharedFilter",
+    "abbreviate",
     "filter_matches",
     "is_wildcard_filter",
     "parse_shared",
     "topic_filter_problem",
+    "topic_name_problem",
     "validate_topic_filter",
     "validate_topic_name",
 ]
@@ -33,6 +38,39 @@ def validate_topic_name(topic: str) -> None:
     """A Topic Name must not contain wildcards [MQTT-3.3.2-2]; emptiness is the caller's."""
     if "+" in topic or "#" in topic:
         raise ProtocolViolation(f"topic name contains a wildcard: {topic!r}")
+
+
+def topic_name_problem(topic: str) -> str | None:
+    """Why ``topic`` cannot be a PUBLISH's Topic Name, or None when it can.
+
+    At least one character [MQTT-4.7.3-1], well-formed UTF-8 (no surrogate code points)
+    of at most 65535 bytes [MQTT-1.5.4-1, MQTT-1.5.4-2: no U+0000], no wildcard
+    [MQTT-3.3.2-2]. An ASCII topic costs no encoding (``str.isascii`` is O(1)).
+    """
+    if not topic:
+        return "a topic name must not be empty"
+    if topic.isascii():
+        size = len(topic)
+    else:
+        try:
+            size = len(topic.encode("utf-8"))
+        except UnicodeEncodeError:
+            return "a topic name must be well-formed UTF-8 (it holds a surrogate code point)"
+    if size > 65535:
+        return f"a topic name must be at most 65535 bytes of UTF-8 (this one has {size})"
+    if "\0" in topic:
+        return "a topic name must not contain the NUL character"
+    if "+" in topic or "#" in topic:
+        return "a topic name must not contain wildcards (+ or #)"
+    return None
+
+
+def abbreviate(topic: str, keep: int = 64) -> str:
+    """``topic`` for a log line or an error: its first ``keep`` characters and its length
+    when it is longer (a topic can be 65535 bytes)."""
+    if len(topic) <= keep:
+        return repr(topic)
+    return f"{topic[:keep]!r}... ({len(topic)} characters)"
 
 
 def topic_filter_problem(topic_filter: str) -> str | None:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from broker_core.context import Context
 from broker_core.mqtt.reason_codes import ReasonCode
+from broker_core.mqtt.topics import abbreviate
 from gateway.hub import HubClient
 from gateway.mapping import FilterTemplate, MappingError, TopicTemplate
 from gateway.rules.functions import to_json, to_text
@@ -169,7 +170,7 @@ class Republish(Action):
         if self.client.publish(message):
             self.succeeded += 1
         else:
-            self.fail(f"the broker refused {message.topic!r} (the ACL, $SYS or $delayed/)")
+            self.fail(f"the broker refused {abbreviate(message.topic)}: {self.client.refusal}")
 
 
 @lru_cache(maxsize=256)

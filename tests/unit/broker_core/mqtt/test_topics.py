@@ -6,6 +6,7 @@ from broker_core.errors import MalformedPacket, ProtocolViolation
 from broker_core.mqtt.topics import (
     filter_matches,
     parse_shared,
+    topic_name_problem,
     validate_topic_filter,
     validate_topic_name,
 )
@@ -62,3 +63,28 @@ def test_shared_subscription_parsing() -> None:
     for bad in ("$share/", "$share/g", "$share//a", "$share/g#/a", "$share/g/a/#/b"):
         with pytest.raises(MalformedPacket):
             parse_shared(bad)
+
+
+@pytest.mark.parametrize(
+    "topic", ["a", "/", "a/b", "$SYS/x", "é" * 32767 + "a", "a" * 65535, "日本/温度", "😀"]
+)
+def test_valid_topic_names(topic: str) -> None:
+    assert topic_name_problem(topic) is None
+
+
+@pytest.mark.parametrize(
+    ("topic", "problem"),
+    [
+        ("", "empty"),
+        ("a" * 65536, "at most 65535 bytes of UTF-8 (this one has 65536)"),
+        ("é" * 32768, "at most 65535 bytes of UTF-8 (this one has 65536)"),  # 2 bytes each
+        ("a/\ud800", "well-formed UTF-8"),  # a lone surrogate: UTF-8 cannot encode it
+        ("a/\0", "NUL"),
+        ("a/+", "wildcards"),
+        ("a/#", "wildcards"),
+    ],
+)
+def test_invalid_topic_names(topic: str, problem: str) -> None:
+    found = topic_name_problem(topic)
+    assert found is not None
+    assert problem in found
