@@ -24,7 +24,7 @@ from idl_codegen.model import (
     TypeRef,
     Value,
 )
-from idl_codegen.scope import Scope
+from idl_codegen.scope import NameCaseError, Scope
 from idl_codegen.syntax import Binary, Expr, Literal, NameRef, Unary
 
 __all__ = ["ConstEvaluator", "EnumValue", "describe_type"]
@@ -126,7 +126,10 @@ class ConstEvaluator:
         return self._binary(expr, left, right)
 
     def _name(self, expr: NameRef, scope: Scope) -> _Raw:
-        symbol = scope.lookup(expr.name)
+        try:
+            symbol = scope.lookup(expr.name, introduce=False)
+        except NameCaseError as error:
+            raise _EvalError(expr.location, error.message) from None
         if symbol is None:
             raise _EvalError(expr.location, f"unknown constant '{expr.name}'")
         if symbol.kind == "enumerator":

@@ -35,7 +35,7 @@ from idl_codegen.model import (
     Value,
     zero_value,
 )
-from idl_codegen.scope import Scope, Symbol
+from idl_codegen.scope import NameCaseError, Scope, Symbol
 from idl_codegen.syntax import (
     Annotation,
     BaseTypeSpec,
@@ -81,6 +81,8 @@ class _Resolver:
         self._symbols: dict[str, Symbol] = {}
         self._const_enums: dict[str, str] = {}
         self._forward: dict[str, Location] = {}
+        self._member_locations: dict[tuple[str, str], Location] = {}
+        self._used_forward: set[str] = set()  # structs and unions used before being defined
         self._annotations = AnnotationReader(diagnostics)
         self._consts = ConstEvaluator(self.schema, diagnostics, self._const_enums.get)
         self._wstring_warned = False
@@ -106,13 +108,17 @@ class _Resolver:
 
     def _declare(self, scope: Scope, name: str, kind: str, where: Location,
                  complete: bool = True, forward: bool = False) -> Symbol | None:
-        existing = scope.clash(name)
-        if existing is not None:
+        existing = scope.symbols.get(name) or scope.clash(name)
+        if existing is not None and existing.scope is scope:
+            self._diag.error(where, f"'{name}' collides with '{existing.name}' declared at "
+                                    f"{existing.location}, the {existing.kind} it is declared in")
+            return None
+        if existing is not None and not (kind == "module" == existing.kind):
             same = existing.name == name and existing.kind == kind
-            if same and kind == "module":
-                return existing
             if same and kind in ("struct", "union") and (forward or not existing.complete):
                 return existing  # a forward declaration, or the definition after one
+            if existing.kind == kind in ("struct", "union") and (forward or not existing.complete):
+                return self._respell(scope, existing, name, forward, where)
             if existing.name != name:
                 self._diag.error(where, f"'{name}' collides with '{existing.name}' declared at "
                                         f"{existing.location} (IDL names must differ in more "
@@ -121,10 +127,40 @@ class _Resolver:
                 self._diag.error(where, f"redefinition of '{name}' (first declared at "
                                         f"{existing.location})")
             return None
+        if existing is not None and existing.name == name:
+            return existing  # a reopened module; modules differing in case are distinct
+        use = scope.used(name)
+        if use is not None:
+            written, used, used_at = use
+            self._diag.error(where, f"'{name}' collides with '{written}' used at {used_at} for "
+                                    f"{used.kind} '{used.qualified}' (IDL 4: a name used in a "
+                                    "scope cannot be declared in it again)")
+            return None
         symbol = Symbol(kind, name, scope.qualify(name), where, complete)
         scope.add(symbol)
         self.schema.origins.setdefault(symbol.qualified, where.file)
         self._symbols[symbol.qualified] = symbol
+        return symbol
+
+    def _respell(self, scope: Scope, symbol: Symbol, name: str, forward: bool,
+                 where: Location) -> Symbol | None:
+        """A forward declaration and a definition differing in case declare one type, as
+        in ``idlc``: the definition's spelling is its name."""
+        if forward:
+            return symbol
+        if symbol.qualified in self._used_forward:  # idlc fails on these too
+            self._diag.error(where, f"'{name}' defines {symbol.kind} '{symbol.name}' declared "
+                                    f"forward at {symbol.location}, which is used under that "
+                                    "spelling before; spell them alike")
+            self._forward.pop(symbol.qualified, None)
+            return None
+        old = symbol.qualified
+        del scope.symbols[symbol.name]
+        symbol.name, symbol.qualified, symbol.location = name, scope.qualify(name), where
+        scope.symbols[name] = symbol
+        self._symbols[symbol.qualified] = self._symbols.pop(old)
+        self.schema.origins[symbol.qualified] = self.schema.origins.pop(old)
+        self._forward.pop(old, None)
         return symbol
 
     def _definitions(self, definitions: list[Definition], scope: Scope) -> None:
@@ -151,6 +187,7 @@ class _Resolver:
             return
         if symbol.scope is None:
             symbol.scope = Scope(symbol.qualified, scope)
+            symbol.scope.add(symbol)  # a module's name is declared in it too
             self.schema.modules.append(symbol.qualified)
         self._definitions(module.definitions, symbol.scope)
 
@@ -184,13 +221,19 @@ class _Resolver:
                 return None
             return SequenceType(element, bound)
         assert isinstance(spec, NamedSpec)
-        symbol = scope.lookup(spec.name)
+        try:
+            symbol = scope.lookup(spec.name)
+        except NameCaseError as error:
+            self._diag.error(spec.location, error.message)
+            return None
         if symbol is None:
             self._diag.error(spec.location, f"unknown type '{spec.name}'")
             return None
         if symbol.kind not in ("struct", "union", "enum", "typedef"):
             self._diag.error(spec.location, f"'{spec.name}' is a {symbol.kind}, not a type")
             return None
+        if not symbol.complete:
+            self._used_forward.add(symbol.qualified)
         return NamedType(symbol.qualified)
 
     def _declared_type(self, spec: TypeSpec, declarator: Declarator, scope: Scope
@@ -253,7 +296,8 @@ class _Resolver:
         if autoid_annotation is not None:
             autoid = self._annotations.word(autoid_annotation, ("sequential", "hash")) \
                 or "sequential"
-        members = self._members(struct, scope, name, inherited, autoid)
+        members = self._members(struct, self._member_scope(symbol, scope), name, inherited,
+                                autoid)
         self.schema.types[name] = StructType(
             name=name,
             members=tuple(members),
@@ -266,7 +310,11 @@ class _Resolver:
 
     def _base(self, struct: StructDef, scope: Scope) -> StructType | None:
         assert struct.base is not None
-        symbol = scope.lookup(struct.base)
+        try:
+            symbol = scope.lookup(struct.base)
+        except NameCaseError as error:
+            self._diag.error(struct.base.location, error.message)
+            return None
         declared = self.schema.types.get(symbol.qualified) if symbol else None
         resolved = self.schema.resolve(NamedType(declared.name)) if declared else None
         if symbol is None:
@@ -296,11 +344,46 @@ class _Resolver:
                                     "they must match")
         return chosen or inherited or "final"
 
+    def _member_scope(self, symbol: Symbol, scope: Scope) -> Scope:
+        """The scope of a struct's or union's members, where its own name is declared too."""
+        inner = Scope(symbol.qualified, scope)
+        inner.add(symbol)
+        return inner
+
+    def _member_clash(self, scope: Scope, name: str, where: Location, kind: str,
+                      owner: str) -> bool:
+        """Report ``name`` when it collides with the type's own name or an earlier member
+        (inherited ones included); else declare it in ``scope``."""
+        def own(symbol: Symbol) -> bool:
+            return symbol.qualified == scope.qualify(symbol.name)
+
+        lowered = name.lower()
+        clashes = [symbol for symbol in scope.symbols.values()
+                   if symbol.name.lower() == lowered
+                   # idlc compares with inherited members exactly
+                   and (symbol.kind != "member" or own(symbol) or symbol.name == name)]
+        if not clashes:
+            scope.add(Symbol("member", name, scope.qualify(name), where))
+            return False
+        existing = next((symbol for symbol in clashes if symbol.kind != "member"), clashes[0])
+        if existing.kind != "member":
+            self._diag.error(where, f"'{name}' collides with '{existing.name}' declared at "
+                                    f"{existing.location}, the {existing.kind} it is declared in")
+            return True
+        whose = f"of {kind} '{owner}'" if own(existing) \
+            else f"inherited from '{existing.qualified.rpartition('::')[0]}'"
+        self._diag.error(where, f"'{name}' collides with member '{existing.name}' {whose} "
+                                f"declared at {existing.location}")
+        return True
+
     def _members(self, struct: StructDef, scope: Scope, name: str, inherited: list[Member],
                  autoid: str) -> list[Member]:
         assert struct.members is not None
-        names = {member.name.lower(): member.name for member in inherited}
         owners = self._owners(inherited)
+        for member in inherited:
+            owner = owners[member.name]
+            scope.add(Symbol("member", member.name, f"{owner}::{member.name}",
+                             self._member_locations[owner, member.name]))
         ids: dict[int, str] = {}
         next_id = 0
         members: list[Member] = []
@@ -310,15 +393,10 @@ class _Resolver:
             key = self._annotations.flag(applied.get("key"))
             for declarator in syntax.declarators:
                 ref = self._declared_type(syntax.type_spec, declarator, scope)
-                lowered = declarator.name.lower()
-                if lowered in names:
-                    clash = names[lowered]
-                    where = f"inherited from '{owners[clash]}'" if clash in owners \
-                        else f"of struct '{name}'"
-                    self._diag.error(declarator.location, f"'{declarator.name}' collides with "
-                                     f"member '{clash}' {where}")
+                if self._member_clash(scope, declarator.name, declarator.location, "struct",
+                                      name):
                     continue
-                names[lowered] = declarator.name
+                self._member_locations[name, declarator.name] = declarator.location
                 if ref is None or not self._require_complete(ref, declarator.location):
                     continue
                 if key and optional:
@@ -405,7 +483,8 @@ class _Resolver:
         self.schema.origins[name] = union.location.file
         assert union.switch_type is not None
         switch = self._annotations.applied(union.switch_annotations, "discriminator")
-        discriminator = self._type(union.switch_type, scope)
+        members = self._member_scope(symbol, scope)  # idlc introduces the discriminator's
+        discriminator = self._type(union.switch_type, members)  # type name there
         if discriminator is None:
             return
         resolved = self.schema.resolve(discriminator)
@@ -432,7 +511,7 @@ class _Resolver:
         if extensibility == "mutable":
             self._diag.error(union.location, "mutable unions are not supported by "
                                              "cyclonedds-python")
-        cases = self._cases(union, scope, name, discriminator, resolved)
+        cases = self._cases(union, members, name, discriminator, resolved)
         self.schema.types[name] = UnionType(
             name=name,
             discriminator=discriminator,
@@ -446,7 +525,6 @@ class _Resolver:
     def _cases(self, union: UnionDef, scope: Scope, name: str, discriminator: TypeRef,
                resolved: object) -> list[UnionCase]:
         labels_seen: dict[Value, str] = {}
-        names: dict[str, str] = {}
         default_case: str | None = None
         cases: list[UnionCase] = []
         for case in union.cases:
@@ -471,13 +549,9 @@ class _Resolver:
                     continue
                 labels_seen[value] = member
                 labels.append(value)
-            lowered = member.lower()
-            if lowered in names:
-                self._diag.error(case.declarator.location, f"'{member}' collides with member "
-                                 f"'{names[lowered]}' of union '{name}'")
-                continue
-            names[lowered] = member
             ref = self._declared_type(case.type_spec, case.declarator, scope)
+            if self._member_clash(scope, member, case.declarator.location, "union", name):
+                continue
             if ref is None or not self._require_complete(ref, case.declarator.location):
                 continue
             id_annotation = applied.get("id")
@@ -584,7 +658,11 @@ class _Resolver:
             return
         type_name = pragma.words[1]
         parts = tuple(type_name.lstrip(":").split("::"))
-        symbol = scope.lookup(ScopedName(parts, type_name.startswith("::"), pragma.location))
+        try:
+            symbol = scope.lookup(ScopedName(parts, type_name.startswith("::"), pragma.location))
+        except NameCaseError as error:
+            self._diag.error(pragma.location, error.message)
+            return
         struct = self.schema.types.get(symbol.qualified) if symbol else None
         if not isinstance(struct, StructType):
             self._diag.error(pragma.location, f"#pragma keylist names '{type_name}', which is "

@@ -92,14 +92,14 @@ def test_types_outside_the_direct_path_get_none(write_idl: Any) -> None:
     path: Path = write_idl("""
         module m {
           @appendable struct A { long x; };
-          @mutable struct M { long x; };
+          @mutable struct Mu { long x; };
           @final struct O { @optional long x; };
           @final struct W { wchar c; };
           @final struct HasA { A a; };
           enum E { ONE };
         };""")
     loaded = idl_codegen.load(path)
-    for name in ("m::A", "m::M", "m::O", "m::W", "m::HasA", "m::E"):
+    for name in ("m::A", "m::Mu", "m::O", "m::W", "m::HasA", "m::E"):
         codec = loaded.codec(name)
         assert transcoder_for(codec.schema, codec.type_name) is None, name
 

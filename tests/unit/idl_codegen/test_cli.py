@@ -120,7 +120,7 @@ def test_warnings_go_to_stderr(write_idl: Write, tmp_path: Path) -> None:
 
 
 def test_defines(write_idl: Write, tmp_path: Path) -> None:
-    path = write_idl("#ifdef WITH_S\nstruct S { long x[N]; };\n#endif\nstruct T { long t; };")
+    path = write_idl("#ifdef WITH_S\nstruct S { long x[N]; };\n#endif\nstruct T { long v; };")
     result = CliRunner().invoke(main, [str(path), "-o", str(tmp_path), "-D", "WITH_S",
                                        "-D", "N=2", "--target", "python"])
     assert result.exit_code == 0

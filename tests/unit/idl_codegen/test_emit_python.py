@@ -119,7 +119,7 @@ def test_recursive_types_share_one_file(write_idl: Write) -> None:
 
 
 def test_package_option_and_global_scope(write_idl: Write) -> None:
-    files = python_of(write_idl, "struct G { long g; };\nmodule m { struct S { G g; }; };",
+    files = python_of(write_idl, "struct G { long v; };\nmodule m { struct S { G g; }; };",
                       PythonOptions(package="gen.idl", global_package="top"))
     assert sorted(files) == ["gen/idl/m/_S.py", "gen/idl/m/__init__.py",
                              "gen/idl/top/_G.py", "gen/idl/top/__init__.py"]
@@ -140,11 +140,11 @@ def test_derived_structs_restate_inherited_factory_defaults(write_idl: Write, tm
                                                           ) -> None:
     files = python_of(write_idl, """module m { struct P { long x; };
         struct Base { P p; sequence<long> s; long n; };
-        struct D : Base { long d; }; };""")
+        struct D : Base { long e; }; };""")
     assert "    p: P = _field(default_factory=P)  # inherited\n" in files["m/_D.py"]
     out = write_tree(files, tmp_path / "out")
-    assert run_python("from m import D\nprint(D(d=1))", out) == \
-        "D(p=P(x=0), s=[], n=0, d=1)\n"
+    assert run_python("from m import D\nprint(D(e=1))", out) == \
+        "D(p=P(x=0), s=[], n=0, e=1)\n"
 
 
 @pytest.mark.parametrize(("value", "text"), [

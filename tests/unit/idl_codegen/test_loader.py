@@ -73,12 +73,12 @@ def test_each_load_gets_its_own_classes() -> None:
 
 
 def test_defines_and_include_dirs(write_idl: Write, tmp_path: Path) -> None:
-    write_idl("module dep { struct D { long d; }; };", "inc/dep.idl")
-    main = write_idl('#include <dep.idl>\nmodule m { struct S { dep::D d; string<LEN> s; }; };')
+    write_idl("module dep { struct D { long v; }; };", "inc/dep.idl")
+    main = write_idl('#include <dep.idl>\nmodule m { struct S { dep::D d; string<LEN> t; }; };')
     schema = idl_codegen.load(main, include_dirs=[tmp_path / "inc"], defines={"LEN": "4"})
     codec = schema.codec("m::S")
     with pytest.raises(idl_codegen.IdlValueError):
-        codec.from_json({"d": {"d": 1}, "s": "too long"})
+        codec.from_json({"d": {"v": 1}, "t": "too long"})
 
 
 def test_bad_idl_raises_idl_error_with_every_problem(write_idl: Write) -> None:
@@ -103,23 +103,24 @@ def test_tracebacks_show_generated_source() -> None:
     files, include_dirs = CASES["hello"]
     cls = idl_codegen.load(files, include_dirs=include_dirs)["HelloWorldData::Msg"]
     module = __import__(cls.__module__, fromlist=["x"])
+    assert module.__spec__ is not None
     assert "class Msg(" in "".join(linecache.getlines(module.__spec__.origin or
                                                       f"<idl_codegen {cls.__module__}>"))
 
 
 _BOOL_UNION = ("module a { union Flag switch (boolean) { case TRUE: long on;"
                " default: double off; };"
-               " union Low switch (boolean) { case FALSE: long low; default: short high; }; };")
+               " union LowU switch (boolean) { case FALSE: long low; default: short high; }; };")
 _INT_UNION = ("module b { union Reading switch (short) { case 1: long count;"
               " case 2: double level; };"
-              " union Zero switch (long) { case 0: short zero; case 5: long five; }; };")
+              " union ZeroU switch (long) { case 0: short zero; case 5: long five; }; };")
 _LABELS_CHECK = """
 import sys, idl_codegen
 first, second = (idl_codegen.load(path) for path in sys.argv[1:])
 schemas = {**first.types, **second.types}
 codecs = {name: (first if name in first else second).codec(name) for name in schemas}
-samples = [("a::Flag", dict(on=5), True), ("a::Low", dict(low=5), False),
-           ("b::Reading", dict(count=5), 1), ("b::Zero", dict(zero=5), 0)]
+samples = [("a::Flag", dict(on=5), True), ("a::LowU", dict(low=5), False),
+           ("b::Reading", dict(count=5), 1), ("b::ZeroU", dict(zero=5), 0)]
 for name, member, expected in samples:
     sample = schemas[name](**member)
     assert type(sample.discriminator) is type(expected), (name, sample.discriminator)
@@ -148,8 +149,8 @@ def test_union_labels_do_not_leak_between_boolean_and_integer_unions(
                           text=True, timeout=unit(60), check=False)
     assert done.stderr == ""
     assert done.stdout.splitlines() == [
-        'a::Flag {"discriminator":true,"on":5}', 'a::Low {"discriminator":false,"low":5}',
-        'b::Reading {"discriminator":1,"count":5}', 'b::Zero {"discriminator":0,"zero":5}']
+        'a::Flag {"discriminator":true,"on":5}', 'a::LowU {"discriminator":false,"low":5}',
+        'b::Reading {"discriminator":1,"count":5}', 'b::ZeroU {"discriminator":0,"zero":5}']
 
 
 def test_generated_code_that_cyclonedds_refuses_is_an_idl_error(

@@ -52,11 +52,11 @@ def test_reopened_and_nested_modules_share_scopes(write_idl: Write) -> None:
 
 
 def test_primitive_spellings(write_idl: Write) -> None:
-    schema = resolve(write_idl, """struct S {
+    schema = resolve(write_idl, """struct X {
         short a; unsigned short b; long c; unsigned long d; long long e;
         unsigned long long f; float g; double h; char i; wchar j; boolean k; octet l;
         int8 m; uint8 n; int16 o; uint16 p; int32 q; uint32 r; int64 s; uint64 t; };""")
-    struct = schema.types["S"]
+    struct = schema.types["X"]
     assert isinstance(struct, StructType)
     kinds = ["int16", "uint16", "int32", "uint32", "int64", "uint64", "float32", "float64",
              "char", "wchar", "boolean", "octet", "int8", "uint8", "int16", "uint16", "int32",
@@ -70,7 +70,7 @@ def test_templates_arrays_and_typedef_chains(write_idl: Write) -> None:
         typedef long Row[N];
         typedef Row Grid[2];
         typedef sequence<Row, N * 2> Rows;
-        struct S { Grid g; string<N> s; sequence<string> ss; long cube[1][2][3]; Rows r; };
+        struct S { Grid g; string<N> t; sequence<string> ss; long cube[1][2][3]; Rows r; };
     };""")
     assert schema.types["m::Row"] == TypedefType("m::Row", ArrayType(PrimitiveType("int32"), (3,)))
     assert schema.types["m::Grid"] == TypedefType("m::Grid", ArrayType(NamedType("m::Row"), (2,)))
@@ -175,7 +175,7 @@ def test_recursion_through_sequences_after_forward_declaration(write_idl: Write)
 
 
 def test_sources_and_origins(write_idl: Write) -> None:
-    write_idl("module inc { struct I { long i; }; };", "inc.idl")
+    write_idl("module inc { struct I { long v; }; };", "inc.idl")
     main = write_idl('#include "inc.idl"\nmodule main { struct M { inc::I i; }; };', "main.idl")
     schema = compile_idl([main]).schema
     assert schema.sources == ["main.idl", "inc.idl"]
@@ -198,7 +198,7 @@ def test_semantic_errors(write_idl: Write) -> None:
     assert found == [
         "t.idl:2:20: unknown type 'Missing'",
         "t.idl:4:20: 'N' is a const, not a type",
-        "t.idl:5:33: 'X' collides with member 'x' of struct 'm::C'",
+        "t.idl:5:33: 'X' collides with member 'x' of struct 'm::C' declared at t.idl:5:25",
         "t.idl:6:24: struct 'm::C2' is not completely defined here; only a sequence can refer "
         "to it",
         "t.idl:7:38: 't' collides with 'T' declared at t.idl:7:22 (IDL names must differ in "
