@@ -11,7 +11,9 @@ the supervisor's run-time operations:
 - ``PUT /bridges/{name}``: a new configuration; the bridge restarts with it, its queue
   kept;
 - ``DELETE /bridges/{name}``: stops and removes it (204); its queue file stays in the
-  data directory, and a bridge added again under that name sends what it holds;
+  data directory, and a bridge added again under that name sends what it holds. 409,
+  naming them, while rules forward through it (their actions would fail on every
+  result): delete or change those rules first;
 - ``POST /bridges/{name}/pause`` and ``/resume``: a paused bridge is stopped (it
   neither connects nor queues) until resumed.
 
@@ -28,7 +30,7 @@ from fastapi import APIRouter, Body, HTTPException, Response, status
 from pydantic import BaseModel, Field, ValidationError
 
 from gateway.api.auth import Principal
-from gateway.api.deps import Caller, Components, Responses
+from gateway.api.deps import Caller, Components, Gw, Responses
 from gateway.components import BRIDGE, Spec, Supervisor
 from gateway.config.errors import format_path, problems_from_validation_error
 from gateway.config.models.bridges import BridgeConfig
@@ -162,9 +164,19 @@ async def update_bridge(
     "/bridges/{name}",
     status_code=status.HTTP_204_NO_CONTENT,
     summary="Remove a bridge",
-    responses=_NOT_FOUND,
+    responses={**_NOT_FOUND, 409: {"description": "Rules forward through the bridge"}},
 )
-async def delete_bridge(supervisor: Components, caller: Caller, name: str) -> Response:
+async def delete_bridge(supervisor: Components, gateway: Gw, caller: Caller, name: str) -> Response:
+    _view(supervisor, name)
+    users = getattr(gateway, "rules_using_bridge", None)  # gateway.app.Gateway's
+    names: list[str] = list(users(name)) if callable(users) else []
+    if names:
+        raise HTTPException(
+            status.HTTP_409_CONFLICT,
+            f"the bridge {name!r} is used by rule{'s' if len(names) > 1 else ''}"
+            f" {', '.join(map(repr, names))}: delete or change"
+            f" {'them' if len(names) > 1 else 'it'} first",
+        )
     if not supervisor.remove(BRIDGE, name):
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no bridge {name!r}")
     log.info("bridge %s removed through the API by %s", name, caller.name)

@@ -135,6 +135,9 @@ class Gateway:
             self.components.view(BRIDGE) if registry.types_of(BRIDGE) else None
         )
         self.addresses: dict[str, tuple[str, int]] = {}
+        #: The sections of the configuration file that differ from what runs and take
+        #: effect at the next restart, as the last reload found them (``reload``).
+        self.restart_required: list[str] = []
         self.ready = asyncio.Event()
         self._stop = asyncio.Event()
         self._servers: list[Listening] = []
@@ -203,12 +206,16 @@ class Gateway:
         """Re-reads the configuration file: adapter mappings, ACL, credentials.
 
         Clients stay connected. Components (adapters, bridges, sinks) whose configuration
-        changed restart; new ones start, removed ones stop. Sections that need a restart
-        (listeners, mqtt, persistence, data_dir, node_name, auth, sys, webhooks, api,
-        logging) are reported, not applied. Returns what changed. The file is checked as
-        ``edgebus check`` checks it (the files it names included), and a rule naming a
-        webhook this gateway does not run is refused: on any problem it raises
-        ConfigError, logs each problem at ERROR and changes nothing.
+        changed restart; new ones start, removed ones stop. Rules are judged against
+        the new ACL as at their install (``RuleEngine.rejudge``). Sections that need a
+        restart (listeners, mqtt, persistence, data_dir, node_name, auth, sys,
+        webhooks, api, logging) are not applied: they are logged and listed in
+        ``restart_required``. Returns what changed. The file is checked as ``edgebus
+        check`` checks it (the files it names included), a rule naming a webhook this
+        gateway does not run is refused, and so is a file that would leave a rule
+        created through the API naming a bridge (or the stream log) the reload removes:
+        on any problem it raises ConfigError, logs each problem at ERROR and changes
+        nothing.
         """
         try:
             return self._reload()
@@ -217,18 +224,32 @@ class Gateway:
                 log.error("reload refused: %s", problem)
             raise
 
+    def _checked(self, path: Path) -> ValidConfig:
+        """The file at ``path`` checked for a reload; ConfigError on any problem, an
+        unexpected failure of a check included (logged with its traceback): nothing
+        has changed yet."""
+        # The schema's models and file checks: loaded from the first reload.
+        from gateway.config import validate_config
+
+        try:
+            valid = validate_config(path)
+        except ConfigError:
+            raise
+        except Exception as exc:
+            log.exception("reload: checking %s failed", path)
+            message = f"{path}: the file could not be checked ({type(exc).__name__}: {exc})"
+            raise ConfigError(message) from None
+        problems = self._unknown_webhooks(valid) + self._dangling_api_rules(valid)
+        if problems:
+            raise ConfigError("\n".join(problems), problems)
+        return valid
+
     def _reload(self) -> list[str]:
         if self.config_path is None:
             self.security.reload()
             return ["password_file", "acl_cache"]
-        # The schema's models and file checks: loaded from the first reload.
-        from gateway.config import validate_config
-
-        valid = validate_config(self.config_path)
+        valid = self._checked(self.config_path)
         new = valid.config
-        problems = self._unknown_webhooks(valid)
-        if problems:
-            raise ConfigError("\n".join(problems), problems)
         passwords = self.security.passwords
         users_before = None if passwords is None else passwords._users
         self.security.reload(new.acl)
@@ -241,6 +262,7 @@ class Gateway:
         done += self.components.reconcile(specs)
         if new.rules or self._rules is not None:
             done += self.rules.reconcile(new.rules)
+            done += self.rules.rejudge()  # the new ACL, as at install
         # A gateway started on views (gateway.config.light) compares them with models.
         fixed = [
             name
@@ -254,10 +276,12 @@ class Gateway:
         for name in fixed:
             log.warning("reload: the change to %r takes effect at the next restart", name)
         self.config = new.model_copy(update={name: getattr(self.config, name) for name in fixed})
+        self.restart_required = fixed
         log.info(
-            "configuration reloaded from %s: %s",
+            "configuration reloaded from %s: %s%s",
             self.config_path,
             ", ".join(done) or "nothing changed",
+            f"; waiting for a restart: {', '.join(fixed)}" if fixed else "",
         )
         return done
 
@@ -278,6 +302,38 @@ class Gateway:
             for path, message in found
             if path[-1] == "webhook"
         ]
+
+    def _dangling_api_rules(self, valid: ValidConfig) -> list[str]:
+        """A problem for each action of a rule created through the API (a reload keeps
+        those rules) that would name a bridge the new file does not have (bridges added
+        through the API end with a reload) or append to a stream log it disables: the
+        action would fail on every result. Nothing is lost silently: the operator
+        deletes or changes the rule, or writes the bridge in the file, first."""
+        if self._rules is None:
+            return []
+        from gateway.config.models.rules import action_reference_problems
+
+        new = valid.config
+        configured = {rule.name for rule in new.rules}  # these replace the API's rule
+        kept = [rule for rule in self._rules.api_rules() if rule.name not in configured]
+        actions = ((i, j, action) for i, rule in enumerate(kept)
+                   for j, action in enumerate(rule.actions))  # fmt: skip
+        bridges = {bridge.name for bridge in new.bridges}
+        webhooks = {webhook.name for webhook in self.config.webhooks}
+        found = action_reference_problems(actions, webhooks, bridges, new.stream.enabled)
+        return [
+            f"{self.config_path}: rule {kept[path[1]].name!r} (created through the API,"
+            f" kept by a reload) actions[{path[3]}]: {message} in the reloaded"
+            " configuration; delete or change that rule first, or keep what it names in"
+            " the file"
+            for path, message in found
+            if isinstance(path[1], int) and isinstance(path[3], int)
+        ]
+
+    def rules_using_bridge(self, name: str) -> list[str]:
+        """The rules whose actions forward through the bridge ``name`` (``DELETE
+        /api/v1/bridges/{name}`` refuses to remove a bridge they use)."""
+        return [] if self._rules is None else self._rules.bridge_users(name)
 
     async def run(self) -> None:
         started = time.monotonic()

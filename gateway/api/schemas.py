@@ -280,6 +280,11 @@ class RuleInfo(BaseModel):
 
 class ReloadResult(BaseModel):
     reloaded: list[str] = Field(description="What was re-read, e.g. `acl`, `password_file`.")
+    restart_required: list[str] = Field(
+        default_factory=list,
+        description="Sections of the file that differ from what runs and take effect at the"
+        " next restart, e.g. `listeners`, `webhooks`.",
+    )
 
 
 # -- metrics --------------------------------------------------------------------------------

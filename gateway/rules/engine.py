@@ -114,10 +114,15 @@ class Rule:
         self.waiting: Callable[[Rule], int] | None = None
         self.error: str | None = None  # why it could not be installed
         self.group: _Group | None = None  # the tap it shares
+        #: Enabled or disabled through the API (``RuleEngine.enable``), over its
+        #: configuration's ``enabled``; None: as configured. Kept across reloads that
+        #: leave the rule's configuration as it is.
+        self.enabled_override: bool | None = None
 
     @property
     def enabled(self) -> bool:
-        return self.config.enabled
+        override = self.enabled_override
+        return self.config.enabled if override is None else override
 
     def output(self, item: Context | MessageRow, node: str) -> dict[str, Any]:
         """The SELECT output of a message that passed (queued by a tap: its Context, or
@@ -488,8 +493,10 @@ class RuleEngine:
         return tables
 
     def _install(self, rule: Rule) -> None:
-        """Makes ``rule`` live (when enabled): its actions, tap and observers."""
+        """Makes ``rule`` live (when enabled): its actions, tap and observers. Raises
+        ``AdapterError`` when the ACL denies its filters (the caller uninstalls it)."""
         self._rules[rule.name] = rule
+        rule.error = None
         if not rule.enabled:
             return
         client = self.hub.client("rule", rule.name)
@@ -586,29 +593,45 @@ class RuleEngine:
             self._install(new)
         except Exception:
             self._uninstall(new)
-            self._install(old)
+            self._reinstall(old)
             raise
         self._retired += old.queued
         return new
 
     def enable(self, name: str, enabled: bool) -> Rule:
-        """Starts or stops evaluating a rule; its counters go on."""
+        """Starts or stops evaluating a rule; its counters go on. The choice holds
+        until the rule is replaced (``update``, or a reload that changes it): a reload
+        that leaves its configuration as it is keeps it."""
         rule = self._rules[name]
-        if rule.enabled == enabled:
+        if rule.enabled == enabled and rule.error is None:
             return rule
-        before, counts = rule.config, [(a.succeeded, a.failed) for a in rule.actions]
+        before, counts = rule.enabled_override, [(a.succeeded, a.failed) for a in rule.actions]
         self._uninstall(rule)
-        rule.config = before.model_copy(update={"enabled": enabled})
+        rule.enabled_override = enabled
         try:
             self._install(rule)
         except Exception:
             self._uninstall(rule)
-            rule.config = before
-            self._install(rule)
+            rule.enabled_override = before
+            self._reinstall(rule)
             raise
         for action, (succeeded, failed) in zip(rule.actions, counts, strict=False):
             action.succeeded, action.failed = succeeded, failed
         return rule
+
+    def _reinstall(self, rule: Rule) -> None:
+        """Installs ``rule`` again as it was (after a change that failed, or once the
+        ACL allows it), its counters kept; one the ACL denies stays listed with state
+        ``error``."""
+        counts = [(a.succeeded, a.failed) for a in rule.actions]
+        try:
+            self._install(rule)
+        except AdapterError as exc:
+            self._uninstall(rule)
+            rule.error = str(exc)
+            self._rules[rule.name] = rule
+        for action, (succeeded, failed) in zip(rule.actions, counts, strict=False):
+            action.succeeded, action.failed = succeeded, failed
 
     def delete(self, name: str) -> bool:
         rule = self._rules.get(name)
@@ -639,6 +662,47 @@ class RuleEngine:
                 self._install_configured(config)
                 changes.append(f"rule: updated {name}")
         return changes
+
+    def rejudge(self) -> list[str]:
+        """Judges the installed rules against the ACL again, as installing them does
+        (after a reload changed it): a running rule whose filters the ACL now denies
+        stops and shows state ``error`` (its counters kept), one shown with ``error``
+        that the ACL now allows runs again. Returns what changed, e.g.
+        ``["rule: stopped spy (...)"]``."""
+        if not self._running:
+            return []
+        changes: list[str] = []
+        for rule in list(self._rules.values()):
+            if rule.error is not None:
+                self._reinstall(rule)  # denied at its install: allowed now?
+                if rule.error is None:
+                    log.info("rule %s started: the ACL allows its filters now", rule.name)
+                    changes.append(f"rule: started {rule.name}")
+                continue
+            if rule.client is None or not rule.statement.topics:
+                continue  # disabled, or only $events sources
+            try:
+                rule.client.check_subscribe(tuple(sorted(set(rule.statement.topics))))
+            except AdapterError as exc:
+                self._uninstall(rule)
+                rule.error = str(exc)
+                self._rules[rule.name] = rule
+                log.error("rule %s stopped: %s", rule.name, exc)
+                changes.append(f"rule: stopped {rule.name}")
+        return changes
+
+    def bridge_users(self, bridge: str) -> list[str]:
+        """The rules (installed, disabled or in error) whose actions forward through the
+        bridge named ``bridge``."""
+        return [
+            rule.name
+            for rule in self._rules.values()
+            if any(getattr(a, "bridge", None) == bridge for a in rule.config.actions)
+        ]
+
+    def api_rules(self) -> list[RuleConfig]:
+        """The configurations of the rules created through the API (a reload keeps them)."""
+        return [rule.config for rule in self._rules.values() if rule.source == API]
 
     def _install_configured(self, config: RuleConfig) -> Rule:
         """Installs a rule of the configuration; one the ACL refuses stays listed with

@@ -72,4 +72,5 @@ async def reload(gateway: Gw, caller: Caller) -> ReloadResult:
             {"message": "the configuration was not reloaded", "problems": exc.problems},
         ) from None
     reloaded = [str(item) for item in result] if isinstance(result, list | tuple) else []
-    return ReloadResult(reloaded=reloaded)
+    pending = getattr(gateway, "restart_required", [])  # Gateway.reload sets it
+    return ReloadResult(reloaded=reloaded, restart_required=[str(name) for name in pending])
