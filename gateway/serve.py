@@ -8,7 +8,6 @@ of a running gateway; docs/performance.md, "Start-up memory"); ``gateway.cli``'s
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import logging
 import signal
@@ -92,8 +91,12 @@ def _reload(gateway: Gateway) -> None:
     """SIGHUP: re-read the configuration; a broken file changes nothing."""
     # A refusal is logged by Gateway.reload (ERROR "reload refused: ...", one record per
     # problem), through the configured handler: JSON, the log file.
-    with contextlib.suppress(ConfigError):
+    try:
         gateway.reload()
+    except ConfigError:
+        return  # refused, and logged
+    except Exception:  # a bug: logged here, through the configured handler, not asyncio's
+        log.exception("reload failed")
 
 
 def run_gateway(config_path: Path | None) -> None:

@@ -41,7 +41,17 @@ from typing import Any
 from broker_core.context import Context
 from gateway.rules.fields import MESSAGE_COLUMNS, Row
 from gateway.rules.functions import to_text
-from gateway.rules.nodes import Binary, Expr, Field, IsNull, Like, Literal, Statement, Unary
+from gateway.rules.nodes import (
+    Binary,
+    Expr,
+    Field,
+    IsNull,
+    Like,
+    Literal,
+    Statement,
+    Unary,
+    chain_operands,
+)
 from gateway.rules.values import compare, like_pattern, nest, truthy, walk
 
 __all__ = ["MessageProgram", "message_program"]
@@ -148,9 +158,9 @@ class _Generator:
             return _Code(self.constant(value))
         if isinstance(node, Field):
             return self.field(node)
-        if isinstance(node, Binary) and node.op in ("AND", "OR"):
-            left, right = self.truth(self.expr(node.left)), self.truth(self.expr(node.right))
-            return _Code(f"({left} {node.op.lower()} {right})", BOOL)
+        if isinstance(node, Binary) and node.op in ("AND", "OR"):  # flat: no recursion
+            tests = [self.truth(self.expr(operand)) for operand in chain_operands(node)]
+            return _Code("(" + f" {node.op.lower()} ".join(tests) + ")", BOOL)
         if isinstance(node, Binary) and node.op in _PYTHON_OPERATORS:
             return self.comparison(node)
         if isinstance(node, Unary) and node.op == "NOT":

@@ -47,6 +47,7 @@ from gateway.rules.nodes import (
     Literal,
     Statement,
     Unary,
+    chain_operands,
 )
 from gateway.rules.parser import RuleSyntaxError, parse
 from gateway.rules.values import (
@@ -180,6 +181,36 @@ def _select_columns(columns: list[tuple[str, _Column]]) -> Callable[[Row], dict[
     return select_columns
 
 
+# -- chains -------------------------------------------------------------------------------
+
+#: Operators whose left-deep chains (``a + b - c``) are folded in a loop.
+_FOLDED = frozenset({"+", "-", "*", "/", "%", "div", "||"})
+
+
+def _fold_steps(node: Binary) -> tuple[Expr, list[tuple[str, Expr]]]:
+    """A left-deep chain of ``_FOLDED`` operators as its first operand and the
+    ``(operator, right operand)`` steps applied to it in order."""
+    steps: list[tuple[str, Expr]] = []
+    current: Expr = node
+    while isinstance(current, Binary) and current.op in _FOLDED:
+        steps.append((current.op, current.right))
+        current = current.left
+    steps.reverse()
+    return current, steps
+
+
+def _concat(a: Any, b: Any) -> Any:
+    return None if a is None or b is None else to_text(a) + to_text(b)
+
+
+def _apply_of(op: str) -> Callable[[Any, Any], Any]:
+    if op == "+":
+        return add
+    if op == "||":
+        return _concat
+    return arith(op)
+
+
 # -- compiler -----------------------------------------------------------------------------
 
 
@@ -277,16 +308,13 @@ class _Compiler:
         return lambda row: walk(row.column(head), rest)
 
     def binary(self, node: Binary) -> Getter:
-        left, right = self.expr(node.left), self.expr(node.right)
         op = node.op
-        if op == "AND":
-            return lambda row: (
-                ((a := left(row)) is True or truthy(a)) and ((b := right(row)) is True or truthy(b))
-            )
-        if op == "OR":
-            return lambda row: (
-                ((a := left(row)) is True or truthy(a)) or ((b := right(row)) is True or truthy(b))
-            )
+        if op in ("AND", "OR"):
+            return self.boolean(op, [self.expr(operand) for operand in chain_operands(node)])
+        first, steps = _fold_steps(node)
+        if len(steps) > 1:  # ``a + b - c || d``: a left-deep chain, folded in a loop
+            return self.fold(self.expr(first), [(op, self.expr(right)) for op, right in steps])
+        left, right = self.expr(node.left), self.expr(node.right)
         if op in ("=", "!=", "<", "<=", ">", ">="):
             if isinstance(node.right, Literal) and node.right.value is not None:
                 return _compare_constant(op, left, node.right.value, _column_of(node.left))
@@ -302,6 +330,47 @@ class _Compiler:
             return concat
         apply = arith(op)
         return lambda row: apply(left(row), right(row))
+
+    @staticmethod
+    def boolean(op: str, tests: list[Getter]) -> Getter:
+        """``AND`` / ``OR`` of any number of operands, evaluated in order until one
+        decides (True or False, as a pair of them gives)."""
+        if len(tests) == 2:
+            left, right = tests
+            if op == "AND":
+                return lambda row: (
+                    ((a := left(row)) is True or truthy(a))
+                    and ((b := right(row)) is True or truthy(b))
+                )
+            return lambda row: (
+                ((a := left(row)) is True or truthy(a)) or ((b := right(row)) is True or truthy(b))
+            )
+        if op == "AND":
+
+            def every(row: Row) -> bool:
+                return all(truthy(test(row)) for test in tests)
+
+            return every
+
+        def any_of(row: Row) -> bool:
+            return any(truthy(test(row)) for test in tests)
+
+        return any_of
+
+    @staticmethod
+    def fold(first: Getter, steps: list[tuple[str, Getter]]) -> Getter:
+        """A left-deep chain of arithmetic and ``||`` (``((a + b) - c) || d``) as one
+        loop over its operands: the same values as the nested operators, with no
+        recursion however long the chain."""
+        applied = [(_apply_of(op), right) for op, right in steps]
+
+        def folded(row: Row) -> Any:
+            value = first(row)
+            for apply, right in applied:
+                value = apply(value, right(row))
+            return value
+
+        return folded
 
     def in_list(self, node: InList) -> Getter:
         value_of = self.expr(node.value)

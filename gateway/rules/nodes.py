@@ -22,6 +22,7 @@ __all__ = [
     "SelectItem",
     "Statement",
     "Unary",
+    "chain_operands",
 ]
 
 
@@ -126,3 +127,20 @@ class Statement:
     sources: tuple[str, ...]  # topic filters and $events/... names, as written
     where: Expr | None
     source_positions: tuple[int, ...] = ()  # offset of each source in the statement
+
+
+def chain_operands(node: Binary) -> list[Expr]:
+    """The operands of a chain of ``node``'s operator (``a AND b AND c``, however it
+    nests), in order, found without recursion: a flat chain of thousands of terms
+    compiles as well as a short one (only nesting is bounded: ``parser.MAX_DEPTH``)."""
+    op = node.op
+    operands: list[Expr] = []
+    pending: list[Expr] = [node]
+    while pending:
+        current = pending.pop()
+        if isinstance(current, Binary) and current.op == op:
+            pending.append(current.right)
+            pending.append(current.left)
+        else:
+            operands.append(current)
+    return operands

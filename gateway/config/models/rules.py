@@ -7,10 +7,11 @@ actions its result feeds. A webhook posts broker events to an HTTP endpoint.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection, Iterable
 from functools import cache
 from pathlib import Path
-from typing import Annotated, Any, Literal, Self
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
 from pydantic import (
     AfterValidator,
@@ -36,6 +37,9 @@ from gateway.config.values import (
     TopicFilterSpec,
 )
 
+if TYPE_CHECKING:
+    from gateway.rules.compiler import CompiledStatement
+
 __all__ = [
     "WEBHOOK_EVENTS",
     "BridgeAction",
@@ -49,9 +53,12 @@ __all__ = [
     "WebhookConfig",
     "action_reference_problems",
     "check_rule_references",
+    "compile_rule",
     "template_problems",
     "valid_actions",
 ]
+
+log = logging.getLogger(__name__)
 
 _TABLE = r"^[A-Za-z_][A-Za-z0-9_]{0,62}$"
 
@@ -183,9 +190,7 @@ class RuleConfig(ConfigModel):
     @field_validator("sql")
     @classmethod
     def _statement(cls, value: str) -> str:
-        from gateway.rules.compiler import compile_statement  # the rule engine's own parser
-
-        compile_statement(value)  # RuleSyntaxError is a ValueError naming the position
+        compile_rule(value)  # RuleSyntaxError is a ValueError naming the position
         return value
 
     @model_validator(mode="wrap")
@@ -291,6 +296,31 @@ class WebhookConfig(ConfigModel):
 Problems = list[tuple[tuple[str | int, ...], str]]
 
 
+def compile_rule(sql: str) -> CompiledStatement:
+    """``sql`` compiled by the rule engine's own compiler; every way it can fail is a
+    ``ValueError`` (a validation problem of ``sql``, with the file, path and line),
+    never another exception: ``RuleSyntaxError`` names the position; a statement too
+    large for Python's stack (``RecursionError``, ``MemoryError``) or one the compiler
+    fails on unexpectedly (logged with its traceback) is refused saying so."""
+    from gateway.rules.compiler import compile_statement  # the rule engine's own parser
+    from gateway.rules.parser import RuleSyntaxError
+
+    try:
+        return compile_statement(sql)
+    except RuleSyntaxError:
+        raise
+    except (RecursionError, MemoryError) as exc:
+        raise ValueError(
+            f"the statement is too large to compile ({type(exc).__name__}): write it as"
+            " several rules, or with shorter expressions"
+        ) from None
+    except Exception as exc:
+        log.exception("rule statement %r: the compiler failed", sql[:200])
+        raise ValueError(
+            f"the statement could not be compiled ({type(exc).__name__}: {exc})"
+        ) from None
+
+
 def check_rule_references(
     rules: tuple[RuleConfig, ...],
     webhooks: tuple[WebhookConfig, ...],
@@ -333,13 +363,11 @@ def template_problems(
     field no result of ``sql`` holds (``gateway.rules.selected``): a topic then fails on
     every result, a payload placeholder is empty on every one. None when ``sql`` does
     not compile (reported on its own); nothing is refused after ``SELECT *``."""
-    from gateway.rules.compiler import compile_statement
-    from gateway.rules.parser import RuleSyntaxError
     from gateway.rules.selected import result_fields, unselected_fields
 
     try:
-        statement = compile_statement(sql).statement
-    except RuleSyntaxError:
+        statement = compile_rule(sql).statement
+    except ValueError:
         return []
     selected = result_fields(statement)
     if selected is None:

@@ -75,3 +75,40 @@ rules:
         "republish", "sqlite", "webhook", "bridge", "stream", "log"
     ]  # fmt: skip
     assert config.rules[0].sources() == ["t/#", "$events/client_connected"]
+
+
+@pytest.mark.parametrize(
+    ("raised", "message"),
+    [
+        (
+            RecursionError("maximum recursion depth exceeded"),
+            "the statement is too large to compile (RecursionError): write it as several"
+            " rules, or with shorter expressions",
+        ),
+        (
+            TypeError("a bug"),
+            "the statement could not be compiled (TypeError: a bug)",
+        ),
+    ],
+)
+def test_a_statement_the_compiler_fails_on_is_a_problem_of_its_sql(
+    monkeypatch: pytest.MonkeyPatch, raised: Exception, message: str
+) -> None:
+    """Whatever the compiler raises, the rule's ``sql`` is refused with its file and line
+    (a 422 through the API), never a traceback: ``edgebus check``, a reload and ``POST
+    /rules`` validate it this way."""
+    import gateway.rules.compiler
+
+    def fail(sql: str) -> None:
+        raise raised
+
+    monkeypatch.setattr(gateway.rules.compiler, "compile_statement", fail)
+    problems = _problems(
+        """\
+rules:
+  - name: r
+    sql: 'SELECT * FROM "t/#" WHERE qos = 1'
+    actions: [{type: log}]
+"""
+    )
+    assert problems == [f"edgebus.yaml:3 rules[0].sql: {message}"]
