@@ -10,11 +10,12 @@ governs MQTT clients and adapters, does not apply. The message's origin is
 from __future__ import annotations
 
 import time
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 from fastapi import APIRouter, Body, HTTPException, status
 
 from broker_core.context import Context, Origin
+from broker_core.retained import is_broker_own, retained_size
 from gateway.api.components import GatewayView
 from gateway.api.deps import Caller, Gw, Responses
 from gateway.api.messages import PayloadError, check_topic, context_of
@@ -30,6 +31,7 @@ router = APIRouter(tags=["publish"])
 _ERRORS: Responses = {
     400: {"description": "The message cannot be published (the detail says why)"},
     413: {"description": "The payload is larger than `mqtt.max_packet_size`"},
+    503: {"description": "Over `mqtt.max_delayed_messages` or the retained bounds"},
 }
 
 
@@ -61,11 +63,89 @@ def _prepare(
     return context, None if delayed is None else delayed[0]
 
 
+class _Quotas:
+    """The broker's refusable quotas (``$delayed/`` and retained bounds) as a sequence of
+    messages would use them: ``check`` each in order, then publish them all. Nothing is
+    changed until a message is refused: that one is counted as the broker counts it."""
+
+    def __init__(self, gateway: GatewayView) -> None:
+        broker = gateway.broker
+        self._broker = broker
+        retained = broker.retained
+        self._retained = retained
+        self._delayed_room = (
+            None
+            if not broker.delayed.max_messages
+            else broker.delayed.max_messages - len(broker.delayed)
+        )
+        self._count = len(retained) - retained.own
+        self._bytes = retained.bytes - retained.own_bytes
+        self._sizes: dict[str, int | None] = {}  # retained topics the messages change
+
+    def check(self, context: Context, delay: int | None, where: str) -> None:
+        if delay is not None:
+            if self._delayed_room is not None:
+                if self._delayed_room <= 0:
+                    self._refuse_delayed(context, where)
+                self._delayed_room -= 1
+            return  # retained when it is released, not now
+        if context.retain:
+            self._check_retained(context, where)
+
+    def _check_retained(self, context: Context, where: str) -> None:
+        retained = self._retained
+        topic = context.topic
+        if topic in self._sizes:
+            existing = self._sizes[topic]
+        else:
+            held = retained.get(topic)
+            existing = None if held is None or is_broker_own(held) else retained_size(held)
+        if not context.payload:  # clears: always works
+            if existing is not None:
+                self._count -= 1
+                self._bytes -= existing
+            self._sizes[topic] = None
+            return
+        size = retained_size(context)
+        grow = size - (existing or 0)
+        if existing is None and retained.max_messages and self._count >= retained.max_messages:
+            self._refuse_retained(context, "retained_messages", where)
+        if retained.max_bytes and grow > 0 and self._bytes + grow > retained.max_bytes:
+            self._refuse_retained(context, "retained_bytes", where)
+        self._count += existing is None
+        self._bytes += grow
+        self._sizes[topic] = size
+
+    def _refuse_retained(self, context: Context, limit: str, where: str) -> NoReturn:
+        broker = self._broker
+        broker.retained.refuse(limit)
+        if broker.observers.message_dropped:
+            broker.observers.report_dropped(context, "retained_limit", None, None, None)
+        store = broker.retained
+        bound = store.max_messages if limit == "retained_messages" else store.max_bytes
+        raise HTTPException(
+            status.HTTP_503_SERVICE_UNAVAILABLE,
+            f"{where}retain: not retained, over mqtt.max_{limit} ({bound}); nothing was published",
+        )
+
+    def _refuse_delayed(self, context: Context, where: str) -> NoReturn:
+        delayed = self._broker.delayed
+        delayed.refused += 1  # counted as DelayedMessages.schedule counts a refusal
+        if delayed.on_refused is not None:
+            delayed.on_refused(context)
+        raise HTTPException(
+            status.HTTP_503_SERVICE_UNAVAILABLE,
+            f"{where}topic: too many delayed messages waiting (mqtt.max_delayed_messages: "
+            f"{delayed.max_messages}); nothing was published",
+        )
+
+
 def _send(gateway: GatewayView, context: Context, delay: int | None) -> PublishResult:
+    """Publishes a message whose quotas were checked (``_Quotas``)."""
     broker = gateway.broker
     now = time.time()
     if delay is not None:
-        if not broker.delayed.schedule(context, delay, now):
+        if not broker.delayed.schedule(context, delay, now):  # checked: cannot happen
             raise HTTPException(
                 status.HTTP_503_SERVICE_UNAVAILABLE,
                 "too many delayed messages waiting (mqtt.max_delayed_messages)",
@@ -91,10 +171,15 @@ async def publish_batch(
     caller: Caller,
     messages: Annotated[list[PublishRequest], Body(min_length=1, max_length=MAX_BATCH)],
 ) -> list[PublishResult]:
-    """Every message is checked before the first is published: when one is refused
-    (400, 413, its index in the detail), none was published."""
+    """Every message is checked before the first is published, the broker's quotas
+    (``$delayed/``, retained bounds) included, as the messages before it would use them:
+    when one is refused (400, 413, 503, its index in the detail), none was published."""
     origin = Origin("api", caller.name)
-    prepared = [
-        _prepare(gateway, message, origin, f"[{index}].") for index, message in enumerate(messages)
-    ]
+    quotas = _Quotas(gateway)
+    prepared = []
+    for index, message in enumerate(messages):
+        where = f"[{index}]."
+        context, delay = _prepare(gateway, message, origin, where)
+        quotas.check(context, delay, where)
+        prepared.append((context, delay))
     return [_send(gateway, context, delay) for context, delay in prepared]
