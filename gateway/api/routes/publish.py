@@ -162,6 +162,7 @@ def _send(gateway: GatewayView, context: Context, delay: int | None) -> PublishR
 @router.post("/publish", summary="Publish one message", responses=_ERRORS)
 async def publish(gateway: Gw, caller: Caller, message: PublishRequest) -> PublishResult:
     context, delay = _prepare(gateway, message, Origin("api", caller.name))
+    _Quotas(gateway).check(context, delay, "")
     return _send(gateway, context, delay)
 
 

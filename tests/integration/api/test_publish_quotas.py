@@ -100,3 +100,35 @@ def test_a_batch_over_the_retained_limits_publishes_none(tmp_path: Path) -> None
         finally:
             clients.close_all()
 
+
+def test_a_retained_publish_over_the_limit_is_refused(tmp_path: Path) -> None:
+    """As an MQTT 5 QoS 1 publisher gets PUBACK 0x97: 503 naming the limit, and the
+    message neither retained nor delivered; replacing a retained message still works."""
+    config = API_CONFIG + "mqtt:\n  max_retained_messages: 1\n"
+    with running_gateway(tmp_path, config) as gw:
+        http = http_of(gw)
+        clients = Clients(gw)
+        try:
+            watcher = clients.paho(5, "watcher")
+            watcher.connect()
+            watcher.subscribe("r/#", 1)
+            first = {"topic": "r/1", "payload": "v", "retain": True, "qos": 1}
+            assert http.post("/api/v1/publish", first).status == 200
+            watcher.expect_message()
+            for qos in (0, 1):
+                second = {"topic": "r/2", "payload": "v", "retain": True, "qos": qos}
+                reply = http.post("/api/v1/publish", second)
+                assert reply.status == 503
+                assert reply.json() == {
+                    "detail": "retain: not retained, over mqtt.max_retained_messages (1);"
+                    " nothing was published"
+                }
+            watcher.expect_no_message()
+            assert http.get("/api/v1/retained/r/2").status == 404
+            assert _dropped(http, "retained_limit") == 2
+            replace = {"topic": "r/1", "payload": "w", "retain": True}
+            assert http.post("/api/v1/publish", replace).status == 200
+            assert http.post("/api/v1/publish", {"topic": "r/2", "payload": "v"}).status == 200
+            assert [m.payload for m in watcher.expect_messages(2)] == [b"w", b"v"]
+        finally:
+            clients.close_all()
