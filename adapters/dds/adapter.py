@@ -52,6 +52,7 @@ import idl_codegen
 from adapters.dds.bridge import TAKE_BATCH, Batch, DdsBridge
 from adapters.dds.codec import InPlan, InRoute, OutPlan, OutRoute, TypeRegistry, TypeSupport
 from adapters.dds.config import DdsAdapterConfig, DdsNetworkConfig, DdsQos
+from adapters.failures import Unexpected
 from broker_core.errors import AdapterError
 from gateway.components import Host
 from gateway.hub import HubClient
@@ -268,6 +269,7 @@ class DdsBus:
         self.incompatible_qos = 0
         self.type_mismatch = 0
         self.take_errors = 0
+        self._unexpected = Unexpected(log)
         self._held = False  # a reference to the domain in _DOMAINS
         self._participant: dds_domain.DomainParticipant | None = None
         self._publisher: Publisher | None = None
@@ -429,9 +431,10 @@ class DdsBus:
             try:
                 if not self._take_once():
                     return
-            except Exception:  # never let the thread die silently: log, count, go on
+            except Exception as exc:  # never let the thread die silently: log, count, go on
                 self.take_errors += 1
-                log.exception("dds %s: taking samples failed", self.name)
+                self._unexpected(exc, "dds %s: taking samples failed; trying again",
+                                 self.name)  # fmt: skip
                 self._stop.wait(0.5)
 
     def _take_once(self) -> bool:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from adapters.dds.codec import InPlan, OutPlan, OutRoute, TypeRegistry, TypeSupport
 from adapters.dds.config import AUTO
+from adapters.failures import Unexpected
 from broker_core.errors import AdapterError
 from gateway.components import BLOCK, Host
 from gateway.hub import HubClient, HubSubscription
@@ -70,6 +71,7 @@ class DdsBridge:
         self._writers: dict[str, Writer] = {}
         self._subscriptions: list[tuple[InPlan, HubSubscription]] = []
         self._warned: set[str] = set()
+        self.unexpected = Unexpected(log)
 
     # -- DDS -> MQTT ---------------------------------------------------------------------------
 
@@ -94,10 +96,15 @@ class DdsBridge:
         counts = self.counts
         counts["samples_taken"] += len(batch)
         for data, info in batch:
-            if info.valid_data:
-                handle(data, info)
-            else:
+            if not info.valid_data:
                 counts["disposed"] += 1  # an instance disposed or unregistered: no data
+                continue
+            try:
+                handle(data, info)
+            except Exception as exc:  # a bug of ours: the rest of the batch goes on
+                counts["malformed_dds"] += 1
+                self.unexpected(exc, "dds %s: a DDS sample failed unexpectedly; dropped",
+                                self.name)  # fmt: skip
 
     def _read(self, index: int, topic: str, support: TypeSupport) -> None:
         """A reader of ``topic`` for the plan ``self._out[index]``: every mapping that
@@ -243,9 +250,10 @@ class DdsBridge:
                 self.counts["unroutable"] += 1
                 self.warn(f"{context.topic} -> {topic}: {exc}")
                 continue
-            except Exception:  # a bug of ours: one message must not take down the adapter
+            except Exception as exc:  # a bug of ours: one message must not take down the adapter
                 self.counts["mqtt_errors"] += 1
-                log.exception("dds %s: %s -> %s: dropped", self.name, context.topic, topic)
+                self.unexpected(exc, "dds %s: an MQTT message to %s failed unexpectedly; dropped",
+                                self.name, topic)  # fmt: skip
                 continue
             if writer is None:
                 continue

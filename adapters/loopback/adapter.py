@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from adapters.failures import Unexpected
 from adapters.loopback.codec import CompiledMapping, republish
 from adapters.loopback.config import LoopbackAdapterConfig
 from gateway.components import Host
@@ -19,6 +20,7 @@ from gateway.mapping import MappingError
 __all__ = ["LoopbackAdapter"]
 
 log = logging.getLogger(__name__)
+_unexpected = Unexpected(log)
 
 
 class LoopbackAdapter:
@@ -56,9 +58,16 @@ class LoopbackAdapter:
         async for context in subscription:
             try:
                 out = republish(mapping, context, hub.origin)
+                if out is None:
+                    continue
+                accepted = hub.publish(out)  # refused: counted in the hub's `denied`
             except MappingError as exc:
                 self._note_failure(exc)
                 continue
-            if out is not None:
-                hub.publish(out)
+            except Exception as exc:  # a bug: this message is lost, the adapter goes on
+                self.failed += 1
+                _unexpected(exc, "loopback %s: a message failed unexpectedly; dropped",
+                            self.config.name)  # fmt: skip
+                continue
+            if accepted:
                 self.republished += 1

@@ -33,7 +33,7 @@ import pynng
 from adapters.nanomsg import codec
 from adapters.nanomsg.config import NngAdapterConfig
 from adapters.sockets.component import SocketAdapter
-from adapters.sockets.mapping import Inbound, Outbound, batches, note_failure
+from adapters.sockets.mapping import Inbound, Outbound, batches, note_error, note_failure
 from adapters.sockets.peers import PeerWatch, first_error
 from adapters.sockets.requests import PendingReplies, ask_responder, publish_reply
 from broker_core.context import Context
@@ -257,16 +257,19 @@ class NngAdapter(SocketAdapter):
             for context in batch:
                 try:
                     topic, payload = mapping.native(context)
+                    body = codec.encode(topic, payload, layout, delimiter)
+                    while True:
+                        try:
+                            send(body, block=False)
+                            break
+                        except pynng.TryAgain:
+                            await _readable(sock.send_fd)  # room in the send buffer again
                 except MappingError as exc:
                     note_failure(mapping, exc)
                     continue
-                body = codec.encode(topic, payload, layout, delimiter)
-                while True:
-                    try:
-                        send(body, block=False)
-                        break
-                    except pynng.TryAgain:
-                        await _readable(sock.send_fd)  # room in the send buffer again
+                except Exception as exc:  # a bug: this message is lost, the mapping goes on
+                    note_error(mapping, exc)
+                    continue
                 counters.sent += 1
 
     async def _request(
@@ -290,6 +293,9 @@ class NngAdapter(SocketAdapter):
                     answer = await context.arecv()
             except TimeoutError:
                 counters.timeouts += 1
+                return
+            except Exception as exc:  # a bug: this request is lost, the mapping goes on
+                note_error(mapping, exc)
                 return
             finally:
                 with contextlib.suppress(pynng.NNGException):

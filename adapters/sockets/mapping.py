@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from adapters.failures import Unexpected
 from adapters.sockets.config import InboundMapping, OutboundMapping
 from adapters.sockets.frames import prefix_order
 from broker_core.context import EMPTY_META, Context, Origin, new_context, next_message_id
@@ -23,9 +24,18 @@ from broker_core.mqtt.properties import Properties
 from gateway.hub import HubSubscription
 from gateway.mapping import FilterTemplate, MappingError, TopicTemplate, codec
 
-__all__ = ["Counters", "Inbound", "Outbound", "batches", "mapping_names", "note_failure"]
+__all__ = [
+    "Counters",
+    "Inbound",
+    "Outbound",
+    "batches",
+    "mapping_names",
+    "note_error",
+    "note_failure",
+]
 
 log = logging.getLogger(__name__)
+_unexpected = Unexpected(log)
 
 MQTT_TOPIC = "mqtt.topic"
 
@@ -39,7 +49,8 @@ class Counters:
     sent: int = 0  # native messages sent (messages, requests, or replies)
     dropped: int = 0  # lost here: a full socket (send timeout), a full request table
     denied: int = 0  # publishes the broker refused (ACL, $SYS)
-    failed: int = 0  # messages that did not fit the mapping (bad frames, topic, payload)
+    failed: int = 0  # messages that did not fit the mapping (bad frames, topic, payload),
+    # or whose handling failed unexpectedly (note_error)
     timeouts: int = 0  # requests without a reply in time
     connected: int = 0  # peers connected now (connect and bind sides)
 
@@ -66,6 +77,14 @@ def note_failure(mapping: Inbound | Outbound, exc: Exception) -> None:
     failed = counters.failed
     if failed & (failed - 1) == 0:
         log.warning("%s: %s (%d such messages so far)", mapping.name, exc, failed)
+
+
+def note_error(mapping: Inbound | Outbound, exc: Exception) -> None:
+    """Counts a message whose handling raised what nothing foresaw (in ``failed``) and
+    logs it at a bounded rate with its traceback (``adapters.failures.Unexpected``): the
+    mapping goes on with the next message."""
+    mapping.counters.failed += 1
+    _unexpected(exc, "%s: a message failed unexpectedly; dropped", mapping.name)
 
 
 async def batches(subscription: HubSubscription, limit: int = 512) -> AsyncIterator[list[Context]]:
@@ -156,16 +175,19 @@ class Inbound:
     def take(
         self, message: Any, decode: Decode, publish: Callable[[Context], bool], origin: Origin
     ) -> None:
-        """Publishes one native message (``decode`` splits it), counted."""
+        """Publishes one native message (``decode`` splits it), counted; never raises."""
         counters = self.counters
         counters.received += 1
         try:
             topic, payload = decode(message, self.config.frames, self.delimiter, self.prefixes)
-            context = self.context(topic, payload, origin)
+            accepted = publish(self.context(topic, payload, origin))
         except MappingError as exc:
             note_failure(self, exc)
             return
-        if publish(context):
+        except Exception as exc:  # a bug: this message is lost, the mapping goes on
+            note_error(self, exc)
+            return
+        if accepted:
             counters.published += 1
         else:
             counters.denied += 1
@@ -213,15 +235,22 @@ class Outbound:
             raise MappingError(f"{context.topic!r} does not match {self.source.text!r}")
         values: dict[str, Any] = {MQTT_TOPIC: context.topic, **captures}
         document = _json(payload, self.template.text) if self.payload_fields else None
-        return self.template.render(values, document).encode(), payload
+        topic = self.template.render(values, document)
+        try:
+            return topic.encode(), payload
+        except UnicodeEncodeError as exc:  # a JSON field "\ud800": a lone surrogate
+            raise MappingError(f"the topic is not UTF-8 text: {topic[:64]!r}") from exc
 
     def request(self, context: Context) -> tuple[bytes, bytes] | None:
         """``native(context)`` of an MQTT 5 request; None, counted, when it is not one
-        (no Response Topic) or does not fit."""
+        (no Response Topic), does not fit or fails unexpectedly."""
         try:
             if not context.properties.response_topic:
                 raise MappingError(f"{context.topic!r}: a request needs a response topic")
             return self.native(context)
         except MappingError as exc:
             note_failure(self, exc)
+            return None
+        except Exception as exc:  # a bug: this request is lost, the mapping goes on
+            note_error(self, exc)
             return None

@@ -21,7 +21,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from adapters.sockets.mapping import Decode, Inbound, Outbound, note_failure
+from adapters.sockets.mapping import Decode, Inbound, Outbound, note_error, note_failure
 from broker_core.context import Context, Origin, new_context, next_message_id
 from broker_core.mqtt.properties import Properties
 from gateway.hub import HubClient, HubSubscription
@@ -120,13 +120,17 @@ def reply_context(mapping: Outbound, request: Context, payload: bytes, origin: O
 
 
 def publish_reply(hub: HubClient, mapping: Outbound, request: Context, payload: bytes) -> None:
-    """Publishes a native service's reply to ``request`` (``reply_context``), counted."""
+    """Publishes a native service's reply to ``request`` (``reply_context``), counted;
+    never raises."""
     try:
-        reply = reply_context(mapping, request, payload, hub.origin)
+        accepted = hub.publish(reply_context(mapping, request, payload, hub.origin))
     except MappingError as exc:
         note_failure(mapping, exc)
         return
-    if hub.publish(reply):
+    except Exception as exc:  # a bug: this reply is lost, the mapping goes on
+        note_error(mapping, exc)
+        return
+    if accepted:
         mapping.counters.published += 1
     else:
         mapping.counters.denied += 1
@@ -148,14 +152,17 @@ async def ask_responder(
 ) -> bytes:
     """Publishes a native request (``decode`` splits ``message``) to the MQTT responder
     and returns its reply's payload, native; ``b""`` when there is none (the request
-    does not fit, is refused, finds the table full, or times out), counted in the
-    mapping's counters."""
+    does not fit, is refused, finds the table full, times out, or fails unexpectedly),
+    counted in the mapping's counters. Never raises (but ``CancelledError``)."""
     counters = mapping.counters
     counters.received += 1
     try:
         topic, payload = decode(message, mapping.config.frames, mapping.delimiter, mapping.prefixes)
     except MappingError as exc:
         note_failure(mapping, exc)
+        return b""
+    except Exception as exc:  # a bug: the native requester gets the empty answer
+        note_error(mapping, exc)
         return b""
     try:
         correlation, future = pending.open()
@@ -178,6 +185,9 @@ async def ask_responder(
         return mapping.from_mqtt(reply.payload)
     except MappingError as exc:
         note_failure(mapping, exc)
+        return b""
+    except Exception as exc:  # a bug: the native requester gets the empty answer
+        note_error(mapping, exc)
         return b""
     finally:
         pending.discard(correlation)

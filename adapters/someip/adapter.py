@@ -55,6 +55,7 @@ from someipy._internal._sd.deserialization.sd_deserialization import (
 from someipy._internal._sd.entries.sd_entry import SdEntryType
 from someipy.someipy_logging import set_someipy_log_level
 
+from adapters.failures import Unexpected
 from adapters.someip.availability import OFFERED, STOPPED, UNKNOWN, Availability, Status
 from adapters.someip.config import (
     ConsumedService,
@@ -219,12 +220,13 @@ class SomeipAdapter:
         self._methods: MethodCalls | None = None
         self._changed = asyncio.Event()
         self._warn = RateLimitedLog(log)
+        self._unexpected = Unexpected(log)
 
     # -- lifecycle ---------------------------------------------------------------------
 
     async def run(self, hub: HubClient, host: Host) -> None:
         self._hub, self._host = hub, host
-        self._methods = MethodCalls(self.config, hub, self.counts, self._warn)
+        self._methods = MethodCalls(self.config, hub, self.counts, self._warn, self._failed)
         _quiet_someipy()
         for status in self.availability.statuses():
             self._publish_status(status)
@@ -345,6 +347,19 @@ class SomeipAdapter:
         return transport
 
     def _on_sd(self, data: bytes, addr: tuple[str, int]) -> None:
+        try:
+            self._on_sd_message(data, addr)
+        except Exception as exc:  # a bug: the datagram endpoint would close for good
+            self._failed("sd_malformed", exc, "a discovery message from %s; ignored", addr)
+
+    def _failed(self, counter: str, exc: Exception, what: str, *args: object) -> None:
+        """Counts in ``counter`` a message whose handling failed unexpectedly and logs it
+        at a bounded rate (``Unexpected``; ``what % args`` names the message and what
+        became of it): the adapter goes on."""
+        self.counts[counter] += 1
+        self._unexpected(exc, "someip %s: failed unexpectedly: " + what, self.config.name, *args)
+
+    def _on_sd_message(self, data: bytes, addr: tuple[str, int]) -> None:
         if not is_sd_message(data):
             return
         self.counts["sd_messages"] += 1
@@ -481,7 +496,7 @@ class SomeipAdapter:
             if route is None:
                 return
             try:
-                context = route.context(payload, origin)
+                hub.publish(route.context(payload, origin))
             except MappingError as exc:
                 counts["events_malformed"] += 1
                 self._warn.warning(
@@ -494,7 +509,10 @@ class SomeipAdapter:
                     exc,
                 )
                 return
-            hub.publish(context)
+            except Exception as exc:  # a bug: this event is lost, the adapter goes on
+                what = "event 0x%04x of service 0x%04x; dropped"
+                self._failed("events_malformed", exc, what, event_id, service.service_id)
+                return
             counts["events_received"] += 1
 
         return on_event
@@ -554,6 +572,8 @@ class SomeipAdapter:
             for route in by_topic.get(context.topic, ()):
                 try:
                     payload = route.payload_of(context)
+                    await link.drain(limit)
+                    server.send_event(route.eventgroup_id, route.event_id, payload)
                 except MappingError as exc:
                     self.counts["feeds_malformed"] += 1
                     self._warn.warning(
@@ -566,8 +586,11 @@ class SomeipAdapter:
                         exc,
                     )
                     continue
-                await link.drain(limit)
-                server.send_event(route.eventgroup_id, route.event_id, payload)
+                except Exception as exc:  # a bug: this message is lost, the adapter goes on
+                    what = "%s to event 0x%04x of service 0x%04x; dropped"
+                    ids = (route.event_id, service.service_id)
+                    self._failed("feeds_malformed", exc, what, context.topic, *ids)
+                    continue
                 self.counts["events_sent"] += 1
 
     def _method_handler(self, route: AnswerRoute) -> Callable[[bytes, tuple[str, int]], Any]:
@@ -575,10 +598,9 @@ class SomeipAdapter:
             try:
                 assert self._methods is not None
                 code, data = await self._methods.answer(route, payload, addr)
-            except Exception:
-                log.exception(
-                    "someip %s: answering method 0x%04x failed", self.config.name, route.method_id
-                )
+            except Exception as exc:  # a bug: the caller gets E_NOT_OK, the adapter goes on
+                what = "a request to method 0x%04x; answered E_NOT_OK"
+                self._failed("requests_malformed", exc, what, route.method_id)
                 code, data = E_NOT_OK, b""
             result = MethodResult()
             result.message_type = MessageType.RESPONSE if code == 0 else MessageType.ERROR

@@ -262,7 +262,11 @@ class _String(_Node):
             raise LayoutError(f"expected a string, got {_show(value)}")
         if "\x00" in value:
             raise LayoutError("a string cannot contain NUL")
-        encoded = self.bom + value.encode(self.text_codec) + self.terminator
+        try:
+            text = value.encode(self.text_codec)
+        except UnicodeEncodeError as exc:  # a lone surrogate, from a JSON "\ud800"
+            raise LayoutError(f"the string is not Unicode text: {exc.reason}") from None
+        encoded = self.bom + text + self.terminator
         if self.length is not None:
             at = self.length.reserve(out)
             out += encoded
@@ -413,7 +417,12 @@ class Layout:
 
     def to_json(self, data: bytes) -> bytes:
         """SOME/IP payload -> JSON text (UTF-8)."""
-        return json.dumps(self.decode(data), ensure_ascii=False, separators=(",", ":")).encode()
+        return self.dumps(self.decode(data))
+
+    @staticmethod
+    def dumps(value: Any) -> bytes:
+        """A decoded value as JSON text (UTF-8)."""
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
     def from_json(self, text: bytes) -> bytes:
         """JSON text -> SOME/IP payload."""

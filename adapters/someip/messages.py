@@ -158,10 +158,15 @@ class EventRoute:
     def context(self, data: bytes, origin: Origin) -> Context:
         """The Context of a received event; ``MappingError`` (``LayoutError``: with the
         field path) when the payload does not fit its layout or the topic template."""
-        payload = self.payload.to_mqtt(data)
         topic = self.topic
-        if topic is None:
-            topic = self.template.render(self.values, json.loads(payload))
+        if topic is not None:
+            payload = self.payload.to_mqtt(data)
+        else:  # payload fields (the configuration requires a layout): decoded once
+            layout = self.payload.layout
+            assert layout is not None
+            value = layout.decode(data)
+            payload = layout.dumps(value)
+            topic = self.template.render(self.values, value)
         return Context(topic, payload, self.qos, self.retain, self.payload.properties, origin,
                        self.meta)  # fmt: skip
 

@@ -18,6 +18,7 @@ import asyncio
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from adapters.someip.config import SomeipAdapterConfig
@@ -48,11 +49,13 @@ class MethodCalls:
         hub: HubClient,
         counts: dict[str, int],
         warn: RateLimitedLog,
+        failed: Callable[..., None],
     ) -> None:
         self.config = config
         self.hub = hub
         self.counts = counts
         self.warn = warn
+        self.failed = failed  # (counter, exc, what, *args): the adapter's _failed
         self.calls_pending = 0  # consumed methods: calls someipy has not finished
         self.answers: dict[bytes, asyncio.Future[Context | None]] = {}  # offered: by correlation
 
@@ -85,6 +88,10 @@ class MethodCalls:
             except MappingError as exc:
                 self.counts["requests_malformed"] += 1
                 self._respond(route.error(request, E_MALFORMED_MESSAGE, f"request {exc}", origin))
+                continue
+            except Exception as exc:  # a bug: this request is lost, the adapter goes on
+                what = "an MQTT request to method 0x%04x; dropped"
+                self.failed("requests_malformed", exc, what, route.method_id)
                 continue
             self.calls_pending += 1
             call = tg.create_task(self._invoke(client, route.method_id, payload))
@@ -121,18 +128,21 @@ class MethodCalls:
                 code, payload, detail = await asyncio.shield(call)
         except TimeoutError:
             code, payload, detail = E_TIMEOUT, b"", ""
-        if code == E_TIMEOUT:
-            self.counts["call_timeouts"] += 1
-            detail = f"no response within {route.timeout_s:g}s"
-            response = route.error(request, E_TIMEOUT, detail, origin)
-        elif detail:
-            self.counts["call_errors"] += 1
-            response = route.error(request, code, detail, origin)
-        else:
-            if code:
+        try:
+            if code == E_TIMEOUT:
+                self.counts["call_timeouts"] += 1
+                detail = f"no response within {route.timeout_s:g}s"
+                response = route.error(request, E_TIMEOUT, detail, origin)
+            elif detail:
                 self.counts["call_errors"] += 1
-            response = route.answer(request, code, payload, origin)
-        self._respond(response)
+                response = route.error(request, code, detail, origin)
+            else:
+                if code:
+                    self.counts["call_errors"] += 1
+                response = route.answer(request, code, payload, origin)
+            self._respond(response)
+        except Exception as exc:  # a bug: this response is lost, the adapter goes on
+            self.failed("call_errors", exc, "the response of method 0x%04x", route.method_id)
 
     def _respond(self, response: Context | None) -> None:
         if response is not None:

@@ -34,7 +34,7 @@ from zmq.utils.monitor import parse_monitor_message
 from adapters.sockets.component import SocketAdapter
 from adapters.sockets.config import MULTIPART, PREFIX, RAW
 from adapters.sockets.frames import join_prefixed
-from adapters.sockets.mapping import Inbound, Outbound, batches, note_failure
+from adapters.sockets.mapping import Inbound, Outbound, batches, note_error, note_failure
 from adapters.sockets.peers import PeerWatch, first_error
 from adapters.sockets.requests import PendingReplies, ask_responder, publish_reply
 from adapters.zmq import codec
@@ -302,21 +302,24 @@ class ZmqAdapter(SocketAdapter):
             for context in batch:
                 try:
                     topic, payload = native(context)
+                    try:
+                        emit(topic, payload)
+                    except zmq.Again:
+                        frames = codec.encode(topic, payload, layout, delimiter)
+                        if not publisher:
+                            await sock.send_multipart(frames)  # waits for room: backpressure
+                        elif giving_up or not await self._publish_later(
+                            sync, frames, config.send_timeout
+                        ):
+                            giving_up = True
+                            counters.dropped += 1
+                            continue
                 except MappingError as exc:
                     note_failure(mapping, exc)
                     continue
-                try:
-                    emit(topic, payload)
-                except zmq.Again:
-                    frames = codec.encode(topic, payload, layout, delimiter)
-                    if not publisher:
-                        await sock.send_multipart(frames)  # waits for room: backpressure
-                    elif giving_up or not await self._publish_later(
-                        sync, frames, config.send_timeout
-                    ):
-                        giving_up = True
-                        counters.dropped += 1
-                        continue
+                except Exception as exc:  # a bug: this message is lost, the mapping goes on
+                    note_error(mapping, exc)
+                    continue
                 giving_up = False
                 counters.sent += 1
 
@@ -352,26 +355,41 @@ class ZmqAdapter(SocketAdapter):
                     frames = sync.recv_multipart(zmq.NOBLOCK)
                 except zmq.Again:
                     break
-                event = codec.parse_subscription(frames[0]) if len(frames) == 1 else None
-                if event is None:
-                    continue
-                if event[0]:
-                    added = demand.subscribe(event[1])
-                    if added is None:
-                        continue
-                    try:
-                        subscription.add(added)
-                    except AdapterError as exc:  # the ACL denies it
-                        mapping.counters.denied += 1
-                        log.warning("%s: %s", name, exc)
-                    else:
-                        log.info("%s: subscribed to %s on demand", name, added)
-                else:
-                    removed = demand.unsubscribe(event[1])
-                    if removed is not None:
-                        subscription.remove(removed)
-                        log.info("%s: unsubscribed from %s", name, removed)
+                try:
+                    self._on_demand(mapping, name, demand, subscription, frames)
+                except Exception as exc:  # a bug: this (un)subscription is lost
+                    note_error(mapping, exc)
             await sock.poll(100, zmq.POLLIN)  # type: ignore[call-arg]
+
+    @staticmethod
+    def _on_demand(
+        mapping: Outbound,
+        name: str,
+        demand: codec.OnDemand,
+        subscription: HubSubscription,
+        frames: list[bytes],
+    ) -> None:
+        """One message an ``xpub`` received: a ZeroMQ (un)subscription changes the
+        MQTT subscription's filters when it needs a filter added or no longer needed."""
+        event = codec.parse_subscription(frames[0]) if len(frames) == 1 else None
+        if event is None:
+            return
+        if event[0]:
+            added = demand.subscribe(event[1])
+            if added is None:
+                return
+            try:
+                subscription.add(added)
+            except AdapterError as exc:  # the ACL denies it
+                mapping.counters.denied += 1
+                log.warning("%s: %s", name, exc)
+            else:
+                log.info("%s: subscribed to %s on demand", name, added)
+        else:
+            removed = demand.unsubscribe(event[1])
+            if removed is not None:
+                subscription.remove(removed)
+                log.info("%s: unsubscribed from %s", name, removed)
 
     @staticmethod
     def _request_frames(mapping: Outbound, context: Context) -> list[bytes] | None:

@@ -14,8 +14,10 @@ Envelopes
 XPUB subscriptions (``OnDemand``)
     A subscriber's ``\\x01<prefix>`` becomes an MQTT subscription: the prefix's complete
     topic levels and ``#`` (``sensors/kit`` -> ``sensors/#``), narrowed to the mapping's
-    ``from_mqtt`` (``filter_intersection``). ZeroMQ itself still filters by the exact
-    prefix, so a wider MQTT subscription only costs sends that ZeroMQ discards.
+    ``from_mqtt`` (``filter_intersection``); a prefix no MQTT topic can start with (a
+    level with ``+``, ``#`` or NUL, over 65 535 bytes) asks for nothing. ZeroMQ itself
+    still filters by the exact prefix, so a wider MQTT subscription only costs sends that
+    ZeroMQ discards.
     ``\\x00<prefix>`` undoes one such subscription; the MQTT subscription ends with the
     last ZeroMQ subscriber needing it.
 """
@@ -26,6 +28,7 @@ from collections.abc import Sequence
 
 from adapters.sockets.config import MULTIPART, PREFIX
 from adapters.sockets.frames import join_prefixed, split_prefixed
+from broker_core.mqtt.topics import topic_filter_problem
 from gateway.mapping import MappingError
 
 __all__ = [
@@ -132,6 +135,8 @@ def subscription_filter(
     if any("+" in level or "#" in level for level in complete):
         return None  # no MQTT topic has such a level
     candidate = "/".join([*complete, "#"])
+    if topic_filter_problem(candidate) is not None:
+        return None  # a NUL, or over 65535 bytes: no MQTT topic is like that either
     return filter_intersection(candidate, from_filter)
 
 

@@ -125,3 +125,45 @@ adapters:
         logged = [r.getMessage() for r in caplog.records if r.name == "adapters.loopback.adapter"]
         null = "loopback ids: field 'payload.id' is NULL: a topic level cannot be empty"
         assert logged == [f"{null} (1 such messages so far)", f"{null} (2 such messages so far)"]
+
+
+def test_a_topic_the_broker_cannot_carry_is_skipped_and_the_adapter_goes_on(
+    tmp_path: Path,
+) -> None:
+    """A republished topic over 65 535 bytes (a long capture behind a prefix), or with a
+    lone surrogate from a JSON escape (``"\\ud800"``), cannot be an MQTT topic. Publishing
+    it failed inside the broker (``OverflowError``, ``UnicodeEncodeError`` while encoding
+    it for a subscriber) and restarted the adapter; now it is not republished and is
+    counted: refused by the hub (its ``denied``) where the hub checks topic names, in
+    ``failed`` by the pump's guard where it raises."""
+    config = """
+adapters:
+  - type: loopback
+    name: long
+    mappings:
+      - {source: "in/{rest#}", target: "looped/{rest}"}
+      - {source: "ids/#", target: "devices/{payload.id}"}
+"""
+    with running_gateway(tmp_path, config) as gw:
+        wait_running(gw, "long")
+        clients = Clients(gw)
+        try:
+            watcher = clients.subscriber(5, "#", qos=1)  # the broker encodes each topic
+            device = clients.connect(5, "dev")
+            device.publish("in/" + "x" * 65_530, b"1", qos=1)  # 65 533 bytes: a topic
+            device.publish("ids/a", b'{"id": "\\ud800"}', qos=1)
+            device.publish("in/good", b"2", qos=1)
+            device.publish("ids/b", b'{"id": "ok"}', qos=1)
+            seen: set[str] = set()
+
+            def republished() -> bool:
+                seen.update(m.topic for m in watcher.drain(unit(0.1)))
+                return {"looped/good", "devices/ok"} <= seen
+
+            wait_until(republished, what="the good messages republished")
+            status = gw.call(lambda: gw.gateway.adapters.status("long"))
+        finally:
+            clients.close_all()
+        assert status["component_stats"]["republished"] == 2
+        assert status["component_stats"]["failed"] + status["stats"]["denied"] == 2
+        assert (status["state"], status["restarts"], status["last_error"]) == ("running", 0, None)

@@ -93,6 +93,9 @@ def test_filter_intersection(a: str, b: str, expected: str | None) -> None:
         (b"ro", "ros/", "robots/#", "robots/#"),
         (b"zz", "ros/", "robots/#", None),
         (b"a/+/b", "", "#", None),  # no MQTT topic has a '+' level
+        (b"robots/a\x00b/", "", "robots/#", None),  # nor a NUL (an invalid filter before)
+        (b"robots/" + b"x" * 70_000 + b"/", "", "robots/#", None),  # nor 65 535+ bytes
+        (b"robots/a\x00", "", "robots/#", "robots/#"),  # an incomplete level: ZeroMQ filters
         (b"caf\xc3", "", "#", "#"),  # cut inside a UTF-8 sequence
     ],
 )

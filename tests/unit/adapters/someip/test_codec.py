@@ -171,6 +171,10 @@ def test_named_layouts_nest() -> None:
             {"speed_kmh": 1, "valid": True, "gear": 0, "source": "a\x00", "wheels": [1, 2, 3, 4]},
             "$.source: a string cannot contain NUL",
         ),
+        (  # JSON "\ud800": a lone surrogate, no Unicode text (raised UnicodeEncodeError)
+            {"speed_kmh": 1, "valid": True, "gear": 0, "source": "\ud800", "wheels": [1] * 4},
+            "$.source: the string is not Unicode text: surrogates not allowed",
+        ),
     ],
 )
 def test_encoding_errors_name_the_field(value: object, message: str) -> None:
@@ -322,3 +326,10 @@ def test_deeply_nested_json_is_a_layout_error() -> None:
     layout = compile_layout({"type": "array", "items": "uint8", "length_field": 8})
     with pytest.raises(LayoutError, match=r"^\$: not JSON"):
         layout.from_json(b"[" * 100_000)
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-16be", "utf-16le"])
+def test_a_json_string_that_is_no_unicode_text_does_not_fit(encoding: str) -> None:
+    layout = compile_layout({"type": "string", "encoding": encoding})
+    with pytest.raises(LayoutError, match="the string is not Unicode text"):
+        layout.from_json(b'"a\\udc00b"')
