@@ -260,6 +260,7 @@ class Gateway:
             done.append("password_file")
         specs = registry.specs_from_config(new)[0]
         done += self.components.reconcile(specs)
+        done += self.components.rejudge()  # the new ACL, as at their start
         if new.rules or self._rules is not None:
             done += self.rules.reconcile(new.rules)
             done += self.rules.rejudge()  # the new ACL, as at install

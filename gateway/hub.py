@@ -350,6 +350,19 @@ class HubClient:
         self._hooks.append(hook)
         return hook
 
+    def denied_filters(self) -> list[str]:
+        """The filters of this client's live subscriptions, taps and hooks (``#``) that
+        the ACL denies now: what subscribing again would refuse (after a reload changed
+        the ACL, ``Supervisor.rejudge``)."""
+        acl = self.hub.broker.acl
+        if acl is None:
+            return []
+        held = [f for subscription in self._subscriptions for f in subscription.filters]
+        held += [f for tap in self._taps for f in tap.filters]
+        if self._hooks:
+            held.append("#")
+        return [f for f in dict.fromkeys(held) if not acl.allows(self.origin, SUBSCRIBE, f)]
+
     def check_subscribe(self, filters: tuple[str, ...]) -> None:
         """Raises ``AdapterError`` unless the ACL lets this client subscribe to every
         filter (what ``subscribe``, ``tap`` and ``hook`` check first)."""

@@ -273,6 +273,29 @@ class Supervisor:
                 changes.append(f"{key[0]}: started {key[1]}")
         return changes
 
+    def rejudge(self) -> list[str]:
+        """After the ACL changed (a reload): restarts each running instance holding a
+        subscription, tap or hook that the ACL now denies, so that it is judged as at
+        its start (its next run's subscribing is refused: it backs off with the reason,
+        as with that ACL at start). An instance backing off because the ACL denied it
+        runs again at its next attempt. Returns what changed, e.g.
+        ``["adapter: restarted lb"]``."""
+        changes: list[str] = []
+        for (kind, name), instance in list(self._instances.items()):
+            if instance.status.state not in _RUNS:
+                continue
+            denied = instance.client.denied_filters()
+            if denied:
+                log.error(
+                    "%s %s: the ACL now denies %s; restarting it",
+                    kind,
+                    name,
+                    ", ".join(map(repr, denied)),
+                )
+                self.restart(kind, name)
+                changes.append(f"{kind}: restarted {name}")
+        return changes
+
     async def shutdown(self) -> None:
         """Stops every instance: each gets ``stop_timeout_s`` to drain, then is cancelled."""
         self._shutting_down = True

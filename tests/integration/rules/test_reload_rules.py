@@ -242,3 +242,50 @@ def test_a_reload_lists_the_sections_that_wait_for_a_restart(
 
     _use(gw, config_file(tmp_path, gw))
     assert _reload(http) == {"reloaded": [], "restart_required": []}
+
+
+LOOPBACK = {
+    "type": "loopback",
+    "name": "lb",
+    "restart_backoff": "100ms",
+    "mappings": [{"source": "a/{x}", "target": "b/{x}"}],
+}
+DENY_COMPONENTS = {
+    "default": "allow",
+    "rules": [
+        {"permission": "deny", "clientid": "loopback:lb", "action": "subscribe",
+         "topics": ["a/#"]},
+        {"permission": "deny", "clientid": "bridge:up", "action": "subscribe",
+         "topics": ["fw/#"]},
+    ],
+}  # fmt: skip
+
+
+def test_a_reload_judges_adapters_and_bridges_against_the_new_acl_as_a_start_does(
+    tmp_path: Path, gw: RunningGateway, http: Http
+) -> None:
+    bridge = {**BRIDGE, "restart_backoff": "100ms"}
+    _use(gw, config_file(tmp_path, gw, adapters=[LOOPBACK], bridges=[bridge]))
+    assert _reloaded(http) == ["adapter: started lb", "bridge: started up"]
+    wait_until(lambda: http.get("/api/v1/adapters/lb").json()["state"] == "running")
+
+    _use(gw, config_file(tmp_path, gw, adapters=[LOOPBACK], bridges=[bridge],
+                         acl=DENY_COMPONENTS))  # fmt: skip
+    assert _reloaded(http) == ["acl", "adapter: restarted lb", "bridge: restarted up"]
+    for kind, name, topic in (("adapter", "lb", "a/+"), ("bridge", "up", "fw/#")):
+
+        def refused(kind: str = kind, name: str = name) -> dict[str, Any]:
+            found: dict[str, Any] = http.get(f"/api/v1/components/{kind}/{name}").json()
+            return found if found["state"] == "backing_off" else {}
+
+        status = wait_until(refused, what=f"{kind} {name} backing off")
+        protocol = "loopback" if kind == "adapter" else "bridge"
+        assert status["last_error"] == (
+            f"AdapterError: {protocol} {name!r}: the ACL denies subscribing to {topic!r}"
+        )
+    assert _reloaded(http) == []  # judged again: nothing changes
+
+    _use(gw, config_file(tmp_path, gw, adapters=[LOOPBACK], bridges=[bridge]))
+    assert _reloaded(http) == ["acl"]  # they run again at their next attempt
+    wait_until(lambda: http.get("/api/v1/adapters/lb").json()["state"] == "running")
+    wait_until(lambda: http.get("/api/v1/bridges/up").json()["state"] != "backing_off")
