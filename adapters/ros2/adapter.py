@@ -141,7 +141,12 @@ class ServiceCaller:
 
     async def serve(self) -> None:
         async for context in self.subscription:
-            self._call(context)
+            try:
+                self._call(context)
+            except Exception as exc:  # a bug of ours: one call must not take down the adapter
+                self.counts["mqtt_errors"] += 1
+                self.bridge.unexpected(exc, "ros2 %s: a call of %s failed unexpectedly; dropped",
+                                       self.bridge.name, self.config.to_ros)  # fmt: skip
 
     def _call(self, context: Context) -> None:
         properties = context.properties
@@ -276,7 +281,13 @@ class ServiceResponder:
 
     async def serve(self) -> None:
         async for context in self.subscription:
-            self._answer(context)
+            try:
+                self._answer(context)
+            except Exception as exc:  # a bug of ours: one answer must not take down the adapter
+                self.counts["mqtt_errors"] += 1
+                self.bridge.unexpected(
+                    exc, "ros2 %s: an answer to %s failed unexpectedly; dropped",
+                    self.bridge.name, self.config.from_ros)  # fmt: skip
 
     def _answer(self, context: Context) -> None:
         correlation = context.properties.correlation_data
