@@ -73,7 +73,8 @@ def body_limit(max_packet_size: int) -> int:
 
 class BodyLimit:
     """ASGI middleware refusing request bodies over ``limit`` bytes with 413, by their
-    Content-Length or, for chunked ones, as soon as they grow past it."""
+    Content-Length or, for chunked ones, as soon as they grow past it (whatever the
+    application made of the exception ``receive`` raised then: its answer is replaced)."""
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app = app
@@ -93,20 +94,26 @@ class BodyLimit:
                 return
         received = 0
         started = False
+        too_large = False
         more_body = True
 
         async def limited_receive() -> Message:
-            nonlocal received, more_body
+            nonlocal received, more_body, too_large
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 more_body = bool(message.get("more_body"))
                 if received > self.limit:
+                    too_large = True
                     raise _BodyTooLarge
             return message
 
         async def tracking_send(message: Message) -> None:
             nonlocal started
+            if too_large and not started:
+                # FastAPI turns an exception raised while it reads the body into its own
+                # 400 ("There was an error parsing the body"): replaced by the 413 below.
+                return
             if message["type"] == "http.response.start":
                 started = True
             await send(message)
@@ -116,6 +123,7 @@ class BodyLimit:
         except _BodyTooLarge:
             if started:
                 raise
+        if too_large and not started:
             await self._refuse(scope, receive, send, drain=more_body)
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send, *, drain: bool) -> None:

@@ -153,6 +153,37 @@ def test_a_body_too_large_is_answered_before_it_is_sent(
     assert json.loads(body)["detail"].startswith("request body larger than")
 
 
+def chunked_post(port: int, path: str, body: bytes) -> tuple[int, bytes]:
+    """POSTs ``body`` with Transfer-Encoding: chunked (no Content-Length), 64 KiB a chunk,
+    the whole body before reading the answer (as requests does with a generator)."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=unit(10))
+    chunks = (body[i : i + 65536] for i in range(0, len(body), 65536))
+    try:
+        headers = {**bearer(KEY), "Content-Type": "application/json"}
+        connection.request("POST", path, body=chunks, headers=headers, encode_chunked=True)
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
+
+
+def test_a_chunked_body_too_large_gets_413(gw: RunningGateway) -> None:
+    """As a body whose Content-Length is too large: 413 naming the limit, not FastAPI's
+    400 "There was an error parsing the body"; a chunked body within it is served."""
+    address = gw.gateway.api_address
+    assert address is not None
+    limit = body_limit(gw.broker.limits.max_packet_size)
+    huge = b'{"topic": "big", "payload": "' + b"x" * (limit + 1) + b'"}'
+    for path in ("/api/v1/publish", "/api/v1/publish/batch", "/api/v1/bridges"):
+        status, body = chunked_post(address[1], path, huge)
+        assert (status, json.loads(body)) == (
+            413,
+            {"detail": f"request body larger than {limit} bytes"},
+        )
+    status, body = chunked_post(address[1], "/api/v1/publish", b'{"topic": "ok", "payload": "x"}')
+    assert (status, json.loads(body)["topic"]) == (200, "ok")
+
+
 def test_delayed_publish(gw: RunningGateway, http: Http, clients: Clients) -> None:
     sub = clients.paho(5, "patient")
     sub.connect()
