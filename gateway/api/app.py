@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 from typing import Any
 
 from fastapi import APIRouter, Depends, FastAPI, Request
@@ -156,12 +157,26 @@ async def _drain(receive: Receive) -> None:
         return
 
 
+def _finite(value: Any) -> Any:
+    """``value`` (JSON-able) with its non-finite floats as the strings ``"NaN"``,
+    ``"Infinity"``, ``"-Infinity"``: JSON has no such numbers."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value).replace("inf", "Infinity").replace("nan", "NaN")
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_finite(item) for item in value]
+    return value
+
+
 async def _invalid_request(request: Request, exc: Exception) -> Response:
     """422 naming every problem, as FastAPI does, but in ASCII JSON: the input echoed
     back may hold lone surrogates, which UTF-8 cannot encode (FastAPI's own handler
-    fails on them with a 500)."""
+    fails on them with a 500), and non-finite numbers (``NaN``, which Python's JSON
+    parser accepts), which JSON cannot write: they are echoed as strings."""
     errors = exc.errors() if isinstance(exc, RequestValidationError) else []
-    body = json.dumps({"detail": jsonable_encoder(errors)}, ensure_ascii=True)
+    detail = _finite(jsonable_encoder(errors))
+    body = json.dumps({"detail": detail}, ensure_ascii=True, allow_nan=False)
     return Response(body, status_code=422, media_type="application/json")
 
 

@@ -184,6 +184,26 @@ def test_a_chunked_body_too_large_gets_413(gw: RunningGateway) -> None:
     assert (status, json.loads(body)["topic"]) == (200, "ok")
 
 
+def _strict_json(text: str) -> object:
+    def refuse(token: str) -> object:
+        raise ValueError(f"not JSON: {token}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.mark.parametrize("token", ["NaN", "Infinity", "-Infinity"])
+def test_422_bodies_are_json_whatever_the_input(http: Http, token: str) -> None:
+    """Python's parser takes NaN and Infinity, which JSON has not: echoed back in a 422,
+    they are strings."""
+    raw = f'{{"topic": "a", "payload": {token}, "qos": {token}}}'.encode()
+    reply = http.post("/api/v1/publish", raw=raw, headers={"Content-Type": "application/json"})
+    assert reply.status == 422
+    detail = _strict_json(reply.text)
+    assert isinstance(detail, dict)
+    inputs = {(tuple(e["loc"]), e["input"]) for e in detail["detail"]}
+    assert inputs == {(("body", "payload"), token), (("body", "qos"), token)}
+
+
 def test_delayed_publish(gw: RunningGateway, http: Http, clients: Clients) -> None:
     sub = clients.paho(5, "patient")
     sub.connect()
