@@ -5,7 +5,8 @@ Mounted by the HTTP API behind its authentication (the registry's ``api`` of the
 the supervisor's run-time operations:
 
 - ``POST /bridges``: a new bridge from a ``bridges[]`` entry as JSON (201); 409 when the
-  name is taken, 422 naming every problem of the entry;
+  name is taken, 422 naming every problem of the entry, the files it names included
+  (checked as ``edgebus check`` checks a file's bridges: ``tls.cafile: cannot read ...``);
 - ``GET /bridges/{name}``: its supervisor status, its link (connected or reconnecting,
   and why), its counters (queue depth, oldest queued age, sent / acked / dropped);
 - ``PUT /bridges/{name}``: a new configuration; the bridge restarts with it, its queue
@@ -33,6 +34,7 @@ from gateway.api.auth import Principal
 from gateway.api.deps import Caller, Components, Gw, Responses
 from gateway.components import BRIDGE, Spec, Supervisor
 from gateway.config.errors import format_path, problems_from_validation_error
+from gateway.config.files import FILE_CHECKS
 from gateway.config.models.bridges import BridgeConfig
 
 __all__ = ["BridgeView", "router"]
@@ -105,7 +107,9 @@ def _config(body: dict[str, Any], name: str | None = None) -> BridgeConfig:
             )
         body = {**body, "name": name}
     try:
-        return BridgeConfig.model_validate(body)
+        # The files it names are checked as `edgebus check` checks a file's bridges:
+        # a TLS file that cannot be loaded is refused, not left to a degraded bridge.
+        return BridgeConfig.model_validate(body, context=FILE_CHECKS)
     except ValidationError as exc:
         problems = problems_from_validation_error(exc, BridgeConfig, lambda loc: 0)
         raise HTTPException(

@@ -138,3 +138,33 @@ def test_a_bad_bridge_is_refused_with_every_problem(tmp_path: Path) -> None:
         assert http.get("/api/v1/bridges").json() == []
         assert http.request("PUT", "/api/v1/bridges/nope", {"name": "nope"}).status == 404
         assert http.post("/api/v1/bridges/nope/pause").status == 404
+
+
+def test_the_files_a_bridge_names_are_checked_as_edgebus_check_does(tmp_path: Path) -> None:
+    """A bridge whose TLS files cannot be loaded is refused (422 naming the field), on
+    POST and PUT, as ``edgebus check`` refuses it in a file, instead of running degraded."""
+    not_pem = tmp_path / "not-a-ca.pem"
+    not_pem.write_text("not a certificate\n")
+    missing = tmp_path / "missing" / "ca.pem"
+    entry = {"name": "lab", "server": "127.0.0.1:1", "forwards": [{"local": "lab/#"}]}
+    with running_gateway(tmp_path, API) as gw:
+        http = http_of(gw)
+        reply = http.post("/api/v1/bridges", {**entry, "tls": {"cafile": str(missing)}})
+        assert reply.status == 422
+        assert reply.json()["detail"] == [
+            f"tls.cafile: cannot read {str(missing)!r}: No such file or directory"
+        ]
+        reply = http.post("/api/v1/bridges", {**entry, "tls": {"cafile": str(not_pem)}})
+        assert reply.status == 422
+        [line] = reply.json()["detail"]
+        assert line.startswith("tls.cafile: ")
+        assert http.get("/api/v1/bridges").json() == []
+        assert http.post("/api/v1/bridges", entry).status == 201
+        reply = http.request(
+            "PUT", "/api/v1/bridges/lab", {**entry, "tls": {"cafile": str(missing)}}
+        )
+        assert reply.status == 422
+        assert reply.json()["detail"] == [
+            f"tls.cafile: cannot read {str(missing)!r}: No such file or directory"
+        ]
+        assert http.get("/api/v1/bridges/lab").json()["config"]["tls"] is False
