@@ -54,7 +54,7 @@ from broker_core.mqtt.topics import (
     validate_topic_filter,
 )
 from broker_core.observe import MessagePublish, Observers
-from broker_core.retained import RetainedStore
+from broker_core.retained import SWEEP_BATCH, RetainedStore
 from broker_core.router import Router, Subscriber
 from broker_core.sessions import SessionRegistry
 from broker_core.stats import BrokerStats, collect_stats
@@ -92,7 +92,10 @@ class Broker:
         self.observers = Observers()
         self.router = Router()
         self.retained = RetainedStore(
-            limits.max_retained_messages, limits.max_retained_bytes, self.counters.hit
+            limits.max_retained_messages,
+            limits.max_retained_bytes,
+            self.counters.hit,
+            self._retained_expired,
         )
         self.store: Store = store if store is not None else MemoryStore()
         self.acks = Acknowledgements(self.store)
@@ -321,7 +324,7 @@ class Broker:
             self.router.subscribe(sub, topic_filter, options)
             sub.filters.append(topic_filter)
             if send_retained and shared is None:
-                for retained in self.retained.match(topic_filter):
+                for retained in self.retained.match(topic_filter, now):
                     sub.deliver(retained, min(retained.qos, qos), True, (), {}, now)
 
     def add_local_filters(
@@ -454,13 +457,23 @@ class Broker:
 
         A message whose topic is not a valid topic name (``topic_name_problem``: one a
         rule or an adapter made before the hub refused those, over 65535 bytes, say) can
-        be sent to nobody: it is dropped with a warning, and deleted from the store.
+        be sent to nobody: it is dropped with a warning, and deleted from the store. So
+        is a retained message whose Message Expiry Interval has passed since it was
+        published (the store keeps that time: the downtime counts).
         """
+        expired = 0
         for context in snapshot.retained:
             if _unsendable(context, "retained message"):
                 self.store.retained_cleared(context.topic)
                 continue
+            remaining = context.expiry_remaining(now)
+            if remaining is not None and remaining <= 0:
+                self.store.retained_cleared(context.topic)
+                expired += 1
+                continue
             self.retained.set(context)
+        if expired:
+            log.info("store: %d retained messages expired while the broker was down", expired)
         delayed = []
         for key, due_at, context in snapshot.delayed:
             if _unsendable(context, "delayed message"):
@@ -472,8 +485,12 @@ class Broker:
 
     async def run(self, sweep_interval_s: float = 0.5) -> None:
         """Housekeeping until cancelled: keep alive, connect timeouts, memory given back
-        (``listeners.connections``)."""
-        await self.connections.run(sweep_interval_s)
+        (``listeners.connections``), and on the same sweep, expired retained messages
+        removed (at most ``SWEEP_BATCH`` a sweep; reading them removes them too)."""
+        await self.connections.run(sweep_interval_s, self._sweep)
+
+    def _sweep(self, now: float) -> None:
+        self.retained.expire(now, SWEEP_BATCH)
 
     # -- internals ------------------------------------------------------------------------------
 
@@ -487,6 +504,11 @@ class Broker:
                 self.store.retained_set(context)
             else:
                 self.store.retained_cleared(context.topic)
+
+    def _retained_expired(self, context: Context) -> None:
+        """A retained message expired (``RetainedStore``): gone from the store too."""
+        if context.origin.protocol != "sys":  # never stored (``_retain``)
+            self.store.retained_cleared(context.topic)
 
     def _dropped(self, context: Context, reason: str, now: float | None = None) -> None:
         """A message for no session was dropped (already counted): tell the observers."""

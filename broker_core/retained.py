@@ -16,16 +16,33 @@ of ``broker_core.sys_topics`` (short numbers and the version, under
 clients cannot publish to ``$SYS``.
 ``len()`` and ``bytes`` count every message held, the broker's included (``own`` and
 ``own_bytes`` count those).
+
+A message with a Message Expiry Interval is deleted once it has passed (MQTT 5.0
+3.3.2.3.3; mosquitto and EMQX delete them too): ``get``, ``match`` and iteration never
+return an expired one and remove what they find, ``over_limit`` first removes what has
+expired (so the bounds count only live messages), and ``expire(now, limit)`` removes the
+expired ones in order of expiry, a bounded batch per call: the broker's periodic sweep
+(``Broker.run``) and its statistics call it. A heap keyed by the expiry time finds them;
+an entry whose topic was replaced or cleared since is skipped when it comes up, and the
+heap is rebuilt when such entries outnumber the live ones. ``on_expired`` hears of each
+removed message (the broker deletes it from the persistent store). Messages without an
+expiry interval cost nothing of this.
 """
 
 from __future__ import annotations
 
+import heapq
+import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 
 from broker_core.context import Context
 from broker_core.mqtt.properties import EMPTY
 
-__all__ = ["RetainedStore", "is_broker_own", "retained_size"]
+__all__ = ["SWEEP_BATCH", "RetainedStore", "as_of", "is_broker_own", "retained_size"]
+
+#: expired messages one call of the periodic sweep removes at most (``Broker.run``)
+SWEEP_BATCH = 10_000
 
 
 def retained_size(context: Context) -> int:
@@ -33,6 +50,22 @@ def retained_size(context: Context) -> int:
     props = context.properties
     size = len(context.topic) + len(context.payload)
     return size if props is EMPTY else size + len(props.encoded())
+
+
+def as_of(context: Context, now: float) -> Context:
+    """``context`` as it would be sent at wall time ``now``: its Message Expiry Interval
+    is the whole seconds left (at least 1, as on the wire, ``mqtt.delivery``)."""
+    remaining = context.expiry_remaining(now)
+    props = context.properties
+    if remaining is None or remaining == props.message_expiry_interval:
+        return context
+    return replace(context, properties=replace(props, message_expiry_interval=max(remaining, 1)))
+
+
+def _expires_at(context: Context) -> float | None:
+    """Wall time at which ``context`` has expired (``Context.expiry_remaining`` <= 0)."""
+    interval = context.properties.message_expiry_interval
+    return None if interval is None else context.received_at / 1e9 + interval
 
 
 def is_broker_own(context: Context) -> bool:
@@ -55,6 +88,7 @@ class RetainedStore:
         max_messages: int = 0,
         max_bytes: int = 0,
         on_refused: Callable[[str], None] | None = None,
+        on_expired: Callable[[Context], None] | None = None,
     ) -> None:
         self._root = _Node()
         self._count = 0
@@ -66,16 +100,53 @@ class RetainedStore:
         self.max_bytes = max_bytes
         self.on_refused = on_refused
         self.refused = 0
+        self.on_expired = on_expired
+        #: messages removed because their Message Expiry Interval passed
+        self.expired = 0
+        # The messages with an expiry interval: topic -> when it has expired (wall time),
+        # and a heap of (that time, topic); a heap entry that disagrees is stale.
+        self._expires: dict[str, float] = {}
+        self._due: list[tuple[float, str]] = []
 
     def __len__(self) -> int:
+        """Messages held; one expired since the last ``expire`` or access may be among
+        them (the periodic sweep removes it)."""
         return self._count
 
-    def over_limit(self, context: Context) -> str | None:
+    def expire(self, now: float | None = None, limit: int | None = None) -> int:
+        """Removes the messages expired at ``now`` (at most ``limit``), soonest first;
+        returns how many."""
+        due = self._due
+        if not due:
+            return 0
+        if now is None:
+            now = time.time()
+        expires = self._expires
+        removed = 0
+        while due and due[0][0] <= now and (limit is None or removed < limit):
+            at, topic = heapq.heappop(due)
+            if expires.get(topic) != at:
+                continue  # replaced or cleared since
+            message = self._find(topic)
+            if message is not None:
+                self._remove_expired(message)
+                removed += 1
+        return removed
+
+    def _remove_expired(self, message: Context) -> None:
+        self.clear(message.topic)
+        self.expired += 1
+        if self.on_expired is not None:
+            self.on_expired(message)
+
+    def over_limit(self, context: Context, now: float | None = None) -> str | None:
         """The bound storing ``context`` would pass (``retained_messages`` or
-        ``retained_bytes``), or None; counts nothing."""
+        ``retained_bytes``), or None; counts nothing (expired messages are removed first)."""
         if not context.payload or is_broker_own(context):
             return None
-        existing = self.get(context.topic)
+        if self._due:
+            self.expire(now)
+        existing = self._find(context.topic)
         if existing is not None and is_broker_own(existing):
             existing = None  # not counted: the topic is new to the bounds
         if existing is None and self.max_messages and self._count - self.own >= self.max_messages:
@@ -117,7 +188,22 @@ class RetainedStore:
             self.own += 1
             self.own_bytes += size
         node.message = context
+        if context.properties.message_expiry_interval is not None:
+            self._expiring(context)
+        elif self._expires:
+            self._expires.pop(context.topic, None)
         return True
+
+    def _expiring(self, context: Context) -> None:
+        """Tracks a message with an expiry interval (it replaced any other on its topic)."""
+        at = _expires_at(context)
+        assert at is not None
+        self._expires[context.topic] = at
+        due = self._due
+        heapq.heappush(due, (at, context.topic))
+        if len(due) > 2 * len(self._expires) + 64:  # mostly replaced or cleared entries
+            self._due = [(when, topic) for topic, when in self._expires.items()]
+            heapq.heapify(self._due)
 
     def _forget(self, message: Context) -> None:
         """Takes a replaced or cleared message's bytes (and broker's own) off the counts."""
@@ -141,6 +227,8 @@ class RetainedStore:
         self._forget(node.message)
         node.message = None
         self._count -= 1
+        if self._expires:
+            self._expires.pop(topic, None)
         for parent, level in reversed(trail):
             child = parent.children[level]
             if child.message is not None or child.children:
@@ -148,7 +236,22 @@ class RetainedStore:
             del parent.children[level]
         return True
 
-    def get(self, topic: str) -> Context | None:
+    def get(self, topic: str, now: float | None = None) -> Context | None:
+        """The message retained on ``topic``; None when there is none or it has expired
+        at ``now`` (then it is removed)."""
+        found = self._find(topic)
+        if found is None or found.properties.message_expiry_interval is None:
+            return found
+        if self._expired(found, now):
+            self._remove_expired(found)
+            return None
+        return found
+
+    def _expired(self, message: Context, now: float | None) -> bool:
+        at = _expires_at(message)
+        return at is not None and at <= (time.time() if now is None else now)
+
+    def _find(self, topic: str) -> Context | None:
         node = self._root
         for level in topic.split("/"):
             child = node.children.get(level)
@@ -157,11 +260,23 @@ class RetainedStore:
             node = child
         return node.message
 
-    def match(self, topic_filter: str) -> list[Context]:
-        """Retained messages whose topic matches ``topic_filter``."""
+    def match(self, topic_filter: str, now: float | None = None) -> list[Context]:
+        """Retained messages whose topic matches ``topic_filter``, none expired at ``now``
+        (those found are removed)."""
         if "+" not in topic_filter and "#" not in topic_filter:
-            found = self.get(topic_filter)
+            found = self.get(topic_filter, now)
             return [] if found is None else [found]
+        out = self._match(topic_filter)
+        if not self._expires:
+            return out
+        if now is None:
+            now = time.time()
+        expired = [m for m in out if self._expired(m, now)]
+        for message in expired:
+            self._remove_expired(message)
+        return [m for m in out if not self._expired(m, now)] if expired else out
+
+    def _match(self, topic_filter: str) -> list[Context]:
         levels = topic_filter.split("/")
         depth = len(levels)
         out: list[Context] = []
@@ -200,6 +315,8 @@ class RetainedStore:
         return out
 
     def __iter__(self) -> Iterator[Context]:
+        """Every message held, once those expired are removed."""
+        self.expire()
         stack = [self._root]
         while stack:
             node = stack.pop()

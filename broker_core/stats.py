@@ -145,6 +145,7 @@ def collect_stats(broker: Broker) -> BrokerStats:
     received = {"mqtt": counters.messages_received, "api": 0, **counters.received_from}
     throttle = broker.login_throttle
     now = time.time()
+    broker.retained.expire(now)  # count no expired message
     return BrokerStats(
         node=broker.node_name,
         version=VERSION,

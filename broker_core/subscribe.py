@@ -134,7 +134,7 @@ def handle_subscribe(broker: Broker, session: Session, packet: Subscribe, now: f
     # Retained messages follow the SUBACK, with RETAIN set [MQTT-3.3.1-8, -9].
     for topic_filter, granted, sub_id in retained_for:
         ids = (sub_id,) if sub_id else ()
-        for retained in broker.retained.match(topic_filter):
+        for retained in broker.retained.match(topic_filter, now):
             qos = retained.qos if retained.qos < granted else granted
             state.deliver(retained, qos, True, ids, {}, now)
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Protocol
 
 from broker_core.listeners.linger import Lingering
@@ -151,13 +151,19 @@ class Connections:
                 session.handle_timeout(now)
                 conn.after_session_update(now)
 
-    async def run(self, sweep_interval_s: float = 0.5) -> None:
-        """Housekeeping until cancelled: the sweep, and memory freed by closed
-        connections given back to the system (broker_core.memory)."""
+    async def run(
+        self, sweep_interval_s: float = 0.5, also: Callable[[float], None] | None = None
+    ) -> None:
+        """Housekeeping until cancelled: the sweep, then ``also(now)`` (the broker's own
+        housekeeping), and memory freed by closed connections given back to the system
+        (broker_core.memory)."""
         trimmed_at = time.monotonic()
         while True:
             await asyncio.sleep(sweep_interval_s)
-            self.sweep(time.time())
+            now = time.time()
+            self.sweep(now)
+            if also is not None:
+                also(now)
             if self._closed_since_trim and time.monotonic() - trimmed_at >= TRIM_INTERVAL_S:
                 self._closed_since_trim = 0
                 # In a worker thread: walking a large heap takes a while.

@@ -1,18 +1,21 @@
 """``/retained``: list, read and delete retained messages.
 
 Deleting is what an empty retained PUBLISH does: the message is gone from memory and,
-with persistence, from the store.
+with persistence, from the store. An expired message is gone (MQTT 5.0 3.3.2.3.3); a
+live one shows the seconds of its Message Expiry Interval left, as a subscriber gets it.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, Response, status
 
 from broker_core.context import Context
 from broker_core.mqtt.topics import topic_filter_problem
+from broker_core.retained import as_of
 from gateway.api.deps import MAX_QUERY, Caller, Gw, Limit, Offset, Responses, page
 from gateway.api.messages import message_of
 from gateway.api.schemas import Message, RetainedPage
@@ -44,6 +47,7 @@ async def list_retained(
     ] = None,
 ) -> RetainedPage:
     store = gateway.broker.retained
+    now = time.time()
     found: list[Context]
     if topic is None:
         found = list(store)
@@ -51,22 +55,23 @@ async def list_retained(
         problem = topic_filter_problem(topic)
         if problem is not None:
             raise HTTPException(status.HTTP_400_BAD_REQUEST, f"topic: {problem}")
-        found = store.match(topic)
+        found = store.match(topic, now)
     found.sort(key=lambda context: context.topic)
     return RetainedPage(
         total=len(found),
         offset=offset,
         limit=limit,
-        items=[message_of(context) for context in page(found, offset, limit)],
+        items=[message_of(as_of(context, now)) for context in page(found, offset, limit)],
     )
 
 
 @router.get("/retained/{topic:path}", summary="One retained message", responses=_NOT_FOUND)
 async def get_retained(gateway: Gw, topic: str) -> Message:
-    context = gateway.broker.retained.get(topic) if topic else None
+    now = time.time()
+    context = gateway.broker.retained.get(topic, now) if topic else None
     if context is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no retained message for {topic!r}")
-    return message_of(context)
+    return message_of(as_of(context, now))
 
 
 @router.delete(
