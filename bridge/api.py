@@ -10,7 +10,7 @@ the supervisor's run-time operations:
 - ``GET /bridges/{name}``: its supervisor status, its link (connected or reconnecting,
   and why), its counters (queue depth, oldest queued age, sent / acked / dropped);
 - ``PUT /bridges/{name}``: a new configuration; the bridge restarts with it, its queue
-  kept;
+  kept; 400 when the body's ``name`` is not the path's;
 - ``DELETE /bridges/{name}``: stops and removes it (204); its queue file stays in the
   data directory, and a bridge added again under that name sends what it holds. 409,
   naming them, while rules forward through it (their actions would fail on every
@@ -101,8 +101,9 @@ def _view(supervisor: Supervisor, name: str) -> BridgeView:
 def _config(body: dict[str, Any], name: str | None = None) -> BridgeConfig:
     if name is not None:
         if body.get("name", name) != name:
+            # A well-formed request refused, as PUT /rules answers it (docs/api.md).
             raise HTTPException(
-                status.HTTP_422_UNPROCESSABLE_CONTENT,
+                status.HTTP_400_BAD_REQUEST,
                 f"the body names the bridge {body.get('name')!r}, the path {name!r}",
             )
         body = {**body, "name": name}
@@ -148,7 +149,11 @@ async def get_bridge(supervisor: Components, name: str) -> BridgeView:
 @router.put(
     "/bridges/{name}",
     summary="Change a bridge (it restarts with the new configuration)",
-    responses={**_NOT_FOUND, **_INVALID},
+    responses={
+        **_NOT_FOUND,
+        **_INVALID,
+        400: {"description": "The body names another bridge than the path"},
+    },
 )
 async def update_bridge(
     supervisor: Components,

@@ -29,8 +29,15 @@ from fastapi.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from broker_core.broker import VERSION
-from gateway.api.auth import Credentials, authenticate, build_credentials
+from gateway.api.auth import (
+    Credentials,
+    authenticate,
+    build_credentials,
+    caller_of,
+    challenge_headers,
+)
 from gateway.api.components import GatewayView
+from gateway.api.deps import unique_keys
 from gateway.api.metrics import new_registry
 from gateway.api.routes import (
     admin,
@@ -173,7 +180,19 @@ async def _invalid_request(request: Request, exc: Exception) -> Response:
     """422 naming every problem, as FastAPI does, but in ASCII JSON: the input echoed
     back may hold lone surrogates, which UTF-8 cannot encode (FastAPI's own handler
     fails on them with a 500), and non-finite numbers (``NaN``, which Python's JSON
-    parser accepts), which JSON cannot write: they are echoed as strings."""
+    parser accepts), which JSON cannot write: they are echoed as strings. A guarded
+    route's request without valid credentials is a 401 instead: a body that is not JSON
+    fails before the ``authenticate`` dependency runs."""
+    route = request.scope.get("route")
+    dependencies = getattr(getattr(route, "dependant", None), "dependencies", ())
+    if any(d.call is authenticate for d in dependencies) and await caller_of(request) is None:
+        # A body that is not JSON fails before the dependencies run: credentials first.
+        credentials: Credentials = request.app.state.credentials
+        return JSONResponse(
+            {"detail": "missing or wrong credentials"},
+            status_code=401,
+            headers=challenge_headers(credentials),
+        )
     errors = exc.errors() if isinstance(exc, RequestValidationError) else []
     detail = _finite(jsonable_encoder(errors))
     body = json.dumps({"detail": detail}, ensure_ascii=True, allow_nan=False)
@@ -211,7 +230,7 @@ def create_app(gateway: GatewayView, credentials: Credentials | None = None) -> 
     app.state.gateway = gateway
     app.state.credentials = credentials
     app.state.registry = new_registry(gateway)
-    guarded = [Depends(authenticate)]
+    guarded = [Depends(authenticate), Depends(unique_keys)]
     unauthorized: dict[int | str, dict[str, Any]] = {
         401: {"description": "Missing or wrong credentials"}
     }

@@ -44,6 +44,7 @@ __all__ = [
     "Principal",
     "authenticate",
     "build_credentials",
+    "caller_of",
     "challenge_headers",
     "default_key_file",
     "load_or_create_key",
@@ -78,6 +79,17 @@ class _Basic(HTTPBasic):
 
 
 _basic = _Basic(auto_error=False, realm=REALM, description="A user of `api.users`.")
+
+
+async def caller_of(request: Request) -> Principal | None:
+    """The caller the request's credentials name, or None; outside FastAPI's dependency
+    resolution (an error handler answering a request that failed before it)."""
+    try:
+        return await authenticate(
+            request, await _bearer(request), await _api_key(request), await _basic(request)
+        )
+    except HTTPException:
+        return None
 
 
 async def authenticate(

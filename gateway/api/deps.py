@@ -6,9 +6,11 @@ in a thread pool, and broker state must only be touched on the broker's loop.
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, HTTPException, Query, Request, status
+from fastapi.exceptions import RequestValidationError
 
 from gateway.api.auth import Principal, authenticate
 from gateway.api.components import GatewayView
@@ -23,6 +25,7 @@ __all__ = [
     "Offset",
     "Responses",
     "page",
+    "unique_keys",
 ]
 
 
@@ -54,6 +57,46 @@ Components = Annotated[Supervisor, Depends(_components)]
 Caller = Annotated[Principal, Depends(authenticate)]
 Offset = Annotated[int, Query(ge=0, le=1_000_000_000, description="Items to skip.")]
 Limit = Annotated[int, Query(ge=1, le=1000, description="Items per page.")]
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise _DuplicateKey(key)
+        found[key] = value
+    return found
+
+
+async def unique_keys(request: Request) -> None:
+    """A JSON body whose objects name a key twice is a 422, not the last value (JSON
+    leaves it undefined; Python's parser keeps the last one). Runs after
+    ``authenticate``, on the body FastAPI has read and parsed."""
+    if "json" not in request.headers.get("content-type", ""):
+        return
+    body = await request.body()
+    if not body:
+        return
+    try:
+        json.loads(body, object_pairs_hook=_no_duplicates)
+    except _DuplicateKey as exc:
+        key = exc.args[0]
+        raise RequestValidationError(
+            [
+                {
+                    "type": "json_invalid",
+                    "loc": ("body",),
+                    "msg": f"JSON decode error: the key {key!r} appears twice in an object",
+                    "input": key,
+                }
+            ]
+        ) from None
+    except ValueError:  # not JSON: FastAPI has answered it already
+        return
 
 
 def page(items: list[T], offset: int, limit: int) -> list[T]:

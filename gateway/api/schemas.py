@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict
 
 __all__ = [
     "AdapterStatus",
@@ -60,7 +60,16 @@ MqttString = Annotated[str, AfterValidator(_mqtt_string)]
 
 
 class _Request(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """A request body: unknown fields and loose types are errors (``true`` is not a QoS,
+    ``1.0`` not an integer, ``"yes"`` not a boolean)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+# Integers in a range: ``true`` and ``1.0`` are not one (``Literal[0, 1, 2]`` takes them,
+# even strict: ``True == 1``).
+QoS = Annotated[int, Strict(), Field(ge=0, le=2)]
+PayloadFormat = Annotated[int, Strict(), Field(ge=0, le=1)]
 
 
 # -- health and broker --------------------------------------------------------------------
@@ -186,7 +195,7 @@ class RetainedPage(BaseModel):
 
 
 class PublishProperties(_Request):
-    payload_format_indicator: Literal[0, 1] | None = Field(
+    payload_format_indicator: PayloadFormat | None = Field(
         default=None, description="1: the payload is UTF-8 text."
     )
     message_expiry_interval: int | None = Field(
@@ -208,7 +217,7 @@ class PublishRequest(_Request):
     )
     payload: str = Field(default="", description="Text, or base64 with `encoding: base64`.")
     encoding: Literal["plain", "base64"] = Field(default="plain")
-    qos: Literal[0, 1, 2] = 0
+    qos: QoS = Field(default=0, description="0, 1 or 2.")
     retain: bool = Field(default=False, description="Retain it; an empty payload clears.")
     properties: PublishProperties | None = None
 

@@ -4,10 +4,17 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, HTTPException, Query, status
 
+from broker_core.errors import MalformedPacket
 from broker_core.mqtt.session_state import SessionState
-from broker_core.mqtt.topics import SHARE_PREFIX, filter_matches
+from broker_core.mqtt.topics import (
+    SHARE_PREFIX,
+    filter_matches,
+    parse_shared,
+    topic_filter_problem,
+    topic_name_problem,
+)
 from broker_core.router import Entry
 from gateway.api.deps import MAX_QUERY, Gw, Limit, Offset, page
 from gateway.api.schemas import SubscriptionInfo, SubscriptionPage
@@ -48,7 +55,22 @@ def _inner(topic_filter: str) -> str:
     return topic_filter
 
 
-@router.get("/subscriptions", summary="Subscriptions, a page at a time")
+def _filter_problem(topic_filter: str) -> str | None:
+    """Why ``topic_filter`` cannot be a subscription's filter (``$share/...`` included)."""
+    if topic_filter.startswith(SHARE_PREFIX):
+        try:
+            parse_shared(topic_filter)
+        except MalformedPacket as exc:
+            return str(exc)
+        return None
+    return topic_filter_problem(topic_filter)
+
+
+@router.get(
+    "/subscriptions",
+    summary="Subscriptions, a page at a time",
+    responses={400: {"description": "`topic` is not a topic filter, `matches` not a topic name"}},
+)
 async def list_subscriptions(
     gateway: Gw,
     offset: Offset = 0,
@@ -68,6 +90,13 @@ async def list_subscriptions(
         str | None, Query(max_length=64, description="`mqtt`, or a local protocol.")
     ] = None,
 ) -> SubscriptionPage:
+    # As /retained answers a filter that is not one: 400, not an empty page.
+    problem = None if topic is None else _filter_problem(topic)
+    if problem is not None:
+        raise HTTPException(status.HTTP_400_BAD_REQUEST, f"topic: {problem}")
+    problem = None if matches is None else topic_name_problem(matches)
+    if problem is not None:
+        raise HTTPException(status.HTTP_400_BAD_REQUEST, f"matches: {problem}")
     items: list[SubscriptionInfo] = []
     for entry in gateway.broker.router.entries():
         if topic is not None and entry.topic_filter != topic:

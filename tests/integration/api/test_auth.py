@@ -239,3 +239,27 @@ def test_a_broken_key_file_stops_the_start(tmp_path: Path) -> None:
         f"api.key_file: {key_file} holds no usable key (at least 16 characters without"
         " white space); delete it to generate a new one"
     )
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("POST", "/api/v1/publish"),
+        ("POST", "/api/v1/publish/batch"),
+        ("POST", "/api/v1/bridges"),
+        ("PUT", "/api/v1/bridges/b1"),
+        ("POST", "/api/v1/rules"),
+    ],
+)
+def test_credentials_are_checked_before_the_body(http: Http, method: str, path: str) -> None:
+    """A body that is not JSON fails before FastAPI's dependencies run: without (or with
+    wrong) credentials it is still 401, not a 422 echoing it; with them, 422."""
+    bad = b'{"topic": "x", oops'
+    json_type = {"Content-Type": "application/json"}
+    for auth in (None, bearer("wrong-key-0123456789abcdef")):
+        reply = http.request(method, path, raw=bad, auth=auth, headers=json_type)
+        assert (reply.status, reply.json()) == (401, {"detail": "missing or wrong credentials"})
+        assert reply.headers["www-authenticate"].startswith('Bearer realm="edgebus"')
+    reply = http.request(method, path, raw=bad, headers=json_type)
+    assert reply.status == 422
+    assert reply.json()["detail"][0]["type"] == "json_invalid"

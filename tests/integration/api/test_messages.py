@@ -204,6 +204,66 @@ def test_422_bodies_are_json_whatever_the_input(http: Http, token: str) -> None:
     assert inputs == {(("body", "payload"), token), (("body", "qos"), token)}
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"topic": "a", "qos": True},
+        {"topic": "a", "qos": 1.0},
+        {"topic": "a", "retain": "yes"},
+        {"topic": "a", "retain": 1},
+        {"topic": "a", "payload": 5},
+        {"topic": "a", "properties": {"payload_format_indicator": True}},
+        {"topic": "a", "properties": {"message_expiry_interval": 10.0}},
+    ],
+)
+def test_publish_types_are_strict(http: Http, body: dict[str, object]) -> None:
+    reply = http.post("/api/v1/publish", body)
+    assert reply.status == 422
+    assert http.post("/api/v1/publish/batch", [body]).status == 422
+
+
+def test_duplicate_keys_in_a_body_are_refused(http: Http, clients: Clients) -> None:
+    sub = clients.paho(5, "dup-watch")
+    sub.connect()
+    sub.subscribe("dup/#", 1)
+    json_type = {"Content-Type": "application/json"}
+    for path, raw in (
+        ("/api/v1/publish", b'{"topic": "dup/a", "topic": "dup/b"}'),
+        (
+            "/api/v1/publish",
+            b'{"topic": "dup/a", "properties": {"content_type": "a", "content_type": "b"}}',
+        ),
+        ("/api/v1/publish/batch", b'[{"topic": "dup/a", "qos": 0, "qos": 1}]'),
+    ):
+        reply = http.post(path, raw=raw, headers=json_type)
+        assert reply.status == 422
+        [error] = reply.json()["detail"]
+        assert error["type"] == "json_invalid"
+        assert "appears twice" in error["msg"]
+    sub.expect_no_message()
+    reply = http.post("/api/v1/publish", raw=b'{"topic": "dup/a"}', headers=json_type)
+    assert reply.status == 200
+
+
+@pytest.mark.parametrize(
+    ("query", "detail"),
+    [
+        ("topic=a/%23/b", "topic: '#' must be a whole level and the last one"),
+        ("topic=a%2B/b", "topic: '+' must be a whole level"),
+        ("topic=%24share/g", "topic: malformed shared subscription: '$share/g'"),
+        ("matches=a/%23", "matches: a topic name must not contain wildcards (+ or #)"),
+        ("matches=a/%2B/b", "matches: a topic name must not contain wildcards (+ or #)"),
+    ],
+)
+def test_subscription_filters_that_are_not_one_are_400(http: Http, query: str, detail: str) -> None:
+    """As /retained answers a filter that is not one: 400 naming the parameter, not 200
+    with nothing."""
+    reply = http.get(f"/api/v1/subscriptions?{query}")
+    assert (reply.status, reply.json()) == (400, {"detail": detail})
+    assert http.get("/api/v1/retained?topic=a/%23/b").status == 400
+    assert http.get("/api/v1/subscriptions?topic=%24share/g/a/%23&matches=a/b").status == 200
+
+
 def test_delayed_publish(gw: RunningGateway, http: Http, clients: Clients) -> None:
     sub = clients.paho(5, "patient")
     sub.connect()

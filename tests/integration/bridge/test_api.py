@@ -168,3 +168,17 @@ def test_the_files_a_bridge_names_are_checked_as_edgebus_check_does(tmp_path: Pa
             f"tls.cafile: cannot read {str(missing)!r}: No such file or directory"
         ]
         assert http.get("/api/v1/bridges/lab").json()["config"]["tls"] is False
+
+
+def test_a_put_naming_another_bridge_is_400_as_for_rules(tmp_path: Path) -> None:
+    entry = {"name": "b1", "server": "127.0.0.1:1", "forwards": [{"local": "a"}]}
+    rule = {"name": "r1", "sql": 'SELECT * FROM "a"', "actions": [{"type": "log"}]}
+    with running_gateway(tmp_path, API) as gw:
+        http = http_of(gw)
+        assert http.post("/api/v1/bridges", entry).status == 201
+        assert http.post("/api/v1/rules", rule).status == 201
+        bridge = http.request("PUT", "/api/v1/bridges/b1", {**entry, "name": "zz"})
+        rules = http.request("PUT", "/api/v1/rules/r1", {**rule, "name": "zz"})
+        assert (bridge.status, rules.status) == (400, 400)
+        assert bridge.json() == {"detail": "the body names the bridge 'zz', the path 'b1'"}
+        assert [b["name"] for b in http.get("/api/v1/bridges").json()] == ["b1"]
