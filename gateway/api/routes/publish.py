@@ -72,6 +72,7 @@ class _Quotas:
         broker = gateway.broker
         self._broker = broker
         retained = broker.retained
+        retained.expire()  # the bounds count live messages, as RetainedStore.over_limit's
         self._retained = retained
         self._delayed_room = (
             None
