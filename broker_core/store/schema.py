@@ -11,11 +11,23 @@ version at a time (``_MIGRATIONS``), each step in one transaction with the new v
 it and in the migrations is idempotent (``IF NOT EXISTS``).
 
 A store that existed must not silently start empty. Once a database is open, a marker
-file beside it (``<name>.created``) records that it exists. A database file of 0 bytes
-(what a power loss leaves on some file systems) is never a store edgebus wrote, and a
-missing one whose marker is still there was lost: both are refused with one line naming
+file beside it (``<name>.created``) records that it exists. While the marker is there, a
+database file of 0 bytes (what a power loss leaves on some file systems), a missing one,
+and one without the schema (its write-ahead log ``<name>-wal``, which held everything not
+yet checkpointed, was lost or damaged) were lost: each is refused with one line naming
 the file and saying how to start with an empty store on purpose (delete the marker, and
-the empty file). Every error of opening is one ``StoreError`` line, never a traceback.
+the file). The check of the schema reads through a read-only connection, so a refusal
+leaves the files as they were (a read-write one would delete the damaged log on close).
+Without the marker, no store was ever created there: a 0-byte or missing file is a new
+store. Creating one that fails (a full disk) removes the files it made, so the next start
+is a first start again. Every error of opening is one ``StoreError`` line, never a
+traceback; a full disk is named as one.
+
+The schema goes into the database file itself at once: every open ends with a checkpoint
+(``wal_checkpoint(TRUNCATE)``), so after a first start the file holds the schema and the
+log only what was written since. The writer checkpoints again when it falls idle
+(``checkpoint``, ``SqliteStore``), and SQLite itself every ~1000 pages of log
+(``wal_autocheckpoint``, its default, set explicitly).
 """
 
 from __future__ import annotations
@@ -29,11 +41,14 @@ from pathlib import Path
 
 from broker_core.errors import EdgebusError
 
-__all__ = ["SCHEMA_VERSION", "StoreError", "connect", "marker_path"]
+__all__ = ["SCHEMA_VERSION", "StoreError", "checkpoint", "connect", "marker_path"]
 
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 2
+
+#: SQLite checkpoints by itself once the log holds this many pages (4 KiB each).
+WAL_AUTOCHECKPOINT_PAGES = 1000
 
 # Version 2: the pending will of an offline session, one per session (its client id).
 _WILLS = """
@@ -134,8 +149,10 @@ def marker_path(path: Path) -> Path:
     return path.with_name(path.name + ".created")
 
 
-def _refuse_lost_store(path: Path) -> None:
-    """Raises StoreError when the database is empty (0 bytes) or gone after it existed."""
+def _refuse_lost_store(path: Path) -> bool:
+    """Raises StoreError when the marker says a store was created and the database is
+    empty (0 bytes), gone, or has no schema; returns True when no store was ever created
+    here (no marker, and no file or a 0-byte one): opening it creates a new store."""
     marker = marker_path(path)
     try:
         size: int | None = path.stat().st_size
@@ -143,20 +160,69 @@ def _refuse_lost_store(path: Path) -> None:
         size = None
     except OSError as exc:
         raise StoreError(f"{path}: cannot open the store: {exc.strerror or exc}") from exc
+    if not marker.exists():
+        return not size
     if size == 0:
-        fresh = f"delete {path} and {marker}" if marker.exists() else f"delete {path}"
         raise StoreError(
             f"{path}: the store file is empty (0 bytes), so its sessions, queued and retained"
             f" messages are lost (a power loss or a copy that went wrong); edgebus will not"
-            f" start with an empty store silently: restore the file from a backup, or {fresh}"
-            " to start with an empty store on purpose"
+            f" start with an empty store silently: restore the file from a backup, or delete"
+            f" {path} and {marker} to start with an empty store on purpose"
         )
-    if size is None and marker.exists():
+    if size is None:
         raise StoreError(
             f"{path}: the store file is missing, but {marker} says it was created; edgebus"
             f" will not start with an empty store silently: restore the file from a backup,"
             f" or delete {marker} to start with an empty store on purpose"
         )
+    if not _has_schema(path):
+        wal = path.with_name(path.name + "-wal")
+        raise StoreError(
+            f"{path}: the store has no tables, but {marker} says it was created: its"
+            f" write-ahead log {wal}, which held them, is missing or damaged, so its sessions,"
+            f" queued and retained messages are lost; edgebus will not start with an empty"
+            f" store silently: restore {path} and {wal} from a backup, or delete {path}, {wal}"
+            f" and {marker} to start with an empty store on purpose"
+        )
+    return False
+
+
+def _has_schema(path: Path) -> bool:
+    """True when the database holds the ``meta`` table, or when a read-only look cannot
+    tell (the read-write open that follows reports what is wrong). Read-only: closing it
+    neither checkpoints nor deletes a write-ahead log it could not use."""
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return True
+    try:
+        row = conn.execute(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+        ).fetchone()
+    except sqlite3.Error:
+        return True
+    finally:
+        conn.close()
+    return bool(row[0])
+
+
+def _full(exc: sqlite3.Error) -> bool:
+    return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
+
+
+def _files(path: Path) -> list[Path]:
+    return [path, *(path.with_name(path.name + suffix) for suffix in ("-wal", "-shm", "-journal"))]
+
+
+def _discard_new(made: list[Path]) -> None:
+    """Removes the files a failed creation of a new store made."""
+    for leftover in made:
+        try:
+            leftover.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            log.warning("%s: cannot remove it after the store was not created: %s", leftover, exc)
 
 
 def _write_marker(path: Path) -> None:
@@ -186,30 +252,56 @@ def connect(path: Path) -> sqlite3.Connection:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise StoreError(f"{path.parent}: cannot create the data directory: {exc}") from exc
-    _refuse_lost_store(path)
+    new = _refuse_lost_store(path)
+    # The files a new store's creation makes, removed again when it fails.
+    made = [f for f in _files(path) if not f.exists()] if new else []
+    try:
+        conn = _open(path, new)
+    except StoreError:
+        _discard_new(made)
+        raise
+    try:
+        _write_marker(path)
+    except StoreError:
+        conn.close()
+        if new:
+            _discard_new(made)
+        raise
+    checkpoint(conn, path)
+    return conn
+
+
+def _open(path: Path, new: bool) -> sqlite3.Connection:
+    """The connection to a database with the current schema (created, or migrated)."""
+    conn: sqlite3.Connection | None = None
     try:
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
         conn.execute("PRAGMA foreign_keys=OFF")
         conn.executescript(_DDL)
         row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-    except sqlite3.DatabaseError as exc:
-        raise StoreError(
-            f"{path}: cannot open the store ({exc}); restore it from a backup, or move it and"
-            f" {marker_path(path)} away to start with an empty store on purpose"
-        ) from exc
-    if row is None:
-        try:
+        if row is None:
             conn.execute(
                 "INSERT INTO meta (key, value) VALUES ('schema_version', ?)",
                 (str(SCHEMA_VERSION),),
             )
-        except sqlite3.DatabaseError as exc:
+            return conn
+    except sqlite3.DatabaseError as exc:
+        if conn is not None:
             conn.close()
-            raise StoreError(f"{path}: cannot open the store: {exc}") from exc
-        _write_marker(path)
-        return conn
+        if _full(exc):
+            raise StoreError(
+                f"{path}: cannot {'create' if new else 'open'} the store: the disk is full"
+                f" ({exc}); free space on the file system of {path.parent} and start again"
+            ) from exc
+        if new:
+            raise StoreError(f"{path}: cannot create the store: {exc}") from exc
+        raise StoreError(
+            f"{path}: cannot open the store ({exc}); restore it from a backup, or move it and"
+            f" {marker_path(path)} away to start with an empty store on purpose"
+        ) from exc
     try:
         version = int(row[0])
     except ValueError:
@@ -223,8 +315,19 @@ def connect(path: Path) -> sqlite3.Connection:
         )
     if version < SCHEMA_VERSION:
         _migrate(conn, path, version)
-    _write_marker(path)
     return conn
+
+
+def checkpoint(conn: sqlite3.Connection, path: Path, mode: str = "TRUNCATE") -> None:
+    """Copies the write-ahead log into the database file (``wal_checkpoint``); a failure
+    (a full disk) is logged, the log keeps the commits and the next checkpoint retries."""
+    try:
+        busy, _, _ = conn.execute(f"PRAGMA wal_checkpoint({mode})").fetchone()
+    except sqlite3.Error as exc:
+        log.warning("store %s: checkpoint failed: %s", path, exc)
+        return
+    if busy:
+        log.debug("store %s: checkpoint %s could not complete (a reader)", path, mode)
 
 
 def _migrate(conn: sqlite3.Connection, path: Path, version: int) -> None:

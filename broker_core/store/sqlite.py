@@ -29,12 +29,16 @@ from broker_core.mqtt.packets import SubscriptionOptions, Will
 from broker_core.mqtt.properties import EMPTY, PacketKind, decode_properties
 from broker_core.mqtt.session_state import Delivery, SessionState, Subscription
 from broker_core.store.base import RestoredSession, RestoredWill, Snapshot
-from broker_core.store.schema import StoreError, connect, marker_path
+from broker_core.store.schema import StoreError, checkpoint, connect, marker_path
 from broker_core.store.writer import Barrier, Writer
 
 __all__ = ["SqliteStore"]
 
 log = logging.getLogger(__name__)
+
+#: The writer checkpoints the log into the database file after this many seconds without
+#: a write (at most once per quiet spell); busy, SQLite does every ~1000 pages of log.
+CHECKPOINT_IDLE_S = 5.0
 
 _INSERT_MESSAGE = (
     "INSERT OR REPLACE INTO messages (id, topic, payload, qos, retain, properties,"
@@ -176,7 +180,13 @@ class SqliteStore:
                 " empty store on purpose"
             ) from exc
         self._writer = Writer(
-            _transaction(conn), self._loop, self._committed, "store", finish=conn.close
+            _transaction(conn),
+            self._loop,
+            self._committed,
+            "store",
+            finish=conn.close,  # the last connection's close checkpoints the log
+            idle=lambda: checkpoint(conn, self.path, "PASSIVE"),
+            idle_s=CHECKPOINT_IDLE_S,
         )
         log.info(
             "store %s opened in %.2fs: %d sessions (%d with a pending will), %d retained,"

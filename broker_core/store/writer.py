@@ -6,7 +6,10 @@ with all their items in order (the SQLite store: one transaction, ``executemany`
 runs of one statement; a component's ``BatchWriter``: its own store), then calls
 ``committed(count, barriers, ok)`` on the loop: ``count`` operations (barriers
 included) are done, ``ok`` is False when ``write`` raised. ``finish`` runs on the thread
-once it stops (closing a connection the thread used).
+once it stops (closing a connection the thread used). ``idle``, when given, runs on the
+thread once the writer has had nothing to write for ``idle_s`` seconds after a write (the
+SQLite store checkpoints its log there): at most once per quiet spell, so at most once
+every ``idle_s`` seconds.
 """
 
 from __future__ import annotations
@@ -40,12 +43,16 @@ class Writer(Generic[T]):
         committed: Callable[[int, list[Barrier], bool], None],
         name: str = "store",
         finish: Callable[[], None] | None = None,
+        idle: Callable[[], None] | None = None,
+        idle_s: float = 5.0,
     ) -> None:
         self.name = name
         self._write = write
         self._loop = loop
         self._committed = committed
         self._finish = finish
+        self._idle = idle
+        self._idle_s = idle_s
         self._queue: queue.SimpleQueue[list[Any] | None] = queue.SimpleQueue()
         self._thread = threading.Thread(
             target=self._run, name=f"edgebus-{name}-writer", daemon=True
@@ -64,8 +71,17 @@ class Writer(Generic[T]):
 
     def _run(self) -> None:
         stop = False
+        wrote = False  # since the last idle call
         while not stop:
-            first = self._queue.get()
+            if wrote and self._idle is not None:
+                try:
+                    first = self._queue.get(timeout=self._idle_s)
+                except queue.Empty:
+                    wrote = False
+                    self._idle()
+                    continue
+            else:
+                first = self._queue.get()
             if first is None:
                 break
             lists = [first]
@@ -88,6 +104,7 @@ class Writer(Generic[T]):
                         items.append(op)
             ok = True
             if items:
+                wrote = True
                 try:
                     self._write(items)
                 except Exception:

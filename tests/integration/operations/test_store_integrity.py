@@ -40,10 +40,10 @@ def fill_store(tmp_path: Path) -> Path:
     return database
 
 
-def refusal(tmp_path: Path) -> str:
+def refusal(tmp_path: Path, config: str = CONFIG) -> str:
     """Starts the gateway, which must exit; returns its one error line."""
     with pytest.raises(BrokerStartError):
-        start_edgebus(tmp_path, CONFIG)
+        start_edgebus(tmp_path, config)
     stderr = (tmp_path / "edgebus.stderr.log").read_text()
     assert "Traceback" not in stderr
     errors = [line for line in stderr.splitlines() if line.startswith("edgebus:")]
@@ -51,8 +51,8 @@ def refusal(tmp_path: Path) -> str:
     return errors[0]
 
 
-def queued_after_restart(tmp_path: Path) -> int:
-    with start_edgebus(tmp_path, CONFIG) as broker:
+def queued_after_restart(tmp_path: Path, config: str = CONFIG) -> int:
+    with start_edgebus(tmp_path, config) as broker:
         sub = RawClient(broker.host, broker.port, protocol_level=5)
         connack = sub.do_connect(
             "keeper", proto_ver=5, clean_session=False, properties={"session_expiry_interval": 0}
