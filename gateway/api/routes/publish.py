@@ -5,6 +5,12 @@ retained store, routing, delivery; ``$delayed/<seconds>/<topic>`` schedules it. 
 API caller is trusted (it holds a key or is a configured user): the topic ACL, which
 governs MQTT clients and adapters, does not apply. The message's origin is
 ``api``/<caller>, e.g. ``api``/``key-0`` or ``api``/``operator``.
+
+A QoS 1 or 2 message is acknowledged as an MQTT PUBACK is: the answer comes once what it
+changed is durable, in the broker's store and every durable participant (a bridge's
+queue, the stream log; ``broker_core.acks``). A batch waits once, after its last message.
+When a write fails the answer is 503 and nothing is acknowledged. QoS 0 is answered at
+once, as MQTT's is fire-and-forget.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from broker_core.context import Context, Origin
 from broker_core.retained import is_broker_own, retained_size
 from gateway.api.components import GatewayView
 from gateway.api.deps import Caller, Gw, Responses
+from gateway.api.durable import written
 from gateway.api.messages import PayloadError, check_topic, context_of
 from gateway.api.schemas import PublishRequest, PublishResult
 
@@ -31,7 +38,10 @@ router = APIRouter(tags=["publish"])
 _ERRORS: Responses = {
     400: {"description": "The message cannot be published (the detail says why)"},
     413: {"description": "The payload is larger than `mqtt.max_packet_size`"},
-    503: {"description": "Over `mqtt.max_delayed_messages` or the retained bounds"},
+    503: {
+        "description": "Over `mqtt.max_delayed_messages` or the retained bounds, or the store"
+        " could not write a QoS 1/2 message"
+    },
 }
 
 
@@ -164,7 +174,10 @@ def _send(gateway: GatewayView, context: Context, delay: int | None) -> PublishR
 async def publish(gateway: Gw, caller: Caller, message: PublishRequest) -> PublishResult:
     context, delay = _prepare(gateway, message, Origin("api", caller.name))
     _Quotas(gateway).check(context, delay, "")
-    return _send(gateway, context, delay)
+    result = _send(gateway, context, delay)
+    if context.qos:
+        await _acknowledge(gateway, "the message")
+    return result
 
 
 @router.post("/publish/batch", summary="Publish several messages, in order", responses=_ERRORS)
@@ -184,4 +197,19 @@ async def publish_batch(
         context, delay = _prepare(gateway, message, origin, where)
         quotas.check(context, delay, where)
         prepared.append((context, delay))
-    return [_send(gateway, context, delay) for context, delay in prepared]
+    results = [_send(gateway, context, delay) for context, delay in prepared]
+    if any(context.qos for context, _ in prepared):
+        await _acknowledge(gateway, "the messages")
+    return results
+
+
+async def _acknowledge(gateway: GatewayView, what: str) -> None:
+    """Returns once the QoS 1/2 messages just published are durable; 503 when a write
+    failed (they may have reached subscribers online, but are not stored)."""
+    if not await written(gateway.broker):
+        raise HTTPException(
+            status.HTTP_503_SERVICE_UNAVAILABLE,
+            f"the store could not write {what} (the gateway's log says why, e.g. the disk is"
+            " full); not acknowledged: subscribers online may have received them, but they"
+            " are not stored; publish again once the store can write",
+        )

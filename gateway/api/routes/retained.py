@@ -1,8 +1,10 @@
 """``/retained``: list, read and delete retained messages.
 
 Deleting is what an empty retained PUBLISH does: the message is gone from memory and,
-with persistence, from the store. An expired message is gone (MQTT 5.0 3.3.2.3.3); a
-live one shows the seconds of its Message Expiry Interval left, as a subscriber gets it.
+with persistence, from the store; the answer waits until the store wrote the deletion
+(503, the message retained again, when it could not). An expired message is gone (MQTT
+5.0 3.3.2.3.3); a live one shows the seconds of its Message Expiry Interval left, as a
+subscriber gets it.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from broker_core.context import Context
 from broker_core.mqtt.topics import topic_filter_problem
 from broker_core.retained import as_of
 from gateway.api.deps import MAX_QUERY, Caller, Gw, Limit, Offset, Responses, page
+from gateway.api.durable import written
 from gateway.api.messages import message_of
 from gateway.api.schemas import Message, RetainedPage
 
@@ -27,6 +30,10 @@ log = logging.getLogger(__name__)
 router = APIRouter(tags=["retained"])
 
 _NOT_FOUND: Responses = {404: {"description": "No retained message for this topic"}}
+_DELETE: Responses = {
+    **_NOT_FOUND,
+    503: {"description": "The store could not write the deletion; the message stays retained"},
+}
 
 
 @router.get(
@@ -78,7 +85,7 @@ async def get_retained(gateway: Gw, topic: str) -> Message:
     "/retained/{topic:path}",
     summary="Delete a retained message",
     status_code=status.HTTP_204_NO_CONTENT,
-    responses=_NOT_FOUND,
+    responses=_DELETE,
 )
 async def delete_retained(gateway: Gw, caller: Caller, topic: str) -> Response:
     broker = gateway.broker
@@ -87,5 +94,14 @@ async def delete_retained(gateway: Gw, caller: Caller, topic: str) -> Response:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no retained message for {topic!r}")
     if context.origin.protocol != "sys":  # $SYS messages are never stored
         broker.store.retained_cleared(topic)
+        if not await written(broker):
+            if broker.retained.get(topic) is None:  # as the store still has it
+                broker.retained.set(context)
+            raise HTTPException(
+                status.HTTP_503_SERVICE_UNAVAILABLE,
+                f"the store could not write the deletion of the retained message on {topic!r}"
+                " (the gateway's log says why, e.g. the disk is full); it is still retained:"
+                " delete it again once the store can write",
+            )
     log.info("retained message on %s deleted through the API by %s", topic, caller.name)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
