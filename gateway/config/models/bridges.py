@@ -233,7 +233,8 @@ class BridgeQueueConfig(ConfigModel):
 
     max_messages: int = Field(default=1_000_000, ge=1, description="Messages held at most.")
     max_bytes: Annotated[int, SizeSpec(ge=1)] = Field(
-        default=1024**3, description="Bytes of payload held at most."
+        default=1024**3,
+        description="Bytes held at most, counting each queued message's remote topic and payload.",
     )
     overflow: Literal["drop_oldest", "drop_new"] = Field(
         default="drop_oldest",
