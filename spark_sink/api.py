@@ -12,6 +12,8 @@
   matches is in the answer, and the next read goes on at ``end``. A start past the one
   asked for means retention deleted those records; an end before the one asked for, that
   the answer holds ``limit`` records or the log ends there. ``end`` below ``start``: 422.
+  A damaged batch on disk (its CRC does not match) is a 500 naming the segment and the
+  offsets when it is the first of the answer; further on, it cuts the answer off.
 
 Only committed records are served: a reader never sees an offset that is not written,
 nor a gap.
@@ -19,6 +21,8 @@ nor a gap.
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, HTTPException, Query, status
@@ -32,7 +36,8 @@ from gateway.components import SINK
 from spark_sink.fields import TopicMatcher
 from spark_sink.jsonl import MEDIA_TYPE as JSONL
 from spark_sink.jsonl import json_lines
-from spark_sink.segments import StreamLog
+from spark_sink.records import Columns
+from spark_sink.segments import DamagedBatch, StreamLog
 from spark_sink.sink import StreamSink
 
 __all__ = ["StreamOffsets", "router"]
@@ -42,6 +47,8 @@ router = APIRouter(tags=["stream"])
 ARROW = "application/vnd.apache.arrow.stream"
 MAX_OFFSET = 2**63 - 1
 MAX_LIMIT = 1_000_000_000
+
+Slice = tuple[Columns, int, int]
 
 _NOT_RUNNING: Responses = {404: {"description": "The stream log is not running"}}
 
@@ -83,6 +90,20 @@ def _covered(
     return last
 
 
+def _checked(stream_log: StreamLog, first: int, last: int) -> Iterator[Slice]:
+    """``stream_log.slices(first, last)``, its first batch read already: a damaged one is
+    a 500 naming the segment and the offsets rather than an answer cut off. (A damaged
+    batch further on cuts the answer off with that error: never damaged records.)"""
+    slices = stream_log.slices(first, last)
+    try:
+        head = next(slices, None)
+    except DamagedBatch as exc:
+        raise HTTPException(status.HTTP_500_INTERNAL_SERVER_ERROR, str(exc)) from exc
+    if head is None:
+        return iter(())
+    return itertools.chain((head,), slices)
+
+
 def _stream_log(supervisor: Components) -> StreamLog:
     sink = supervisor.instance(SINK, "stream")
     if not isinstance(sink, StreamSink) or sink.log is None:
@@ -119,6 +140,7 @@ async def stream_offsets(supervisor: Components) -> StreamOffsets:
         400: {"description": "Not a valid topic filter"},
         422: {"description": "A query parameter out of range, or `end` below `start`"},
         406: {"description": "format=arrow, and the gateway has no pyarrow"},
+        500: {"description": "A batch of the range is damaged on disk (named in the detail)"},
     },
 )
 async def stream_records(
@@ -158,9 +180,12 @@ async def stream_records(
     first = max(start, bounds.start)
     last = bounds.end if end is None else min(end, bounds.end)
     last = max(first, last)
-    last = await run_in_threadpool(_covered, stream_log, first, last, limit, matches)
+    try:
+        last = await run_in_threadpool(_covered, stream_log, first, last, limit, matches)
+    except DamagedBatch as exc:
+        raise HTTPException(status.HTTP_500_INTERNAL_SERVER_ERROR, str(exc)) from exc
     headers = {"X-Edgebus-Start": str(first), "X-Edgebus-End": str(last)}
-    slices = stream_log.slices(first, last)
+    slices = await run_in_threadpool(_checked, stream_log, first, last)
     if format == "jsonl":
         return StreamingResponse(json_lines(slices, limit, matches), 200, headers, JSONL)
     try:

@@ -16,10 +16,22 @@ never write one directory: whoever opens it owns it until ``close``.
   before it is written, nor a gap.
 - **Recovery.** ``open`` reads every segment's batch headers into an in-memory index
   (first offset and file position of each batch) and checks the CRC of every batch of
-  the last segment. A torn tail (a short or damaged batch at its end, left by a crash
-  during a write) is cut off; the log then continues after the last whole batch. A
-  segment whose first offset does not follow the one before it means files were lost:
-  ``StreamLogError``.
+  the last segment. A torn tail (a short or damaged batch at its end, with no whole
+  batch after it: left by a crash during a write) is cut off; the log then continues
+  after the last whole batch. Damage followed by a whole batch is not a torn tail but
+  damage in the middle of acknowledged records: ``StreamLogError`` naming the file and
+  the byte, and nothing is cut. A segment whose first offset does not follow the one
+  before it means files were lost: ``StreamLogError``.
+- **What was given.** The file ``log-end`` records the end the log had given once that
+  end is on disk (``checkpoint``: at ``close``, when a segment is full, and from the
+  sink's housekeeping every few seconds). A log whose segments end below it lost records
+  (its last segment truncated or deleted): ``open`` refuses it (``StreamLogError``)
+  rather than give those offsets to other records.
+- **One writer.** ``open`` takes an exclusive ``flock`` on ``writer.lock`` in the
+  directory, held until ``close``: a second ``StreamLog`` (another gateway sharing
+  ``stream.path``) is refused with ``StreamLogError``.
+- **Reading.** ``read`` checks the CRC of every batch it returns: a damaged batch is
+  ``DamagedBatch`` (naming the segment, the byte and the offsets), never served.
 - **Retention.** Whole segments go, oldest first, while the newest record of the oldest
   one is older than ``retention_s``, or while the log holds more than ``max_bytes``. The
   segment being written is never deleted; a new one starts past ``segment_bytes``.
@@ -32,7 +44,9 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import fcntl
 import logging
+import mmap
 import os
 import threading
 import time
@@ -41,6 +55,7 @@ from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from broker_core.context import Context
 from broker_core.errors import EdgebusError
@@ -57,12 +72,24 @@ from spark_sink.records import (
     frame,
 )
 
-__all__ = ["Bounds", "RecordsDeleted", "StreamLog", "StreamLogError", "encode_chunks"]
+__all__ = [
+    "Bounds",
+    "DamagedBatch",
+    "RecordsDeleted",
+    "StreamLog",
+    "StreamLogError",
+    "encode_chunks",
+]
 
 log = logging.getLogger(__name__)
 
 SUFFIX = ".log"
 ID_FILE = "log-id"  # a random id the log gets when created: readers tell a new log from it
+END_FILE = "log-end"  # the end the log had given, once on disk: lost records are noticed
+LOCK_FILE = "writer.lock"  # flock-ed by the one StreamLog that writes the directory
+#: A batch header's version and flags (``records.HEADER``: bytes 20 to 23), what
+#: ``_whole_batch_after`` looks for past damage.
+_VERSION_FLAGS = HEADER.pack(0, 0, 0, 0, 1, 0, 0)[20:24]
 #: The most records, and about the most payload bytes, in one batch on disk: bounds
 #: what a reader holds in memory at a time.
 MAX_BATCH_RECORDS = 8192
@@ -77,6 +104,10 @@ class StreamLogError(EdgebusError):
 
 class RecordsDeleted(StreamLogError):
     """Records a reader asked for were deleted by retention (before or while reading)."""
+
+
+class DamagedBatch(StreamLogError):
+    """A batch a reader asked for is damaged on disk (its CRC does not match)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +162,10 @@ class StreamLog:
         self.truncated_bytes = 0  # cut off a torn tail when opened
         self.deleted_segments = 0
         self.fsyncs = 0
+        self.damaged_batches = 0  # reads that found a damaged batch
+        self._lock_fd = -1  # LOCK_FILE's, held from open to close
+        self._given = 0  # the end END_FILE holds
+        self._end_lock = threading.Lock()  # END_FILE's writes
         self._lock = threading.Lock()  # the segment list and the committed state
         self._write_lock = threading.Lock()  # the file being appended to
         self._segments: list[_Segment] = []
@@ -144,8 +179,40 @@ class StreamLog:
     # -- opening ---------------------------------------------------------------------------
 
     def open(self) -> None:
-        """Reads the directory, cuts a torn tail, and gets ready to append."""
+        """Takes the directory's lock, reads it, cuts a torn tail, and gets ready to
+        append. Raises ``StreamLogError`` (or ``OSError``) and holds nothing then."""
         self.directory.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = self._take_lock()
+        try:
+            self._open()
+        except BaseException:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+            raise
+
+    def _take_lock(self) -> int:
+        """``LOCK_FILE``'s descriptor, ``flock``-ed (as ``gateway.data_lock`` does
+        ``edgebus.lock``: the kernel lets go when the process ends, ``kill -9`` too)."""
+        path = self.directory / LOCK_FILE
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode("ascii", "replace").strip() or "unknown"
+            os.close(fd)
+            raise StreamLogError(
+                f"stream log {self.directory}: in use by another writer (pid {holder},"
+                f" {LOCK_FILE}): one writer, ever, writes a log's directory; give each"
+                " gateway its own stream.path"
+            ) from None
+        except OSError:
+            os.close(fd)
+            raise
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        return fd
+
+    def _open(self) -> None:
         paths = sorted(self.directory.glob(f"*{SUFFIX}"))
         segments: list[_Segment] = []
         for index, path in enumerate(paths):
@@ -163,9 +230,73 @@ class StreamLog:
             segments.append(segment)
         if not segments:
             segments.append(_Segment(0, self.directory / _name(0), 0, 0))
+        given = self._read_given()
+        if given > segments[-1].end:
+            raise StreamLogError(
+                f"stream log {self.directory}: offsets {segments[-1].end} to {given - 1} are"
+                f" missing: the log had given offsets up to {given - 1} ({END_FILE}), its"
+                f" segments end at {segments[-1].end} ({segments[-1].path.name} was cut short"
+                " or deleted); giving those offsets to other records would make them name"
+                f" other records. Put the lost segment back, or move {self.directory} away"
+                " (keep it: it holds what was not lost) to start a new log with a new id"
+            )
         self._segments = segments
         self.id = self._read_id()
         self._open_for_append(segments[-1])
+        self._given = given
+        # What it holds may be in the page cache only (a crash of the process under
+        # ``never``): the first ``checkpoint`` syncs it before recording its end.
+        self._unsynced = segments[-1].size > 0
+
+    def _read_given(self) -> int:
+        """The end ``END_FILE`` holds; 0 when there is none (a new log, or one of before
+        the file)."""
+        path = self.directory / END_FILE
+        try:
+            text = path.read_text(encoding="ascii").strip()
+        except FileNotFoundError:
+            return 0
+        try:
+            return int(text)
+        except ValueError:
+            raise StreamLogError(
+                f"stream log {path}: not an offset ({text[:40]!r}); it records the end the log"
+                " had given: write that end into it, or move the directory away to start a"
+                " new log"
+            ) from None
+
+    def _record_given(self, end: int) -> None:
+        """``end`` into ``END_FILE``, durably (a new file fsync-ed, then renamed); only
+        an end whose records are on disk."""
+        with self._end_lock:
+            if end <= self._given:
+                return
+            path = self.directory / END_FILE
+            partial = path.with_name(END_FILE + ".tmp")
+            fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                os.write(fd, f"{end}\n".encode("ascii"))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(partial, path)
+            self._sync_directory()
+            self._given = end
+
+    def checkpoint(self) -> None:
+        """Records the end the log has given (``END_FILE``) once it is on disk: what was
+        written and not synced yet (``interval``, ``never``) is fsync-ed first. Any
+        thread; appends wait for the fsync only."""
+        with self._write_lock:
+            if self._closed or self._fd < 0:
+                return
+            if self._unsynced:
+                os.fsync(self._fd)
+                self.fsyncs += 1
+                self._synced_at = time.monotonic()
+                self._unsynced = False
+            end = self._segments[-1].end
+        self._record_given(end)
 
     def _read_id(self) -> str:
         """The log's id (``ID_FILE``), made when the log has none: a log at another path,
@@ -204,7 +335,24 @@ class StreamLog:
                         check_crc(header, file.read(header.size))
                 except CorruptBatch as exc:
                     if not verify:
-                        raise StreamLogError(f"stream log: {path.name} is damaged: {exc}") from exc
+                        raise StreamLogError(
+                            f"stream log: {path} is damaged at byte {position} (after offset"
+                            f" {expected - 1}): {exc}; restore it from a copy, or move"
+                            f" {self.directory} away to start a new log"
+                        ) from exc
+                    found = _whole_batch_after(file, position, size, expected)
+                    if found is not None:
+                        raise StreamLogError(
+                            f"stream log: {path} is damaged at byte {position} (after offset"
+                            f" {expected - 1}: {exc}), and a whole batch follows at byte"
+                            f" {found}: not a torn tail left by a crash but damage in the"
+                            " middle of acknowledged records, so nothing is cut. Restore the"
+                            f" file from a copy, or move {self.directory} away (keep it: the"
+                            " records around the damage are readable) to start a new log. (If"
+                            " the machine lost power during a write, the damage and what"
+                            " follows may be that one write, never acknowledged: then cut the"
+                            f" file there, truncate -s {position} {path}, to go on with the log)"
+                        ) from exc
                     break
                 segment.add(header, position)
                 expected = header.end
@@ -331,6 +479,8 @@ class StreamLog:
         with self._lock:
             self._segments.append(new)
         self._open_for_append(new)
+        if self.fsync != "never":  # synced above: the full segment's end is on disk
+            self._record_given(new.base)
         self.enforce_retention()
         return new
 
@@ -366,12 +516,19 @@ class StreamLog:
             self._open_for_append(self._segments[-1])
 
     def close(self) -> None:
-        self.sync()
-        with self._write_lock:
-            self._closed = True
-            if self._fd >= 0:
-                os.close(self._fd)
-                self._fd = -1
+        """Syncs, records the end given (``checkpoint``), closes the files and lets go
+        of the directory's lock."""
+        try:
+            self.checkpoint()
+        finally:
+            with self._write_lock:
+                self._closed = True
+                if self._fd >= 0:
+                    os.close(self._fd)
+                    self._fd = -1
+                if self._lock_fd >= 0:
+                    os.close(self._lock_fd)
+                    self._lock_fd = -1
 
     # -- retention (any thread) ------------------------------------------------------------
 
@@ -434,13 +591,17 @@ class StreamLog:
                 continue  # deleted by retention meanwhile: _locate says so
             with file:
                 progressed = False
-                for position in positions:
+                for at, position in enumerate(positions):
                     if position >= stop:
                         break
                     file.seek(position)
                     head = file.read(HEADER.size)
-                    header = decode_header(head)
-                    columns = decode_batch(head + file.read(header.size - HEADER.size), False)
+                    try:
+                        header = decode_header(head)
+                        data = head + file.read(header.size - HEADER.size)
+                        columns = decode_batch(data, True)
+                    except CorruptBatch as exc:
+                        raise self._damaged(segment, index + at, position, exc) from exc
                     offset = columns.first + columns.count
                     progressed = True
                     yield columns
@@ -448,6 +609,23 @@ class StreamLog:
                         return
             if not progressed:
                 return
+
+    def _damaged(
+        self, segment: _Segment, index: int, position: int, exc: CorruptBatch
+    ) -> DamagedBatch:
+        """The error a reader gets for the damaged batch ``index`` of ``segment``
+        (logged, counted)."""
+        self.damaged_batches += 1
+        with self._lock:
+            first = segment.firsts[index]
+            last = segment.firsts[index + 1] if index + 1 < len(segment.firsts) else segment.end
+        message = (
+            f"stream log: {segment.path} is damaged at byte {position}, the batch of offsets"
+            f" {first} to {last - 1} ({exc}): its records cannot be served; restore the file"
+            f" from a copy, or move {self.directory} away to start a new log"
+        )
+        log.error("%s", message)
+        return DamagedBatch(message)
 
     def slices(self, start: int, end: int) -> Iterator[tuple[Columns, int, int]]:
         """``read``, with the rows of each batch inside ``[start, end)``: ``(columns,
@@ -477,6 +655,37 @@ class StreamLog:
             segment = segments[at]
         index = bisect.bisect_right(segment.firsts, offset) - 1
         return segment, max(index, 0)
+
+
+def _whole_batch_after(file: BinaryIO, damaged: int, size: int, expected: int) -> int | None:
+    """The position of a whole batch (a header, offsets from ``expected`` on, a CRC that
+    matches) past the damage at byte ``damaged`` of ``file`` (``size`` bytes), or None:
+    the damage then runs to the end of the file, a torn tail. Looks for the header's
+    version and flags bytes, so the bytes are read once (a zeroed tail matches nothing)."""
+    if size - damaged <= HEADER.size:
+        return None
+    with mmap.mmap(file.fileno(), size, access=mmap.ACCESS_READ) as data:
+        at = data.find(_VERSION_FLAGS, damaged + 21)
+        while at >= 0:
+            position = at - 20
+            header = None
+            if position + HEADER.size <= size:
+                with contextlib.suppress(CorruptBatch):
+                    header = decode_header(data[position : position + HEADER.size])
+            if (
+                header is not None
+                and header.first >= expected
+                and header.count > 0
+                and position + header.size <= size
+            ):
+                try:
+                    check_crc(header, memoryview(data)[position : position + header.size])
+                except CorruptBatch:
+                    pass
+                else:
+                    return position
+            at = data.find(_VERSION_FLAGS, at + 1)
+    return None
 
 
 def encode_chunks(

@@ -58,6 +58,11 @@ __all__ = ["StreamSink"]
 
 log = logging.getLogger(__name__)
 
+#: At most this many seconds between two records of the end the log has given
+#: (``StreamLog.checkpoint``): a segment lost after a crash is noticed unless it lost
+#: only what the last few seconds wrote.
+CHECKPOINT_S = 5.0
+
 
 class _Recorder:
     """An open log, the writer appending to it and the hook feeding the writer: what a
@@ -275,9 +280,11 @@ class StreamSink:
         return selected
 
     async def _housekeep(self, stream_log: StreamLog, host: Host) -> None:
-        """Retention, and the periodic fsync of ``fsync: interval``, until stopped."""
+        """Retention, the periodic fsync of ``fsync: interval``, and the record of the
+        end the log has given (``StreamLog.checkpoint``, at most every
+        ``CHECKPOINT_S``), until stopped."""
         config = self.config
-        period = min(max(config.retention / 4, 0.5), 60.0)
+        period = min(max(config.retention / 4, 0.5), CHECKPOINT_S)
         if config.fsync == "interval":
             period = min(period, config.fsync_interval)
         while not host.stopping.is_set():
@@ -286,6 +293,7 @@ class StreamSink:
                     await host.stopping.wait()
             if config.fsync == "interval":
                 await asyncio.to_thread(stream_log.sync)
+            await asyncio.to_thread(stream_log.checkpoint)
             await asyncio.to_thread(stream_log.enforce_retention)
 
     def stats(self) -> dict[str, int]:
@@ -304,5 +312,6 @@ class StreamSink:
                 fsyncs=self.log.fsyncs,
                 deleted_segments=self.log.deleted_segments,
                 truncated_bytes=self.log.truncated_bytes,
+                damaged_batches=self.log.damaged_batches,
             )
         return stats

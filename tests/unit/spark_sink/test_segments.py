@@ -48,6 +48,12 @@ def _open(path: Path, **kw: object) -> StreamLog:
     return log
 
 
+def _torn_after(path: Path, end: int) -> None:
+    """As a crash during the write of the batches after ``end`` leaves it: the log had
+    given (``log-end``) no more than ``end`` (a clean close recorded the whole end)."""
+    (path / segments_module.END_FILE).write_text(f"{end}\n")
+
+
 def test_offsets_are_global_and_survive_a_reopen(tmp_path: Path) -> None:
     log = _open(tmp_path, segment_bytes=4096)
     for first in range(0, 600, 30):
@@ -88,6 +94,7 @@ def test_a_torn_tail_is_cut_back_to_the_last_whole_batch(tmp_path: Path, cut: in
     size_before = log.bounds().bytes
     log.append(_batch(10, 10))
     log.close()
+    _torn_after(tmp_path, 10)
     path = tmp_path / "00000000000000000000.log"
     whole = path.stat().st_size
     os.truncate(path, size_before + (cut if cut > 0 else whole - size_before + cut))
@@ -105,6 +112,7 @@ def test_a_damaged_last_batch_is_cut(tmp_path: Path) -> None:
     log.append(_batch(0, 10))
     log.append(_batch(10, 10))
     log.close()
+    _torn_after(tmp_path, 10)
     path = tmp_path / "00000000000000000000.log"
     data = bytearray(path.read_bytes())
     data[-9] ^= 0x55  # inside the last batch's payloads: only its CRC tells
