@@ -480,7 +480,10 @@ class StreamLog:
             self._segments.append(new)
         self._open_for_append(new)
         if self.fsync != "never":  # synced above: the full segment's end is on disk
-            self._record_given(new.base)
+            try:
+                self._record_given(new.base)
+            except OSError as exc:  # what was written stands; the next checkpoint retries
+                log.warning("stream log %s: cannot record its end: %s", self.directory, exc)
         self.enforce_retention()
         return new
 

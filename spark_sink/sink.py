@@ -293,7 +293,10 @@ class StreamSink:
                     await host.stopping.wait()
             if config.fsync == "interval":
                 await asyncio.to_thread(stream_log.sync)
-            await asyncio.to_thread(stream_log.checkpoint)
+            try:
+                await asyncio.to_thread(stream_log.checkpoint)
+            except OSError as exc:  # a full disk: the writes say so; this one retries
+                log.warning("stream log %s: cannot record its end: %s", stream_log.directory, exc)
             await asyncio.to_thread(stream_log.enforce_retention)
 
     def stats(self) -> dict[str, int]:

@@ -326,3 +326,68 @@ def test_fsync_always_writes_synchronously_in_one_call(
     flags = fcntl.fcntl(log._fd, fcntl.F_GETFL)  # the open file's own flags
     assert flags & os.O_DSYNC == os.O_DSYNC
     log.close()
+
+
+def test_damage_followed_by_whole_batches_is_refused_and_nothing_is_cut(tmp_path: Path) -> None:
+    log = _open(tmp_path)
+    for first in range(0, 100, 10):
+        log.append(_batch(first, 10))
+    log.close()
+    _torn_after(tmp_path, 0)  # not what tells it: the whole batches after the damage do
+    path = tmp_path / "00000000000000000000.log"
+    data = bytearray(path.read_bytes())
+    data[300:400] = bytes(100)
+    path.write_bytes(bytes(data))
+    with pytest.raises(StreamLogError, match=r"damaged at byte \d+ .*a whole batch follows"):
+        _open(tmp_path)
+    assert path.read_bytes() == bytes(data)
+
+
+def test_a_log_that_lost_what_it_had_given_is_refused(tmp_path: Path) -> None:
+    log = _open(tmp_path, segment_bytes=1024)
+    for first in range(0, 200, 20):
+        log.append(_batch(first, 20))
+    log.close()
+    assert (tmp_path / segments_module.END_FILE).read_text() == "200\n"
+    last = sorted(tmp_path.glob("*.log"))[-1]
+    base = int(last.stem)
+    last.unlink()
+    with pytest.raises(StreamLogError, match=f"offsets {base} to 199 are missing"):
+        _open(tmp_path)
+
+
+def test_the_end_is_recorded_once_on_disk(tmp_path: Path) -> None:
+    log = _open(tmp_path, fsync="never")
+    log.append(_batch(0, 5))
+    fsyncs = log.fsyncs
+    log.checkpoint()  # under never too, what was written is synced before its end is recorded
+    assert (log.fsyncs, (tmp_path / segments_module.END_FILE).read_text()) == (fsyncs + 1, "5\n")
+    log.checkpoint()  # nothing new: nothing written
+    assert log.fsyncs == fsyncs + 1
+    log.close()
+
+
+def test_one_writer_per_directory(tmp_path: Path) -> None:
+    first = _open(tmp_path)
+    with pytest.raises(StreamLogError, match=rf"in use by another writer \(pid {os.getpid()},"):
+        _open(tmp_path)
+    first.append(_batch(0, 3))
+    first.close()
+    second = _open(tmp_path)  # closed: the lock is free
+    assert second.bounds().end == 3
+    second.close()
+
+
+def test_a_damaged_batch_is_never_read_as_good(tmp_path: Path) -> None:
+    log = _open(tmp_path)
+    log.append(_batch(0, 10))
+    log.append(_batch(10, 10))
+    path = tmp_path / "00000000000000000000.log"
+    data = bytearray(path.read_bytes())
+    data[-20] ^= 0x55  # a payload byte of the second batch
+    path.write_bytes(bytes(data))
+    assert _numbers(_read(log, 0, 10)) == list(range(10))
+    with pytest.raises(segments_module.DamagedBatch, match=r"batch of offsets 10 to 19"):
+        _read(log, 5, 20)
+    assert log.damaged_batches == 1
+    log.close()
