@@ -18,7 +18,12 @@ One instance per ``bridges[]`` entry, run by the supervisor like every component
 
 A queue that cannot be written makes the bridge fail (the supervisor restarts it,
 which reads the queue back from disk); a remote that refuses or vanishes only makes it
-reconnect. Neither ever stops the broker.
+reconnect. Neither ever stops the broker. While no run could open the queue (a file
+that is damaged, or a queue that was lost: ``bridge.queue_file``), a ``Refusal``
+(``gateway.components.refusal``) taps the ``forwards`` in its place: a QoS 1/2 message
+it would queue is refused (no PUBACK), never acknowledged into no queue; it is kept
+across the runs (``Host.keep``) until one opens the queue and taps in the same loop
+turn, and closed by the supervisor when the bridge is paused, removed or disabled.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from bridge.inbound import Receiver
 from bridge.link import Link, open_link, reason_name
 from bridge.mapping import Outbound
 from bridge.queue import DiskQueue
-from broker_core.errors import BridgeError
+from broker_core.errors import AdapterError, BridgeError
 from broker_core.mqtt.packets import (
     Auth,
     Packet,
@@ -52,6 +57,7 @@ from broker_core.mqtt.packets import (
 )
 from broker_core.tap import Tap
 from gateway.components import Host
+from gateway.components.refusal import Refusal
 from gateway.config.models.bridges import BridgeConfig
 from gateway.hub import HubClient
 
@@ -103,6 +109,7 @@ class MqttBridge:
         self._finished: asyncio.Event | None = None
         self._subscribe_ids: dict[int, tuple[str, ...]] = {}
         self._next_subscribe_id = _FIRST_SUBSCRIBE_ID
+        self._refusal: Refusal | None = None
 
     # -- the component -------------------------------------------------------------------
 
@@ -118,14 +125,21 @@ class MqttBridge:
         # escapes it (its queue's earlier rows are read meanwhile). After a restart the
         # queue is the last run's, still open, and so is its tap until this one's is in
         # place: nothing routed between the two runs escapes the queue.
-        held: _Held | None = host.take()
+        held: _Held | Refusal | None = host.take()
+        refusal = held if isinstance(held, Refusal) else None
+        held = held if isinstance(held, _Held) else None
+        outbound = Outbound(config)
         if held is None:
-            queue = DiskQueue.open(host.data_dir / "queue.db", f"bridge-{config.name}")
+            try:
+                queue = DiskQueue.open(host.data_dir / "queue.db", f"bridge-{config.name}")
+            except BridgeError:
+                self._refuse(hub, host, outbound, refusal)
+                self._finished.set()
+                raise
             early: dict[str, int] = {}
         else:
             queue, early = held.queue, held.dropped
         queue.on_error = self._queue_failed
-        outbound = Outbound(config)
         tap = None
         forwarder = None
         try:
@@ -140,6 +154,9 @@ class MqttBridge:
             if held is not None:
                 hub.adopt(held.tap)
                 held.tap.close()
+            if refusal is not None:  # the same loop turn as the tap: nothing escapes both
+                refusal.close()
+                refusal = None
             await queue.loaded()
             forwarder = self.forwarder = Forwarder(config, queue, outbound)
             for reason, count in early.items():
@@ -157,6 +174,12 @@ class MqttBridge:
             if tap is not None and queue.error is None:
                 self._hand_over(hub, host, _Held(queue, tap, outbound))
             else:
+                # The queue failed (or the run failed before it tapped): until a run opens
+                # it again, the tap's messages are refused, not acknowledged unqueued.
+                if queue.error is not None:
+                    self._refuse(hub, host, outbound, refusal)
+                elif refusal is not None:
+                    host.keep(refusal, refusal.close)
                 if tap is not None:
                     tap.close()
                 if held is not None:
@@ -165,7 +188,33 @@ class MqttBridge:
             self.state = STOPPED
             self._finished.set()
         if queue.error is not None:
+            if isinstance(queue.error, BridgeError):
+                raise queue.error
             raise BridgeError(f"bridge {config.name}: writing its queue failed: {queue.error}")
+
+    def _refuse(self, hub: HubClient, host: Host, outbound: Outbound, held: Refusal | None) -> None:
+        """No queue to append to: until a run opens one, QoS 1/2 messages that would be
+        queued are refused (``gateway.components.refusal``), kept for the next run (which
+        closes it once its own tap is in place) or closed by the supervisor when none
+        follows (paused, removed, disabled, the gateway stops)."""
+        refusal = None
+        if outbound.filters:
+            refusal = Refusal(outbound.queues)
+            try:
+                refusal.tap_into(hub, outbound.filters)
+            except AdapterError as exc:  # the ACL denies the filters now: nothing is tapped
+                log.warning(
+                    "bridge %s: cannot refuse what it would queue: %s", self.config.name, exc
+                )
+                refusal = None
+            else:
+                assert refusal.hook is not None
+                hub.keep_open(refusal.hook)
+        if held is not None:
+            held.close()  # after the new one is in place: nothing escapes both
+        self._refusal = refusal
+        if refusal is not None:
+            host.keep(refusal, refusal.close)
 
     def _hand_over(self, hub: HubClient, host: Host, held: _Held) -> None:
         """The run ends: until the next one, the tap goes on queueing (nothing is sent);
@@ -196,6 +245,8 @@ class MqttBridge:
             out.update(self.forwarder.stats(time.time()))
         if self.receiver is not None:
             out.update(self.receiver.stats())
+        if self._refusal is not None:
+            out["refused_no_queue"] = self._refusal.refused
         return out
 
     def describe(self) -> dict[str, Any]:

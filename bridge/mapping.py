@@ -132,6 +132,16 @@ class Outbound:
             len(topic) + len(payload),
         )
 
+    def queues(self, topic: str) -> bool:
+        """Whether a QoS 1/2 message of ``topic`` would be queued at QoS 1 or 2 (its
+        forward's ``qos`` is not 0, its topic maps): what a ``Refusal`` refuses while
+        the queue cannot be opened."""
+        try:
+            found = self._topics[topic] if topic in self._topics else self._remote_topic(topic)
+        except MappingError:  # dropped and counted (dropped_mapping), acknowledged
+            return False
+        return found is not None and found[0].qos > 0
+
     def _remote_topic(self, local: str) -> tuple[_Forward, str] | None:
         found: tuple[_Forward, str] | None = None
         for forward in self.forwards:

@@ -84,6 +84,8 @@ from bridge.queue_file import (
     COLUMNS,
     checkpoint,
     index_rows,
+    mark_closed,
+    marker_path,
     open_file,
     read_rows,
     write_rows,
@@ -116,8 +118,11 @@ _COMMIT_BYTES = 2 * 4096
 class DiskQueue:
     """See the module docstring. Build it with ``DiskQueue.open(path, name)``."""
 
-    def __init__(self, conn: sqlite3.Connection, last: int, name: str) -> None:
+    def __init__(
+        self, conn: sqlite3.Connection, last: int, name: str, path: Path | None = None
+    ) -> None:
         self.name = name
+        self.path = path
         self.index = QueueIndex()  # what is appended until the earlier rows are read
         self.index.base = last + 1
         self.error: BaseException | None = None
@@ -158,13 +163,22 @@ class DiskQueue:
         """Opens (creating) the queue at ``path``; ``BridgeError`` when the file is not a
         queue this edgebus can use. Call on the loop; then ``await loaded()``."""
         conn, last = open_file(path)
-        return cls(conn, last, name)
+        return cls(conn, last, name, path)
 
     async def loaded(self) -> None:
         """Until the index holds the rows of earlier runs too."""
         await asyncio.shield(self._loaded)
-        if self.error is not None:
-            raise BridgeError(f"{self.name}: cannot read the queue: {self.error}")
+        error = self.error
+        if isinstance(error, BridgeError):
+            raise error
+        if error is not None:
+            raise BridgeError(
+                f"{self.path or self.name}: cannot read the bridge queue ({error}); move it"
+                f" away, and {self._marker()}, to start with an empty queue"
+            )
+
+    def _marker(self) -> str:
+        return "its marker" if self.path is None else str(marker_path(self.path))
 
     # -- what the bridge asks, on the loop ----------------------------------------------
 
@@ -273,8 +287,18 @@ class DiskQueue:
             return  # it still has the connection: what was not committed is asked again
         self._lent_at = None
         self._commit()
-        with contextlib.suppress(sqlite3.Error):
+        try:
+            # Into the database file, synced, and the WAL emptied; closing removes it.
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
             self._conn.close()
+        except sqlite3.Error as exc:
+            log.warning("%s: closing the queue failed: %s", self.name, exc)
+        else:
+            if self.path is not None:
+                try:
+                    mark_closed(self.path)
+                except BridgeError as exc:
+                    log.warning("%s", exc)
         log.debug(
             "%s: %d checkpoints, commits waited %.3f s for the thread in all",
             self.name,
@@ -404,12 +428,26 @@ class DiskQueue:
     def _load(self, conn: sqlite3.Connection) -> Callable[[], None]:
         index = QueueIndex()
         error: BaseException | None = None
+        last = 0
         try:
             for seq, size, received_at in index_rows(conn, self._last_at_open):
+                if seq is None or seq <= last or size is None or received_at is None:
+                    error = self._damaged(f"a row numbered {seq} after {last} is not readable")
+                    break
                 index.add(seq, size, received_at)
+                last = seq
         except sqlite3.Error as exc:
-            error = exc
+            error = self._damaged(str(exc))
         return functools.partial(self._index_loaded, index, error)
+
+    def _damaged(self, what: str) -> BridgeError:
+        """The error of a queue file whose rows cannot all be read (a torn last page)."""
+        return BridgeError(
+            f"{self.path or self.name}: the bridge queue is damaged ({what}: its file was cut"
+            " short or overwritten); its intact rows are not sent, so edgebus will not start"
+            f" the bridge on it: move it away, and {self._marker()}, to start with an empty"
+            " queue (sqlite3's .recover can salvage the intact rows from the copy)"
+        )
 
     def _index_loaded(self, index: QueueIndex, error: BaseException | None) -> None:
         if error is not None:

@@ -6,6 +6,16 @@
   carries a version (``SCHEMA_VERSION``): a file of version 1 is brought to 2 (the
   ``released`` column), any other version or an unreadable file is refused with what to
   do.
+- A queue that existed never starts empty in silence: a marker beside it
+  (``queue.db.created``, ``marker_path``) says it was created, and whether the last run
+  closed it (``mark_closed``) or left it ``open``. While the marker is there, a
+  ``queue.db`` that is missing, empty (0 bytes) or without the queue's tables, and, after
+  a run that did not close it (``kill -9``, a crash), a missing or empty write-ahead log
+  ``queue.db-wal`` (it held everything since the last checkpoint) are refused with one
+  line naming the file and saying what to do: restore it, or move ``queue.db`` and the
+  marker away to start with an empty queue on purpose (as the main store's marker,
+  ``broker_core.store.schema``). A ``queue.db`` without a marker (first start, or a
+  queue of an edgebus before the marker) gets one.
 - ``write_rows(conn, inserts, deletes, marks)``: one commit's statements, the rows
   appended in multi-row ``INSERT`` statements, the released marks and the deletes in
   ``... BETWEEN`` ranges.
@@ -18,7 +28,9 @@ thread with the connection lent to it; nothing here knows of either.
 from __future__ import annotations
 
 import functools
+import os
 import sqlite3
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -32,6 +44,8 @@ __all__ = [
     "SCHEMA_VERSION",
     "checkpoint",
     "index_rows",
+    "mark_closed",
+    "marker_path",
     "open_file",
     "read_rows",
     "write_rows",
@@ -165,11 +179,134 @@ def _marked_ranges(marks: dict[int, int]) -> list[tuple[int, int, int]]:
     ]
 
 
+def marker_path(path: Path) -> Path:
+    """The file that says the queue at ``path`` was created (``queue.db.created``)."""
+    return path.with_name(path.name + ".created")
+
+
+def _wal_path(path: Path) -> Path:
+    return path.with_name(path.name + "-wal")
+
+
+def _size(path: Path) -> int | None:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise BridgeError(f"{path}: cannot open the bridge queue: {exc.strerror or exc}") from exc
+
+
+def _fresh(path: Path) -> str:
+    return (
+        "edgebus will not start the bridge with an empty queue silently: restore the file"
+        f" from a backup, or move {path} and {marker_path(path)} away to start with an"
+        " empty queue on purpose"
+    )
+
+
+def _and_marker(path: Path, created: bool) -> str:
+    return f", and {marker_path(path)}," if created else ""
+
+
+def _refuse_lost_queue(path: Path) -> bool:
+    """Raises ``BridgeError`` when the marker says a queue was created here and the file
+    is missing or empty, or its write-ahead log is gone after a run that did not close
+    it; returns whether the marker is there."""
+    marker = marker_path(path)
+    try:
+        state = marker.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise BridgeError(f"{marker}: cannot read the queue marker: {exc.strerror or exc}") from exc
+    size = _size(path)
+    if size is None:
+        raise BridgeError(
+            f"{path}: the bridge queue file is missing, but {marker} says it was created, so"
+            f" the messages it held are lost; {_fresh(path)}"
+        )
+    if size == 0:
+        raise BridgeError(
+            f"{path}: the bridge queue file is empty (0 bytes), so the messages it held are"
+            f" lost (a power loss or a copy that went wrong); {_fresh(path)}"
+        )
+    wal = _wal_path(path)
+    if state.rstrip().endswith("state: open") and not _size(wal):
+        raise BridgeError(
+            f"{path}: the bridge queue's write-ahead log {wal} is missing or empty, but the"
+            f" last run did not close the queue ({marker} says it is open), so the messages"
+            f" queued since its last checkpoint are lost; {_fresh(path)}"
+        )
+    return True
+
+
+def _refuse_torn(path: Path, created: bool) -> None:
+    """Raises ``BridgeError`` when ``path`` is an SQLite file cut short: its size is not a
+    whole number of its pages, or less than its header says. Checked before SQLite opens
+    it, so that a refused file is left as it was (an open would write to it)."""
+    try:
+        with open(path, "rb") as file:
+            header = file.read(100)
+            size = file.seek(0, 2)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise BridgeError(f"{path}: cannot open the bridge queue: {exc.strerror or exc}") from exc
+    if len(header) < 100 or not header.startswith(b"SQLite format 3\0"):
+        return  # not SQLite's (SQLite says so), or empty
+    page = int.from_bytes(header[16:18], "big")
+    page = 65536 if page == 1 else page
+    pages = int.from_bytes(header[28:32], "big")
+    valid = header[24:28] == header[92:96]  # the header's page count is up to date
+    if page and (size % page or (valid and size < pages * page)):
+        raise BridgeError(
+            f"{path}: the bridge queue is damaged (the file is {size} bytes, not the"
+            f" {pages} pages of {page} bytes its header counts: it was cut short); edgebus"
+            f" will not start the bridge on it: move it away{_and_marker(path, created)} to"
+            " start with an empty queue (sqlite3's .recover can salvage the intact rows"
+            " from the copy)"
+        )
+
+
+def _write_marker(path: Path, state: str) -> None:
+    """Writes the marker (atomically: a new file renamed over the old one)."""
+    marker = marker_path(path)
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    text = (
+        f"{path.name} created; while this file exists edgebus refuses to start the bridge"
+        f" when {path.name} is missing or empty. Move both away to start with an empty"
+        f" queue.\nwritten {stamp}\nstate: {state}\n"
+    )
+    partial = marker.with_name(marker.name + ".new")
+    try:
+        with open(partial, "w", encoding="utf-8") as file:
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(partial, marker)
+    except OSError as exc:
+        raise BridgeError(
+            f"{marker}: cannot write the queue marker: {exc.strerror or exc}"
+        ) from exc
+
+
+def mark_closed(path: Path) -> None:
+    """The queue at ``path`` was closed (its WAL checkpointed into it and removed)."""
+    _write_marker(path, "closed")
+
+
 def open_file(path: Path) -> tuple[sqlite3.Connection, int]:
     """Opens (creating) the queue file at ``path``: the connection and the last sequence
-    number; ``BridgeError`` when the file is not a queue this edgebus can use."""
+    number; ``BridgeError`` when the file is not a queue this edgebus can use, or a queue
+    that existed was lost (``_refuse_lost_queue``)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BridgeError(f"{path}: cannot open the bridge queue: {exc.strerror or exc}") from exc
+    created = _refuse_lost_queue(path)
+    _refuse_torn(path, created)
+    try:
         conn = sqlite3.connect(
             path, isolation_level=None, check_same_thread=False, cached_statements=_STATEMENTS
         )
@@ -180,6 +317,18 @@ def open_file(path: Path) -> tuple[sqlite3.Connection, int]:
         # write, kept) instead of file locks and the shared-memory WAL index around
         # every transaction; another gateway opening the same queue is refused.
         conn.execute("PRAGMA locking_mode=EXCLUSIVE")
+        if created:
+            tables = conn.execute(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
+                " AND name IN ('meta', 'queue')"
+            ).fetchone()[0]
+            if tables != 2:
+                raise BridgeError(
+                    f"{path}: the bridge queue has no tables, but {marker_path(path)} says it"
+                    f" was created: its write-ahead log {_wal_path(path)}, which held"
+                    f" everything not yet checkpointed, was lost or damaged, so the messages"
+                    f" it held are lost; {_fresh(path)}"
+                )
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         # Commits write the WAL and never sync; checkpoints (the syncs) are the thread's.
@@ -201,15 +350,26 @@ def open_file(path: Path) -> tuple[sqlite3.Connection, int]:
         elif row[0] != str(SCHEMA_VERSION):
             raise BridgeError(
                 f"{path}: bridge queue schema version {row[0]} is not {SCHEMA_VERSION};"
-                " move the file away to start with an empty queue"
+                f" move it away{_and_marker(path, created)} to start with an empty queue"
             )
         last = conn.execute("SELECT max(seq) FROM queue").fetchone()[0] or 0
+        # A write, so that the WAL holds a frame from now on: a run that ends without
+        # closing the queue leaves a WAL that is not empty, and one found missing then
+        # was lost (``_refuse_lost_queue``).
+        conn.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES ('opened', ?)", (str(time.time()),)
+        )
     except sqlite3.Error as exc:
         conn.close()
         raise BridgeError(
-            f"{path}: cannot read the bridge queue ({exc}); move it away to start with an"
-            " empty queue"
+            f"{path}: cannot read the bridge queue ({exc}); move it away"
+            f"{_and_marker(path, created)} to start with an empty queue"
         ) from exc
+    except BridgeError:
+        conn.close()
+        raise
+    try:
+        _write_marker(path, "open")
     except BridgeError:
         conn.close()
         raise

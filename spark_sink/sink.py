@@ -32,7 +32,7 @@ until the next run takes them over (``Host.keep`` / ``take``, ``hub.keep_open`` 
 
 When no run ever opened the log, a ``Refusal`` stands in for it while the component
 backs off: QoS 1 and 2 messages of its topics are not acknowledged (see
-``spark_sink.refusal``). The supervisor closes whatever is kept when no run follows:
+``gateway.components.refusal``). The supervisor closes whatever is kept when no run follows:
 the component is paused, disabled or removed, or the gateway stops.
 """
 
@@ -46,11 +46,11 @@ from pathlib import Path
 from broker_core.context import Context
 from broker_core.errors import AdapterError
 from gateway.components import Host
+from gateway.components.refusal import Refusal
 from gateway.config.models.stream import StreamConfig
 from gateway.hub import HubClient, HubHook
 from spark_sink.fields import TopicMatcher
 from spark_sink.records import Encoded
-from spark_sink.refusal import Refusal
 from spark_sink.segments import StreamLog, encode_chunks
 from spark_sink.writer import LogWriter
 
@@ -240,12 +240,12 @@ class StreamSink:
             return
         refusal = held
         if refusal is None:
-            refusal = Refusal(self.config)
+            refusal = Refusal(TopicMatcher(*self.config.topics), self.config.origins or ())
             refusal.hook_into(hub)
             assert refusal.hook is not None
             hub.keep_open(refusal.hook)
         else:
-            refusal.select(self.config)
+            refusal.select(TopicMatcher(*self.config.topics), self.config.origins or ())
         self._refusal = refusal
         host.keep(refusal, refusal.close)
 

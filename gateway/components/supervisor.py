@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
-from broker_core.errors import AdapterUnavailable
+from broker_core.errors import AdapterUnavailable, BridgeError
 from gateway.components import registry
 from gateway.components.component import ADAPTER, Spec
 from gateway.components.host import (
@@ -404,7 +404,11 @@ class Supervisor:
                     type(error).__name__,
                     error,
                     wait_s,
-                    exc_info=error if not isinstance(error, RuntimeError | OSError) else None,
+                    # A BridgeError says what failed and what to do (a queue file that
+                    # cannot be used): one line a retry, no traceback.
+                    exc_info=None
+                    if isinstance(error, RuntimeError | OSError | BridgeError)
+                    else error,
                 )
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(wait_s):
