@@ -348,8 +348,8 @@ class StreamLog:
                             f" {found}: not a torn tail left by a crash but damage in the"
                             " middle of acknowledged records, so nothing is cut. Restore the"
                             f" file from a copy, or move {self.directory} away (keep it: the"
-                            " records around the damage are readable) to start a new log. (If"
-                            " the machine lost power during a write, the damage and what"
+                            " records before and after the damage are in it) to start a new"
+                            " log. (If the machine lost power during a write, the damage and what"
                             " follows may be that one write, never acknowledged: then cut the"
                             f" file there, truncate -s {position} {path}, to go on with the log)"
                         ) from exc
