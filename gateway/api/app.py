@@ -2,7 +2,10 @@
 
 Every route needs credentials (``auth``), the OpenAPI description at
 ``/api/v1/openapi.json`` included; ``/metrics`` too unless ``api.metrics_auth`` is
-false. Request bodies are limited (``body_limit``): nothing larger is read into memory.
+false. They are checked as soon as a request's head has arrived (``CredentialsFirst``),
+before its body is read: a request without them is answered 401 and, unless its body is
+small, closed with the body unread. Request bodies are limited (``body_limit``): nothing
+larger is read into memory.
 
 Component types may bring routes of their own (the registry's ``api``: a bridge's CRUD,
 the stream log's offset ranges); they are mounted under ``/api/v1`` like the others,
@@ -20,12 +23,15 @@ import asyncio
 import json
 import logging
 import math
+from collections.abc import Iterator
 from typing import Any
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from prometheus_client.core import Metric
+from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from broker_core.broker import VERSION
@@ -37,6 +43,7 @@ from gateway.api.auth import (
     challenge_headers,
 )
 from gateway.api.components import GatewayView
+from gateway.api.connections import ApiConnections, metric_families
 from gateway.api.deps import unique_keys
 from gateway.api.metrics import new_registry
 from gateway.api.routes import (
@@ -54,7 +61,16 @@ from gateway.api.routes import (
 )
 from gateway.components import registry
 
-__all__ = ["DRAIN_LIMIT", "PREFIX", "BodyLimit", "body_limit", "component_routers", "create_app"]
+__all__ = [
+    "DRAIN_LIMIT",
+    "PREFIX",
+    "UNAUTHENTICATED_DRAIN_LIMIT",
+    "BodyLimit",
+    "CredentialsFirst",
+    "body_limit",
+    "component_routers",
+    "create_app",
+]
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +80,9 @@ PREFIX = "/api/v1"
 DRAIN_LIMIT = 8 * 1024 * 1024
 #: Longest wait for a refused body to arrive before answering anyway.
 DRAIN_TIMEOUT_S = 5.0
+#: Most bytes of a request body read (and discarded) before answering 401 for want of
+#: credentials: a larger body is left unread and its connection closed.
+UNAUTHENTICATED_DRAIN_LIMIT = 64 * 1024
 
 _DESCRIPTION = """\
 Management API of an edgebus node: clients, subscriptions, topics, retained messages,
@@ -147,21 +166,75 @@ class _BodyTooLarge(Exception):
     pass
 
 
-async def _drain(receive: Receive) -> None:
-    """Reads and discards the rest of a request body, at most ``DRAIN_LIMIT`` bytes and
-    ``DRAIN_TIMEOUT_S`` seconds."""
+class CredentialsFirst:
+    """ASGI middleware answering a request without valid credentials 401 once its head
+    has arrived, before anything reads its body, except on ``open_paths`` (``/metrics``
+    when ``api.metrics_auth`` is false). A body of at most
+    ``UNAUTHENTICATED_DRAIN_LIMIT`` bytes is read and discarded first (so that a client
+    sending it before it reads gets the 401, not a reset); a larger one, a chunked one
+    growing past it, or one sent with ``Expect: 100-continue`` is left unread and the
+    connection closed after the 401."""
+
+    def __init__(self, app: ASGIApp, open_paths: frozenset[str] = frozenset()) -> None:
+        self.app = app
+        self.open_paths = open_paths
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in self.open_paths:
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        if await caller_of(request) is not None:
+            await self.app(scope, receive, send)
+            return
+        length: int | None = None
+        chunked = waits = False
+        for name, value in scope["headers"]:
+            if name == b"content-length":
+                length = int(value) if value.isdigit() else UNAUTHENTICATED_DRAIN_LIMIT + 1
+            elif name == b"transfer-encoding":
+                chunked = True
+            elif name == b"expect" and value.lower() == b"100-continue":
+                waits = True
+        unread = chunked or bool(length)
+        if unread and not waits and (length or 0) <= UNAUTHENTICATED_DRAIN_LIMIT:
+            unread = not await _drain(receive, UNAUTHENTICATED_DRAIN_LIMIT)
+        credentials: Credentials = request.app.state.credentials
+        headers = challenge_headers(credentials)
+        if unread:
+            headers["Connection"] = "close"
+        response = JSONResponse(
+            {"detail": "missing or wrong credentials"}, status_code=401, headers=headers
+        )
+        await response(scope, receive, send)
+
+
+async def _drain(receive: Receive, limit: int = DRAIN_LIMIT) -> bool:
+    """Reads and discards the rest of a request body, at most ``limit`` bytes and
+    ``DRAIN_TIMEOUT_S`` seconds; True when it was read to its end."""
     drained = 0
     try:
         async with asyncio.timeout(DRAIN_TIMEOUT_S):
-            while drained <= DRAIN_LIMIT:
+            while drained <= limit:
                 message = await receive()
                 if message["type"] != "http.request":
-                    return
+                    return False
                 drained += len(message.get("body", b""))
                 if not message.get("more_body"):
-                    return
+                    return drained <= limit
     except TimeoutError:
-        return
+        return False
+    return False
+
+
+class _ConnectionCollector(Collector):
+    """The ``edgebus_api_*`` metrics of the server's connections."""
+
+    def __init__(self, connections: ApiConnections) -> None:
+        self.connections = connections
+
+    def collect(self) -> Iterator[Metric]:
+        return metric_families(self.connections)
 
 
 def _finite(value: Any) -> Any:
@@ -213,9 +286,14 @@ def component_routers() -> list[APIRouter]:
     return routers
 
 
-def create_app(gateway: GatewayView, credentials: Credentials | None = None) -> FastAPI:
+def create_app(
+    gateway: GatewayView,
+    credentials: Credentials | None = None,
+    connections: ApiConnections | None = None,
+) -> FastAPI:
     """The API of ``gateway``; ``credentials`` default to those of ``gateway.config.api``
-    (which may read or create the key file)."""
+    (which may read or create the key file). ``connections``: the server's, whose
+    counters ``/metrics`` serves (none without a server: tests of the app alone)."""
     config = gateway.config
     if credentials is None:
         credentials = build_credentials(config.api, config.data_dir)
@@ -230,6 +308,8 @@ def create_app(gateway: GatewayView, credentials: Credentials | None = None) -> 
     app.state.gateway = gateway
     app.state.credentials = credentials
     app.state.registry = new_registry(gateway)
+    if connections is not None:
+        app.state.registry.register(_ConnectionCollector(connections))
     guarded = [Depends(authenticate), Depends(unique_keys)]
     unauthorized: dict[int | str, dict[str, Any]] = {
         401: {"description": "Missing or wrong credentials"}
@@ -264,4 +344,7 @@ def create_app(gateway: GatewayView, credentials: Credentials | None = None) -> 
 
     app.add_exception_handler(RequestValidationError, _invalid_request)
     app.add_middleware(BodyLimit, limit=body_limit(gateway.broker.limits.max_packet_size))
+    # Added last, so run first: credentials before the body's size or content.
+    open_paths = frozenset() if config.api.metrics_auth else frozenset({"/metrics"})
+    app.add_middleware(CredentialsFirst, open_paths=open_paths)
     return app

@@ -14,6 +14,12 @@ shares the interpreter with the import, at Python's thread switch interval, inst
 stopping for it: about half a second on the 2-core dev machine, seconds on a loaded
 one). That first request waits for it; uvicorn then accepts it from the same socket.
 ``load()`` does it at once (tests, the API's own documentation).
+
+Connections are bounded (``api.max_connections``) and so is the time a request takes to
+arrive (``api.request_timeout``): ``gateway.api.http_protocol`` serves them in place of
+uvicorn's own h11 protocol. Requests still running (a client may go while its request
+runs) are bounded too, by uvicorn's ``limit_concurrency``: past ``max_connections + 1``
+of them a new request is answered 503.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import socket
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from gateway.api.connections import ApiConnections
 from gateway.api.credentials import build_credentials
 from gateway.config.address import BindAddress
 from gateway.lazy_listener import FirstConnection, listening_socket
@@ -59,6 +66,10 @@ class ApiServer:
         self.gateway = gateway
         config = gateway.config
         self.credentials = build_credentials(config.api, config.data_dir)
+        self.connections = ApiConnections(
+            max_connections=config.api.max_connections,
+            request_timeout_s=config.api.request_timeout,
+        )
         self.app: Any = None  # the FastAPI app, once loaded
         self.address: tuple[str, int] | None = None
         self._socket: socket.socket | None = None
@@ -81,16 +92,18 @@ class ApiServer:
         import uvicorn
 
         from gateway.api.app import create_app
+        from gateway.api.http_protocol import protocol_class
 
         class Server(uvicorn.Server):
             @contextlib.contextmanager
             def capture_signals(self) -> Iterator[None]:
                 yield  # the gateway's CLI owns SIGTERM / SIGINT / SIGHUP
 
-        self.app = create_app(self.gateway, self.credentials)
+        self.app = create_app(self.gateway, self.credentials, self.connections)
         self._server = Server(
             uvicorn.Config(
                 self.app,
+                http=protocol_class(self.connections),
                 log_config=None,
                 access_log=False,
                 lifespan="off",
@@ -99,6 +112,10 @@ class ApiServer:
                 server_header=False,
                 timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
                 h11_max_incomplete_event_size=MAX_REQUEST_HEAD,
+                # Connections are bounded by the protocol; this bounds the requests
+                # still running for clients gone (uvicorn counts its own open
+                # connections too, at most max_connections here, hence the + 1).
+                limit_concurrency=self.connections.max_connections + 1,
             )
         )
 

@@ -10,7 +10,7 @@ from pydantic import Field, SecretStr, SerializationInfo, field_serializer, fiel
 from gateway.config.api_keys import MIN_KEY_LENGTH, default_key_file, key_problem
 from gateway.config.errors import FieldProblems
 from gateway.config.models.base import ConfigModel, doc_default, show_secret
-from gateway.config.values import BindAddress, PathSpec
+from gateway.config.values import BindAddress, DurationSpec, PathSpec
 
 __all__ = ["MIN_KEY_LENGTH", "ApiConfig", "ApiUser", "default_key_file", "key_problem"]
 
@@ -78,6 +78,21 @@ class ApiConfig(ConfigModel):
         default=True,
         description="`/metrics` (Prometheus) requires the same credentials as the API;"
         " false serves it to anyone who can reach `bind`.",
+    )
+    max_connections: int = Field(
+        default=64,
+        ge=1,
+        description="Most HTTP connections open at once, idle kept-alive ones included;"
+        " one more is answered 503 and closed as soon as it is accepted, unread"
+        " (`edgebus_api_connections_refused_total`). The API shares the gateway's file"
+        " descriptors and memory with the MQTT listeners.",
+    )
+    request_timeout: Annotated[float, DurationSpec(gt=0, le=3600)] = Field(
+        default=10.0,
+        description="Time for a request's line and headers to arrive (from the"
+        " connection, or from the previous response), and again for its body (from the"
+        " headers); a client slower than that is answered 408 and its connection closed"
+        " (`edgebus_api_request_timeouts_total`).",
     )
 
     @field_validator("keys")
