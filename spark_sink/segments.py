@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import fcntl
 import logging
 import mmap
 import os
@@ -59,6 +58,7 @@ from typing import BinaryIO
 
 from broker_core.context import Context
 from broker_core.errors import EdgebusError
+from gateway.data_lock import LockHeld, lock_file
 from spark_sink.records import (
     HEADER,
     BatchHeader,
@@ -191,26 +191,16 @@ class StreamLog:
             raise
 
     def _take_lock(self) -> int:
-        """``LOCK_FILE``'s descriptor, ``flock``-ed (as ``gateway.data_lock`` does
-        ``edgebus.lock``: the kernel lets go when the process ends, ``kill -9`` too)."""
-        path = self.directory / LOCK_FILE
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        """``LOCK_FILE``'s descriptor, ``flock``-ed (``gateway.data_lock``: the kernel lets
+        go when the process ends, ``kill -9`` too)."""
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.read(fd, 32).decode("ascii", "replace").strip() or "unknown"
-            os.close(fd)
+            return lock_file(self.directory / LOCK_FILE)
+        except LockHeld as exc:
             raise StreamLogError(
-                f"stream log {self.directory}: in use by another writer (pid {holder},"
+                f"stream log {self.directory}: in use by another writer (pid {exc.holder},"
                 f" {LOCK_FILE}): one writer, ever, writes a log's directory; give each"
                 " gateway its own stream.path"
             ) from None
-        except OSError:
-            os.close(fd)
-            raise
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        return fd
 
     def _open(self) -> None:
         paths = sorted(self.directory.glob(f"*{SUFFIX}"))
