@@ -19,6 +19,16 @@ def test_defaults() -> None:
     assert api.enabled is True
     assert api.bind == BindAddress("127.0.0.1", 8081)
     assert (api.keys, api.users, api.key_file, api.metrics_auth) == ((), (), None, True)
+    assert (api.max_connections, api.request_timeout) == (64, 10.0)
+
+
+def test_connection_bounds_are_checked() -> None:
+    config = parse_config("api:\n  max_connections: 5\n  request_timeout: 500ms\n")
+    assert (config.api.max_connections, config.api.request_timeout) == (5, 0.5)
+    found = problems("api:\n  max_connections: 0\n  request_timeout: 0s\n")
+    assert len(found) == 2
+    assert found[0].startswith("e.yaml:2 api.max_connections:")
+    assert found[1].startswith("e.yaml:3 api.request_timeout: expected a duration longer than 0s")
 
 
 def test_keys_come_from_the_environment() -> None:
