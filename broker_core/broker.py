@@ -99,7 +99,12 @@ class Broker:
         )
         self.store: Store = store if store is not None else MemoryStore()
         self.acks = Acknowledgements(self.store)
-        self.wills = WillScheduler(self._publish_will, self.store)
+        self.wills = WillScheduler(
+            self._publish_will,
+            self.store,
+            limits.max_will_bytes_total,
+            on_full=lambda: self.counters.hit("will_bytes_total"),
+        )
         self.sessions = SessionRegistry(
             limits, self.counters, self.observers, self.router, self.store, self.wills
         )
@@ -109,6 +114,7 @@ class Broker:
             self.store,
             limits.max_delayed_messages,
             on_refused=lambda context: self._dropped(context, "delayed_limit"),
+            max_bytes=limits.max_delayed_bytes,
         )
         self.authenticator: Authenticator = ListenerPolicy()
         self.auth_exchanges = AuthExchanges(limits.connect_timeout_s)

@@ -11,6 +11,8 @@
    (``broker_core.login_throttle``), then the authenticator;
 4. the will: a QoS or retain the server does not offer refuses an MQTT 5 client (0x9B,
    0x9A [MQTT-3.2.2-12, -13]); an MQTT 3.1.1 client's will is lowered to what it offers;
+   a delayed will (MQTT 5's Will Delay Interval; 3.1.1 has none) the pending wills'
+   ``max_will_bytes_total`` has no room for refuses the client (0x97);
 5. the keep alive: ``server_keep_alive`` is imposed on MQTT 5 clients; one beyond
    ``max_keepalive`` (or 0 when a maximum is set) is lowered for MQTT 5 and refused for
    earlier versions (return code 2), as mosquitto does;
@@ -224,6 +226,15 @@ def _decide(answer: _Answer, client_id: str, assigned: str | None, result: AuthR
         return
     if honoured is not connect:
         connect = session.connect = honoured
+    will = connect.will
+    if (
+        will is not None
+        and will.properties.will_delay_interval
+        and not broker.wills.room_for(will)
+    ):
+        broker.counters.hit("will_bytes_total")
+        answer.refuse(ReasonCode.QUOTA_EXCEEDED)
+        return
     keep_alive = granted_keep_alive(connect, limits)
     if keep_alive is None:
         answer.refuse(ReasonCode.CLIENT_IDENTIFIER_NOT_VALID)  # 3.1.1 return code 2

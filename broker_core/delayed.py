@@ -2,8 +2,10 @@
 
 The NanoMQ / EMQX convention. The message is kept (persisted by a durable store) until
 it is due, survives restarts, and then goes through the normal publish path. At most
-``max_messages`` wait at once (0: no limit); past that a PUBLISH is refused with
-Quota exceeded (0x97), counted in ``refused`` and handed to ``on_refused``.
+``max_messages`` wait at once, of at most ``max_bytes`` together (each message's topic,
+payload and properties, ``message_size``; 0: no limit); past either a PUBLISH is refused
+with Quota exceeded (0x97), counted in ``refused`` and handed to ``on_refused``.
+Messages restored at start-up are counted, never refused.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Callable
 
 from broker_core.context import Context
 from broker_core.errors import ProtocolError
+from broker_core.mqtt.session_state import message_size
 from broker_core.mqtt.topics import validate_topic_name
 from broker_core.store.base import Store
 
@@ -45,21 +48,33 @@ class DelayedPublisher:
         store: Store,
         max_messages: int = 0,
         on_refused: Callable[[Context], None] | None = None,
+        max_bytes: int = 0,
     ) -> None:
         self._publish = publish
         self._store = store
         self.max_messages = max_messages
+        self.max_bytes = max_bytes
         self.on_refused = on_refused
         self._pending: dict[int, asyncio.TimerHandle] = {}
+        self._sizes: dict[int, int] = {}  # by key: message_size of each pending message
         self._keys = itertools.count(1)
         self.refused = 0
+        self.bytes = 0  # message_size of the pending messages together
+
+    def over_limit(self, context: Context) -> str | None:
+        """The bound ``context`` would pass (``max_delayed_messages``/``_bytes``), or None."""
+        if self.max_messages and len(self._pending) >= self.max_messages:
+            return "max_delayed_messages"
+        if self.max_bytes and self.bytes + message_size(context) > self.max_bytes:
+            return "max_delayed_bytes"
+        return None
 
     def __len__(self) -> int:
         return len(self._pending)
 
     def schedule(self, context: Context, delay_s: int, now: float) -> bool:
         """Keeps ``context`` (already addressed to its real topic) for ``delay_s``."""
-        if self.max_messages and len(self._pending) >= self.max_messages:
+        if self.over_limit(context) is not None:
             self.refused += 1
             if self.on_refused is not None:
                 self.on_refused(context)
@@ -80,12 +95,17 @@ class DelayedPublisher:
         for handle in self._pending.values():
             handle.cancel()
         self._pending.clear()
+        self._sizes.clear()
+        self.bytes = 0
 
     def _arm(self, key: int, due_at: float, context: Context, now: float) -> None:
         loop = asyncio.get_running_loop()
         self._pending[key] = loop.call_later(max(due_at - now, 0), self._fire, key, context)
+        size = self._sizes[key] = message_size(context)
+        self.bytes += size
 
     def _fire(self, key: int, context: Context) -> None:
         del self._pending[key]
+        self.bytes -= self._sizes.pop(key)
         self._store.delayed_removed(key)
         self._publish(context)

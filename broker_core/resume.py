@@ -59,7 +59,7 @@ def restrict_to_owner(
         if acl.allows(owner, SUBSCRIBE, delivery.context.topic):
             kept.append(delivery)
         else:
-            size = delivery.size()
+            size = delivery.size
             state.queued_bytes -= size
             state.counters.queued_bytes -= size
             state.discard(delivery)

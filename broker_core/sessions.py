@@ -209,7 +209,7 @@ class SessionRegistry:
             self.router.unsubscribe(state, topic_filter)
             state.remove_subscription(topic_filter)
         state.unqueue_all()
-        state.outgoing.clear()
+        state.clear_in_flight()
         self.cancel_expiry(state)
         if self._sessions.get(state.client_id) is state:
             del self._sessions[state.client_id]
@@ -275,8 +275,8 @@ class SessionRegistry:
                     if state.queue is None:
                         state.queue = deque()
                     state.queue.append(delivery)
-                    state.queued_bytes += delivery.size()
-                    self.counters.queued_bytes += delivery.size()
+                    state.queued_bytes += delivery.size
+                    self.counters.queued_bytes += delivery.size
             if state.outgoing:
                 state.next_packet_id = max(state.outgoing) % 0xFFFF + 1
             state.incoming_qos2 = set(restored.incoming_qos2) or None

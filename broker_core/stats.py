@@ -81,10 +81,13 @@ class BrokerStats:
     retained: int
     retained_bytes: int
     delayed: int
+    delayed_bytes: int  # message_size of the $delayed/ messages (max_delayed_bytes)
+    will_bytes: int  # will_size of the pending wills (max_will_bytes_total)
     queued_messages: int  # queued for MQTT sessions, summed
     queued_messages_max: int  # the longest session queue
-    queued_bytes: int
+    queued_bytes: int  # message_size of queued messages (+ inflight_bytes: the total bound)
     inflight: int  # QoS 1/2 messages awaiting the client's acknowledgement
+    inflight_bytes: int  # their message_size
     local_queued: int  # waiting for local subscribers
     local_queued_max: int
     store_pending_writes: int
@@ -177,10 +180,13 @@ def collect_stats(broker: Broker) -> BrokerStats:
         retained=len(broker.retained),
         retained_bytes=broker.retained.bytes,
         delayed=len(broker.delayed),
+        delayed_bytes=broker.delayed.bytes,
+        will_bytes=broker.wills.bytes,
         queued_messages=queued,
         queued_messages_max=queued_max,
         queued_bytes=counters.queued_bytes,
         inflight=inflight,
+        inflight_bytes=counters.inflight_bytes,
         local_queued=local_queued,
         local_queued_max=local_max,
         store_pending_writes=broker.store.pending,

@@ -8,7 +8,12 @@ The pending will of a persisted session is persisted with it (``Store.will_saved
 its due time as wall-clock time, and deleted once published or cancelled. At start-up
 the store's pending wills are armed again (``restore``); one whose moment passed while
 the gateway was down is published at once. One will per client id: bounded by the
-sessions.
+sessions, and in bytes: the pending wills' topics, payloads and properties together
+(``bytes``, ``will_size``) stay under ``max_bytes`` (``mqtt.max_will_bytes_total``; 0: no
+limit). A CONNECT whose delayed will would not fit is refused (``room_for``, decided in
+``broker_core.connect``); a will that would pass the bound when its connection ends (the
+bound filled since its CONNECT) is published at once instead of after its delay, and
+``on_full`` is told. Wills restored at start-up are counted, never refused.
 """
 
 from __future__ import annotations
@@ -26,7 +31,14 @@ from broker_core.mqtt.properties import EMPTY
 if TYPE_CHECKING:
     from broker_core.store.base import RestoredWill, Store
 
-__all__ = ["WillScheduler", "will_context"]
+__all__ = ["WillScheduler", "will_context", "will_size"]
+
+
+def will_size(will: Will) -> int:
+    """What a pending will counts against ``max_bytes``: topic, payload, properties."""
+    props = will.properties
+    size = len(will.topic) + len(will.payload)
+    return size if props is EMPTY else size + len(props.encoded())
 
 
 def will_context(will: Will, origin: Origin, now: float) -> Context:
@@ -43,16 +55,30 @@ class _Pending(NamedTuple):
     will: Will
     origin: Origin
     stored: bool  # written to the store: deleted there once published or cancelled
+    size: int  # will_size(will)
 
 
 class WillScheduler:
     """Pending wills; the Context is built when the will is published, so its Message
     Expiry Interval starts then (MQTT 5.0 3.1.3.2.4)."""
 
-    def __init__(self, publish: Callable[[Context], None], store: Store) -> None:
+    def __init__(
+        self,
+        publish: Callable[[Context], None],
+        store: Store,
+        max_bytes: int = 0,
+        on_full: Callable[[], None] | None = None,
+    ) -> None:
         self._publish = publish
         self._store = store
         self._pending: dict[str, _Pending] = {}
+        self.max_bytes = max_bytes
+        self.on_full = on_full
+        self.bytes = 0  # will_size of the pending wills together
+
+    def room_for(self, will: Will) -> bool:
+        """A pending ``will`` would stay within ``max_bytes``."""
+        return not self.max_bytes or self.bytes + will_size(will) <= self.max_bytes
 
     def __len__(self) -> int:
         return len(self._pending)
@@ -69,6 +95,10 @@ class WillScheduler:
         """Publishes ``will`` in ``delay_s`` (at once when 0); ``persist``: its session is
         in a durable store, and so is the will until it is published or cancelled."""
         self.cancel(client_id)
+        if delay_s > 0 and not self.room_for(will):
+            delay_s = 0  # over max_bytes: published now rather than kept
+            if self.on_full is not None:
+                self.on_full()
         if delay_s <= 0:
             self._publish(will_context(will, origin, now))
             return
@@ -85,6 +115,7 @@ class WillScheduler:
     def cancel(self, client_id: str) -> None:
         entry = self._pending.pop(client_id, None)
         if entry is not None:
+            self.bytes -= entry.size
             entry.handle.cancel()
             if entry.stored:
                 self._store.will_deleted(client_id)
@@ -99,11 +130,18 @@ class WillScheduler:
         self, client_id: str, will: Will, origin: Origin, delay_s: float, stored: bool
     ) -> None:
         handle = asyncio.get_running_loop().call_later(delay_s, self._fire, client_id)
-        self._pending[client_id] = _Pending(handle, will, origin, stored)
+        size = will_size(will)
+        replaced = self._pending.get(client_id)
+        if replaced is not None:
+            replaced.handle.cancel()
+            self.bytes -= replaced.size
+        self._pending[client_id] = _Pending(handle, will, origin, stored, size)
+        self.bytes += size
 
     def _fire(self, client_id: str) -> None:
         entry = self._pending.pop(client_id, None)
         if entry is not None:
+            self.bytes -= entry.size
             if entry.stored:
                 self._store.will_deleted(client_id)
             self._publish(will_context(entry.will, entry.origin, time.time()))

@@ -63,7 +63,9 @@ def limits_from_config(mqtt: MqttConfig) -> ServerLimits:
         max_queued_bytes=mqtt.max_queued_bytes,
         queue_overflow=mqtt.queue_overflow,
         max_queued_bytes_total=mqtt.max_queued_bytes_total,
+        max_inflight_bytes=mqtt.max_inflight_bytes,
         max_offline_sessions=mqtt.max_offline_sessions,
+        max_will_bytes_total=mqtt.max_will_bytes_total,
         max_topic_alias=mqtt.max_topic_alias,
         max_topic_alias_bytes=mqtt.max_topic_alias_bytes,
         max_packet_properties=mqtt.max_packet_properties,
@@ -83,6 +85,7 @@ def limits_from_config(mqtt: MqttConfig) -> ServerLimits:
         max_retained_messages=mqtt.max_retained_messages,
         max_retained_bytes=mqtt.max_retained_bytes,
         max_delayed_messages=mqtt.max_delayed_messages,
+        max_delayed_bytes=mqtt.max_delayed_bytes,
         publish_rate=mqtt.publish_rate,
         publish_burst=mqtt.publish_burst,
     )

@@ -22,10 +22,15 @@ class ServerLimits:
     offline, over its inflight window, or paused at the write high-water mark) holds at
     most ``max_queued_messages`` and ``max_queued_bytes``. On overflow ``drop_oldest``
     discards the oldest queued message to make room; ``drop_new`` discards the arriving
-    one. Either way the drop is counted (``Counters.dropped_queue_full``). All sessions'
-    queues together hold at most ``max_queued_bytes_total``: past it, a ``drop_oldest``
-    session makes room from its own queue, and an arriving message nothing of its session
-    can make room for is dropped.
+    one. Either way the drop is counted (``Counters.dropped_queue_full``). A message counts
+    its topic, payload and properties (``session_state.message_size``).
+
+    QoS 1/2 messages in flight to one client are at most its window (``max_inflight``,
+    its Receive Maximum) and ``max_inflight_bytes``: past either, messages wait in the
+    queue (one message larger than the bound still goes when nothing else is in flight).
+    All sessions' queues and in-flight messages together hold at most
+    ``max_queued_bytes_total``: past it, a ``drop_oldest`` session makes room from its own
+    queue, and an arriving message nothing of its session can make room for is dropped.
 
     Sessions kept for offline clients are at most ``max_offline_sessions``: past it, the
     session offline the longest ends as if it had expired (its will is published).
@@ -42,8 +47,10 @@ class ServerLimits:
     max_queued_messages: int = 1000
     max_queued_bytes: int = 64_000_000
     queue_overflow: str = DROP_OLDEST
-    max_queued_bytes_total: int = 256_000_000  # all sessions' queues together
+    max_queued_bytes_total: int = 256_000_000  # all sessions' queues and in-flight messages
+    max_inflight_bytes: int = 16_000_000  # in flight to one client (mosquitto's name)
     max_offline_sessions: int = 10_000  # sessions kept for clients not connected
+    max_will_bytes_total: int = 64_000_000  # topics, payloads, properties of pending wills
     max_topic_alias: int = 10  # advertised in CONNACK, as mosquitto does
     max_topic_alias_bytes: int = 32_000_000  # topic characters in all alias tables together
     max_packet_properties: int = 128  # properties in one property block
@@ -65,6 +72,7 @@ class ServerLimits:
     max_retained_messages: int = 100_000
     max_retained_bytes: int = 64_000_000  # topics, payloads and properties of retained messages
     max_delayed_messages: int = 100_000
+    max_delayed_bytes: int = 64_000_000  # topics, payloads, properties of $delayed messages
     publish_rate: float | None = None  # PUBLISH per second per client; None: unlimited
     publish_burst: int | None = None
 

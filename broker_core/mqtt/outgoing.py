@@ -17,8 +17,8 @@ state            input                                     action               
 ===============  ========================================  =========================  ===========
 (routed)         QoS 0, writable                           PUBLISH                    done
 (routed)         QoS 1/2, writable, window open, no queue  PUBLISH with a packet id   IN_FLIGHT
-(routed)         not writable, window full, or a queue     append to the session's    QUEUED
-                 (QoS 0 only when not writable)            bounded queue [MQTT-4.9]
+(routed)         not writable, window or bytes full, or a  append to the session's    QUEUED
+                 queue (QoS 0 only when not writable)      bounded queue [MQTT-4.9]
 QUEUED           window opens (PUBACK, PUBREC >= 0x80,     PUBLISH (QoS 0: no id)     IN_FLIGHT
                  PUBCOMP) or the transport drains                                     (QoS 0: done)
 IN_FLIGHT        PUBACK, QoS 1                             MessageAcked               done
@@ -32,6 +32,12 @@ routed, QUEUED   Message Expiry Interval passed            dropped (``expired``)
 routed, QUEUED   larger than the client's Maximum Packet   dropped (``too_large``)    done
                  Size [MQTT-3.1.2-25]
 ===============  ========================================  =========================  ===========
+
+"Bytes full": the client's in-flight messages would pass ``max_inflight_bytes`` (while
+at least one is in flight: a larger message still goes alone), or all queues and
+in-flight messages would pass ``max_queued_bytes_total`` (then the queue's overflow
+policy decides). Sizes are ``Delivery.size``, computed once per routed message and
+shared by its recipients through the fan-out's ``cache``.
 
 A PUBACK, PUBREC or PUBCOMP for a packet id not in flight is ignored, except that a
 PUBREC gets PUBREL 0x92 (MQTT 5). Drops are counted in the broker's ``Counters`` and
@@ -47,7 +53,7 @@ from broker_core.mqtt.delivery import publish_parts
 from broker_core.mqtt.encoder import encode
 from broker_core.mqtt.packets import Puback, Pubcomp, Pubrec, Pubrel
 from broker_core.mqtt.reason_codes import ReasonCode
-from broker_core.mqtt.session_state import Delivery, SessionState
+from broker_core.mqtt.session_state import SIZE_KEY, Delivery, SessionState, message_size
 
 if TYPE_CHECKING:
     from broker_core.context import Context
@@ -70,6 +76,7 @@ class Outgoing:
         "_resend",
         "client",
         "counters",
+        "max_inflight_bytes",
         "max_packet_size",
         "observer",
         "out",
@@ -102,6 +109,7 @@ class Outgoing:
         self.v5 = protocol_level == 5
         self.window = window
         self.max_packet_size = max_packet_size
+        self.max_inflight_bytes = state.limits.max_inflight_bytes
         self.writable = writable  # False while the transport is at its high-water mark
         # In flight when the session resumed, beyond the window: resent as it opens.
         self._resend: deque[Delivery] | None = None
@@ -143,10 +151,18 @@ class Outgoing:
     ) -> None:
         """Sends an application message now, or queues it behind the inflight window."""
         state = self.state
-        if not self.writable or (qos and (state.queue or len(state.outgoing) >= self.window)):
-            # Paused at the write high-water mark, or over the inflight window: queue
-            # (bounded, overflow by policy). QoS 0 skips a backlog of QoS 1/2 messages.
-            state.enqueue(Delivery(context, qos, retain, subscription_ids))
+        size = -1
+        if qos:
+            size = cache.get(SIZE_KEY, -1)
+            if size < 0:
+                size = cache[SIZE_KEY] = message_size(context)
+        if not self.writable or (
+            qos and (state.queue or len(state.outgoing) >= self.window or self._bytes_full(size))
+        ):
+            # Paused at the write high-water mark, or over the inflight window or its
+            # bytes: queue (bounded, overflow by policy). QoS 0 skips a backlog of QoS 1/2
+            # messages.
+            state.enqueue(Delivery(context, qos, retain, subscription_ids, size))
             return
         if context.properties.message_expiry_interval is not None:
             remaining = context.expiry_remaining(now)
@@ -159,7 +175,7 @@ class Outgoing:
         if parts is None:
             prefix, suffix = publish_parts(context, qos, retain, subscription_ids, v5, now)
             parts = cache[key] = (prefix + suffix if not qos else prefix, suffix)
-        self._send_publish(parts, context, qos, retain, subscription_ids, now)
+        self._send_publish(parts, context, qos, retain, subscription_ids, now, size)
 
     def drain(self, now: float) -> None:
         """Sends what waits (resends first) as far as the window and the transport allow."""
@@ -175,9 +191,27 @@ class Outgoing:
                 self._send_delivery(delivery, now, dup=True)
         queue = state.queue
         while queue and self.writable and self.open:
-            if queue[0].qos and len(state.outgoing) >= self.window:
+            head = queue[0]
+            if head.qos and (
+                len(state.outgoing) >= self.window
+                or (state.outgoing and state.inflight_bytes + head.size > self.max_inflight_bytes)
+            ):
                 return
             self._send_delivery(state.dequeue(), now)
+
+    def _bytes_full(self, size: int) -> bool:
+        """A routed QoS 1/2 message of ``size`` bytes cannot go in flight now: the client's
+        ``max_inflight_bytes`` (with something in flight) or everyone's
+        ``max_queued_bytes_total`` would be passed."""
+        state = self.state
+        if state.outgoing and state.inflight_bytes + size > self.max_inflight_bytes:
+            state.counters.hit("inflight_bytes")
+            return True
+        counters = state.counters
+        return (
+            counters.queued_bytes + counters.inflight_bytes + size
+            > state.limits.max_queued_bytes_total
+        )
 
     # -- acknowledgements from the client ---------------------------------------------------
 
@@ -228,6 +262,7 @@ class Outgoing:
         retain: bool,
         subscription_ids: tuple[int, ...],
         now: float,
+        size: int = -1,
     ) -> None:
         prefix, suffix = parts
         counters = self.counters
@@ -246,7 +281,7 @@ class Outgoing:
         if len(prefix) + 2 + len(suffix) > self.max_packet_size:
             self._drop(context, "too_large", now)
             return
-        pid = self.state.track(Delivery(context, qos, retain, subscription_ids))
+        pid = self.state.track(Delivery(context, qos, retain, subscription_ids, size))
         self._send(prefix + bytes((pid >> 8, pid & 0xFF)) + suffix)
         counters.messages_sent += 1
         if self.observer.message_delivered:

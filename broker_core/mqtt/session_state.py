@@ -17,15 +17,29 @@ from typing import TYPE_CHECKING, Any, Protocol
 from broker_core.mqtt.limits import DROP_NEW, ServerLimits
 from broker_core.mqtt.observer import UNOBSERVED, MessageObserver
 from broker_core.mqtt.packets import SubscriptionOptions
+from broker_core.mqtt.properties import EMPTY
 
 if TYPE_CHECKING:
     from broker_core.context import Context
     from broker_core.mqtt.outgoing import Outgoing
     from broker_core.mqtt.session import Session
 
-__all__ = ["LIMITS", "NEVER_EXPIRES", "Counters", "Delivery", "SessionState", "Subscription"]
+__all__ = [
+    "LIMITS",
+    "NEVER_EXPIRES",
+    "SIZE_KEY",
+    "Counters",
+    "Delivery",
+    "SessionState",
+    "Subscription",
+    "message_size",
+]
 
 NEVER_EXPIRES = 0xFFFFFFFF
+
+#: The fan-out cache's key for the routed message's ``message_size``, computed by the first
+#: recipient that needs it (the cache's other keys are wire variants, ``mqtt.delivery``).
+SIZE_KEY = "size"
 
 
 #: The bounds whose hits ``Counters.limit_hits`` counts (``edgebus_limit_hits_total``).
@@ -41,14 +55,18 @@ LIMITS = (
     "topic_alias_bytes",  # client disconnected, 0x97 (max_topic_alias_bytes)
     "subscriptions",  # filter refused in SUBACK, 0x97 (max_subscriptions)
     "subscriptions_total",  # filter refused in SUBACK, 0x97 (max_subscriptions_total)
+    "topic_levels",  # filter refused 0x8F, PUBLISH refused 0x90 (max_topic_levels)
     "queued_bytes_total",  # a message not queued for a session (max_queued_bytes_total)
+    "inflight_bytes",  # a QoS 1/2 message waits in the queue, not sent (max_inflight_bytes)
     "offline_sessions",  # the longest-offline session ended early (max_offline_sessions)
+    "will_bytes_total",  # CONNECT refused 0x97, or a will published at once (max_will_bytes_total)
     "retained_messages",  # retained message not stored (max_retained_messages)
     "retained_bytes",  # retained message not stored (max_retained_bytes)
     "read_budget",  # a connection's input deferred to the next loop turn (read_budget)
     "login_throttle",  # a login delayed or refused, 0x9F (auth.login_throttle)
     "lingering",  # a closed socket reset at once: LINGER_MAX linger (listeners.linger)
     "write_high_water",  # reading paused until the client reads (mqtt.write_high_water)
+    "router_cache",  # the router's match cache emptied at its bound (router._CACHE_BYTES)
 )
 
 
@@ -64,6 +82,7 @@ class Counters:
         "dropped_qos0_offline",
         "dropped_queue_full",
         "dropped_too_large",
+        "inflight_bytes",
         "limit_hits",
         "messages_received",
         "messages_sent",
@@ -91,7 +110,10 @@ class Counters:
         self.publish_denied = 0
         self.limit_hits: dict[str, int] = dict.fromkeys(LIMITS, 0)
         self.topic_alias_bytes = 0  # topic bytes held in client topic alias tables
-        self.queued_bytes = 0  # bytes in all sessions' queues (max_queued_bytes_total)
+        # Bytes (``message_size``) in all sessions' queues, and in flight to their clients:
+        # the two together are bounded by max_queued_bytes_total.
+        self.queued_bytes = 0
+        self.inflight_bytes = 0
         # Messages a shared-subscription member's session owed when it ended, sent to
         # another member of the group (MQTT 5.0 4.8.2).
         self.shared_redelivered = 0
@@ -108,13 +130,41 @@ class Counters:
             by[protocol] = by.get(protocol, 0) + payload_bytes
 
 
-class Delivery:
-    """One message on its way to one client: queued, or in flight with a packet id."""
+def message_size(context: Context) -> int:
+    """What a message counts against the byte bounds of queues, in-flight messages and
+    delayed messages: its topic, payload and properties (the rule ``max_retained_bytes``
+    counts by, ``retained.retained_size``). The property block is encoded once per
+    message and cached (``Properties.encoded``): this is a few ``len`` calls."""
+    props = context.properties
+    size = len(context.topic) + len(context.payload)
+    return size if props is EMPTY else size + len(props.encoded())
 
-    __slots__ = ("context", "key", "packet_id", "qos", "released", "retain", "subscription_ids")
+
+class Delivery:
+    """One message on its way to one client: queued, or in flight with a packet id.
+
+    ``size`` is ``message_size(context)``, given by a caller that computed it once for
+    every recipient of the message, or computed here.
+    """
+
+    __slots__ = (
+        "context",
+        "key",
+        "packet_id",
+        "qos",
+        "released",
+        "retain",
+        "size",
+        "subscription_ids",
+    )
 
     def __init__(
-        self, context: Context, qos: int, retain: bool, subscription_ids: tuple[int, ...]
+        self,
+        context: Context,
+        qos: int,
+        retain: bool,
+        subscription_ids: tuple[int, ...],
+        size: int = -1,
     ) -> None:
         self.context = context
         self.qos = qos
@@ -123,11 +173,7 @@ class Delivery:
         self.packet_id = 0
         self.released = False  # QoS 2: PUBREC received, PUBREL sent
         self.key = 0  # the store's id for it, once journaled
-
-    def size(self) -> int:
-        """What it counts against ``max_queued_bytes`` and ``max_queued_bytes_total``: its
-        payload's bytes, as mosquitto's ``max_queued_bytes`` counts."""
-        return len(self.context.payload)
+        self.size = size if size >= 0 else message_size(context)
 
 
 class Journal(Protocol):
@@ -192,6 +238,7 @@ class SessionState:
         "counters",
         "expiry_interval",
         "incoming_qos2",
+        "inflight_bytes",
         "journal",
         "limits",
         "next_packet_id",
@@ -223,6 +270,7 @@ class SessionState:
         # Shares _NOTHING_IN_FLIGHT until the first QoS 1/2 delivery (``hold_in_flight``
         # makes its own dict first): most idle clients never get one (~64 bytes each).
         self.outgoing: dict[int, Delivery] = _NOTHING_IN_FLIGHT
+        self.inflight_bytes = 0  # sizes of ``outgoing``'s deliveries (max_inflight_bytes)
         # Built on first use: most sessions never queue or receive QoS 2 (an empty
         # deque is ~600 bytes, an empty set ~200, per connected client).
         self.queue: deque[Delivery] | None = None
@@ -303,7 +351,7 @@ class SessionState:
         if sending is not None:
             sending.deliver(context, qos, retain, subscription_ids, cache, now)
         else:
-            self.hold(context, qos, retain, subscription_ids, now)
+            self.hold(context, qos, retain, subscription_ids, now, cache)
 
     def hold(
         self,
@@ -312,12 +360,20 @@ class SessionState:
         retain: bool,
         subscription_ids: tuple[int, ...],
         now: float | None = None,
+        cache: dict[Any, Any] | None = None,
     ) -> None:
         """No open connection (offline, or closing): queue it, unless it is QoS 0 and
         QoS 0 is not queued for offline sessions (``queue_qos0_offline``), then drop it
-        (counted, ``qos0_offline``)."""
+        (counted, ``qos0_offline``). ``cache``: the fan-out's, where the message's size
+        is kept for its other recipients."""
         if qos or self.limits.queue_qos0_offline:
-            self.enqueue(Delivery(context, qos, retain, subscription_ids))
+            if cache is None:
+                size = message_size(context)
+            else:
+                size = cache.get(SIZE_KEY, -1)
+                if size < 0:
+                    size = cache[SIZE_KEY] = message_size(context)
+            self.enqueue(Delivery(context, qos, retain, subscription_ids, size))
         else:
             self.counters.dropped_qos0_offline += 1
             if self.observer.message_dropped:
@@ -333,16 +389,20 @@ class SessionState:
         """Queues ``delivery`` under the overflow policy; False when it was dropped.
 
         The session's own bounds come first; the broker-wide ``max_queued_bytes_total``
-        is met the same way, except that only this session's queue can make room for it.
+        (all queues and all messages in flight) is met the same way, except that only this
+        session's queue can make room for it.
         """
         limits = self.limits
         counters = self.counters
-        size = delivery.size()
+        size = delivery.size
         queue = self.queue
         if queue is None:
             queue = self.queue = deque()
         if self._no_room(queue, size):
-            if counters.queued_bytes + size > limits.max_queued_bytes_total:
+            if (
+                counters.queued_bytes + counters.inflight_bytes + size
+                > limits.max_queued_bytes_total
+            ):
                 counters.hit("queued_bytes_total")
             if (
                 limits.queue_overflow != DROP_NEW
@@ -367,7 +427,8 @@ class SessionState:
         return (
             len(queue) >= limits.max_queued_messages
             or self.queued_bytes + size > limits.max_queued_bytes
-            or self.counters.queued_bytes + size > limits.max_queued_bytes_total
+            or self.counters.queued_bytes + self.counters.inflight_bytes + size
+            > limits.max_queued_bytes_total
         )
 
     def _drop(self, delivery: Delivery) -> None:
@@ -381,7 +442,7 @@ class SessionState:
         """The oldest queued delivery; only when ``queue`` holds one."""
         assert self.queue is not None
         delivery = self.queue.popleft()
-        size = delivery.size()
+        size = delivery.size
         self.queued_bytes -= size
         self.counters.queued_bytes -= size
         return delivery
@@ -402,11 +463,14 @@ class SessionState:
         return pid
 
     def hold_in_flight(self, delivery: Delivery) -> None:
-        """Puts ``delivery`` in ``outgoing`` under its packet id (the only writer)."""
+        """Puts ``delivery`` in ``outgoing`` under its packet id (the only writer), its
+        size counted in ``inflight_bytes``."""
         outgoing = self.outgoing
         if outgoing is _NOTHING_IN_FLIGHT:
             outgoing = self.outgoing = {}
         outgoing[delivery.packet_id] = delivery
+        self.inflight_bytes += delivery.size
+        self.counters.inflight_bytes += delivery.size
 
     def release(self, delivery: Delivery) -> None:
         """QoS 2: PUBREC arrived, PUBREL goes out."""
@@ -418,8 +482,16 @@ class SessionState:
         """The flow of an in-flight delivery ended (acknowledged or refused)."""
         delivery = self.outgoing.pop(packet_id, None)
         if delivery is not None:
+            self.inflight_bytes -= delivery.size
+            self.counters.inflight_bytes -= delivery.size
             self.discard(delivery)
         return delivery
+
+    def clear_in_flight(self) -> None:
+        """Forgets what is in flight without completing it (the session ends)."""
+        self.outgoing.clear()
+        self.counters.inflight_bytes -= self.inflight_bytes
+        self.inflight_bytes = 0
 
     def discard(self, delivery: Delivery) -> None:
         """A delivery leaves the session for good (done, dropped or expired)."""

@@ -31,6 +31,9 @@ edgebus_queued_messages                  gauge    messages queued for MQTT sessi
 edgebus_queued_messages_max              gauge    the longest session queue
 edgebus_queued_bytes                     gauge    bytes queued for MQTT sessions
 edgebus_inflight_messages                gauge    QoS 1/2 messages awaiting acknowledgement
+edgebus_inflight_bytes                   gauge    bytes of the messages in flight
+edgebus_delayed_bytes                    gauge    bytes of the ``$delayed/`` messages waiting
+edgebus_will_bytes                       gauge    bytes of the pending (delayed) wills
 edgebus_local_queued_messages            gauge    messages waiting for local subscribers
 edgebus_local_queued_messages_max        gauge    the longest local subscriber queue
 edgebus_store_pending_writes             gauge    writes handed to the store, not committed
@@ -156,6 +159,8 @@ def snapshot(gateway: GatewayView) -> Metrics:
             shared_redelivered=stats.shared_redelivered,
             retained=stats.retained,
             delayed=stats.delayed,
+            delayed_bytes=stats.delayed_bytes,
+            will_bytes=stats.will_bytes,
         ),
         bytes=BytesMetrics(
             received=dict(stats.bytes_received),
@@ -166,6 +171,7 @@ def snapshot(gateway: GatewayView) -> Metrics:
             queued_messages_max=stats.queued_messages_max,
             queued_bytes=stats.queued_bytes,
             inflight=stats.inflight,
+            inflight_bytes=stats.inflight_bytes,
             local_queued=stats.local_queued,
             local_queued_max=stats.local_queued_max,
         ),
@@ -274,6 +280,9 @@ class BrokerCollector(Collector):
             ("edgebus_queued_messages_max", "Longest session queue", queues.queued_messages_max),
             ("edgebus_queued_bytes", "Bytes queued for sessions", queues.queued_bytes),
             ("edgebus_inflight_messages", "QoS 1/2 messages in flight", queues.inflight),
+            ("edgebus_inflight_bytes", "Bytes of messages in flight", queues.inflight_bytes),
+            ("edgebus_delayed_bytes", "Bytes of delayed messages", m.messages.delayed_bytes),
+            ("edgebus_will_bytes", "Bytes of pending wills", m.messages.will_bytes),
             (
                 "edgebus_local_queued_messages",
                 "Messages waiting for local subscribers",

@@ -109,8 +109,13 @@ class ClientInfo(BaseModel):
     session_expiry_interval: int = Field(description="Seconds the session outlives the client.")
     subscriptions: int = Field(description="Number of subscriptions.")
     queued_messages: int = Field(description="Messages waiting to be sent to the client.")
-    queued_bytes: int = Field(description="Payload bytes of the queued messages.")
+    queued_bytes: int = Field(
+        description="Bytes of the queued messages: topics, payloads and properties."
+    )
     inflight: int = Field(description="QoS 1/2 messages sent and not yet acknowledged.")
+    inflight_bytes: int = Field(
+        description="Bytes of the messages in flight: topics, payloads and properties."
+    )
 
 
 class ClientPage(BaseModel):
@@ -333,6 +338,12 @@ class MessageMetrics(BaseModel):
     )
     retained: int
     delayed: int
+    delayed_bytes: int = Field(
+        description="Topic, payload and property bytes of the `$delayed/` messages waiting."
+    )
+    will_bytes: int = Field(
+        description="Topic, payload and property bytes of the pending (delayed) wills."
+    )
 
 
 class BytesMetrics(BaseModel):
@@ -343,8 +354,13 @@ class BytesMetrics(BaseModel):
 class QueueMetrics(BaseModel):
     queued_messages: int = Field(description="Messages queued for MQTT sessions, summed.")
     queued_messages_max: int = Field(description="The longest session queue.")
-    queued_bytes: int
+    queued_bytes: int = Field(
+        description="Topic, payload and property bytes of the messages queued for MQTT sessions."
+    )
     inflight: int = Field(description="QoS 1/2 messages in flight to clients.")
+    inflight_bytes: int = Field(
+        description="Topic, payload and property bytes of the messages in flight to clients."
+    )
     local_queued: int = Field(description="Messages waiting for local subscribers.")
     local_queued_max: int
 

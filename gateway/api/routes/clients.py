@@ -50,6 +50,7 @@ def client_info(state: SessionState, conn: MqttConnection | None) -> ClientInfo:
         queued_messages=len(state.queue or ()),
         queued_bytes=state.queued_bytes,
         inflight=len(state.outgoing),
+        inflight_bytes=state.inflight_bytes,
     )
 
 

@@ -21,6 +21,7 @@ from typing import Annotated, NoReturn
 from fastapi import APIRouter, Body, HTTPException, status
 
 from broker_core.context import Context, Origin
+from broker_core.mqtt.session_state import message_size
 from broker_core.retained import is_broker_own, retained_size
 from gateway.api.components import GatewayView
 from gateway.api.deps import Caller, Gw, Responses
@@ -39,8 +40,8 @@ _ERRORS: Responses = {
     400: {"description": "The message cannot be published (the detail says why)"},
     413: {"description": "The payload is larger than `mqtt.max_packet_size`"},
     503: {
-        "description": "Over `mqtt.max_delayed_messages` or the retained bounds, or the store"
-        " could not write a QoS 1/2 message"
+        "description": "Over `mqtt.max_delayed_messages` or `_bytes`, or the retained bounds,"
+        " or the store could not write a QoS 1/2 message"
     },
 }
 
@@ -89,6 +90,8 @@ class _Quotas:
             if not broker.delayed.max_messages
             else broker.delayed.max_messages - len(broker.delayed)
         )
+        delayed = broker.delayed
+        self._delayed_bytes = None if not delayed.max_bytes else delayed.max_bytes - delayed.bytes
         self._count = len(retained) - retained.own
         self._bytes = retained.bytes - retained.own_bytes
         self._sizes: dict[str, int | None] = {}  # retained topics the messages change
@@ -99,6 +102,10 @@ class _Quotas:
                 if self._delayed_room <= 0:
                     self._refuse_delayed(context, where)
                 self._delayed_room -= 1
+            if self._delayed_bytes is not None:
+                self._delayed_bytes -= message_size(context)
+                if self._delayed_bytes < 0:
+                    self._refuse_delayed(context, where, "max_delayed_bytes")
             return  # retained when it is released, not now
         if context.retain:
             self._check_retained(context, where)
@@ -139,15 +146,19 @@ class _Quotas:
             f"{where}retain: not retained, over mqtt.max_{limit} ({bound}); nothing was published",
         )
 
-    def _refuse_delayed(self, context: Context, where: str) -> NoReturn:
+    def _refuse_delayed(
+        self, context: Context, where: str, limit: str = "max_delayed_messages"
+    ) -> NoReturn:
         delayed = self._broker.delayed
         delayed.refused += 1  # counted as DelayedMessages.schedule counts a refusal
         if delayed.on_refused is not None:
             delayed.on_refused(context)
+        what = "messages" if limit == "max_delayed_messages" else "bytes"
+        bound = delayed.max_messages if limit == "max_delayed_messages" else delayed.max_bytes
         raise HTTPException(
             status.HTTP_503_SERVICE_UNAVAILABLE,
-            f"{where}topic: too many delayed messages waiting (mqtt.max_delayed_messages: "
-            f"{delayed.max_messages}); nothing was published",
+            f"{where}topic: too many delayed {what} waiting (mqtt.{limit}: "
+            f"{bound}); nothing was published",
         )
 
 
@@ -159,7 +170,7 @@ def _send(gateway: GatewayView, context: Context, delay: int | None) -> PublishR
         if not broker.delayed.schedule(context, delay, now):  # checked: cannot happen
             raise HTTPException(
                 status.HTTP_503_SERVICE_UNAVAILABLE,
-                "too many delayed messages waiting (mqtt.max_delayed_messages)",
+                "too many delayed messages waiting (mqtt.max_delayed_messages/_bytes)",
             )
         reached = 0
     else:

@@ -63,19 +63,35 @@ class MqttConfig(ConfigModel):
         " inflight window is full.",
     )
     max_queued_bytes: Annotated[int, SizeSpec(ge=1)] = Field(
-        default=64_000_000, description="Payload bytes queued per session, at most."
+        default=64_000_000,
+        description="Bytes queued per session, at most; a message counts its topic, payload"
+        " and properties.",
     )
     max_queued_bytes_total: Annotated[int, SizeSpec(ge=1)] = Field(
         default=256_000_000,
-        description="Payload bytes queued in all sessions together; past it a message is"
-        " queued only if its session's own queue makes room (`drop_oldest`), else dropped"
-        " and counted.",
+        description="Bytes (topic, payload, properties) queued in all sessions and in flight"
+        " to all clients together; past it a message is queued only if its session's own"
+        " queue makes room (`drop_oldest`), else dropped and counted (`queue_full`).",
+    )
+    max_inflight_bytes: Annotated[int, SizeSpec(ge=1)] = Field(
+        default=16_000_000,
+        description="Bytes (topic, payload, properties) of QoS 1 and 2 messages in flight to"
+        " one client, awaiting its acknowledgement; past it further messages wait in its"
+        " queue (a larger message still goes when nothing else is in flight). Mosquitto's"
+        " name; there 0 means no limit, here there is always one.",
     )
     max_offline_sessions: int = Field(
         default=10_000,
         ge=0,
         description="Sessions kept for clients that are not connected; past it the session"
         " offline the longest ends as if it had expired (its will is published).",
+    )
+    max_will_bytes_total: Annotated[int, SizeSpec(ge=0)] = Field(
+        default=64_000_000,
+        description="Bytes (topic, payload, properties) of the pending wills of clients gone"
+        " away, waiting out their Will Delay Interval; 0 = no limit. An MQTT 5 CONNECT whose"
+        " delayed will has no room is refused (0x97); a will that would pass it when its"
+        " connection ends is published at once instead of after its delay.",
     )
     queue_overflow: Literal["drop_oldest", "drop_new"] = Field(
         default="drop_oldest",
@@ -181,6 +197,12 @@ class MqttConfig(ConfigModel):
         default=100000,
         ge=0,
         description="Pending `$delayed/<seconds>/<topic>` messages, at most; 0 = no limit.",
+    )
+    max_delayed_bytes: Annotated[int, SizeSpec(ge=0)] = Field(
+        default=64_000_000,
+        description="Bytes (topic, payload, properties) of pending `$delayed/` messages, at"
+        " most; 0 = no limit. A message that would pass it is refused (MQTT 5 QoS 1/2: 0x97;"
+        " HTTP API: 503), as past `max_delayed_messages`.",
     )
 
     @field_validator("publish_burst", mode="before")

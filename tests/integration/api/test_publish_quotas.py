@@ -132,3 +132,30 @@ def test_a_retained_publish_over_the_limit_is_refused(tmp_path: Path) -> None:
             assert [m.payload for m in watcher.expect_messages(2)] == [b"w", b"v"]
         finally:
             clients.close_all()
+
+
+def test_a_delayed_publish_over_max_delayed_bytes_is_refused(tmp_path: Path) -> None:
+    # "$delayed/3600/api/x" is kept as "api/x" (5 bytes) + its payload: 1005 bytes; two
+    # fit 2500 bytes, the third would not. A batch is judged whole, as for the count.
+    config = API_CONFIG + "mqtt:\n  max_delayed_bytes: 2500\n"
+    with running_gateway(tmp_path, config) as gw:
+        http = http_of(gw)
+        message = {"topic": "$delayed/3600/api/x", "payload": "d" * 1000}
+        assert http.post("/api/v1/publish", message).status == 200
+        reply = http.post("/api/v1/publish/batch", [message, message])
+        assert reply.status == 503
+        assert reply.json() == {
+            "detail": "[1].topic: too many delayed bytes waiting"
+            " (mqtt.max_delayed_bytes: 2500); nothing was published"
+        }
+        metrics = http.get("/api/v1/metrics").json()["messages"]
+        assert (metrics["delayed"], metrics["delayed_bytes"]) == (1, 1005)
+        assert metrics["dropped"]["delayed_limit"] == 1
+        assert http.post("/api/v1/publish", message).status == 200
+        reply = http.post("/api/v1/publish", message)
+        assert reply.status == 503
+        metrics = http.get("/api/v1/metrics").json()["messages"]
+        assert (metrics["delayed"], metrics["delayed_bytes"]) == (2, 2010)
+        assert metrics["dropped"]["delayed_limit"] == 2
+        prometheus = http.get("/metrics").text
+        assert "edgebus_delayed_bytes 2010.0" in prometheus

@@ -61,10 +61,10 @@ def test_the_session_offline_longest_ends_past_max_offline_sessions(tmp_path: Pa
 
 
 def test_offline_queues_together_stay_under_max_queued_bytes_total(tmp_path: Path) -> None:
-    # A queued message counts its payload: "message-N" is 9 bytes; the two offline
-    # sessions may hold 49 bytes together, 5 messages, though each one's own queue would
-    # take all 4.
-    config = "mqtt:\n  max_queued_bytes_total: 49\n"
+    # A queued message counts its topic, payload and properties: "q/t" + "message-N" is
+    # 12 bytes; the two offline sessions may hold 65 bytes together, 5 messages, though
+    # each one's own queue would take all 4.
+    config = "mqtt:\n  max_queued_bytes_total: 65\n"
     with running_gateway(tmp_path, config) as gw:
         for name in ("s1", "s2"):
             client = _persistent(gw, name)
@@ -80,7 +80,7 @@ def test_offline_queues_together_stay_under_max_queued_bytes_total(tmp_path: Pat
         counters = broker.counters
         # 8 deliveries, 5 fit: past the bound each session made room from its own queue
         # (drop_oldest), 3 of its oldest messages in all.
-        assert gw.call(lambda: counters.queued_bytes) == 45
+        assert gw.call(lambda: counters.queued_bytes) == 60
         assert gw.call(lambda: counters.dropped_queue_full) == 3
         assert gw.call(lambda: counters.limit_hits["queued_bytes_total"]) == 3
         depth = {n: gw.call(lambda n=n: len(broker.sessions.get(n).queue)) for n in ("s1", "s2")}
@@ -121,11 +121,16 @@ def test_restored_sessions_past_the_bound_end_longest_offline_first(tmp_path: Pa
             client.close()
 
 
-def test_max_queued_bytes_counts_payload_bytes_only(tmp_path: Path) -> None:
-    # As mosquitto's max_queued_bytes and docs/configuration.md say: 10 one-byte payloads
-    # under 40-byte topics fill a 10-byte queue exactly; the 11th makes room (drop_oldest).
-    config = "mqtt:\n  max_queued_bytes: 10\n"
+def test_max_queued_bytes_counts_topic_payload_and_properties(tmp_path: Path) -> None:
+    # A queue bounds memory: a message counts its topic, payload and properties (as
+    # max_retained_bytes does), not its payload alone, so one-byte payloads under long
+    # topics with user properties fill it. Three such messages fill the bound exactly;
+    # the 4th makes room (drop_oldest).
     level = "x" * 40
+    user = [("user_property", ("k", "v" * 20))]
+    block = mb.props(*user)  # 27 bytes, as the broker encodes it again
+    size = len(f"q/{level}/0") + len(b"p") + len(block)
+    config = f"mqtt:\n  max_queued_bytes: {3 * size}\n"
     with running_gateway(tmp_path, config) as gw:
         client = _persistent(gw, "away")
         client.subscribe("q/#", 1)
@@ -133,23 +138,29 @@ def test_max_queued_bytes_counts_payload_bytes_only(tmp_path: Path) -> None:
         _wait(gw, lambda: gw.broker.sessions.offline_count() == 1, "an offline session")
         pub = RawClient("127.0.0.1", gw.port, protocol_level=5)
         pub.do_connect("pub", proto_ver=5)
-        for i in range(10):
-            pub.send(mb.gen_publish(f"q/{level}/{i}", b"p", qos=1, mid=i + 1, proto_ver=5))
+        for i in range(3):
+            packet = mb.gen_publish(
+                f"q/{level}/{i}", b"p", qos=1, mid=i + 1, proto_ver=5, properties=user
+            )
+            pub.send(packet)
             assert pub.expect_packet(mb.PacketType.PUBACK).packet_id == i + 1
         counters = gw.broker.counters
-        assert gw.call(lambda: counters.queued_bytes) == 10
+        assert gw.call(lambda: counters.queued_bytes) == 3 * size
+        assert gw.call(lambda: gw.broker.sessions.get("away").queued_bytes) == 3 * size
         assert gw.call(lambda: counters.dropped_queue_full) == 0
-        pub.send(mb.gen_publish(f"q/{level}/10", b"p", qos=1, mid=11, proto_ver=5))
-        assert pub.expect_packet(mb.PacketType.PUBACK).packet_id == 11
+        pub.send(mb.gen_publish(f"q/{level}/3", b"p", qos=1, mid=4, proto_ver=5, properties=user))
+        assert pub.expect_packet(mb.PacketType.PUBACK).packet_id == 4
         assert gw.call(lambda: counters.dropped_queue_full) == 1
+        assert gw.call(lambda: counters.queued_bytes) == 3 * size
         client = _persistent(gw, "away")
         assert client.connack.session_present is True
         got = []
-        while len(got) < 10:
+        while len(got) < 3:
             packet = client.expect_packet(mb.PacketType.PUBLISH)
             got.append(packet.topic)
             client.send(mb.gen_puback(packet.packet_id, proto_ver=5))
-        assert got == [f"q/{level}/{i}" for i in range(1, 11)]
+        assert got == [f"q/{level}/{i}" for i in range(1, 4)]
         client.expect_no_packet(0.2)
+        _wait(gw, lambda: counters.queued_bytes + counters.inflight_bytes == 0, "all acked")
         client.close()
         pub.close()

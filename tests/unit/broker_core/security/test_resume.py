@@ -39,8 +39,12 @@ def test_what_the_new_owner_may_not_read_is_removed() -> None:
     assert removed == 3  # "#" overlaps the denied secret/#
     assert [t for t, _ in router.match("secret/a").subscribers] == []
     assert [d.context.topic for d in state.queue or ()] == ["public/a"]
-    assert state.queued_bytes == 1  # its payload
+    assert state.queued_bytes == len("public/a") + 1  # its topic and payload
     assert sorted(d.context.topic for d in state.outgoing.values()) == ["public/c", "secret/d"]
+    # In flight: what is left (one refused one completed), and all sessions' count.
+    assert state.inflight_bytes == len("public/c") + 1 + len("secret/d") + 1
+    assert state.counters.inflight_bytes == state.inflight_bytes
+    assert state.counters.queued_bytes == state.queued_bytes
     assert dropped == 3
     assert state.counters.dropped_not_authorized == 3
 

@@ -117,8 +117,8 @@ def test_state_is_read_when_asked() -> None:
     assert m.messages.retained == 1
     assert m.bytes.received["api"] == 40
     q = m.queues
-    # queued_bytes: the payload bytes
-    assert (q.queued_messages, q.queued_messages_max, q.queued_bytes) == (4, 3, 3 * 3 + 1)
+    # queued_bytes: topic and payload bytes (no properties here)
+    assert (q.queued_messages, q.queued_messages_max, q.queued_bytes) == (4, 3, 3 * 6 + 4)
     assert (q.local_queued, q.local_queued_max) == (2, 2)
 
     got = samples(gateway)

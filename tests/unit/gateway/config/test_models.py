@@ -60,7 +60,9 @@ def test_mqtt_defaults() -> None:
         "max_queued_messages": 1000,
         "max_queued_bytes": 64_000_000,
         "max_queued_bytes_total": 256_000_000,
+        "max_inflight_bytes": 16_000_000,
         "max_offline_sessions": 10_000,
+        "max_will_bytes_total": 64_000_000,
         "queue_overflow": "drop_oldest",
         "max_session_expiry": 604800.0,
         "max_topic_alias": 10,
@@ -82,6 +84,7 @@ def test_mqtt_defaults() -> None:
         "publish_burst": None,
         "write_high_water": 1_000_000,
         "max_delayed_messages": 100000,
+        "max_delayed_bytes": 64_000_000,
     }
 
 
