@@ -18,10 +18,17 @@ yet checkpointed, was lost or damaged) were lost: each is refused with one line 
 the file and saying how to start with an empty store on purpose (delete the marker, and
 the file). The check of the schema reads through a read-only connection, so a refusal
 leaves the files as they were (a read-write one would delete the damaged log on close).
-Without the marker, no store was ever created there: a 0-byte or missing file is a new
-store. Creating one that fails (a full disk) removes the files it made, so the next start
-is a first start again. Every error of opening is one ``StoreError`` line, never a
-traceback; a full disk is named as one.
+The log itself is never missing while the marker exists, except after a clean stop
+(whose close checkpoints it into the database and deletes it): ``meta`` records
+``stopped_cleanly`` (0 from each open, checkpointed into the file, 1 at a clean close), so a
+log missing after a gateway that did not stop cleanly (deleted after a ``kill -9``) is
+refused too, naming what it held (the commits since the last checkpoint); an empty log
+file put there on purpose starts the store with what the database file holds. A log
+whose header a power cut damaged is not told apart from a power cut's lost last commits,
+which ``synchronous=NORMAL`` accepts. Without the marker, no store was ever created there:
+a 0-byte or missing file is a new store. Creating one that fails (a full disk) removes
+the files it made, so the next start is a first start again. Every error of opening is
+one ``StoreError`` line, never a traceback; a full disk is named as one.
 
 The schema goes into the database file itself at once: every open ends with a checkpoint
 (``wal_checkpoint(TRUNCATE)``), so after a first start the file holds the schema and the
@@ -41,7 +48,7 @@ from pathlib import Path
 
 from broker_core.errors import EdgebusError
 
-__all__ = ["SCHEMA_VERSION", "StoreError", "checkpoint", "connect", "marker_path"]
+__all__ = ["SCHEMA_VERSION", "StoreError", "checkpoint", "close", "connect", "marker_path"]
 
 log = logging.getLogger(__name__)
 
@@ -175,8 +182,20 @@ def _refuse_lost_store(path: Path) -> bool:
             f" will not start with an empty store silently: restore the file from a backup,"
             f" or delete {marker} to start with an empty store on purpose"
         )
-    if not _has_schema(path):
-        wal = path.with_name(path.name + "-wal")
+    wal = path.with_name(path.name + "-wal")
+    if not wal.exists():
+        has_schema, stopped_cleanly = _file_alone(path)
+        if has_schema and stopped_cleanly == "0":
+            raise StoreError(
+                f"{path}: its write-ahead log {wal} is missing, but the gateway did not stop"
+                f" cleanly: the commits since the last checkpoint (the last seconds of its"
+                f" sessions, queued and retained messages) were in it and are lost; edgebus"
+                f" will not start without them silently: restore {wal} from a backup, or"
+                f" create it empty (touch {wal}) to start with what {path} holds"
+            )
+    else:
+        has_schema = _has_schema(path)
+    if not has_schema:
         raise StoreError(
             f"{path}: the store has no tables, but {marker} says it was created: its"
             f" write-ahead log {wal}, which held them, is missing or damaged, so its sessions,"
@@ -204,6 +223,44 @@ def _has_schema(path: Path) -> bool:
     finally:
         conn.close()
     return bool(row[0])
+
+
+def _file_alone(path: Path) -> tuple[bool, str | None]:
+    """Whether the database file itself (no log) holds the ``meta`` table, and its
+    ``stopped_cleanly``; (True, None) when it cannot tell. ``immutable``: nothing is
+    created beside it (a read-only connection would create the log)."""
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?immutable=1", uri=True)
+    except sqlite3.Error:
+        return True, None
+    try:
+        (tables,) = conn.execute(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+        ).fetchone()
+        if not tables:
+            return False, None
+        row = conn.execute("SELECT value FROM meta WHERE key = 'stopped_cleanly'").fetchone()
+    except sqlite3.Error:
+        return True, None
+    finally:
+        conn.close()
+    return True, None if row is None else str(row[0])
+
+
+def _stopped_cleanly(conn: sqlite3.Connection, path: Path, value: str) -> None:
+    try:
+        conn.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES ('stopped_cleanly', ?)", (value,)
+        )
+    except sqlite3.Error as exc:
+        log.warning("store %s: cannot record stopped_cleanly=%s: %s", path, value, exc)
+
+
+def close(conn: sqlite3.Connection, path: Path) -> None:
+    """Records a clean stop and closes; the close checkpoints the log into the database
+    and deletes it (the last connection)."""
+    _stopped_cleanly(conn, path, "1")
+    conn.close()
 
 
 def _full(exc: sqlite3.Error) -> bool:
@@ -267,6 +324,7 @@ def connect(path: Path) -> sqlite3.Connection:
         if new:
             _discard_new(made)
         raise
+    _stopped_cleanly(conn, path, "0")  # until close() says otherwise
     checkpoint(conn, path)
     return conn
 

@@ -29,7 +29,7 @@ from broker_core.mqtt.packets import SubscriptionOptions, Will
 from broker_core.mqtt.properties import EMPTY, PacketKind, decode_properties
 from broker_core.mqtt.session_state import Delivery, SessionState, Subscription
 from broker_core.store.base import RestoredSession, RestoredWill, Snapshot
-from broker_core.store.schema import StoreError, checkpoint, connect, marker_path
+from broker_core.store.schema import StoreError, checkpoint, close, connect, marker_path
 from broker_core.store.writer import Barrier, Writer
 
 __all__ = ["SqliteStore"]
@@ -173,7 +173,7 @@ class SqliteStore:
         try:
             snapshot = self._load(conn)
         except (sqlite3.Error, ProtocolError, ValueError, TypeError, OverflowError) as exc:
-            conn.close()
+            close(conn, self.path)
             raise StoreError(
                 f"{self.path}: cannot read the store ({type(exc).__name__}: {exc}); restore it"
                 f" from a backup, or move it and {marker_path(self.path)} away to start with an"
@@ -184,7 +184,7 @@ class SqliteStore:
             self._loop,
             self._committed,
             "store",
-            finish=conn.close,  # the last connection's close checkpoints the log
+            finish=lambda: close(conn, self.path),  # checkpoints the log, deletes it
             idle=lambda: checkpoint(conn, self.path, "PASSIVE"),
             idle_s=CHECKPOINT_IDLE_S,
         )

@@ -4,8 +4,9 @@ Real gateway processes (``persistence: sqlite``) on real files:
 
 - everything the store holds is in ``edgebus.db`` itself soon after it was written (the
   schema at once, data once the writer falls idle), so a ``kill -9`` followed by the loss
-  of the write-ahead log ``edgebus.db-wal`` (a power loss with ``synchronous=NORMAL``,
-  a careless copy) loses at most the last seconds, not the store;
+  of the write-ahead log ``edgebus.db-wal`` loses at most the last seconds, not the
+  store; and that loss is not silent: the log missing after a stop that was not clean is
+  refused, until an empty log is put there on purpose;
 - a database without the schema while the marker ``edgebus.db.created`` says a store was
   created (its log, which held the schema, deleted or its header damaged: what a
   ``kill -9`` in a store's first ~1000 pages left before the store checkpointed) is
@@ -94,8 +95,17 @@ def test_the_database_file_holds_the_store_without_its_log(tmp_path: Path) -> No
         )
     finally:
         kill(broker)
+    wal = database.with_name("edgebus.db-wal")
     for log in database.parent.glob("edgebus.db-*"):  # the log lost after the kill
         log.unlink()
+    # A log missing after a stop that was not clean is refused, the files left as found.
+    before = sorted(path.name for path in database.parent.iterdir())
+    line = refusal(tmp_path)
+    assert f"{database}: its write-ahead log {wal} is missing" in line
+    assert "did not stop cleanly" in line
+    assert f"touch {wal}" in line
+    assert sorted(path.name for path in database.parent.iterdir()) == before
+    wal.touch()  # on purpose, as the line says: what the file holds is everything
     assert queued_after_restart(tmp_path) == 20
 
 
