@@ -50,6 +50,7 @@ from broker_core.mqtt.session_state import Counters
 from broker_core.mqtt.topics import (
     abbreviate,
     parse_shared,
+    too_deep,
     topic_name_problem,
     validate_topic_filter,
 )
@@ -90,7 +91,7 @@ class Broker:
         self.started_at = time.time()
         self.counters = Counters()
         self.observers = Observers()
-        self.router = Router()
+        self.router = Router(self.counters.hit)
         self.retained = RetainedStore(
             limits.max_retained_messages,
             limits.max_retained_bytes,
@@ -227,7 +228,8 @@ class Broker:
 
         ``$delayed/<s>/<topic>`` is scheduled (Quota exceeded, 0x97, past the limit; an
         invalid one is Topic Name invalid, 0x90); ``$SYS`` belongs to the broker (Not
-        authorized, 0x87, MQTT 4.7.2); the ACL checks ``publisher`` (0x87); then the
+        authorized, 0x87, MQTT 4.7.2); a topic deeper than ``max_topic_levels`` is Topic
+        Name invalid (0x90, limit ``topic_levels``); the ACL checks ``publisher`` (0x87); then the
         message is routed. A QoS 1/2 retained message over the retained store's bounds is
         refused (Quota exceeded, 0x97) when the publisher ``can_refuse`` (not MQTT 3.1.1,
         which has no reason codes: delivered, not retained, counted). Returns the reason
@@ -248,6 +250,11 @@ class Broker:
             elif topic.startswith("$SYS"):
                 self.counters.publish_denied += 1
                 return _NOT_AUTHORIZED
+        if too_deep(context.topic, self.limits.max_topic_levels):
+            # Before the retained store (a trie node per level) and the router's cache.
+            self.counters.hit("topic_levels")
+            self.counters.publish_denied += 1
+            return _TOPIC_NAME_INVALID
         acl = self.acl
         if acl is not None and not acl.allows(publisher, PUBLISH, context.topic):
             self.counters.publish_denied += 1
@@ -463,13 +470,15 @@ class Broker:
 
         A message whose topic is not a valid topic name (``topic_name_problem``: one a
         rule or an adapter made before the hub refused those, over 65535 bytes, say) can
-        be sent to nobody: it is dropped with a warning, and deleted from the store. So
+        be sent to nobody, nor can one deeper than ``max_topic_levels``: it is dropped
+        with a warning, and deleted from the store. So
         is a retained message whose Message Expiry Interval has passed since it was
         published (the store keeps that time: the downtime counts).
         """
         expired = 0
+        max_levels = self.limits.max_topic_levels
         for context in snapshot.retained:
-            if _unsendable(context, "retained message"):
+            if _unsendable(context, "retained message", max_levels):
                 self.store.retained_cleared(context.topic)
                 continue
             remaining = context.expiry_remaining(now)
@@ -482,7 +491,7 @@ class Broker:
             log.info("store: %d retained messages expired while the broker was down", expired)
         delayed = []
         for key, due_at, context in snapshot.delayed:
-            if _unsendable(context, "delayed message"):
+            if _unsendable(context, "delayed message", max_levels):
                 self.store.delayed_removed(key)
                 continue
             delayed.append((key, due_at, context))
@@ -531,9 +540,13 @@ class Broker:
         self.publish_checked(context, context.origin, can_refuse=False)
 
 
-def _unsendable(context: Context, what: str) -> bool:
-    """True (and a warning logged) when a stored message's topic is no valid topic name."""
+def _unsendable(context: Context, what: str, max_levels: int) -> bool:
+    """True (and a warning logged) when a stored message's topic is no valid topic name,
+    or has more levels than ``mqtt.max_topic_levels`` (stored before that bound, or with
+    a larger one)."""
     problem = topic_name_problem(context.topic)
+    if problem is None and too_deep(context.topic, max_levels):
+        problem = f"more than mqtt.max_topic_levels ({max_levels}) levels"
     if problem is None:
         return False
     log.warning(

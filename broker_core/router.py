@@ -4,12 +4,13 @@
 one of its subscriptions that match (a client with overlapping subscriptions gets one
 message carrying the maximum QoS and all subscription identifiers [MQTT-3.3.4-2, -5]),
 and the shared-subscription groups whose filter matches. Results are cached per topic
-until the subscriptions change, so a steady stream to a fixed topic walks the trie once.
+until the subscriptions change, so a steady stream to a fixed topic walks the trie once;
+the cache is bounded in topics and in bytes (``_CACHE_LIMIT``, ``_CACHE_BYTES``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
 from broker_core.context import Context
@@ -19,7 +20,19 @@ from broker_core.mqtt.topics import parse_shared
 
 __all__ = ["Entry", "Router", "SharedGroup", "Subscriber", "Targets"]
 
+#: The match cache (``Router.match``) holds at most this many topics ...
 _CACHE_LIMIT = 8192
+#: ... and about this many bytes (``_cost``: the topic's characters and the targets'
+#: objects); past either it is emptied, counted in ``cache_clears`` (limit
+#: ``router_cache``). A topic whose targets alone cost more than a 64th of it (a 65 KB
+#: topic name, a topic with thousands of subscribers) is matched every time instead.
+_CACHE_BYTES = 8 * 1024 * 1024
+_CACHE_ENTRY_MAX = _CACHE_BYTES // 64
+# Estimated bytes of a cache entry beyond its topic's characters (the dict slot, the
+# key's header, a Targets and its lists), and of each subscriber or group it holds (a
+# tuple, its entries tuple, a list slot): measured with tracemalloc, rounded up.
+_ENTRY_COST = 320
+_TARGET_COST = 160
 
 
 class Subscriber(Protocol):
@@ -159,10 +172,23 @@ class Targets:
 
 
 class Router:
-    def __init__(self) -> None:
+    def __init__(self, on_cache_full: Callable[[str], None] | None = None) -> None:
         self._root = _Node()
         self._cache: dict[str, Targets] = {}
+        #: estimated bytes of the match cache (``_CACHE_BYTES``)
+        self.cache_bytes = 0
+        #: times the cache was emptied because it was full (not by a subscription change)
+        self.cache_clears = 0
+        self._on_cache_full = on_cache_full
         self.count = 0
+
+    @property
+    def cache_entries(self) -> int:
+        return len(self._cache)
+
+    def _clear_cache(self) -> None:
+        self._cache.clear()
+        self.cache_bytes = 0
 
     def subscribe(
         self,
@@ -182,7 +208,7 @@ class Router:
         shared = parse_shared(topic_filter)
         node = self._node(shared.topic_filter if shared else topic_filter, create=True)
         assert node is not None
-        self._cache.clear()
+        self._clear_cache()
         if shared is None:
             existed = node.put(entry)
         else:
@@ -232,7 +258,7 @@ class Router:
                 if not groups:
                     node.shared = None
         self.count -= 1
-        self._cache.clear()
+        self._clear_cache()
         # Prune empty branches so the trie does not grow with churn.
         for parent, level in reversed(trail):
             child = parent.children[level]
@@ -258,11 +284,20 @@ class Router:
                     found.append(entry)
             if node.shared:
                 groups.extend(node.shared.values())
-        targets = Targets([(s, tuple(e)) for s, e in by_subscriber.items()], groups)
+        subscribers = [(s, tuple(e)) for s, e in by_subscriber.items()]
+        targets = Targets(subscribers, groups)
+        cost = len(topic) + _ENTRY_COST + _TARGET_COST * (len(subscribers) + len(groups))
+        if cost > _CACHE_ENTRY_MAX:
+            return targets
         cache = self._cache
-        if len(cache) >= _CACHE_LIMIT:
+        if len(cache) >= _CACHE_LIMIT or self.cache_bytes + cost > _CACHE_BYTES:
             cache.clear()
+            self.cache_bytes = 0
+            self.cache_clears += 1
+            if self._on_cache_full is not None:
+                self._on_cache_full("router_cache")
         cache[topic] = targets
+        self.cache_bytes += cost
         return targets
 
     def has_first_level(self, level: str) -> bool:

@@ -93,6 +93,8 @@ class BrokerStats:
     store_pending_writes: int
     limit_hits: Mapping[str, int]
     topic_alias_bytes: int
+    router_cache_entries: int  # topics in the router's match cache (router._CACHE_LIMIT)
+    router_cache_bytes: int  # its estimated bytes (router._CACHE_BYTES)
     login_failures: int
     login_throttle_tracked: int
     observer_errors: int  # broker-event observers that raised
@@ -192,6 +194,8 @@ def collect_stats(broker: Broker) -> BrokerStats:
         store_pending_writes=broker.store.pending,
         limit_hits=dict(counters.limit_hits),
         topic_alias_bytes=counters.topic_alias_bytes,
+        router_cache_entries=broker.router.cache_entries,
+        router_cache_bytes=broker.router.cache_bytes,
         login_failures=0 if throttle is None else throttle.failures,
         login_throttle_tracked=0 if throttle is None else len(throttle),
         observer_errors=broker.observers.errors,

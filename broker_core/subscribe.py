@@ -1,6 +1,7 @@
 """SUBSCRIBE and UNSUBSCRIBE (mosquitto's handle_subscribe.c / handle_unsubscribe.c).
 
-For each requested filter: shared-subscription rules, the ACL (a refusal is logged at
+For each requested filter: shared-subscription rules, its depth (at most
+``max_topic_levels`` levels, else 0x8F Topic Filter invalid), the ACL (a refusal is logged at
 INFO, rate-limited), the server's capabilities (wildcards, shared subscriptions,
 subscription identifiers), the bounds on subscriptions per session and in all (0x97
 Quota exceeded), the granted QoS; then the router and the session's own record
@@ -21,7 +22,7 @@ from broker_core.acl import DENY_DISCONNECT, SUBSCRIBE
 from broker_core.mqtt.packets import Subscribe, Unsubscribe
 from broker_core.mqtt.reason_codes import ReasonCode
 from broker_core.mqtt.session import Session
-from broker_core.mqtt.topics import is_wildcard_filter, parse_shared
+from broker_core.mqtt.topics import is_wildcard_filter, parse_shared, too_deep
 from broker_core.observe import (
     ClientSubscribe,
     ClientUnsubscribe,
@@ -78,6 +79,11 @@ def handle_subscribe(broker: Broker, session: Session, packet: Subscribe, now: f
                 codes.append(ReasonCode.SHARED_SUBSCRIPTIONS_NOT_SUPPORTED)
                 continue
         inner = shared.topic_filter if shared else topic_filter
+        if too_deep(inner, limits.max_topic_levels):
+            # Well formed but not allowed here: a trie node per level (3.1.1: 0x80).
+            broker.counters.hit("topic_levels")
+            codes.append(ReasonCode.TOPIC_FILTER_INVALID)
+            continue
         if broker.acl is not None and not broker.acl.allows(origin, SUBSCRIBE, topic_filter):
             broker.refusal_log.info(
                 now,

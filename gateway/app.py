@@ -72,6 +72,7 @@ def limits_from_config(mqtt: MqttConfig) -> ServerLimits:
         max_packet_properties_bytes=mqtt.max_packet_properties_bytes,
         max_subscriptions=mqtt.max_subscriptions,
         max_subscriptions_total=mqtt.max_subscriptions_total,
+        max_topic_levels=mqtt.max_topic_levels,
         read_budget=mqtt.read_budget,
         max_qos=mqtt.max_qos,
         retain_available=mqtt.retain_available,

@@ -62,7 +62,8 @@ _TOPIC_NAME_INVALID = int(ReasonCode.TOPIC_NAME_INVALID)
 # Why the broker refused a publish, by reason code (``HubClient.refusal``).
 _REFUSALS = {
     int(ReasonCode.NOT_AUTHORIZED): "not authorized (the ACL, or a $SYS topic)",
-    _TOPIC_NAME_INVALID: "topic name invalid (a $delayed/ topic)",
+    _TOPIC_NAME_INVALID: "topic name invalid (a $delayed/ topic, or more levels than"
+    " mqtt.max_topic_levels)",
     int(ReasonCode.QUOTA_EXCEEDED): "quota exceeded (retained or delayed messages)",
 }
 

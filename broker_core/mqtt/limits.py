@@ -37,7 +37,9 @@ class ServerLimits:
 
     Aggregate bounds (docs/broker.md lists each with its reason code and metric): topic
     alias tables (``max_topic_alias`` per connection, ``max_topic_alias_bytes`` in all),
-    properties per packet, subscriptions per session and in all, retained messages in
+    properties per packet, levels of a topic name or filter (``max_topic_levels``: a
+    subscription or a retained message costs a trie node per level), subscriptions per
+    session and in all, retained messages in
     count and bytes, and the packets one connection may have handled per loop turn.
     """
 
@@ -57,6 +59,7 @@ class ServerLimits:
     max_packet_properties_bytes: int = 131_072  # bytes of one property block
     max_subscriptions: int = 1000  # per session
     max_subscriptions_total: int = 100_000  # in the router, local subscriptions included
+    max_topic_levels: int = 128  # levels of a topic name or filter (EMQX's default)
     read_budget: int = 65_536  # bytes of packets handled per connection per loop turn
     max_qos: int = 2
     retain_available: bool = True

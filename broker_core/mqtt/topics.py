@@ -20,6 +20,7 @@ __all__ = [
     "filter_matches",
     "is_wildcard_filter",
     "parse_shared",
+    "too_deep",
     "topic_filter_problem",
     "topic_name_problem",
     "validate_topic_filter",
@@ -63,6 +64,14 @@ def topic_name_problem(topic: str) -> str | None:
     if "+" in topic or "#" in topic:
         return "a topic name must not contain wildcards (+ or #)"
     return None
+
+
+def too_deep(topic: str, max_levels: int) -> bool:
+    """True when ``topic`` (a name or a filter) has more than ``max_levels`` levels
+    (``mqtt.max_topic_levels``). A topic of fewer than ``max_levels`` characters cannot
+    have that many separators, so a usual topic pays one length comparison; a longer one
+    is counted at C speed (``str.count``), without splitting it."""
+    return len(topic) >= max_levels and topic.count("/") >= max_levels
 
 
 def abbreviate(topic: str, keep: int = 64) -> str:

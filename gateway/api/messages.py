@@ -14,6 +14,7 @@ import time
 from broker_core.context import Context, Origin
 from broker_core.delayed import DELAYED_PREFIX, parse_delayed_topic
 from broker_core.mqtt.properties import EMPTY, Properties
+from broker_core.mqtt.topics import too_deep
 from gateway.api.schemas import (
     Message,
     MessageProperties,
@@ -57,13 +58,24 @@ def decode_payload(text: str, encoding: str) -> bytes:
         raise PayloadError("payload: not valid UTF-8 text (use encoding: base64)") from None
 
 
-def check_topic(topic: str) -> tuple[int, str] | None:
+def check_topic(topic: str, max_levels: int | None = None) -> tuple[int, str] | None:
     """Raises ``PayloadError`` unless a client could publish to ``topic``; returns
-    ``(delay, target)`` for a ``$delayed/`` topic, else None."""
+    ``(delay, target)`` for a ``$delayed/`` topic, else None. ``max_levels``: the
+    broker's ``mqtt.max_topic_levels`` (of the topic the message is routed to)."""
     if "+" in topic or "#" in topic:
         raise PayloadError("topic: a topic name must not contain wildcards (+ or #)")
     if len(topic.encode("utf-8")) > 65535:
         raise PayloadError("topic: at most 65535 bytes")
+    if max_levels is not None:
+        target = topic
+        if topic.startswith(DELAYED_PREFIX):
+            parsed = parse_delayed_topic(topic)
+            target = topic if parsed is None else parsed[1]
+        if too_deep(target, max_levels):
+            raise PayloadError(
+                f"topic: {target.count('/') + 1} levels, more than mqtt.max_topic_levels"
+                f" ({max_levels})"
+            )
     if topic.startswith("$SYS"):
         raise PayloadError("topic: $SYS topics belong to the broker")
     if topic.startswith(DELAYED_PREFIX):

@@ -41,6 +41,8 @@ edgebus_limit_hits_total                 counter  limit; times a bound was reach
 edgebus_pending_connections              gauge    sockets that have not sent CONNECT yet
 edgebus_retained_bytes                   gauge    bytes of retained messages held
 edgebus_topic_alias_bytes                gauge    topic characters in client alias tables
+edgebus_router_cache_entries             gauge    topics in the router's match cache
+edgebus_router_cache_bytes               gauge    estimated bytes of the router's match cache
 edgebus_login_failures_total             counter  failed logins
 edgebus_login_throttle_tracked           gauge    user names and addresses being throttled
 edgebus_observer_errors_total            counter  broker-event observers that raised
@@ -181,6 +183,8 @@ def snapshot(gateway: GatewayView) -> Metrics:
             pending_connections=stats.pending_connections,
             retained_bytes=stats.retained_bytes,
             topic_alias_bytes=stats.topic_alias_bytes,
+            router_cache_entries=stats.router_cache_entries,
+            router_cache_bytes=stats.router_cache_bytes,
             login_failures=stats.login_failures,
             login_throttle_tracked=stats.login_throttle_tracked,
         ),
@@ -313,6 +317,16 @@ class BrokerCollector(Collector):
                 "edgebus_login_throttle_tracked",
                 "User names and addresses the login throttle remembers",
                 m.limits.login_throttle_tracked,
+            ),
+            (
+                "edgebus_router_cache_entries",
+                "Topics in the router's match cache",
+                m.limits.router_cache_entries,
+            ),
+            (
+                "edgebus_router_cache_bytes",
+                "Estimated bytes of the router's match cache",
+                m.limits.router_cache_bytes,
             ),
         ):
             yield _gauge(name, doc, value)

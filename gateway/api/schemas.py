@@ -372,6 +372,8 @@ class LimitMetrics(BaseModel):
     pending_connections: int = Field(description="Sockets that have not sent CONNECT yet.")
     retained_bytes: int = Field(description="Bytes of retained messages held.")
     topic_alias_bytes: int = Field(description="Topic characters held in topic alias tables.")
+    router_cache_entries: int = Field(description="Topics in the router's match cache.")
+    router_cache_bytes: int = Field(description="Estimated bytes of the router's match cache.")
     login_failures: int = Field(description="Failed logins (wrong or unknown credentials).")
     login_throttle_tracked: int = Field(
         description="User names and addresses the login throttle remembers."

@@ -53,7 +53,7 @@ def _prepare(
     (``where`` prefixes the message: ``[3]`` in a batch)."""
     limits = gateway.broker.limits
     try:
-        delayed = check_topic(request.topic)
+        delayed = check_topic(request.topic, limits.max_topic_levels)
         context = context_of(request, origin, None if delayed is None else delayed[1])
     except PayloadError as exc:
         raise HTTPException(status.HTTP_400_BAD_REQUEST, f"{where}{exc}") from None

@@ -135,6 +135,16 @@ class MqttConfig(ConfigModel):
         description="Subscriptions in the broker, local ones (adapters, bridges) included; a"
         " client's filter beyond gets 0x97 in SUBACK (3.1.1: 0x80).",
     )
+    max_topic_levels: int = Field(
+        default=128,
+        ge=1,
+        le=65535,
+        description="Levels of a topic name or filter (`a/b/c` has 3). A deeper filter gets"
+        " 0x8F in SUBACK (3.1.1: 0x80); a deeper PUBLISH is refused with 0x90 (QoS 0 and"
+        " 3.1.1: dropped), an HTTP API publish with 400. 128 as EMQX (mosquitto: 200), so a"
+        " message taken here can be bridged there; each level of a subscription or a"
+        " retained message costs a node of the broker's topic tries.",
+    )
     read_budget: Annotated[int, SizeSpec(ge=1)] = Field(
         default=65536,
         description="Bytes of packets handled from one connection per event-loop turn (at"

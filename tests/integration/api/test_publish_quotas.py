@@ -53,7 +53,8 @@ def test_a_batch_over_the_delayed_limit_publishes_none(tmp_path: Path) -> None:
 
 
 def test_a_batch_over_the_retained_limits_publishes_none(tmp_path: Path) -> None:
-    config = API_CONFIG + "mqtt:\n  max_retained_messages: 2\n  max_retained_bytes: 64\n"
+    # 64 bytes of topics and payloads, and 240 for each of the 4 topic levels of r/1, r/2
+    config = API_CONFIG + "mqtt:\n  max_retained_messages: 2\n  max_retained_bytes: 1024\n"
     with running_gateway(tmp_path, config) as gw:
         http = http_of(gw)
         clients = Clients(gw)
@@ -88,12 +89,13 @@ def test_a_batch_over_the_retained_limits_publishes_none(tmp_path: Path) -> None
             assert http.get("/api/v1/retained/r/0").status == 404
             assert http.get("/api/v1/retained/r/2").json()["payload"] == "v2"
             watcher.expect_messages(4)
-            # bytes: r/1 and r/2 hold 8 bytes; 60 more pass max_retained_bytes (64)
+            # bytes: r/1 and r/2 hold 10 bytes and 4 levels (970); 55 more pass 1024
             big = {"topic": "r/1", "payload": "x" * 57, "retain": True}
             reply = http.post("/api/v1/publish/batch", [{"topic": "r/x", "payload": "y"}, big])
             assert reply.status == 503
             assert reply.json()["detail"] == (
-                "[1].retain: not retained, over mqtt.max_retained_bytes (64); nothing was published"
+                "[1].retain: not retained, over mqtt.max_retained_bytes (1024); nothing was"
+                " published"
             )
             watcher.expect_no_message()
             assert http.get("/api/v1/retained/r/1").json()["payload"] == "v1"

@@ -4,7 +4,8 @@ import time
 
 from broker_core.context import Context
 from broker_core.mqtt.properties import Properties
-from broker_core.retained import RetainedStore, as_of
+from broker_core.retained import LEVEL_BYTES as L
+from broker_core.retained import RetainedStore, as_of, retained_size
 
 
 def topics(store: RetainedStore, topic_filter: str) -> list[str]:
@@ -48,23 +49,32 @@ def test_limit_refuses_new_topics_but_allows_replacing() -> None:
 
 def test_byte_bound_refuses_growth_and_counts_by_limit() -> None:
     hits: list[str] = []
-    store = RetainedStore(max_bytes=100, on_refused=hits.append)
-    assert store.set(Context("a", b"x" * 49))  # 1 + 49 bytes
+    store = RetainedStore(max_bytes=100 + 2 * L, on_refused=hits.append)
+    assert store.set(Context("a", b"x" * 49))  # 1 + 49 bytes and one level
     assert store.set(Context("b", b"x" * 49))
-    assert store.bytes == 100
+    assert store.bytes == 100 + 2 * L
     assert store.set(Context("c", b"x")) is False  # a new topic past the bound
     assert store.set(Context("a", b"x" * 60)) is False  # growing past it
     assert store.set(Context("a", b"x" * 10))  # shrinking always works
-    assert store.bytes == 61
-    assert store.set(Context("c", b"x" * 30))
+    assert store.bytes == 61 + 2 * L
     store.set(Context("b", b""))  # clearing frees its bytes
-    assert store.bytes == 11 + 31
+    assert store.set(Context("c", b"x" * 30))
+    assert store.bytes == 11 + 31 + 2 * L
     assert hits == ["retained_bytes", "retained_bytes"]
     assert store.refused == 2
 
 
+def test_each_topic_level_counts_what_the_trie_costs() -> None:
+    """A deep topic counts ``LEVEL_BYTES`` a level: its trie nodes, not only its
+    characters, are bounded by ``max_bytes``."""
+    store = RetainedStore(max_bytes=10 * L)
+    assert retained_size(Context("a/b/c", b"1")) == 5 + 1 + 3 * L
+    assert store.over_limit(Context("/" * 8, b"1")) is None  # 9 levels
+    assert store.over_limit(Context("/" * 9, b"1")) == "retained_bytes"  # 10 levels and more
+
+
 def test_over_limit_names_the_bound_without_counting() -> None:
-    store = RetainedStore(max_messages=1, max_bytes=10)
+    store = RetainedStore(max_messages=1, max_bytes=10 + L)
     assert store.over_limit(Context("a", b"12345")) is None
     store.set(Context("a", b"12345"))
     assert store.over_limit(Context("b", b"1")) == "retained_messages"
@@ -93,7 +103,7 @@ def test_expired_messages_are_gone_from_every_read_and_reported() -> None:
     assert sorted(c.topic for c in store.match("e/#", T + 200.0)) == ["e/never"]
     assert gone == ["e/short", "e/long"]
     assert (len(store), store.expired) == (1, 2)
-    assert store.bytes == len("e/never") + 1
+    assert store.bytes == len("e/never") + 1 + 2 * L
 
 
 def test_expire_removes_in_order_of_expiry_a_batch_at_a_time() -> None:

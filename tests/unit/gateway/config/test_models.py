@@ -71,6 +71,7 @@ def test_mqtt_defaults() -> None:
         "max_packet_properties_bytes": 131_072,
         "max_subscriptions": 1000,
         "max_subscriptions_total": 100_000,
+        "max_topic_levels": 128,
         "read_budget": 65536,
         "max_qos": 2,
         "retain_available": True,
