@@ -323,6 +323,20 @@ class RetainedStore:
                     stack.append((branch, i + 1))
         return out
 
+    def levels(self, root: list[str], depth: int) -> Iterator[tuple[str, bool]] | None:
+        """The trie below the topic levels ``root`` ([]: all of it), at most ``depth``
+        levels deep, for the API's topic tree: ``(topic, whether a message is held
+        there)`` for each level, a parent before its children; None when ``root`` is in
+        no topic. Each node's children are copied when it is reached, so the caller may
+        let the loop run between items. Call ``expire`` first to leave expired ones out."""
+        node = self._root
+        for level in root:
+            child = node.children.get(level)
+            if child is None:
+                return None
+            node = child
+        return _levels(node, "/".join(root) + "/" if root else "", depth)
+
     def __iter__(self) -> Iterator[Context]:
         """Every message held, once those expired are removed."""
         self.expire()
@@ -332,3 +346,15 @@ class RetainedStore:
             if node.message is not None:
                 yield node.message
             stack.extend(node.children.values())
+
+
+def _levels(top: _Node, prefix: str, depth: int) -> Iterator[tuple[str, bool]]:
+    stack = [(top, prefix, depth)]
+    while stack:
+        node, prefix, left = stack.pop()
+        if left <= 0 or not node.children:
+            continue
+        for name, child in list(node.children.items()):
+            topic = prefix + name
+            yield topic, child.message is not None
+            stack.append((child, topic + "/", left - 1))

@@ -316,6 +316,20 @@ class Router:
                 yield from group.members
             stack.extend(node.children.values())
 
+    def levels(self, root: list[str], depth: int) -> Iterator[tuple[str, int]] | None:
+        """The trie below the filter levels ``root`` ([]: all of it), at most ``depth``
+        levels deep, for the API's topic tree: ``(filter, subscriptions ending there)``
+        for each level, a parent before its children; None when ``root`` is in no
+        filter. Each node's children are copied when it is reached, so the caller may
+        let the loop run between items (subscriptions changing meanwhile)."""
+        node = self._root
+        for level in root:
+            child = node.children.get(level)
+            if child is None:
+                return None
+            node = child
+        return _levels(node, "/".join(root) + "/" if root else "", depth)
+
     def shared_group(self, topic_filter: str) -> SharedGroup | None:
         """The group of a ``$share/{group}/{filter}`` subscription; None when it has none."""
         shared = parse_shared(topic_filter)
@@ -366,3 +380,19 @@ class Router:
             if child is not None:
                 stack.append((child, i + 1))
         return found
+
+
+def _levels(top: _Node, prefix: str, depth: int) -> Iterator[tuple[str, int]]:
+    stack = [(top, prefix, depth)]
+    while stack:
+        node, prefix, left = stack.pop()
+        if left <= 0 or not node.children:
+            continue
+        for name, child in list(node.children.items()):
+            topic = prefix + name
+            count = sum(len(g.members) for g in child.shared.values()) if child.shared else 0
+            entries = child.entries
+            if entries is not None:
+                count += 1 if type(entries) is Entry else len(entries)  # type: ignore[arg-type]
+            yield topic, count
+            stack.append((child, topic + "/", left - 1))

@@ -7,6 +7,11 @@ nodes of their own) and the topics of the retained messages. A node counts the
 subscriptions whose filter ends there and says whether a retained message is held for
 exactly that topic. Topics that only pass through the broker, with neither a subscriber
 nor a retained message, leave no trace and are not shown.
+
+The API builds it with ``LevelTreeBuilder`` from the levels the router's and the
+retained store's tries give down to the depth asked (``Router.levels``,
+``RetainedStore.levels``): the work is that of the nodes shown, not of the whole tree.
+``TopicTreeBuilder`` builds it from lists of filters and topics.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from dataclasses import dataclass, field
 from broker_core.mqtt.topics import SHARE_PREFIX
 from gateway.api.schemas import TopicNode, TopicTree
 
-__all__ = ["TopicTreeBuilder", "build_topic_tree"]
+__all__ = ["LevelTreeBuilder", "TopicTreeBuilder", "build_topic_tree"]
 
 
 @dataclass
@@ -70,6 +75,32 @@ class TopicTreeBuilder:
                 node = found
             prefix = root + "/"
         return TopicTree(nodes=self.nodes, children=_children(node, prefix, depth))
+
+
+class LevelTreeBuilder:
+    """The tree below ``root`` (a topic; None: everything) from its levels, each given
+    as its whole topic (``a/b/c``) after its parent's: ``nodes`` counts those given."""
+
+    def __init__(self, root: str | None = None) -> None:
+        self._root = _Node()
+        self._root_topic = root
+        self._nodes: dict[str, _Node] = {}
+
+    def add(self, topic: str, subscriptions: int = 0, retained: bool = False) -> None:
+        node = self._nodes.get(topic)
+        if node is None:
+            parent_topic, sep, name = topic.rpartition("/")
+            if not sep or parent_topic == self._root_topic:
+                parent = self._root
+            else:
+                parent = self._nodes[parent_topic]
+            node = self._nodes[topic] = parent.children[name] = _Node()
+        node.subscriptions += subscriptions
+        node.retained = node.retained or retained
+
+    def tree(self) -> TopicTree:
+        prefix = self._root_topic + "/" if self._root_topic else ""
+        return TopicTree(nodes=len(self._nodes), children=_children(self._root, prefix, None))
 
 
 def _children(node: _Node, prefix: str, depth: int | None) -> list[TopicNode]:

@@ -488,12 +488,12 @@ def test_topic_tree(gw: RunningGateway, http: Http, clients: Clients) -> None:
 
 
 def test_deep_topics_do_not_break_the_tree(http: Http) -> None:
-    # 128 levels: mqtt.max_topic_levels.
+    # 128 levels: mqtt.max_topic_levels; the tree shows (and reads) 64 of them.
     topic = "/".join(["d"] * 128)
     assert (
         http.post("/api/v1/publish", {"topic": topic, "payload": "x", "retain": True}).status == 200
     )
     reply = http.get("/api/v1/topics?depth=64")
     assert reply.status == 200
-    assert reply.json()["nodes"] == 128
+    assert reply.json()["nodes"] == 64
     wait_until(lambda: http.get("/api/v1/retained").json()["total"] == 1)

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import given
 from hypothesis import strategies as st
 
+from broker_core.context import Context
+from broker_core.mqtt.packets import SubscriptionOptions
+from broker_core.retained import RetainedStore
+from broker_core.router import Router
 from gateway.api.schemas import TopicNode
-from gateway.api.topic_tree import build_topic_tree
+from gateway.api.topic_tree import LevelTreeBuilder, build_topic_tree
 
 
 def flat(nodes: list[TopicNode]) -> list[tuple[str, int, bool]]:
@@ -78,3 +84,47 @@ def test_every_prefix_is_a_node_once(filters: list[str], retained: list[str]) ->
     assert tree.nodes == len(prefixes)
     assert sum(count for _, count, _ in shown) == len(filters)
     assert {topic for topic, _, kept in shown if kept} == set(retained)
+
+
+class _Subscriber:
+    online = True
+
+    def deliver(self, *args: Any) -> None:
+        raise AssertionError("nothing is published")
+
+
+@given(
+    st.lists(topics, max_size=20),
+    st.lists(topics.filter(lambda t: "+" not in t), max_size=20),
+    st.sampled_from([None, "a", "a/b", ""]),
+    st.integers(1, 5),
+)
+def test_the_tries_levels_make_the_same_tree(
+    filters: list[str], retained: list[str], root: str | None, depth: int
+) -> None:
+    """``LevelTreeBuilder`` from ``Router.levels`` and ``RetainedStore.levels`` (what the
+    API uses, reading only the levels shown) answers as ``build_topic_tree`` from the
+    filters and topics, but for ``nodes``: the nodes shown."""
+    router = Router()
+    for i, topic_filter in enumerate(filters):
+        router.subscribe(_Subscriber(), topic_filter + "/#" * (i % 2), SubscriptionOptions(0))
+    store = RetainedStore()
+    for topic in retained:
+        store.set(Context(topic, b"1"))
+    expected = build_topic_tree(
+        [f + "/#" * (i % 2) for i, f in enumerate(filters)], retained, root or None, depth
+    )
+    levels = root.split("/") if root else []
+    subscribed, held = router.levels(levels, depth), store.levels(levels, depth)
+    if subscribed is None and held is None:
+        assert expected is None
+        return
+    builder = LevelTreeBuilder(root or None)
+    for topic, count in subscribed or ():
+        builder.add(topic, subscriptions=count)
+    for topic, kept in held or ():
+        builder.add(topic, retained=kept)
+    tree = builder.tree()
+    assert expected is not None
+    assert tree.children == expected.children
+    assert tree.nodes == len(flat(tree.children))
