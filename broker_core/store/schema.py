@@ -247,20 +247,30 @@ def _file_alone(path: Path) -> tuple[bool, str | None]:
     return True, None if row is None else str(row[0])
 
 
-def _stopped_cleanly(conn: sqlite3.Connection, path: Path, value: str) -> None:
+def _stopped_cleanly(conn: sqlite3.Connection, path: Path, value: str) -> bool:
     try:
         conn.execute(
             "INSERT OR REPLACE INTO meta (key, value) VALUES ('stopped_cleanly', ?)", (value,)
         )
     except sqlite3.Error as exc:
         log.warning("store %s: cannot record stopped_cleanly=%s: %s", path, value, exc)
+        return False
+    return True
 
 
 def close(conn: sqlite3.Connection, path: Path) -> None:
     """Records a clean stop and closes; the close checkpoints the log into the database
-    and deletes it (the last connection)."""
-    _stopped_cleanly(conn, path, "1")
+    and deletes it (the last connection). When the record could not be written (a full
+    disk) and the close deleted the log, everything is in the database file: an empty log
+    says so to the next start, which would otherwise take the missing log for a lost one."""
+    recorded = _stopped_cleanly(conn, path, "1")
     conn.close()
+    wal = path.with_name(path.name + "-wal")
+    if not recorded and not wal.exists():
+        try:
+            wal.touch()
+        except OSError as exc:
+            log.warning("store %s: cannot create the empty log %s: %s", path, wal, exc)
 
 
 def _full(exc: sqlite3.Error) -> bool:

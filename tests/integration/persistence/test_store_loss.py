@@ -180,3 +180,15 @@ def test_a_first_start_on_a_full_disk_leaves_no_store_behind(tmp_path: Path) -> 
         filler.unlink()  # space freed: a first start again
         assert queued_after_restart(tmp_path, KEYED) == -1
         assert (data / "edgebus.db.created").exists()
+
+
+@pytest.mark.timeout(120)
+def test_a_clean_stop_on_a_full_disk_starts_again(tmp_path: Path) -> None:
+    """The stop cannot record that it was clean (no room), but its close checkpoints
+    everything into the database file: the next start, with space freed, is not refused."""
+    with small_filesystem(tmp_path / "data", 2 << 20) as data:
+        with start_edgebus(tmp_path, KEYED) as broker:
+            store_session(broker, 20)
+            filler = fill(data)
+        filler.unlink()
+        assert queued_after_restart(tmp_path, KEYED) == 20
