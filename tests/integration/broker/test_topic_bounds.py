@@ -2,7 +2,8 @@
 
 - ``mqtt.max_topic_levels`` (128): a deeper SUBSCRIBE filter gets SUBACK 0x8F (3.1.1:
   0x80), a deeper PUBLISH PUBACK 0x90 and is neither routed nor retained, a deeper will
-  is not published; each counted in limit ``topic_levels``. (Without it one client's
+  is not published, a component's deeper publish is refused (0x90); each counted in
+  limit ``topic_levels``. (Without it one client's
   filters of 65,000 levels took 16 MB each.)
 - ``mqtt.max_retained_bytes`` counts each level of a retained topic (``LEVEL_BYTES``):
   a deep topic cannot hold 230 times what it counts.
@@ -11,6 +12,8 @@
 """
 
 from __future__ import annotations
+
+from functools import partial
 
 import pytest
 
@@ -91,6 +94,26 @@ def test_a_will_deeper_than_max_topic_levels_is_not_published(
     will.abort()
     received = reader.recv_publish()
     assert (received.topic, received.payload) == ("w/ok", b"gone")
+    assert hits(gw, "topic_levels") == 1
+
+
+def test_a_component_publish_deeper_than_max_topic_levels_is_refused(
+    gw: RunningGateway, clients: Clients
+) -> None:
+    reader = clients.raw_connect(5, "hub-reader")
+    assert reader.subscribe([("#", 0)]).reason_codes == [0]
+    hub = gw.call(lambda: gw.gateway.hub.client("zmq", "deep"))
+    codes: list[int] = []
+    for topic in (deep("z", LEVELS + 1), deep("z", LEVELS)):
+        context = hub.context(topic, b"1", 1, True)
+        gw.call(partial(hub.publish, context, codes.append))
+    wait_until(lambda: len(codes) == 2, what="both publishes decided")
+    assert codes[0] == TOPIC_NAME_INVALID
+    assert codes[1] in ACCEPTED
+    assert "max_topic_levels" in hub.refusal
+    assert hub.denied == 1
+    received = reader.recv_publish()
+    assert received.topic == deep("z", LEVELS)
     assert hits(gw, "topic_levels") == 1
 
 
