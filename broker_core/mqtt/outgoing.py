@@ -52,8 +52,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from broker_core.mqtt.delivery import publish_parts
 from broker_core.mqtt.encoder import encode
 from broker_core.mqtt.packets import Puback, Pubcomp, Pubrec, Pubrel
+from broker_core.mqtt.properties import EMPTY
 from broker_core.mqtt.reason_codes import ReasonCode
-from broker_core.mqtt.session_state import SIZE_KEY, Delivery, SessionState, message_size
+from broker_core.mqtt.session_state import SIZE_KEY, Delivery, SessionState
 
 if TYPE_CHECKING:
     from broker_core.context import Context
@@ -76,6 +77,7 @@ class Outgoing:
         "_resend",
         "client",
         "counters",
+        "max_bytes_total",
         "max_inflight_bytes",
         "max_packet_size",
         "observer",
@@ -110,6 +112,7 @@ class Outgoing:
         self.window = window
         self.max_packet_size = max_packet_size
         self.max_inflight_bytes = state.limits.max_inflight_bytes
+        self.max_bytes_total = state.limits.max_queued_bytes_total
         self.writable = writable  # False while the transport is at its high-water mark
         # In flight when the session resumed, beyond the window: resent as it opens.
         self._resend: deque[Delivery] | None = None
@@ -155,13 +158,29 @@ class Outgoing:
         if qos:
             size = cache.get(SIZE_KEY, -1)
             if size < 0:
-                size = cache[SIZE_KEY] = message_size(context)
-        if not self.writable or (
-            qos and (state.queue or len(state.outgoing) >= self.window or self._bytes_full(size))
-        ):
-            # Paused at the write high-water mark, or over the inflight window or its
-            # bytes: queue (bounded, overflow by policy). QoS 0 skips a backlog of QoS 1/2
-            # messages.
+                # message_size, inlined: once per routed message
+                props = context.properties
+                size = len(context.topic) + len(context.payload)
+                if props is not EMPTY:
+                    size += len(props.encoded())
+                cache[SIZE_KEY] = size
+            outgoing = state.outgoing
+            counters = self.counters
+            if (
+                state.queue
+                or len(outgoing) >= self.window
+                or (outgoing and state.inflight_bytes + size > self.max_inflight_bytes)
+                or counters.queued_bytes + counters.inflight_bytes + size > self.max_bytes_total
+            ):
+                # Over the inflight window or its bytes: queue (bounded, overflow by
+                # policy); the hits of max_inflight_bytes are counted.
+                if outgoing and state.inflight_bytes + size > self.max_inflight_bytes:
+                    counters.hit("inflight_bytes")
+                state.enqueue(Delivery(context, qos, retain, subscription_ids, size))
+                return
+        if not self.writable:
+            # Paused at the write high-water mark: queue. QoS 0 skips a backlog of QoS
+            # 1/2 messages.
             state.enqueue(Delivery(context, qos, retain, subscription_ids, size))
             return
         if context.properties.message_expiry_interval is not None:
@@ -198,20 +217,6 @@ class Outgoing:
             ):
                 return
             self._send_delivery(state.dequeue(), now)
-
-    def _bytes_full(self, size: int) -> bool:
-        """A routed QoS 1/2 message of ``size`` bytes cannot go in flight now: the client's
-        ``max_inflight_bytes`` (with something in flight) or everyone's
-        ``max_queued_bytes_total`` would be passed."""
-        state = self.state
-        if state.outgoing and state.inflight_bytes + size > self.max_inflight_bytes:
-            state.counters.hit("inflight_bytes")
-            return True
-        counters = state.counters
-        return (
-            counters.queued_bytes + counters.inflight_bytes + size
-            > state.limits.max_queued_bytes_total
-        )
 
     # -- acknowledgements from the client ---------------------------------------------------
 

@@ -469,8 +469,9 @@ class SessionState:
         if outgoing is _NOTHING_IN_FLIGHT:
             outgoing = self.outgoing = {}
         outgoing[delivery.packet_id] = delivery
-        self.inflight_bytes += delivery.size
-        self.counters.inflight_bytes += delivery.size
+        size = delivery.size
+        self.inflight_bytes += size
+        self.counters.inflight_bytes += size
 
     def release(self, delivery: Delivery) -> None:
         """QoS 2: PUBREC arrived, PUBREL goes out."""
@@ -482,9 +483,11 @@ class SessionState:
         """The flow of an in-flight delivery ended (acknowledged or refused)."""
         delivery = self.outgoing.pop(packet_id, None)
         if delivery is not None:
-            self.inflight_bytes -= delivery.size
-            self.counters.inflight_bytes -= delivery.size
-            self.discard(delivery)
+            size = delivery.size
+            self.inflight_bytes -= size
+            self.counters.inflight_bytes -= size
+            if delivery.key:
+                self.discard(delivery)
         return delivery
 
     def clear_in_flight(self) -> None:
