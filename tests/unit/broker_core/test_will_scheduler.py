@@ -105,3 +105,38 @@ def test_a_restored_will_not_yet_due_waits_and_a_takeover_cancels_it() -> None:
         assert len(wills) == 0
 
     asyncio.run(main())
+
+
+def test_pending_will_bytes_are_counted_and_bounded() -> None:
+    # A will counts its topic, payload and properties; each way out of the scheduler
+    # (published, cancelled, replaced by a restored one) gives its bytes back.
+    size = len("status/c") + len(b"gone") + len(WILL.properties.encoded())
+
+    async def main() -> None:
+        store = RecordingStore()
+        published: list[Context] = []
+        full: list[None] = []
+        wills = WillScheduler(
+            published.append,
+            store,  # type: ignore[arg-type]
+            max_bytes=2 * size,
+            on_full=lambda: full.append(None),
+        )
+        wills.schedule("a", WILL, ORIGIN, 30, NOW)
+        wills.schedule("b", WILL, ORIGIN, 30, NOW)
+        assert (len(wills), wills.bytes) == (2, 2 * size)
+        assert wills.room_for(WILL) is False
+        wills.schedule("c", WILL, ORIGIN, 30, NOW)  # no room: published now
+        assert (len(wills), len(published), len(full)) == (2, 1, 1)
+        wills.cancel("a")
+        assert wills.bytes == size
+        assert wills.room_for(WILL) is True
+        wills.fire_now("b")
+        assert (wills.bytes, len(published)) == (0, 2)
+        wills.restore("r", RestoredWill(NOW + 30, WILL, ORIGIN), NOW)
+        wills.restore("r", RestoredWill(NOW + 60, WILL, ORIGIN), NOW)  # counted once
+        assert (len(wills), wills.bytes) == (1, size)
+        wills.cancel("r")
+        assert wills.bytes == 0
+
+    asyncio.run(main())
