@@ -38,7 +38,7 @@ def will_size(will: Will) -> int:
     """What a pending will counts against ``max_bytes``: topic, payload, properties."""
     props = will.properties
     size = len(will.topic) + len(will.payload)
-    return size if props is EMPTY else size + len(props.encoded())
+    return size if props is EMPTY else size + props.encoded_length()
 
 
 def will_context(will: Will, origin: Origin, now: float) -> Context:

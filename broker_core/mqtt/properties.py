@@ -130,6 +130,13 @@ class Properties:
             object.__setattr__(self, "_encoded", cached)
         return cached
 
+    def encoded_length(self) -> int:
+        """``len(self.encoded())`` without keeping the encoding when it is not cached yet:
+        what a held message (queued, delayed, a pending will) counts for its properties
+        without holding them twice until it is sent."""
+        cached = self._encoded
+        return len(cached) if cached is not None else len(encode_properties(self))
+
 
 _FIELD_NAMES = tuple(f.name for f in fields(Properties) if not f.name.startswith("_"))
 EMPTY = Properties()

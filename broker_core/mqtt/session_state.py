@@ -132,12 +132,13 @@ class Counters:
 
 def message_size(context: Context) -> int:
     """What a message counts against the byte bounds of queues, in-flight messages and
-    delayed messages: its topic, payload and properties (the rule ``max_retained_bytes``
-    counts by, ``retained.retained_size``). The property block is encoded once per
-    message and cached (``Properties.encoded``): this is a few ``len`` calls."""
+    delayed messages: its topic, payload and properties (as ``max_retained_bytes`` counts
+    them, ``retained.retained_size``). Properties count as their encoded block,
+    measured without caching it (``Properties.encoded_length``): a held message does not
+    hold its properties twice; ``Outgoing.deliver``, which sends at once, caches it."""
     props = context.properties
     size = len(context.topic) + len(context.payload)
-    return size if props is EMPTY else size + len(props.encoded())
+    return size if props is EMPTY else size + props.encoded_length()
 
 
 class Delivery:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from broker_core.context import Context
 from broker_core.mqtt.limits import ServerLimits
 from broker_core.mqtt.packets import SubscriptionOptions
-from broker_core.mqtt.session_state import Counters, SessionState, Subscription
+from broker_core.mqtt.properties import Properties
+from broker_core.mqtt.session_state import Counters, SessionState, Subscription, message_size
 from broker_core.router import Entry, Router
 
 
@@ -65,3 +67,16 @@ def test_the_router_entry_is_the_session_record() -> None:
         True,
     )
     assert Entry(state, "t", SubscriptionOptions()).subscription_id is None
+
+
+def test_message_size_counts_topic_payload_and_properties_without_caching_them() -> None:
+    # A held message counts its property block but does not keep that encoding (it would
+    # hold its properties twice until it is sent); one already encoded is measured as is.
+    props = Properties(user_properties=(("k", "v" * 20),))
+    context = Context("a/b", b"xyz", 1, properties=props)
+    block = 1 + 1 + (2 + 1) + (2 + 20)  # block length, property id, name, value
+    assert message_size(context) == len("a/b") + 3 + block
+    assert props._encoded is None
+    props.encoded()
+    assert message_size(context) == len("a/b") + 3 + block
+    assert message_size(Context("a/b", b"xyz", 1)) == 6
