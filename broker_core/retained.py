@@ -38,7 +38,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 from broker_core.context import Context
-from broker_core.mqtt.properties import EMPTY
+from broker_core.mqtt.session_state import message_size
+from broker_core.router import walk_levels
 
 __all__ = ["LEVEL_BYTES", "SWEEP_BATCH", "RetainedStore", "as_of", "is_broker_own", "retained_size"]
 
@@ -55,10 +56,7 @@ LEVEL_BYTES = 240
 def retained_size(context: Context) -> int:
     """What a retained message counts against ``max_bytes``: its topic, payload and
     properties, and ``LEVEL_BYTES`` for each level of its topic."""
-    props = context.properties
-    topic = context.topic
-    size = len(topic) + len(context.payload) + LEVEL_BYTES * (topic.count("/") + 1)
-    return size if props is EMPTY else size + len(props.encoded())
+    return message_size(context) + LEVEL_BYTES * (context.topic.count("/") + 1)
 
 
 def as_of(context: Context, now: float) -> Context:
@@ -335,7 +333,7 @@ class RetainedStore:
             if child is None:
                 return None
             node = child
-        return _levels(node, "/".join(root) + "/" if root else "", depth)
+        return walk_levels(node, "/".join(root) + "/" if root else "", depth, _holds)
 
     def __iter__(self) -> Iterator[Context]:
         """Every message held, once those expired are removed."""
@@ -348,13 +346,5 @@ class RetainedStore:
             stack.extend(node.children.values())
 
 
-def _levels(top: _Node, prefix: str, depth: int) -> Iterator[tuple[str, bool]]:
-    stack = [(top, prefix, depth)]
-    while stack:
-        node, prefix, left = stack.pop()
-        if left <= 0 or not node.children:
-            continue
-        for name, child in list(node.children.items()):
-            topic = prefix + name
-            yield topic, child.message is not None
-            stack.append((child, topic + "/", left - 1))
+def _holds(node: _Node) -> bool:
+    return node.message is not None

@@ -11,14 +11,16 @@ the cache is bounded in topics and in bytes (``_CACHE_LIMIT``, ``_CACHE_BYTES``)
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from broker_core.context import Context
 from broker_core.mqtt.packets import SubscriptionOptions
 from broker_core.mqtt.session_state import Subscription
 from broker_core.mqtt.topics import parse_shared
 
-__all__ = ["Entry", "Router", "SharedGroup", "Subscriber", "Targets"]
+__all__ = ["Entry", "Router", "SharedGroup", "Subscriber", "Targets", "walk_levels"]
+
+V = TypeVar("V")
 
 #: The match cache (``Router.match``) holds at most this many topics ...
 _CACHE_LIMIT = 8192
@@ -328,7 +330,7 @@ class Router:
             if child is None:
                 return None
             node = child
-        return _levels(node, "/".join(root) + "/" if root else "", depth)
+        return walk_levels(node, "/".join(root) + "/" if root else "", depth, _subscribers)
 
     def shared_group(self, topic_filter: str) -> SharedGroup | None:
         """The group of a ``$share/{group}/{filter}`` subscription; None when it has none."""
@@ -382,7 +384,13 @@ class Router:
         return found
 
 
-def _levels(top: _Node, prefix: str, depth: int) -> Iterator[tuple[str, int]]:
+def walk_levels(
+    top: Any, prefix: str, depth: int, value: Callable[[Any], V]
+) -> Iterator[tuple[str, V]]:
+    """``(topic, value(node))`` for every node of a topic trie below ``top`` (nodes with
+    a ``children`` dict, the router's and the retained store's), ``depth`` levels deep,
+    ``prefix`` the topic of ``top`` with its trailing ``/``. Each node's children are
+    copied when it is reached, so the caller may let the loop run between items."""
     stack = [(top, prefix, depth)]
     while stack:
         node, prefix, left = stack.pop()
@@ -390,9 +398,13 @@ def _levels(top: _Node, prefix: str, depth: int) -> Iterator[tuple[str, int]]:
             continue
         for name, child in list(node.children.items()):
             topic = prefix + name
-            count = sum(len(g.members) for g in child.shared.values()) if child.shared else 0
-            entries = child.entries
-            if entries is not None:
-                count += 1 if type(entries) is Entry else len(entries)  # type: ignore[arg-type]
-            yield topic, count
+            yield topic, value(child)
             stack.append((child, topic + "/", left - 1))
+
+
+def _subscribers(node: _Node) -> int:
+    count = sum(len(g.members) for g in node.shared.values()) if node.shared else 0
+    entries = node.entries
+    if entries is not None:
+        count += 1 if type(entries) is Entry else len(entries)  # type: ignore[arg-type]
+    return count

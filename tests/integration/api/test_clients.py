@@ -47,6 +47,7 @@ def test_clients_with_filters_and_paging(gw: RunningGateway, http: Http, clients
         "queued_messages": 0,
         "queued_bytes": 0,
         "inflight": 0,
+        "inflight_bytes": 0,
     }
     away = http.get("/api/v1/clients/gamma-alpha").json()
     assert (away["connected"], away["peer"], away["session_expiry_interval"]) == (False, None, 300)
