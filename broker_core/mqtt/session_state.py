@@ -132,8 +132,8 @@ class Counters:
 
 def message_size(context: Context) -> int:
     """What a message counts against the byte bounds of queues, in-flight messages and
-    delayed messages: its topic, payload and properties (as ``max_retained_bytes`` counts
-    them, ``retained.retained_size``, which adds the cost of its topic levels). Properties count as their encoded block,
+    delayed messages: its topic, payload and properties (``retained.retained_size`` adds
+    the cost of its topic levels to it). Properties count as their encoded block,
     measured without caching it (``Properties.encoded_length``): a held message does not
     hold its properties twice; ``Outgoing.deliver``, which sends at once, caches it."""
     props = context.properties
