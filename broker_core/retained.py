@@ -327,13 +327,7 @@ class RetainedStore:
         there)`` for each level, a parent before its children; None when ``root`` is in
         no topic. Each node's children are copied when it is reached, so the caller may
         let the loop run between items. Call ``expire`` first to leave expired ones out."""
-        node = self._root
-        for level in root:
-            child = node.children.get(level)
-            if child is None:
-                return None
-            node = child
-        return walk_levels(node, "/".join(root) + "/" if root else "", depth, _holds)
+        return walk_levels(self._root, root, depth, _holds)
 
     def __iter__(self) -> Iterator[Context]:
         """Every message held, once those expired are removed."""

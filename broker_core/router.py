@@ -324,13 +324,7 @@ class Router:
         for each level, a parent before its children; None when ``root`` is in no
         filter. Each node's children are copied when it is reached, so the caller may
         let the loop run between items (subscriptions changing meanwhile)."""
-        node = self._root
-        for level in root:
-            child = node.children.get(level)
-            if child is None:
-                return None
-            node = child
-        return walk_levels(node, "/".join(root) + "/" if root else "", depth, _subscribers)
+        return walk_levels(self._root, root, depth, _subscribers)
 
     def shared_group(self, topic_filter: str) -> SharedGroup | None:
         """The group of a ``$share/{group}/{filter}`` subscription; None when it has none."""
@@ -385,12 +379,24 @@ class Router:
 
 
 def walk_levels(
+    top: Any, root: list[str], depth: int, value: Callable[[Any], V]
+) -> Iterator[tuple[str, V]] | None:
+    """``(topic, value(node))`` for every node of a topic trie (nodes with a ``children``
+    dict, the router's and the retained store's) below the levels ``root`` of ``top``
+    ([]: all of it), ``depth`` levels deep, a parent before its children; None when
+    ``root`` is in no topic. Each node's children are copied when it is reached, so the
+    caller may let the loop run between items."""
+    node = top
+    for level in root:
+        node = node.children.get(level)
+        if node is None:
+            return None
+    return _walk(node, "/".join(root) + "/" if root else "", depth, value)
+
+
+def _walk(
     top: Any, prefix: str, depth: int, value: Callable[[Any], V]
 ) -> Iterator[tuple[str, V]]:
-    """``(topic, value(node))`` for every node of a topic trie below ``top`` (nodes with
-    a ``children`` dict, the router's and the retained store's), ``depth`` levels deep,
-    ``prefix`` the topic of ``top`` with its trailing ``/``. Each node's children are
-    copied when it is reached, so the caller may let the loop run between items."""
     stack = [(top, prefix, depth)]
     while stack:
         node, prefix, left = stack.pop()
