@@ -4,6 +4,13 @@ Integer arithmetic is exact (Python integers) and checked against the range of t
 target type at the end; ``/`` and ``%`` truncate toward zero as in C; ``~`` on an
 unsigned target complements within its width. Floating-point operands allow ``+ - * /``.
 Names refer to constants or enumerators.
+
+Names in the parameters of builtin annotations (``@default(K)``, ``@id(K)``,
+``@value(K)``) are looked up from the global scope, where IDL declares the builtin
+annotations: Cyclone's ``idlc`` resolves an annotation parameter in the scope of the
+annotation's declaration, not where the annotation is applied. So inside ``module M``,
+``@default(K)`` does not find ``M::K`` (``idlc``: "Scoped name 'K' cannot be resolved"),
+``@default(M::K)`` does, and a global ``K`` is found even when ``M`` has its own.
 """
 
 from __future__ import annotations
@@ -77,6 +84,29 @@ def _start(expr: Expr) -> Location:
     return expr.location
 
 
+@dataclass(frozen=True, slots=True)
+class _AnnotationScope:
+    """Where a builtin annotation's parameter is evaluated: from the global scope, with
+    ``applied_in``, the scope the annotation is written in, only to explain a miss."""
+
+    applied_in: Scope
+    annotation: str
+
+    def root(self) -> Scope:
+        return self.applied_in.root()
+
+    def unresolved(self, expr: NameRef) -> str:
+        """The message for a name the global scope does not resolve."""
+        try:
+            nearer = self.applied_in.lookup(expr.name, introduce=False)
+        except NameCaseError:
+            nearer = None
+        if nearer is None or nearer.kind not in ("const", "enumerator"):
+            return f"unknown constant '{expr.name}'"
+        return (f"'{expr.name}' cannot be resolved: names in @{self.annotation} are looked up "
+                f"from the global scope, as Cyclone's idlc does; write '{nearer.qualified}'")
+
+
 class ConstEvaluator:
     """Evaluates constant expressions in a scope and converts them to a target type."""
 
@@ -86,11 +116,17 @@ class ConstEvaluator:
         self._diag = diagnostics
         self._constant_enum = constant_enum
 
-    def evaluate(self, expr: Expr, target: TypeRef, scope: Scope) -> Value | None:
-        """The value of ``expr`` as ``target`` (typedefs allowed), or None after an error."""
+    def evaluate(self, expr: Expr, target: TypeRef, scope: Scope,
+                 annotation: str | None = None) -> Value | None:
+        """The value of ``expr`` as ``target`` (typedefs allowed), or None after an error.
+
+        ``annotation``: the name of the builtin annotation whose parameter ``expr`` is,
+        applied in ``scope``; its names are then looked up from the global scope.
+        """
         resolved = self._schema.resolve(target)
         try:
-            raw = self._eval(expr, scope, resolved)
+            raw = self._eval(expr, _AnnotationScope(scope, annotation) if annotation else scope,
+                             resolved)
             return self._convert(raw, resolved, _start(expr))
         except _EvalError as error:
             self._diag.error(error.location, error.message)
@@ -110,7 +146,7 @@ class ConstEvaluator:
 
     # -- evaluation --------------------------------------------------------------------
 
-    def _eval(self, expr: Expr, scope: Scope, target: object) -> _Raw:
+    def _eval(self, expr: Expr, scope: Scope | _AnnotationScope, target: object) -> _Raw:
         if isinstance(expr, Literal):
             value = expr.value
             assert isinstance(value, int | float | str | bool)
@@ -125,12 +161,15 @@ class ConstEvaluator:
         right = self._eval(expr.right, scope, target)
         return self._binary(expr, left, right)
 
-    def _name(self, expr: NameRef, scope: Scope) -> _Raw:
+    def _name(self, expr: NameRef, scope: Scope | _AnnotationScope) -> _Raw:
+        lookup = scope.root() if isinstance(scope, _AnnotationScope) else scope
         try:
-            symbol = scope.lookup(expr.name, introduce=False)
+            symbol = lookup.lookup(expr.name, introduce=False)
         except NameCaseError as error:
             raise _EvalError(expr.location, error.message) from None
         if symbol is None:
+            if isinstance(scope, _AnnotationScope):
+                raise _EvalError(expr.location, scope.unresolved(expr))
             raise _EvalError(expr.location, f"unknown constant '{expr.name}'")
         if symbol.kind == "enumerator":
             assert symbol.enum is not None and isinstance(symbol.value, str)

@@ -439,7 +439,7 @@ class _Resolver:
         if param is None:
             self._diag.error(annotation.location, "@id needs a value")
             return None
-        value = self._consts.evaluate(param, PrimitiveType("uint32"), scope)
+        value = self._consts.evaluate(param, PrimitiveType("uint32"), scope, "id")
         if isinstance(value, int) and value > 0x0FFF_FFFF:
             self._diag.error(param.location, f"member id {value} is larger than 0x0FFFFFFF")
             return None
@@ -455,14 +455,21 @@ class _Resolver:
         if annotation is None:
             return zero
         if zero is None:
-            self._diag.error(annotation.location, "@default applies to members of primitive, "
-                                                  "string and enum types only")
+            self._diag.error(annotation.location, "@default applies to members of primitive "
+                                                  "and string types only")
             return None
+        resolved = self.schema.resolve(ref)
+        if isinstance(resolved, EnumType):
+            # idlc: "@default can only set primitive types" (its value may be no enumerator)
+            self._diag.error(annotation.location, f"@default cannot be applied to a member of "
+                             f"enum type '{resolved.name}' (Cyclone's idlc refuses it); mark "
+                             f"the enum's default literal @default_literal instead")
+            return zero
         param = self._annotations.single_param(annotation)
         if param is None:
             self._diag.error(annotation.location, "@default needs a value")
             return zero
-        value = self._consts.evaluate(param, ref, scope)
+        value = self._consts.evaluate(param, ref, scope, "default")
         return zero if value is None else value
 
     # -- union -------------------------------------------------------------------------
@@ -596,7 +603,7 @@ class _Resolver:
             value_annotation = applied.get("value")
             if value_annotation is not None:
                 param = self._annotations.single_param(value_annotation)
-                evaluated = self._consts.evaluate(param, PrimitiveType("int32"), scope) \
+                evaluated = self._consts.evaluate(param, PrimitiveType("int32"), scope, "value") \
                     if param is not None else None
                 if isinstance(evaluated, int):
                     value = evaluated

@@ -63,7 +63,7 @@ class Sink(_idl.IdlStruct, typename="kitchen::Sink"):
     ratio: _types.float64 = 2.5
     flag: bool = True
     label: str = "dflt"
-    favourite: Color = Color.BLUE
+    favourite: Color = Color.WHITE
     by_bool: ByBool = _field(default_factory=lambda: ByBool(discriminator=False, value=""))
     by_enum: ByEnum = _field(default_factory=lambda: ByEnum(discriminator=Color.WHITE, value=bytes(16)))  # noqa: E501
     by_octet: ByOctet = _field(default_factory=lambda: ByOctet(discriminator=0, value=None))
