@@ -10,6 +10,7 @@ the cache is bounded in topics and in bytes (``_CACHE_LIMIT``, ``_CACHE_BYTES``)
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol, TypeVar
 
@@ -384,8 +385,9 @@ def walk_levels(
     """``(topic, value(node))`` for every node of a topic trie (nodes with a ``children``
     dict, the router's and the retained store's) below the levels ``root`` of ``top``
     ([]: all of it), ``depth`` levels deep, a parent before its children; None when
-    ``root`` is in no topic. Each node's children are copied when it is reached, so the
-    caller may let the loop run between items."""
+    ``root`` is in no topic. Breadth first: every node of a level before any of the next
+    (the API cuts a long answer after whole levels but the last). Each node's children
+    are copied when it is reached, so the caller may let the loop run between items."""
     node = top
     for level in root:
         node = node.children.get(level)
@@ -397,15 +399,15 @@ def walk_levels(
 def _walk(
     top: Any, prefix: str, depth: int, value: Callable[[Any], V]
 ) -> Iterator[tuple[str, V]]:
-    stack = [(top, prefix, depth)]
-    while stack:
-        node, prefix, left = stack.pop()
+    queue = deque([(top, prefix, depth)])
+    while queue:
+        node, prefix, left = queue.popleft()
         if left <= 0 or not node.children:
             continue
         for name, child in list(node.children.items()):
             topic = prefix + name
             yield topic, value(child)
-            stack.append((child, topic + "/", left - 1))
+            queue.append((child, topic + "/", left - 1))
 
 
 def _subscribers(node: _Node) -> int:

@@ -150,11 +150,21 @@ class TopicNode(BaseModel):
     subscriptions: int = Field(description="Subscriptions whose filter ends at this level.")
     retained: bool = Field(description="A retained message is held for this exact topic.")
     children: list[TopicNode]
+    more: bool | None = Field(
+        default=None,
+        description="Only in an answer cut at `limit` nodes, on the nodes with children"
+        " (within `depth`) the answer leaves out: ask again with this topic as `root`.",
+    )
 
 
 class TopicTree(BaseModel):
-    nodes: int = Field(description="Nodes in the whole tree (before `depth` cut it).")
+    nodes: int = Field(description="Nodes in the answer.")
     children: list[TopicNode] = Field(description="The first topic levels.")
+    truncated: bool | None = Field(
+        default=None,
+        description="Only when true: the tree asked for has more than `limit` nodes; the"
+        " answer holds every level but its deepest whole, the deepest one in part.",
+    )
 
 
 # -- messages -------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ class _Node:
     subscriptions: int = 0
     retained: bool = False
     children: dict[str, _Node] = field(default_factory=dict)
+    more: bool | None = None  # None, or True: children left out of a cut answer
 
 
 def _strip_share(topic_filter: str) -> str:
@@ -79,12 +80,30 @@ class TopicTreeBuilder:
 
 class LevelTreeBuilder:
     """The tree below ``root`` (a topic; None: everything) from its levels, each given
-    as its whole topic (``a/b/c``) after its parent's: ``nodes`` counts those given."""
+    as its whole topic (``a/b/c``) after its parent's: ``nodes`` counts those given.
+    A cut answer (``truncated``) marks the nodes whose children it leaves out
+    (``mark_more``)."""
 
     def __init__(self, root: str | None = None) -> None:
         self._root = _Node()
         self._root_topic = root
         self._nodes: dict[str, _Node] = {}
+        self.truncated = False
+
+    @property
+    def nodes(self) -> int:
+        return len(self._nodes)
+
+    def __contains__(self, topic: str) -> bool:
+        return topic in self._nodes
+
+    def topics(self) -> list[str]:
+        """The topics given so far, in the order given."""
+        return list(self._nodes)
+
+    def mark_more(self, topic: str) -> None:
+        """The node of ``topic`` has children the answer leaves out."""
+        self._nodes[topic].more = True
 
     def add(self, topic: str, subscriptions: int = 0, retained: bool = False) -> None:
         node = self._nodes.get(topic)
@@ -100,7 +119,11 @@ class LevelTreeBuilder:
 
     def tree(self) -> TopicTree:
         prefix = self._root_topic + "/" if self._root_topic else ""
-        return TopicTree(nodes=len(self._nodes), children=_children(self._root, prefix, None))
+        return TopicTree(
+            nodes=len(self._nodes),
+            children=_children(self._root, prefix, None),
+            truncated=True if self.truncated else None,
+        )
 
 
 def _children(node: _Node, prefix: str, depth: int | None) -> list[TopicNode]:
@@ -114,6 +137,7 @@ def _children(node: _Node, prefix: str, depth: int | None) -> list[TopicNode]:
             subscriptions=child.subscriptions,
             retained=child.retained,
             children=_children(child, prefix + name + "/", below),
+            more=child.more,
         )
         for name, child in sorted(node.children.items())
     ]
