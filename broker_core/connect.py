@@ -9,10 +9,19 @@
    (MQTT 3.1: 23) is refused (0x85);
 3. the credentials, through the login throttle when there is one
    (``broker_core.login_throttle``), then the authenticator;
-4. the will: a QoS or retain the server does not offer refuses an MQTT 5 client (0x9B,
-   0x9A [MQTT-3.2.2-12, -13]); an MQTT 3.1.1 client's will is lowered to what it offers;
-   a delayed will (MQTT 5's Will Delay Interval; 3.1.1 has none) the pending wills'
-   ``max_will_bytes_total`` has no room for refuses the client (0x97);
+4. the will: a topic it could never be published to refuses the client (0x90 Topic
+   Name invalid, MQTT 5.0 3.2.2.2: more levels than ``max_topic_levels``, or a
+   ``$delayed/`` topic that is not a valid one; counted in limit ``topic_levels``), as
+   the will would be refused when published (``Broker.publish_checked``); a QoS or
+   retain the server does not offer refuses an MQTT 5 client (0x9B, 0x9A
+   [MQTT-3.2.2-12, -13]); an MQTT 3.1.1 client's will is lowered to what it offers; a
+   will ``max_will_bytes_total`` has no room for refuses the client (0x97). That bound
+   counts the wills held for connected clients (``Session.will_size``) with the pending
+   ones (``WillScheduler.bytes``): room the client's own session holds (its connected
+   will, taken over, or its pending will, cancelled or published) is counted free.
+   MQTT 3.1.1 refusals are CONNACK return codes (``v3_connack_code``: 0x90 and 0x97
+   are 3, Server unavailable), as 3.1.1 3.1.4 asks of a CONNECT that passes the
+   format checks but fails further restrictions;
 5. the keep alive: ``server_keep_alive`` is imposed on MQTT 5 clients; one beyond
    ``max_keepalive`` (or 0 when a maximum is set) is lowered for MQTT 5 and refused for
    earlier versions (return code 2), as mosquitto does;
@@ -39,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker_core.auth import AuthRequest, AuthResult, new_auth_request
 from broker_core.context import Origin
+from broker_core.delayed import DELAYED_PREFIX, parse_delayed_topic
 from broker_core.errors import ProtocolError
 from broker_core.listeners.settings import ListenerSettings
 from broker_core.mqtt.limits import ServerLimits
@@ -48,11 +58,18 @@ from broker_core.mqtt.session import Session
 from broker_core.mqtt.session_state import NEVER_EXPIRES, SessionState
 from broker_core.observe import ClientConnack, ClientConnect, new_client_connected
 from broker_core.resume import restrict_to_owner
+from broker_core.will import will_size
 
 if TYPE_CHECKING:
     from broker_core.broker import Broker
 
-__all__ = ["granted_expiry", "granted_keep_alive", "granted_will", "handle_connect"]
+__all__ = [
+    "granted_expiry",
+    "granted_keep_alive",
+    "granted_will",
+    "handle_connect",
+    "will_topic_invalid",
+]
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +92,19 @@ def granted_expiry(connect: Connect, limits: ServerLimits) -> int:
     if asked == NEVER_EXPIRES and limits.max_session_expiry >= NEVER_EXPIRES:
         return NEVER_EXPIRES
     return min(asked or 0, limits.max_session_expiry)
+
+
+def will_topic_invalid(topic: str, max_levels: int) -> bool:
+    """True when a will on ``topic`` would be refused as Topic Name invalid when published
+    (``Broker.publish_checked``): a ``$delayed/`` topic that is no valid one, or a topic
+    (the one a ``$delayed/`` topic names) of more than ``max_levels`` levels
+    (``topics.too_deep``: a topic shorter than ``max_levels`` pays one comparison)."""
+    if topic[0] == "$" and topic.startswith(DELAYED_PREFIX):
+        delayed = parse_delayed_topic(topic)
+        if delayed is None:
+            return True
+        topic = delayed[1]
+    return len(topic) >= max_levels and topic.count("/") >= max_levels
 
 
 def granted_will(connect: Connect, limits: ServerLimits) -> Connect | int:
@@ -220,21 +250,30 @@ def _decide(answer: _Answer, client_id: str, assigned: str | None, result: AuthR
         )
         answer.refuse(result.reason_code)
         return
-    honoured = granted_will(connect, limits)
-    if isinstance(honoured, int):
-        answer.refuse(honoured)
-        return
-    if honoured is not connect:
-        connect = session.connect = honoured
     will = connect.will
-    if (
-        will is not None
-        and will.properties.will_delay_interval
-        and not broker.wills.room_for(will)
-    ):
-        broker.counters.hit("will_bytes_total")
-        answer.refuse(ReasonCode.QUOTA_EXCEEDED)
-        return
+    size = 0
+    if will is not None:
+        if will_topic_invalid(will.topic, limits.max_topic_levels):
+            broker.counters.hit("topic_levels")
+            answer.refuse(ReasonCode.TOPIC_NAME_INVALID)
+            return
+        honoured = granted_will(connect, limits)
+        if isinstance(honoured, int):
+            answer.refuse(honoured)
+            return
+        if honoured is not connect:
+            connect = session.connect = honoured
+        size = will_size(will)
+        wills = broker.wills
+        # One addition and comparison; the client's own wills are looked up only past it.
+        if (
+            wills.max_bytes
+            and wills.bytes + size > wills.max_bytes
+            and not _room_for_will(broker, client_id, size)
+        ):
+            broker.counters.hit("will_bytes_total")
+            answer.refuse(ReasonCode.QUOTA_EXCEEDED)
+            return
     keep_alive = granted_keep_alive(connect, limits)
     if keep_alive is None:
         answer.refuse(ReasonCode.CLIENT_IDENTIFIER_NOT_VALID)  # 3.1.1 return code 2
@@ -252,7 +291,21 @@ def _decide(answer: _Answer, client_id: str, assigned: str | None, result: AuthR
         result.username,
         result.auth_data,
         answer,
+        size,
     )
+
+
+def _room_for_will(broker: Broker, client_id: str, size: int) -> bool:
+    """A will of ``size`` bytes fits ``max_will_bytes_total`` once what ``client_id``'s
+    session holds is freed, as accepting this CONNECT frees it: the will of the
+    connection taken over (published or cancelled) and its pending will (cancelled, or
+    published at once on a clean start)."""
+    wills = broker.wills
+    held = wills.pending_size(client_id)
+    state = broker.sessions.get(client_id)
+    if state is not None and state.connection is not None:
+        held += state.connection.will_size
+    return wills.bytes - held + size <= wills.max_bytes
 
 
 def _auth_request(
@@ -301,7 +354,10 @@ def _accept(
     username: str | None,
     auth_data: bytes | None,
     answer: _Answer,
+    will_bytes: int,
 ) -> None:
+    """``will_bytes``: ``will_size`` of the CONNECT's will (0 without one), counted in
+    ``max_will_bytes_total`` from now until the connection ends (``end_connection``)."""
     sessions = broker.sessions
     wills = broker.wills
     existing = sessions.get(client_id)
@@ -342,6 +398,9 @@ def _accept(
         auth_method=connect.properties.authentication_method,
         auth_data=auth_data,
     )
+    if will_bytes:
+        wills.bytes += will_bytes  # given back by SessionRegistry.end_connection
+        session.will_size = will_bytes
     sessions.went_online(state)
     if log.isEnabledFor(logging.INFO):
         log.info(

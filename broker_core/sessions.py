@@ -138,6 +138,12 @@ class SessionRegistry:
         origin = session.origin
         will = session.will
         session.will = None
+        held = session.will_size
+        if held:
+            # The will counted in max_will_bytes_total since its CONNECT (even when a
+            # DISCONNECT discarded it): given back before a will due goes to schedule.
+            self.wills.bytes -= held
+            session.will_size = 0
         if will is not None:
             # Published after the will delay or when the session ends, whichever is
             # first; a takeover within the delay cancels it (broker_core.connect). A

@@ -82,7 +82,7 @@ class BrokerStats:
     retained_bytes: int
     delayed: int
     delayed_bytes: int  # message_size of the $delayed/ messages (max_delayed_bytes)
-    will_bytes: int  # will_size of the pending wills (max_will_bytes_total)
+    will_bytes: int  # will_size of the wills held, connected and pending (max_will_bytes_total)
     queued_messages: int  # queued for MQTT sessions, summed
     queued_messages_max: int  # the longest session queue
     queued_bytes: int  # message_size of queued messages (+ inflight_bytes: the total bound)

@@ -8,11 +8,14 @@ The pending will of a persisted session is persisted with it (``Store.will_saved
 its due time as wall-clock time, and deleted once published or cancelled. At start-up
 the store's pending wills are armed again (``restore``); one whose moment passed while
 the gateway was down is published at once. One will per client id: bounded by the
-sessions, and in bytes: the pending wills' topics, payloads and properties together
-(``bytes``, ``will_size``) stay under ``max_bytes`` (``mqtt.max_will_bytes_total``; 0: no
-limit). A CONNECT whose delayed will would not fit is refused (``room_for``, decided in
-``broker_core.connect``); a will that would pass the bound when its connection ends (the
-bound filled since its CONNECT) is published at once instead of after its delay, and
+sessions, and in bytes (``will_size``: topic, payload and properties) under ``max_bytes``
+(``mqtt.max_will_bytes_total``; 0: no limit). ``bytes`` counts every will the broker
+holds: the pending ones here, and the wills of connected clients, held in their
+``Session`` until the connection ends: ``broker_core.connect`` adds a will's size when
+it accepts its CONNECT (refusing one that would not fit, 0x97) and
+``SessionRegistry.end_connection`` takes it back, before a will that is due goes to
+``schedule``. A will that would pass the bound when its connection ends (the bound
+lowered since its CONNECT) is published at once instead of after its delay, and
 ``on_full`` is told. Wills restored at start-up are counted, never refused.
 """
 
@@ -74,11 +77,18 @@ class WillScheduler:
         self._pending: dict[str, _Pending] = {}
         self.max_bytes = max_bytes
         self.on_full = on_full
-        self.bytes = 0  # will_size of the pending wills together
+        #: will_size of the pending wills and of the connected clients' wills together
+        #: (those are added and taken back by broker_core.connect and end_connection)
+        self.bytes = 0
 
     def room_for(self, will: Will) -> bool:
         """A pending ``will`` would stay within ``max_bytes``."""
         return not self.max_bytes or self.bytes + will_size(will) <= self.max_bytes
+
+    def pending_size(self, client_id: str) -> int:
+        """``will_size`` of ``client_id``'s pending will; 0 when it has none."""
+        entry = self._pending.get(client_id)
+        return 0 if entry is None else entry.size
 
     def __len__(self) -> int:
         return len(self._pending)

@@ -159,6 +159,7 @@ class Session:
         "state",
         "waker",
         "will",
+        "will_size",
         "writable",
     )
 
@@ -196,6 +197,9 @@ class Session:
         self.origin = _NOT_CONNECTED  # until accept(): nothing reads it before
         self.keep_alive = 0
         self.will: Will | None = None
+        # What the broker counts of ``will`` in max_will_bytes_total while connected
+        # (broker_core.connect sets it, SessionRegistry.end_connection gives it back).
+        self.will_size = 0
         self.close_reason: int | None = None
         self.writable = True  # False while the transport is at its write high-water mark
         # Told when data_to_send() stops being empty (the driver); set it before accept().

@@ -33,7 +33,7 @@ edgebus_queued_bytes                     gauge    bytes queued for MQTT sessions
 edgebus_inflight_messages                gauge    QoS 1/2 messages awaiting acknowledgement
 edgebus_inflight_bytes                   gauge    bytes of the messages in flight
 edgebus_delayed_bytes                    gauge    bytes of the ``$delayed/`` messages waiting
-edgebus_will_bytes                       gauge    bytes of the pending (delayed) wills
+edgebus_will_bytes                       gauge    bytes of the wills held (connected, pending)
 edgebus_local_queued_messages            gauge    messages waiting for local subscribers
 edgebus_local_queued_messages_max        gauge    the longest local subscriber queue
 edgebus_store_pending_writes             gauge    writes handed to the store, not committed
@@ -286,7 +286,7 @@ class BrokerCollector(Collector):
             ("edgebus_inflight_messages", "QoS 1/2 messages in flight", queues.inflight),
             ("edgebus_inflight_bytes", "Bytes of messages in flight", queues.inflight_bytes),
             ("edgebus_delayed_bytes", "Bytes of delayed messages", m.messages.delayed_bytes),
-            ("edgebus_will_bytes", "Bytes of pending wills", m.messages.will_bytes),
+            ("edgebus_will_bytes", "Bytes of held wills", m.messages.will_bytes),
             (
                 "edgebus_local_queued_messages",
                 "Messages waiting for local subscribers",

@@ -352,7 +352,8 @@ class MessageMetrics(BaseModel):
         description="Topic, payload and property bytes of the `$delayed/` messages waiting."
     )
     will_bytes: int = Field(
-        description="Topic, payload and property bytes of the pending (delayed) wills."
+        description="Topic, payload and property bytes of the wills held: those of connected"
+        " clients and the pending (delayed) ones."
     )
 
 

@@ -88,10 +88,11 @@ class MqttConfig(ConfigModel):
     )
     max_will_bytes_total: Annotated[int, SizeSpec(ge=0)] = Field(
         default=64_000_000,
-        description="Bytes (topic, payload, properties) of the pending wills of clients gone"
-        " away, waiting out their Will Delay Interval; 0 = no limit. An MQTT 5 CONNECT whose"
-        " delayed will has no room is refused (0x97); a will that would pass it when its"
-        " connection ends is published at once instead of after its delay.",
+        description="Bytes (topic, payload, properties) of the wills held: those of connected"
+        " clients, from their CONNECT until the connection ends, and the pending ones of"
+        " clients gone away, waiting out their Will Delay Interval; 0 = no limit. A CONNECT"
+        " whose will has no room is refused (0x97; 3.1.1: 3); a will that would pass it"
+        " when its connection ends is published at once instead of after its delay.",
     )
     queue_overflow: Literal["drop_oldest", "drop_new"] = Field(
         default="drop_oldest",

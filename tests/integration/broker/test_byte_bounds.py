@@ -1,7 +1,8 @@
 """Byte bounds on what the broker holds for clients, through a running gateway: messages
 in flight to a client that does not acknowledge (``mqtt.max_inflight_bytes``, and
-``max_queued_bytes_total`` over queues and in-flight messages together) and ``$delayed/``
-messages (``mqtt.max_delayed_bytes``). A message counts its topic, payload and properties
+``max_queued_bytes_total`` over queues and in-flight messages together), ``$delayed/``
+messages (``mqtt.max_delayed_bytes``) and wills, of connected clients and pending
+(``mqtt.max_will_bytes_total``). A message counts its topic, payload and properties
 (``session_state.message_size``); the statistics are what ``/metrics`` serves."""
 
 from __future__ import annotations
@@ -125,30 +126,95 @@ def _with_will(clients: Clients, n: int, expect_code: int = 0) -> object:
     return client
 
 
+def _will_bytes(gw: RunningGateway) -> int:
+    return gw.call(lambda: gw.broker.stats().will_bytes)  # edgebus_will_bytes
+
+
 @pytest.mark.gateway_config("mqtt:\n  max_will_bytes_total: 2000\n")
 def test_pending_wills_are_bounded_in_bytes(gw: RunningGateway, clients: Clients) -> None:
-    # Three clients with wills delayed an hour connect (nothing pending yet) and go away
-    # without DISCONNECT: two wills fit 2000 bytes and wait; the third has no room and is
-    # published at once. A fourth CONNECT with a delayed will is then refused, 0x97.
+    # Two clients with wills delayed an hour connect: their wills are held from the
+    # CONNECT on (2 x 908 of 2000 bytes), and stay counted once pending. A third CONNECT
+    # with a will has no room: refused, 0x97. Wills restored, replaced or given back
+    # make room again.
     watcher = clients.raw_connect(5, "watcher")
     watcher.subscribe("w/#", 0)
-    away = [_with_will(clients, n) for n in range(3)]
-    for n, client in enumerate(away[:2]):
+    away = [_with_will(clients, n) for n in range(2)]
+    assert _will_bytes(gw) == 2 * WILL_SIZE
+    for n, client in enumerate(away):
         client.abort()  # type: ignore[attr-defined]
         wait_until(lambda n=n: gw.call(lambda: len(gw.broker.wills)) == n + 1, what="pending")
-    assert gw.call(lambda: gw.broker.stats().will_bytes) == 2 * WILL_SIZE
-    away[2].abort()  # type: ignore[attr-defined]
-    assert watcher.recv_publish().topic == "w/2"  # at once, not in an hour
-    watcher.expect_no_packet(short_wait())
+    assert _will_bytes(gw) == 2 * WILL_SIZE
+    watcher.expect_no_packet(short_wait())  # both wait out their delay
     refused = _with_will(clients, 3, expect_code=0x97)
     assert refused.connack.reason_code == 0x97  # type: ignore[attr-defined]
     stats = gw.call(gw.broker.stats)
     assert (len(gw.broker.wills), stats.will_bytes) == (2, 2 * WILL_SIZE)
-    assert stats.limit_hits["will_bytes_total"] == 2
-    # A will without delay, or no will, is never refused; one coming back frees its room.
+    assert stats.limit_hits["will_bytes_total"] == 1
+    # No will is never refused; one coming back frees its room.
     clients.raw_connect(5, "no-will")
     back = clients.raw(5)
     back.do_connect("will-0", proto_ver=5, clean_session=False, properties=KEEP)
     assert back.connack.session_present is True
-    assert gw.call(lambda: gw.broker.stats().will_bytes) == WILL_SIZE
+    assert _will_bytes(gw) == WILL_SIZE
     _with_will(clients, 4)
+    assert _will_bytes(gw) == 2 * WILL_SIZE
+
+
+WILL_PAYLOAD = b"c" * 900
+CONNECTED_WILL_SIZE = len("c/0") + len(WILL_PAYLOAD)  # no properties
+
+
+def _connected_will(clients: Clients, n: int, proto: int = 5, expect_code: int = 0) -> object:
+    client = clients.raw(proto)
+    client.do_connect(
+        f"c-{n}",
+        proto_ver=proto,
+        will_topic=f"c/{n}",
+        will_payload=WILL_PAYLOAD,
+        expect_code=expect_code,
+    )
+    return client
+
+
+@pytest.mark.gateway_config("mqtt:\n  max_will_bytes_total: 2000\n")
+def test_wills_of_connected_clients_count_in_max_will_bytes_total(
+    gw: RunningGateway, clients: Clients
+) -> None:
+    # A connected client's will is held in memory until its connection ends, delayed or
+    # not, MQTT 5 or 3.1.1: max_will_bytes_total counts it from the CONNECT, and
+    # edgebus_will_bytes shows it. Before, only pending (delayed) wills were counted:
+    # every connected client could hold a will of any size.
+    first = _connected_will(clients, 0)
+    second = _connected_will(clients, 1, proto=4)
+    assert _will_bytes(gw) == 2 * CONNECTED_WILL_SIZE
+    assert gw.call(lambda: len(gw.broker.wills)) == 0  # none pending
+    refused = _connected_will(clients, 2, expect_code=0x97)
+    assert refused.connack.reason_code == 0x97  # type: ignore[attr-defined]
+    refused.expect_closed(packet_type=None)  # type: ignore[attr-defined]
+    refused_311 = _connected_will(clients, 3, proto=4, expect_code=3)  # Server unavailable
+    refused_311.expect_closed(packet_type=None)  # type: ignore[attr-defined]
+    assert hits_of(gw, "will_bytes_total") == 2
+    clients.raw_connect(5, "no-will")  # a CONNECT without a will is not counted
+    # The same client connecting again takes its connection over: the will it held is
+    # counted as free (it goes out at the takeover), so the new one fits.
+    again = _connected_will(clients, 0)
+    assert _will_bytes(gw) == 2 * CONNECTED_WILL_SIZE
+    first.expect_closed(reason_code=0x8E)  # type: ignore[attr-defined]
+    # A normal DISCONNECT discards the will and gives its bytes back ...
+    second.disconnect()  # type: ignore[attr-defined]
+    wait_until(lambda: _will_bytes(gw) == CONNECTED_WILL_SIZE, what="will bytes given back")
+    # ... so does a will published when its connection is lost.
+    watcher = clients.raw_connect(5, "watcher")
+    watcher.subscribe("c/#", 0)
+    third = _connected_will(clients, 2)
+    assert _will_bytes(gw) == 2 * CONNECTED_WILL_SIZE
+    third.abort()  # type: ignore[attr-defined]
+    assert watcher.recv_publish().topic == "c/2"
+    wait_until(lambda: _will_bytes(gw) == CONNECTED_WILL_SIZE, what="will bytes given back")
+    again.abort()  # type: ignore[attr-defined]
+    assert watcher.recv_publish().topic == "c/0"
+    wait_until(lambda: _will_bytes(gw) == 0, what="no will held")
+
+
+def hits_of(gw: RunningGateway, limit: str) -> int:
+    return gw.call(lambda: gw.broker.counters.limit_hits.get(limit, 0))

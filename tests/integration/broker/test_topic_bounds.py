@@ -1,8 +1,9 @@
 """Bounds on what a topic costs the broker's tries and caches, over real sockets.
 
 - ``mqtt.max_topic_levels`` (128): a deeper SUBSCRIBE filter gets SUBACK 0x8F (3.1.1:
-  0x80), a deeper PUBLISH PUBACK 0x90 and is neither routed nor retained, a deeper will
-  is not published, a component's deeper publish is refused (0x90); each counted in
+  0x80), a deeper PUBLISH PUBACK 0x90 and is neither routed nor retained, a CONNECT with
+  a deeper will is refused (CONNACK 0x90; 3.1.1: 3), a component's deeper publish is
+  refused (0x90); each counted in
   limit ``topic_levels``. (Without it one client's
   filters of 65,000 levels took 16 MB each.)
 - ``mqtt.max_retained_bytes`` counts each level of a retained topic (``LEVEL_BYTES``):
@@ -79,22 +80,51 @@ def test_a_topic_deeper_than_max_topic_levels_is_not_published(
     assert hits(gw, "topic_levels") == 3
 
 
-def test_a_will_deeper_than_max_topic_levels_is_not_published(
-    gw: RunningGateway, clients: Clients
+@pytest.mark.parametrize(
+    "will_topic",
+    [
+        deep("w", LEVELS + 1),
+        deep("w", 65_000),
+        "$delayed/10/" + deep("w", LEVELS + 1),  # the topic it names counts
+        "$delayed/soon/w/x",  # no valid $delayed/ topic
+        "$delayed/10/",
+    ],
+    ids=["129-levels", "65000-levels", "delayed-129-levels", "delayed-bad-delay", "delayed-empty"],
+)
+def test_a_will_that_could_not_be_published_refuses_the_connect(
+    gw: RunningGateway, clients: Clients, will_topic: str
 ) -> None:
+    # MQTT 5.0 3.2.2.2: 0x90 Topic Name invalid, "the Will Topic Name is not malformed,
+    # but is not accepted by this Server". 3.1.1 has no such code (3.1.4: a CONNECT
+    # failing further checks gets a non-zero return code): 3, Server unavailable, as for
+    # the other MQTT 5 refusals it cannot say. Was: accepted, and the will refused only
+    # when it was due, the client never told.
+    v5 = clients.raw(5)
+    connack = v5.do_connect("deep-will", proto_ver=5, will_topic=will_topic,
+                            will_payload=b"gone", expect_code=TOPIC_NAME_INVALID)  # fmt: skip
+    assert connack.session_present is False
+    v5.expect_closed(packet_type=None)
+    v311 = clients.raw(4)
+    v311.do_connect("deep-will-311", proto_ver=4, will_topic=will_topic,
+                    will_payload=b"gone", expect_code=3)  # fmt: skip
+    v311.expect_closed(packet_type=None)
+    assert gw.call(lambda: gw.broker.sessions.get("deep-will")) is None
+    assert gw.call(lambda: gw.broker.stats().will_bytes) == 0
+    if "soon" not in will_topic and not will_topic.endswith("/10/"):
+        assert hits(gw, "topic_levels") == 2
+
+
+def test_a_will_of_max_topic_levels_is_published(gw: RunningGateway, clients: Clients) -> None:
     reader = clients.raw_connect(5, "will-reader")
     assert reader.subscribe([("#", 0)]).reason_codes == [0]
-    deep_will = clients.raw(5)
-    deep_will.do_connect("deep-will", proto_ver=5, will_topic=deep("w", LEVELS + 1),
-                         will_payload=b"gone")  # fmt: skip
-    deep_will.abort()  # no DISCONNECT: its will is due, and refused
-    wait_until(lambda: hits(gw, "topic_levels") == 1, what="the deep will refused")
-    will = clients.raw(5)
-    will.do_connect("will", proto_ver=5, will_topic="w/ok", will_payload=b"gone")
-    will.abort()
-    received = reader.recv_publish()
-    assert (received.topic, received.payload) == ("w/ok", b"gone")
-    assert hits(gw, "topic_levels") == 1
+    for proto in (5, 4):
+        will = clients.raw(proto)
+        will.do_connect(f"will-{proto}", proto_ver=proto, will_topic=deep("w", LEVELS),
+                        will_payload=b"gone")  # fmt: skip
+        will.abort()
+        received = reader.recv_publish()
+        assert (received.topic, received.payload) == (deep("w", LEVELS), b"gone")
+    assert hits(gw, "topic_levels") == 0
 
 
 def test_a_component_publish_deeper_than_max_topic_levels_is_refused(
