@@ -52,6 +52,7 @@ import idl_codegen
 from adapters.dds.bridge import TAKE_BATCH, Batch, DdsBridge
 from adapters.dds.codec import InPlan, InRoute, OutPlan, OutRoute, TypeRegistry, TypeSupport
 from adapters.dds.config import DdsAdapterConfig, DdsNetworkConfig, DdsQos
+from adapters.dds.matching import keyed_of
 from adapters.failures import Unexpected
 from broker_core.errors import AdapterError
 from gateway.components import Host
@@ -282,7 +283,8 @@ class DdsBus:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._taker: threading.Thread | None = None
-        self._discovery: list[tuple[BuiltinDataReader, Callable[[Any], None]]] = []
+        self._discovery: list[tuple[BuiltinDataReader, Callable[[Any], None],
+                                    Callable[[Any], None] | None]] = []
         self._resolver = concurrent.futures.ThreadPoolExecutor(1, f"dds-{name}-types")
         self._guid: Any = None
 
@@ -392,15 +394,25 @@ class DdsBus:
             self._keep.append(listener)
         return Writer(entity, name)
 
-    def watch(self, publications: bool, found: Callable[[Any], None]) -> None:
+    def keyed(self, entity: DataReader | DataWriter) -> bool | None:
+        """Whether Cyclone made our reader or writer a keyed endpoint (its RTPS entity
+        kind); None when it cannot tell."""
+        try:
+            return keyed_of(entity.guid)
+        except DDSException:  # the entity is gone already
+            return None
+
+    def watch(self, publications: bool, found: Callable[[Any], None],
+              gone: Callable[[Any], None] | None = None) -> None:
         """Calls ``found(endpoint)`` on the taker thread for every remote writer
-        (``publications``) or reader discovered, those found already included."""
+        (``publications``) or reader discovered, those found already included, and
+        ``gone(key)`` with the endpoint's GUID when one is deleted or its participant lost."""
         builtin = BuiltinTopicDcpsPublication if publications else BuiltinTopicDcpsSubscription
         reader = BuiltinDataReader(self.participant, builtin)
         condition = ReadCondition(reader, _ANY)
         with self._lock:
             self._keep.append(condition)
-            self._discovery.append((reader, found))
+            self._discovery.append((reader, found, gone))
         assert self._waitset is not None and self._guard is not None
         self._waitset.attach(condition)
         self._guard.set(True)
@@ -447,11 +459,13 @@ class DdsBus:
         with self._lock:
             readers = list(self._readers)
             discovery = list(self._discovery)
-        for endpoints, found in discovery:
+        for endpoints, found, gone in discovery:
             for endpoint in endpoints.take(N=64):
                 info = getattr(endpoint, "sample_info", None)
                 if (info is not None and not info.valid_data) or not endpoint.topic_name:
-                    continue  # an endpoint gone
+                    if gone is not None:  # an endpoint gone: only its key is set
+                        gone(endpoint.key)
+                    continue
                 if endpoint.participant_key != self._guid:
                     found(endpoint)
         return all(self._drain(reader) for reader in readers)

@@ -9,6 +9,9 @@
 - MQTT -> DDS: a hub subscription per ``InPlan``; a writer per DDS topic, created on
   first use (``max_writers`` at most); a write that finds the writer's history full is
   retried until the DDS readers catch up.
+- Remote endpoints of our topics whose type differs from ours in having a key, which DDS
+  never matches and does not report (``adapters/dds/matching.py``), are logged, counted
+  (``key_mismatch``) and make the adapter ``degraded`` until they are gone.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from adapters.dds.codec import InPlan, OutPlan, OutRoute, TypeRegistry, TypeSupport
 from adapters.dds.config import AUTO
+from adapters.dds.matching import KeyWatch, Mismatch
 from adapters.failures import Unexpected
 from broker_core.errors import AdapterError
 from gateway.components import BLOCK, Host
@@ -47,7 +51,8 @@ class DdsBridge:
 
     def __init__(self, name: str, hub: HubClient, host: Host, bus: DdsBus,
                  types: TypeRegistry, *, queue_size: int, discovery_timeout_s: float,
-                 max_writers: int) -> None:
+                 max_writers: int,
+                 sections: tuple[str, str] = ("dds_to_mqtt", "mqtt_to_dds")) -> None:
         self.name = name
         self.hub = hub
         self.host = host
@@ -63,7 +68,13 @@ class DdsBridge:
         self.counts = {"dds_to_mqtt": 0, "mqtt_to_dds": 0, "malformed_dds": 0,
                        "malformed_mqtt": 0, "mqtt_errors": 0, "unroutable": 0, "refused": 0,
                        "write_retries": 0, "write_errors": 0, "writers_refused": 0, "no_type": 0,
-                       "discovered_topics": 0, "samples_taken": 0, "disposed": 0}
+                       "discovered_topics": 0, "samples_taken": 0, "disposed": 0,
+                       "key_mismatch": 0}
+        self.sections = sections  # the configuration's names of the out and in mappings
+        self.keys = KeyWatch()
+        self._key_kinds: set[tuple[str, str, str, str]] = set()  # mismatches logged
+        self._serving = False
+        self._in_index: dict[int, int] = {}  # id(InPlan) -> its index
         self._out: list[OutPlan] = []
         self._reading: set[tuple[int, str]] = set()  # (dds_to_mqtt index, DDS topic) read
         self._resolving: set[str] = set()
@@ -82,8 +93,9 @@ class DdsBridge:
             self._read(len(self._out) - 1, plan.topic, self.types.support(plan.type_name))
 
     def watch_publications(self) -> None:
-        if any(plan.pattern or plan.type_name == AUTO for plan in self._out):
-            self.bus.watch(True, lambda endpoint: self._threadsafe(self._publication, endpoint))
+        if self._out:
+            self.bus.watch(True, lambda endpoint: self._threadsafe(self._publication, endpoint),
+                           lambda key: self._threadsafe(self._remote_gone, key))
 
     def deliver_to(self, handle: Callable[[bytes, Any], None]) -> Callable[[Batch], bool]:
         """A reader's ``deliver`` (taker thread) that has ``handle(data, info)`` called on
@@ -116,8 +128,10 @@ class DdsBridge:
         def handle(data: bytes, info: Any) -> None:
             publish(route, data, info.source_timestamp)
 
-        self.bus.reader(topic, support.cls, plan.qos, self.deliver_to(handle))
+        reader = self.bus.reader(topic, support.cls, plan.qos, self.deliver_to(handle))
         self._reading.add((index, topic))
+        self._key_mismatches(self.keys.local(f"{self.sections[0]}[{index}]", topic, "reader",
+                                             support.name, self.bus.keyed(reader)))
         log.info("dds %s: reading %r (%s) for dds_to_mqtt[%d]", self.name, topic,
                  support.name, index)
 
@@ -134,10 +148,12 @@ class DdsBridge:
             self.counts["refused"] += 1
 
     def _publication(self, endpoint: Any) -> None:
-        """A remote writer was discovered: every pattern or ``auto`` mapping its topic
-        matches reads the topic (those with an IDL type at once, ``auto`` ones once the
-        type is rebuilt from the network)."""
+        """A remote writer was discovered: checked against our readers of its topic, and
+        every pattern or ``auto`` mapping its topic matches reads the topic (those with an
+        IDL type at once, ``auto`` ones once the type is rebuilt from the network)."""
         topic = endpoint.topic_name
+        self._key_mismatches(self.keys.remote(endpoint.key, topic, "writer",
+                                              str(endpoint.type_name)))
         auto = False
         for index, plan in enumerate(self._out):
             if (not (plan.pattern or plan.type_name == AUTO) or (index, topic) in self._reading
@@ -186,6 +202,7 @@ class DdsBridge:
     # -- MQTT -> DDS ---------------------------------------------------------------------------
 
     def add_in(self, plan: InPlan) -> None:
+        self._in_index[id(plan)] = len(self._subscriptions)
         if plan.type_name != AUTO:
             self.types.support(plan.type_name)  # unknown types fail at start
         subscription = self.hub.subscribe(plan.route.source.topic_filter, qos=plan.mqtt_qos,
@@ -196,11 +213,18 @@ class DdsBridge:
             self._writer(plan, static, self.types.support(plan.type_name))
 
     def watch_subscriptions(self) -> None:
-        if any(plan.type_name == AUTO for plan, _ in self._subscriptions):
-            self.bus.watch(False, lambda endpoint: self._threadsafe(self._subscription, endpoint))
+        if self._subscriptions:
+            self.bus.watch(False, lambda endpoint: self._threadsafe(self._subscription, endpoint),
+                           lambda key: self._threadsafe(self._remote_gone, key))
 
     def _subscription(self, endpoint: Any) -> None:
+        """A remote reader was discovered: checked against our writers of its topic, and
+        its type rebuilt for ``auto`` mappings."""
         topic = endpoint.topic_name
+        self._key_mismatches(self.keys.remote(endpoint.key, topic, "reader",
+                                              str(endpoint.type_name)))
+        if not any(plan.type_name == AUTO for plan, _ in self._subscriptions):
+            return
         if topic in self._in_types or topic in self._resolving:
             return
         self._resolving.add(topic)
@@ -225,6 +249,9 @@ class DdsBridge:
                 return None
             writer = self._writers[topic] = self.bus.writer(topic, support.cls, plan.qos)
             log.info("dds %s: writing %r (%s)", self.name, topic, support.name)
+            mapping = f"{self.sections[1]}[{self._in_index.get(id(plan), 0)}]"
+            self._key_mismatches(self.keys.local(mapping, topic, "writer", support.name,
+                                                 self.bus.keyed(writer.entity)))
         return writer
 
     async def _pump(self, plan: InPlan, subscription: HubSubscription) -> None:
@@ -267,6 +294,44 @@ class DdsBridge:
                 continue
             self.counts["mqtt_to_dds"] += 1
 
+    # -- endpoints DDS never matches -----------------------------------------------------------
+
+    def _key_mismatches(self, found: list[Mismatch]) -> None:
+        """New mismatches: counted, logged (each kind once at WARNING), reported."""
+        if not found:
+            return
+        self.counts["key_mismatch"] += len(found)
+        for mismatch in found:
+            kind = (mismatch.mapping, mismatch.topic, mismatch.remote_type,
+                    mismatch.remote_role)
+            if kind not in self._key_kinds:
+                if len(self._key_kinds) >= 1000:  # bounded: topics may come and go
+                    self._key_kinds.clear()
+                self._key_kinds.add(kind)
+                log.warning("dds %s: %s", self.name, mismatch.log_message())
+            elif log.isEnabledFor(logging.DEBUG):
+                log.debug("dds %s: %s", self.name, mismatch.log_message())
+        self._report_keys()
+
+    def _remote_gone(self, key: Any) -> None:
+        if self.keys.gone(key):
+            log.info("dds %s: a remote endpoint whose key-ness did not match ours is gone",
+                     self.name)
+            self._report_keys()
+
+    def _report_keys(self) -> None:
+        """The adapter is degraded while a remote endpoint of one of our topics differs
+        from ours in key-ness; running again once none does."""
+        if not self._serving:
+            return
+        current = self.keys.mismatches
+        if not current:
+            self.host.ready()
+            return
+        shown = "; ".join(m.reason() for m in current[:3])
+        more = f" (and {len(current) - 3} more)" if len(current) > 3 else ""
+        self.host.degraded(f"types differ in key-ness from remote endpoints: {shown}{more}")
+
     # -- running -----------------------------------------------------------------------------
 
     async def serve(self, *more: Awaitable[None]) -> None:
@@ -275,6 +340,8 @@ class DdsBridge:
         self.watch_subscriptions()
         self.bus.start()
         self.host.ready()
+        self._serving = True
+        self._report_keys()
         try:
             async with asyncio.TaskGroup() as tg:
                 pumps = [tg.create_task(self._pump(plan, subscription))
@@ -284,6 +351,7 @@ class DdsBridge:
                 for pump in pumps:
                     pump.cancel()
         finally:
+            self._serving = False
             # what waits in the inbox is still published; the taker thread stops taking
             self.inbox.close()
 
@@ -314,3 +382,4 @@ class DdsBridge:
 
 async def _run(awaitable: Awaitable[None]) -> None:
     await awaitable
+

@@ -79,6 +79,12 @@ class Peer:
         self.entities[id] = (DataReader(self.participant, dds_topic, qos=qos_of(qos)), codec)
         return {}
 
+    def op_delete(self, id: str) -> dict[str, Any]:
+        """Deletes a reader or writer (remote participants see it disposed at once)."""
+        entity, _ = self.entities.pop(id)
+        entity.__del__()
+        return {}
+
     def op_matched(self, id: str, count: int = 1, timeout: float = 10) -> dict[str, Any]:
         entity, _ = self.entities[id]
         deadline = time.monotonic() + timeout

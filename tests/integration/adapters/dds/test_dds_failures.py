@@ -195,6 +195,96 @@ adapters:
         assert "QoS" not in logged
 
 
+#: vehicle::Speed without its key, and a keyless type of another name.
+KEYLESS = ("module vehicle { @final struct Speed { string<17> vin; unsigned long long seq;"
+           " double kph; }; };\n"
+           "module other { @final struct Plain { string<17> vin; unsigned long long seq;"
+           " double kph; }; };\n")
+
+
+@pytest.mark.parametrize(("peer_role", "peer_type"), [("writer", "vehicle::Speed"),
+                                                      ("reader", "other::Plain")])
+def test_a_peer_whose_type_differs_in_key_ness_degrades_the_adapter(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, peer_role: str,
+        peer_type: str) -> None:
+    """DDS never matches a keyed and a keyless endpoint of one topic, and reports nothing
+    (no incompatible-QoS or inconsistent-topic status): the adapter compares the RTPS
+    entity kinds of the remote endpoints the builtin topics announce with its own."""
+    from tests.integration.components.support import API, http_of, metric
+
+    domain = domain_id()
+    out_topic, in_topic = unique("speed"), unique("command")
+    keyless = tmp_path / "keyless.idl"
+    keyless.write_text(KEYLESS)
+    config = API + f"""
+adapters:
+  - type: dds
+    name: keys
+    domain_id: {domain}
+{NETWORK_YAML}    idl_files: [{VEHICLE}]
+    dds_to_mqtt:
+      - {{from_dds: {out_topic}, type: vehicle::Speed, to_mqtt: speed}}
+    mqtt_to_dds:
+      - {{from_mqtt: "cmd/#", to_dds: {in_topic}, type: vehicle::Speed}}
+"""
+    mapping, topic = (("dds_to_mqtt[0]", out_topic) if peer_role == "writer"
+                      else ("mqtt_to_dds[0]", in_topic))
+    ours = "reader" if peer_role == "writer" else "writer"
+    with caplog.at_level(logging.INFO, logger="adapters.dds"), \
+            running_gateway(tmp_path, config) as gw, DdsPeer(domain) as peer:
+        wait_until(lambda: status(gw, "keys")["state"] == "running", unit(15), "it runs")
+        peer.call("load", idl=[str(keyless)])
+        peer.call(peer_role, id="p", topic=topic, type=peer_type)
+        wait_until(lambda: status(gw, "keys")["state"] == "degraded", unit(15),
+                   f"the adapter is degraded: {status(gw, 'keys')}")
+        reason = status(gw, "keys")["reason"]
+        assert (f"{mapping} {topic!r}: remote {peer_role} of {peer_type} is keyless, "
+                f"vehicle::Speed is keyed (never matched)") in reason
+        counted = stats(gw, "keys")
+        assert counted["key_mismatch"] == 1
+        assert (counted["type_mismatch"], counted["incompatible_qos"]) == (0, 0)
+        logged = "\n".join(record.getMessage() for record in caplog.records)
+        assert (f"dds keys: {mapping} topic {topic!r}: a remote {peer_role}'s type "
+                f"{peer_type} is keyless, our {ours}'s type vehicle::Speed is keyed; DDS never"
+                " matches endpoints whose types differ in having a key") in logged
+        http = http_of(gw)
+        ident = {"kind": "adapter", "type": "dds", "name": "keys"}
+        metrics = http.get("/metrics").text
+        assert metric(metrics, "edgebus_component_degraded", **ident) == 1
+        assert metric(metrics, "edgebus_component_stat", **ident, stat="key_mismatch") == 1
+        # DDS indeed does not match them
+        assert peer.call("matched", id="p", timeout=unit(0.5))["matched"] == 0
+
+        peer.call("delete", id="p")
+        wait_until(lambda: status(gw, "keys")["state"] == "running", unit(15),
+                   f"the adapter runs again once the peer is gone: {status(gw, 'keys')}")
+        metrics = http.get("/metrics").text
+        assert metric(metrics, "edgebus_component_degraded", **ident) == 0
+
+
+def test_a_keyed_peer_is_matched_and_not_reported(tmp_path: Path) -> None:
+    domain = domain_id()
+    topic = unique("speed")
+    config = f"""
+adapters:
+  - type: dds
+    name: keyed
+    domain_id: {domain}
+{NETWORK_YAML}    idl_files: [{VEHICLE}]
+    dds_to_mqtt:
+      - {{from_dds: {topic}, type: vehicle::Speed, to_mqtt: speed}}
+"""
+    with running_gateway(tmp_path, config) as gw, DdsPeer(domain) as peer:
+        wait_until(lambda: status(gw, "keyed")["state"] == "running", unit(15), "it runs")
+        peer.call("load", idl=[str(VEHICLE)])
+        peer.call("writer", id="w", topic=topic, type="vehicle::Speed")
+        assert peer.call("matched", id="w", timeout=unit(10))["matched"] == 1
+        wait_until(lambda: gateway_matched(gw, "keyed", "reader", topic), unit(10),
+                   "the gateway's reader matches the peer")
+        assert status(gw, "keyed")["state"] == "running"
+        assert stats(gw, "keyed")["key_mismatch"] == 0
+
+
 BROKEN = {
     "missing": (None, "vehicle::Speed", "speed", "idl_files[0]: cannot read"),
     "syntax": ("module m { struct S { long a; };\n", "m::S", "x",
