@@ -402,6 +402,13 @@ class DdsBus:
         except DDSException:  # the entity is gone already
             return None
 
+    @staticmethod
+    def partitions_of(endpoint: Any) -> tuple[str, ...]:
+        """The partitions of a discovered endpoint (none: the default partition)."""
+        qos = getattr(endpoint, "qos", None)
+        policy = qos[Policy.Partition] if qos is not None else None
+        return tuple(policy.partitions) if policy is not None else ()
+
     def watch(self, publications: bool, found: Callable[[Any], None],
               gone: Callable[[Any], None] | None = None) -> None:
         """Calls ``found(endpoint)`` on the taker thread for every remote writer

@@ -71,7 +71,7 @@ class DdsBridge:
                        "discovered_topics": 0, "samples_taken": 0, "disposed": 0,
                        "key_mismatch": 0}
         self.sections = sections  # the configuration's names of the out and in mappings
-        self.keys = KeyWatch()
+        self.keys = KeyWatch(bus.partitions)
         self._key_kinds: set[tuple[str, str, str, str]] = set()  # mismatches logged
         self._serving = False
         self._in_index: dict[int, int] = {}  # id(InPlan) -> its index
@@ -153,7 +153,8 @@ class DdsBridge:
         IDL type at once, ``auto`` ones once the type is rebuilt from the network)."""
         topic = endpoint.topic_name
         self._key_mismatches(self.keys.remote(endpoint.key, topic, "writer",
-                                              str(endpoint.type_name)))
+                                              str(endpoint.type_name),
+                                              self.bus.partitions_of(endpoint)))
         auto = False
         for index, plan in enumerate(self._out):
             if (not (plan.pattern or plan.type_name == AUTO) or (index, topic) in self._reading
@@ -222,7 +223,8 @@ class DdsBridge:
         its type rebuilt for ``auto`` mappings."""
         topic = endpoint.topic_name
         self._key_mismatches(self.keys.remote(endpoint.key, topic, "reader",
-                                              str(endpoint.type_name)))
+                                              str(endpoint.type_name),
+                                              self.bus.partitions_of(endpoint)))
         if not any(plan.type_name == AUTO for plan, _ in self._subscriptions):
             return
         if topic in self._in_types or topic in self._resolving:

@@ -10,7 +10,8 @@ reader with key). Cyclone DDS (11.0) leaves such a pair unmatched without a stat
 matched counts that stay at 0. So data silently does not flow. ``KeyWatch`` compares the
 kind of each remote endpoint the builtin topics (DCPSPublication / DCPSSubscription)
 announce on a topic with the kind of the adapter's own endpoints of that topic, in both
-orders of discovery, and forgets a remote endpoint when it is deleted.
+orders of discovery, and forgets a remote endpoint when it is deleted. A remote endpoint
+in no partition of ours would not be matched anyway and is left out.
 
 Pure bookkeeping (no cyclonedds): the bridge feeds it on the event loop and reports what
 it returns (a log line per new mismatch, the adapter's degraded reason, a counter).
@@ -18,10 +19,12 @@ it returns (a log line per new mismatch, the adapter's degraded reason, a counte
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from typing import Any
 
-__all__ = ["KeyWatch", "Mismatch", "keyed_of"]
+__all__ = ["KeyWatch", "Mismatch", "keyed_of", "partitions_meet"]
 
 #: DDSI-RTPS entity kinds of user-defined writers and readers: keyed?
 _KINDS = {0x02: True, 0x03: False, 0x04: False, 0x07: True}
@@ -38,6 +41,25 @@ def keyed_of(guid: Any) -> bool | None:
     if len(raw) != 16:
         return None
     return _KINDS.get(raw[15])
+
+
+def partitions_meet(ours: Sequence[str], theirs: Sequence[str]) -> bool:
+    """Whether endpoints in these partitions can match (DDS 2.2.3.13: no partition is
+    the default partition ``""``; a name with ``*`` or ``?`` is a pattern matching the
+    other side's plain names; two patterns do not match each other)."""
+    for mine in ours or ("",):
+        for other in theirs or ("",):
+            if mine == other:
+                return True
+            wild_mine, wild_other = _wild(mine), _wild(other)
+            if wild_mine != wild_other and (fnmatchcase(other, mine) if wild_mine
+                                            else fnmatchcase(mine, other)):
+                return True
+    return False
+
+
+def _wild(name: str) -> bool:
+    return "*" in name or "?" in name
 
 
 def _keyness(keyed: bool) -> str:
@@ -94,7 +116,8 @@ class Mismatch:
 class KeyWatch:
     """Our endpoints and the remote ones per topic; which pairs differ in key-ness."""
 
-    def __init__(self) -> None:
+    def __init__(self, partitions: Sequence[str] = ()) -> None:
+        self.partitions = tuple(partitions)  # ours (the adapter's publisher and subscriber)
         self._local: dict[str, list[_Local]] = {}
         self._remote: dict[Any, _Remote] = {}  # GUID -> endpoint, oldest first
         self._mismatched: dict[Any, list[Mismatch]] = {}  # remote GUID -> its mismatches
@@ -115,10 +138,12 @@ class KeyWatch:
                 found.append(mismatch)
         return found
 
-    def remote(self, guid: Any, topic: str, role: str, type_name: str) -> list[Mismatch]:
+    def remote(self, guid: Any, topic: str, role: str, type_name: str,
+               partitions: Sequence[str] = ()) -> list[Mismatch]:
         """A remote endpoint was announced (again); its new mismatches with ours."""
         keyed = keyed_of(guid)
-        if keyed is None or guid in self._remote:
+        if keyed is None or guid in self._remote \
+                or not partitions_meet(self.partitions, partitions):
             return []
         if len(self._remote) >= MAX_REMOTE:
             oldest = next(iter(self._remote))

@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from adapters.dds import matching
-from adapters.dds.matching import KeyWatch, keyed_of
+from adapters.dds.matching import KeyWatch, keyed_of, partitions_meet
 
 
 def guid(n: int, kind: int) -> uuid.UUID:
@@ -55,3 +55,21 @@ def test_remote_endpoints_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     for n in range(3):
         watch.remote(guid(n, 0x03), "t", "writer", "T")
     assert len(watch.mismatches) == 2  # the oldest forgotten
+
+
+def test_partitions() -> None:
+    assert partitions_meet((), ())
+    assert partitions_meet((), ("",))
+    assert not partitions_meet((), ("site1",))
+    assert partitions_meet(("site*",), ("site1",))
+    assert partitions_meet(("site1", "x"), ("site?",))
+    assert not partitions_meet(("site*",), ("s*",))  # two patterns
+    assert not partitions_meet(("a",), ("b",))
+
+
+def test_a_remote_endpoint_in_no_partition_of_ours_is_left_out() -> None:
+    watch = KeyWatch(("site1",))
+    watch.local("dds_to_mqtt[0]", "t", "reader", "T", True)
+    assert watch.remote(guid(1, 0x03), "t", "writer", "T") == []  # default partition
+    assert watch.remote(guid(2, 0x03), "t", "writer", "T", ("site2",)) == []
+    assert len(watch.remote(guid(3, 0x03), "t", "writer", "T", ("site*",))) == 1
