@@ -6,7 +6,9 @@ the supervisor's run-time operations:
 
 - ``POST /bridges``: a new bridge from a ``bridges[]`` entry as JSON (201); 409 when the
   name is taken, 422 naming every problem of the entry, the files it names included
-  (checked as ``edgebus check`` checks a file's bridges: ``tls.cafile: cannot read ...``);
+  (checked as ``edgebus check`` checks a file's bridges: ``tls.cafile: cannot read ...``),
+  and its local filters against the running broker's ``mqtt.max_topic_levels``
+  (``forwards[0].local: the filter ... has 130 levels, ...``);
 - ``GET /bridges/{name}``: its supervisor status, its link (connected or reconnecting,
   and why), its counters (queue depth, oldest queued age, sent / acked / dropped);
 - ``PUT /bridges/{name}``: a new configuration; the bridge restarts with it, its queue
@@ -36,6 +38,7 @@ from gateway.components import BRIDGE, Spec, Supervisor
 from gateway.config.errors import format_path, problems_from_validation_error
 from gateway.config.files import FILE_CHECKS
 from gateway.config.models.bridges import BridgeConfig
+from gateway.config.models.topic_levels import component_filter_problems
 
 __all__ = ["BridgeView", "router"]
 
@@ -98,7 +101,10 @@ def _view(supervisor: Supervisor, name: str) -> BridgeView:
     )
 
 
-def _config(body: dict[str, Any], name: str | None = None) -> BridgeConfig:
+def _config(body: dict[str, Any], max_levels: int, name: str | None = None) -> BridgeConfig:
+    """The bridge ``body`` describes, or 422 naming each problem: of the schema, of the
+    files it names, and local filters deeper than the running broker's
+    ``mqtt.max_topic_levels`` (``max_levels``)."""
     if name is not None:
         if body.get("name", name) != name:
             # A well-formed request refused, as PUT /rules answers it (docs/api.md).
@@ -110,13 +116,20 @@ def _config(body: dict[str, Any], name: str | None = None) -> BridgeConfig:
     try:
         # The files it names are checked as `edgebus check` checks a file's bridges:
         # a TLS file that cannot be loaded is refused, not left to a degraded bridge.
-        return BridgeConfig.model_validate(body, context=FILE_CHECKS)
+        config = BridgeConfig.model_validate(body, context=FILE_CHECKS)
     except ValidationError as exc:
         problems = problems_from_validation_error(exc, BridgeConfig, lambda loc: 0)
         raise HTTPException(
             status.HTTP_422_UNPROCESSABLE_CONTENT,
             [f"{format_path(p.path) or 'bridge'}: {p.message}" for p in problems],
         ) from None
+    too_deep = component_filter_problems("bridges", config, max_levels)
+    if too_deep:
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
+            [f"{format_path(path)}: {message}" for path, message in too_deep],
+        )
+    return config
 
 
 @router.post(
@@ -127,10 +140,11 @@ def _config(body: dict[str, Any], name: str | None = None) -> BridgeConfig:
 )
 async def add_bridge(
     supervisor: Components,
+    gateway: Gw,
     caller: Caller,
     body: BridgeBody,
 ) -> BridgeView:
-    config = _config(body)
+    config = _config(body, gateway.broker.limits.max_topic_levels)
     try:
         supervisor.add(Spec.of(BRIDGE, config))
     except ValueError as exc:
@@ -157,12 +171,13 @@ async def get_bridge(supervisor: Components, name: str) -> BridgeView:
 )
 async def update_bridge(
     supervisor: Components,
+    gateway: Gw,
     caller: Caller,
     name: str,
     body: BridgeBody,
 ) -> BridgeView:
     _view(supervisor, name)
-    config = _config(body, name)
+    config = _config(body, gateway.broker.limits.max_topic_levels, name)
     if not supervisor.update(Spec.of(BRIDGE, config)):
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no bridge {name!r}")
     log.info("bridge %s changed through the API by %s", name, caller.name)

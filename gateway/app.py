@@ -216,7 +216,8 @@ class Gateway:
         webhooks, api, logging) are not applied: they are logged and listed in
         ``restart_required``. Returns what changed. The file is checked as ``edgebus
         check`` checks it (the files it names included), a rule naming a webhook this
-        gateway does not run is refused, and so is a file that would leave a rule
+        gateway does not run is refused, so is a component filter deeper than the running
+        broker's ``mqtt.max_topic_levels``, and so is a file that would leave a rule
         created through the API naming a bridge (or the stream log) the reload removes:
         on any problem it raises ConfigError, logs each problem at ERROR and changes
         nothing.
@@ -243,7 +244,11 @@ class Gateway:
             log.exception("reload: checking %s failed", path)
             message = f"{path}: the file could not be checked ({type(exc).__name__}: {exc})"
             raise ConfigError(message) from None
-        problems = self._unknown_webhooks(valid) + self._dangling_api_rules(valid)
+        problems = (
+            self._unknown_webhooks(valid)
+            + self._dangling_api_rules(valid)
+            + self._too_deep_for_running(valid)
+        )
         if problems:
             raise ConfigError("\n".join(problems), problems)
         return valid
@@ -306,6 +311,24 @@ class Gateway:
             " (the webhooks section takes effect at the next restart)"
             for path, message in found
             if path[-1] == "webhook"
+        ]
+
+    def _too_deep_for_running(self, valid: ValidConfig) -> list[str]:
+        """A problem for each component filter of the new file deeper than the running
+        broker's ``mqtt.max_topic_levels``, when the file raises that bound: ``mqtt``
+        takes effect at the next restart, and until then the broker refuses them."""
+        from gateway.config.models.topic_levels import gateway_filter_problems
+
+        new = valid.config
+        running = self.broker.limits.max_topic_levels
+        if new.mqtt.max_topic_levels <= running:
+            return []  # the file's own check was the stricter one
+        sections = {"adapters": new.adapters, "bridges": new.bridges, "rules": new.rules}
+        found = gateway_filter_problems(sections, running, new.stream)
+        return [
+            f"{valid.where(path)}: {message} in this running gateway"
+            " (the mqtt section takes effect at the next restart)"
+            for path, message in found
         ]
 
     def _dangling_api_rules(self, valid: ValidConfig) -> list[str]:

@@ -50,7 +50,7 @@ from broker_core.local import LocalSubscription
 from broker_core.lograte import RateLimitedLog
 from broker_core.mqtt.limits import DROP_OLDEST
 from broker_core.mqtt.reason_codes import ReasonCode
-from broker_core.mqtt.topics import abbreviate, topic_name_problem
+from broker_core.mqtt.topics import SHARE_PREFIX, abbreviate, too_deep, topic_name_problem
 from broker_core.tap import Tap
 
 __all__ = ["Hub", "HubClient", "HubHook", "HubSubscription"]
@@ -365,9 +365,25 @@ class HubClient:
         return [f for f in dict.fromkeys(held) if not acl.allows(self.origin, SUBSCRIBE, f)]
 
     def check_subscribe(self, filters: tuple[str, ...]) -> None:
-        """Raises ``AdapterError`` unless the ACL lets this client subscribe to every
-        filter (what ``subscribe``, ``tap`` and ``hook`` check first)."""
-        acl = self.hub.broker.acl
+        """Raises ``AdapterError`` unless every filter has at most ``mqtt.max_topic_levels``
+        levels (as a client's SUBSCRIBE, counted in limit ``topic_levels``; configured
+        filters are checked before they get here: ``gateway.config.models.topic_levels``)
+        and the ACL lets this client subscribe to it (what ``subscribe``, ``tap`` and
+        ``hook`` check first)."""
+        broker = self.hub.broker
+        max_levels = broker.limits.max_topic_levels
+        for topic_filter in filters:
+            inner = topic_filter
+            if inner.startswith(SHARE_PREFIX):
+                inner = inner[len(SHARE_PREFIX) :].partition("/")[2]
+            if too_deep(inner, max_levels):
+                broker.counters.hit("topic_levels")
+                raise AdapterError(
+                    f"{self.origin.protocol} {self.origin.name!r}: the filter"
+                    f" {abbreviate(topic_filter)} has more than mqtt.max_topic_levels"
+                    f" ({max_levels}) levels"
+                )
+        acl = broker.acl
         if acl is None:
             return
         for topic_filter in filters:

@@ -13,6 +13,7 @@ import logging
 from typing import Annotated, Any, Self
 
 from fastapi import APIRouter, Depends, HTTPException, Request, Response, status
+from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
@@ -22,6 +23,7 @@ from gateway.api.deps import Caller, Gw, Responses
 from gateway.api.schemas import RuleInfo
 from gateway.components import BRIDGE
 from gateway.config.models.rules import RuleConfig, check_rule_references
+from gateway.config.models.topic_levels import component_filter_problems
 from gateway.rules.engine import Rule, RuleEngine
 from gateway.rules.parser import RuleSyntaxError
 
@@ -59,6 +61,20 @@ def _rule(engine: RuleEngine, name: str) -> Rule:
     return rule
 
 
+def _check_levels(gateway: GatewayView, config: RuleConfig) -> None:
+    """422 naming ``sql`` when a FROM filter has more levels than the running broker's
+    ``mqtt.max_topic_levels``, as a configuration file's rule is refused."""
+    max_levels = gateway.broker.limits.max_topic_levels
+    problems = component_filter_problems("rules", config, max_levels)
+    if problems:
+        raise RequestValidationError(
+            [
+                {"type": "value_error", "loc": ("body", *path), "msg": message, "input": None}
+                for path, message in problems
+            ]
+        )
+
+
 def _check_references(gateway: GatewayView, engine: RuleEngine, config: RuleConfig) -> None:
     """400 when the rule names a webhook or bridge that does not exist, or appends to a
     stream log that is not enabled."""
@@ -88,6 +104,7 @@ async def get_rule(engine: Engine, name: str) -> RuleInfo:
 async def create_rule(engine: Engine, gateway: Gw, caller: Caller, rule: RuleConfig) -> RuleInfo:
     if engine.get(rule.name) is not None:
         raise HTTPException(status.HTTP_409_CONFLICT, f"there is already a rule {rule.name!r}")
+    _check_levels(gateway, rule)
     _check_references(gateway, engine, rule)
     try:
         created = engine.add(rule)
@@ -110,6 +127,7 @@ async def replace_rule(
         raise HTTPException(
             status.HTTP_400_BAD_REQUEST, f"the body names rule {rule.name!r}, the path {name!r}"
         )
+    _check_levels(gateway, rule)
     _check_references(gateway, engine, rule)
     try:
         replaced = engine.update(rule)

@@ -37,6 +37,7 @@ from gateway.config.models.rules import (
 from gateway.config.models.security import AclConfig, AuthConfig
 from gateway.config.models.stream import StreamConfig
 from gateway.config.models.system import LoggingConfig, SysConfig
+from gateway.config.models.topic_levels import component_filter_problems, too_deep_message
 from gateway.config.values import PathSpec
 
 __all__ = ["GatewayConfig"]
@@ -162,6 +163,32 @@ class GatewayConfig(ConfigModel):
         if problems:
             raise FieldProblems(problems)
         return items
+
+    @field_validator("adapters", "bridges", "rules", "stream")
+    @classmethod
+    def _filters_within_max_topic_levels(cls, value: Any, info: ValidationInfo) -> Any:
+        """The filters components subscribe to have at most ``mqtt.max_topic_levels``
+        levels, as a client's SUBSCRIBE must (``topic_levels``). Not checked when
+        ``mqtt`` itself has a problem (reported there)."""
+        mqtt = info.data.get("mqtt")
+        if not isinstance(mqtt, MqttConfig):
+            return value
+        max_levels = mqtt.max_topic_levels
+        problems: list[tuple[tuple[str | int, ...], str]] = []
+        if info.field_name == "stream":
+            if value.enabled:
+                for index, topic_filter in enumerate(value.topics):
+                    message = too_deep_message(topic_filter, max_levels)
+                    if message is not None:
+                        problems.append((("topics", index), message))
+        else:
+            assert info.field_name is not None
+            for index, item in enumerate(value):
+                found = component_filter_problems(info.field_name, item, max_levels)
+                problems += [((index, *path), message) for path, message in found]
+        if problems:
+            raise FieldProblems(problems)
+        return value
 
     @model_validator(mode="wrap")
     @classmethod

@@ -142,7 +142,10 @@ class MqttConfig(ConfigModel):
         le=65535,
         description="Levels of a topic name or filter (`a/b/c` has 3). A deeper filter gets"
         " 0x8F in SUBACK (3.1.1: 0x80); a deeper PUBLISH is refused with 0x90 (QoS 0 and"
-        " 3.1.1: dropped), an HTTP API publish with 400. 128 as EMQX (mosquitto: 200), so a"
+        " 3.1.1: dropped), a CONNECT with a deeper will with 0x90 (3.1.1: 3), an HTTP API"
+        " publish with 400; a deeper component filter (adapter mapping, bridge forward or"
+        " local topic, rule FROM, `stream.topics`) is a configuration error, and 422 through"
+        " the API. 128 as EMQX (mosquitto: 200), so a"
         " message taken here can be bridged there; each level of a subscription or a"
         " retained message costs a node of the broker's topic tries.",
     )
