@@ -14,7 +14,9 @@ names (a ZeroMQ subscriber's on demand).
 What counts (``local_filters``), each with its YAML path below the section's entry:
 
 - an adapter: every field validated as a filter template (``check_filter_template``:
-  ``from_mqtt``, a loopback ``source``), as the topic filter it subscribes to;
+  ``from_mqtt``, a loopback ``source``), as the topic filter it subscribes to; and, by
+  the adapters' naming convention, a ``from_mqtt`` topic template (SOME/IP: rendered
+  with numbers, one level each) and a ``response_topic`` (replies it subscribes to);
 - a bridge: ``forwards[].local``; a subscription's local topic (its ``local`` template,
   or with none the remote topics themselves, so the ``remote`` filter): every message
   it brings in is published there, and refused when it is deeper than the bound;
@@ -85,22 +87,30 @@ def _filter_template_field(annotation: Any, metadata: list[Any]) -> bool:
     return False
 
 
-def _template_filters(model: BaseModel, at: Loc) -> Iterator[tuple[Loc, str]]:
-    """``(path, topic filter)`` of every filter-template field in ``model``, recursively
-    (models, lists and mappings of models)."""
+#: Adapter fields naming a topic (or topic template) subscribed to, by convention: MQTT
+#: to native (``from_mqtt``), replies of MQTT responders (``response_topic``).
+_SUBSCRIBED_TOPICS = ("from_mqtt", "response_topic")
+
+
+def _template_filters(model: BaseModel, at: Loc) -> Iterator[tuple[Loc, str, str]]:
+    """``(path, topic filter, what)`` of every filter-template field in ``model`` and every
+    topic it subscribes to (``_SUBSCRIBED_TOPICS``), recursively (models, lists and
+    mappings of models)."""
     for name, field in type(model).model_fields.items():
         value = getattr(model, name, None)
         if isinstance(value, str):
             if _filter_template_field(field.annotation, field.metadata):
                 try:
-                    yield (*at, name), FilterTemplate(value).topic_filter
+                    yield (*at, name), FilterTemplate(value).topic_filter, "filter"
                 except ValueError:
                     continue  # reported by the field's own validator
+            elif name in _SUBSCRIBED_TOPICS:
+                yield (*at, name), value, "topic"  # each {field} one level at least
         else:
             yield from _nested_filters(value, (*at, name))
 
 
-def _nested_filters(value: Any, at: Loc) -> Iterator[tuple[Loc, str]]:
+def _nested_filters(value: Any, at: Loc) -> Iterator[tuple[Loc, str, str]]:
     if isinstance(value, BaseModel):
         yield from _template_filters(value, at)
     elif isinstance(value, list | tuple):
@@ -148,8 +158,8 @@ def local_filters(section: str, item: Any) -> Iterator[tuple[Loc, str, str, int]
             if not source.startswith("$events/"):
                 yield ("sql",), source, "FROM filter", filter_levels(source)
     elif isinstance(item, BaseModel):
-        for path, topic_filter in _template_filters(item, ()):
-            yield path, topic_filter, "filter", filter_levels(topic_filter)
+        for path, topic_filter, what in _template_filters(item, ()):
+            yield path, topic_filter, what, filter_levels(topic_filter)
 
 
 def component_filter_problems(section: str, item: Any, max_levels: int) -> Problems:

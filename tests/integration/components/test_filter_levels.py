@@ -248,3 +248,45 @@ def test_a_hub_subscription_deeper_than_the_bound_is_refused(gw: RunningGateway)
     assert gw.call(lambda: gw.broker.counters.limit_hits.get("topic_levels", 0)) == 2
     subscription = gw.call(lambda: hub.subscribe(deep("z", LEVELS)))
     assert subscription.filters == [deep("z", LEVELS)]
+
+
+SOMEIP = {
+    "persistence": "memory",
+    "listeners": [],
+    "api": {"enabled": False},
+    "mqtt": {"max_topic_levels": 6},
+    "adapters": [
+        {
+            "type": "someip",
+            "name": "car",
+            "daemon": {"interface": "127.0.0.1"},
+            "response_topic": "r/a/b/c/d/e/f",
+            "offer": [
+                {
+                    "service_id": 0x2000,
+                    "instance_id": 1,
+                    "eventgroups": [1],
+                    "events": [{"id": 0x8001, "from_mqtt": "x/{service:04x}/a/b/c/d/e"}],
+                }
+            ],
+        }
+    ],
+}
+
+
+def test_topics_an_adapter_subscribes_to_by_name_are_checked_too(tmp_path: Path) -> None:
+    # from_mqtt (MQTT to native) and response_topic (replies) are subscribed to, topic
+    # templates here (SOME/IP's are rendered with numbers: a level each).
+    config = tmp_path / "edgebus.yaml"
+    config.write_text(yaml.safe_dump(SOMEIP))
+    done = _edgebus(tmp_path, "check", str(config))
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert sorted(line.split(" ", 2)[1] for line in lines) == [
+        "adapters[0].offer[0].events[0].from_mqtt:",
+        "adapters[0].response_topic:",
+    ], lines
+    assert all("has 7 levels, more than mqtt.max_topic_levels (6)" in line for line in lines)
+    config.write_text(yaml.safe_dump({**SOMEIP, "mqtt": {"max_topic_levels": 7}}))
+    done = _edgebus(tmp_path, "check", str(config))
+    assert done.returncode == 0, done.stderr
