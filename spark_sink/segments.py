@@ -16,17 +16,28 @@ never write one directory: whoever opens it owns it until ``close``.
   before it is written, nor a gap.
 - **Recovery.** ``open`` reads every segment's batch headers into an in-memory index
   (first offset and file position of each batch) and checks the CRC of every batch of
-  the last segment. A torn tail (a short or damaged batch at its end, with no whole
+  the last two segments (the one being written and the last sealed one: a crash near a
+  roll leaves its damage there; checking every sealed segment would read the whole log,
+  about 2 s a GB from disk). A damaged batch in a sealed segment is ``StreamLogError``
+  naming the file and the byte; damage in older sealed segments' batches (not their
+  headers) is found by ``read``. A torn tail (a short or damaged batch at its end, with no whole
   batch after it: left by a crash during a write) is cut off; the log then continues
   after the last whole batch. Damage followed by a whole batch is not a torn tail but
   damage in the middle of acknowledged records: ``StreamLogError`` naming the file and
   the byte, and nothing is cut. A segment whose first offset does not follow the one
   before it means files were lost: ``StreamLogError``.
 - **What was given.** The file ``log-end`` records the end the log had given once that
-  end is on disk (``checkpoint``: at ``close``, when a segment is full, and from the
-  sink's housekeeping every few seconds). A log whose segments end below it lost records
-  (its last segment truncated or deleted): ``open`` refuses it (``StreamLogError``)
-  rather than give those offsets to other records.
+  end is on disk: a fixed-width number the log keeps mapped (``mmap``), so recording it
+  is a store into the page cache, no system call. Under ``fsync: always`` every append
+  records its end as it returns (before the acknowledgement); under ``interval`` each
+  fsync records the end it synced; under ``never``, ``checkpoint`` (an fsync first).
+  A ``kill -9`` keeps what was stored (the page cache is the kernel's); ``checkpoint``
+  (the sink's housekeeping, every few seconds), a full segment and ``close`` also
+  ``msync`` it, so a power loss keeps an end no older than that. The end recorded is
+  never past what is on disk, so a log intact after a crash is never refused. A log
+  whose segments end below it lost records (its last segment truncated or deleted):
+  ``open`` refuses it (``StreamLogError``) rather than give those offsets to other
+  records.
 - **One writer.** ``open`` takes an exclusive ``flock`` on ``writer.lock`` in the
   directory, held until ``close``: a second ``StreamLog`` (another gateway sharing
   ``stream.path``) is refused with ``StreamLogError``.
@@ -86,6 +97,9 @@ log = logging.getLogger(__name__)
 SUFFIX = ".log"
 ID_FILE = "log-id"  # a random id the log gets when created: readers tell a new log from it
 END_FILE = "log-end"  # the end the log had given, once on disk: lost records are noticed
+#: ``END_FILE``'s content: an offset of fixed width (stored in place, through ``mmap``).
+_END_DIGITS = 20
+_END_SIZE = _END_DIGITS + 1  # and a newline
 LOCK_FILE = "writer.lock"  # flock-ed by the one StreamLog that writes the directory
 #: A batch header's version and flags (``records.HEADER``: bytes 20 to 23), what
 #: ``_whole_batch_after`` looks for past damage.
@@ -165,7 +179,8 @@ class StreamLog:
         self.damaged_batches = 0  # reads that found a damaged batch
         self._lock_fd = -1  # LOCK_FILE's, held from open to close
         self._given = 0  # the end END_FILE holds
-        self._end_lock = threading.Lock()  # END_FILE's writes
+        self._end_map: mmap.mmap | None = None  # END_FILE, mapped while open
+        self._end_lock = threading.Lock()  # END_FILE's msync and unmapping
         self._lock = threading.Lock()  # the segment list and the committed state
         self._write_lock = threading.Lock()  # the file being appended to
         self._segments: list[_Segment] = []
@@ -211,7 +226,8 @@ class StreamLog:
             except ValueError:
                 raise StreamLogError(f"stream log: unexpected file {path}") from None
             last = index == len(paths) - 1
-            segment = self._scan(path, base, verify=last)
+            verify = index >= len(paths) - 2  # the last sealed segment too
+            segment = self._scan(path, base, verify, torn_tail=last)
             if segments and segments[-1].end != base:
                 raise StreamLogError(
                     f"stream log: offsets {segments[-1].end} to {base - 1} are missing"
@@ -232,8 +248,8 @@ class StreamLog:
             )
         self._segments = segments
         self.id = self._read_id()
+        self._map_given(given)
         self._open_for_append(segments[-1])
-        self._given = given
         # What it holds may be in the page cache only (a crash of the process under
         # ``never``): the first ``checkpoint`` syncs it before recording its end.
         self._unsynced = segments[-1].size > 0
@@ -255,23 +271,35 @@ class StreamLog:
                 " new log"
             ) from None
 
-    def _record_given(self, end: int) -> None:
-        """``end`` into ``END_FILE``, durably (a new file fsync-ed, then renamed); only
-        an end whose records are on disk."""
-        with self._end_lock:
-            if end <= self._given:
-                return
-            path = self.directory / END_FILE
-            partial = path.with_name(END_FILE + ".tmp")
-            fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            try:
-                os.write(fd, f"{end}\n".encode("ascii"))
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+    def _map_given(self, given: int) -> None:
+        """``END_FILE`` written anew with ``given`` at its fixed width (a new file
+        fsync-ed, then renamed: a log of before, or none), then mapped for ``_mark``."""
+        path = self.directory / END_FILE
+        partial = path.with_name(END_FILE + ".tmp")
+        fd = os.open(partial, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, b"%0*d\n" % (_END_DIGITS, given))
+            os.fsync(fd)
             os.replace(partial, path)
             self._sync_directory()
+            self._end_map = mmap.mmap(fd, _END_SIZE)
+        finally:
+            os.close(fd)
+        self._given = given
+
+    def _mark(self, end: int) -> None:
+        """``end``, whose records are on disk, into ``END_FILE`` (the page cache: a
+        ``kill -9`` keeps it; ``_flush_given`` makes it survive a power loss). Under the
+        write lock; no system call."""
+        if end > self._given and self._end_map is not None:
+            self._end_map[:_END_DIGITS] = b"%0*d" % (_END_DIGITS, end)
             self._given = end
+
+    def _flush_given(self) -> None:
+        """What ``_mark`` stored, onto the disk (``msync``)."""
+        with self._end_lock:
+            if self._end_map is not None:
+                self._end_map.flush()
 
     def checkpoint(self) -> None:
         """Records the end the log has given (``END_FILE``) once it is on disk: what was
@@ -285,8 +313,8 @@ class StreamLog:
                 self.fsyncs += 1
                 self._synced_at = time.monotonic()
                 self._unsynced = False
-            end = self._segments[-1].end
-        self._record_given(end)
+            self._mark(self._segments[-1].end)
+        self._flush_given()
 
     def _read_id(self) -> str:
         """The log's id (``ID_FILE``), made when the log has none: a log at another path,
@@ -304,8 +332,9 @@ class StreamLog:
         os.replace(partial, path)
         return made
 
-    def _scan(self, path: Path, base: int, verify: bool) -> _Segment:
-        """The segment at ``path`` with its index; a torn tail is cut off."""
+    def _scan(self, path: Path, base: int, verify: bool, torn_tail: bool) -> _Segment:
+        """The segment at ``path`` with its index; ``verify``: every batch's CRC checked
+        too; ``torn_tail`` (the last segment): a torn tail is cut off."""
         segment = _Segment(base, path, base, 0)
         with open(path, "rb") as file:
             size = os.fstat(file.fileno()).st_size
@@ -324,7 +353,7 @@ class StreamLog:
                         file.seek(position)
                         check_crc(header, file.read(header.size))
                 except CorruptBatch as exc:
-                    if not verify:
+                    if not torn_tail:
                         raise StreamLogError(
                             f"stream log: {path} is damaged at byte {position} (after offset"
                             f" {expected - 1}): {exc}; restore it from a copy, or move"
@@ -419,6 +448,8 @@ class StreamLog:
                 os.ftruncate(self._fd, segment.size)
             raise
         self._commit(segment, added)
+        if not self._unsynced:  # on disk (``always``, or ``interval``'s fsync came now)
+            self._mark(end)
         return end
 
     def _write(self, segment: _Segment, buffers: list[bytes]) -> None:
@@ -458,20 +489,24 @@ class StreamLog:
         with self._write_lock:
             if self._fd >= 0:
                 self._maybe_sync(force=self.fsync != "never")
+                if not self._unsynced:
+                    self._mark(self._segments[-1].end)
 
     def _roll(self, segment: _Segment) -> _Segment:
         """Closes the full segment and starts the next; then applies ``max_bytes``."""
-        if self.fsync != "never" and not self._dsync:
+        if self.fsync != "never" and (self._unsynced or not self._dsync):
             os.fsync(self._fd)
             self.fsyncs += 1
+            self._unsynced = False
         os.close(self._fd)
         new = _Segment(segment.end, self.directory / _name(segment.end), segment.end, 0)
         with self._lock:
             self._segments.append(new)
         self._open_for_append(new)
         if self.fsync != "never":  # synced above: the full segment's end is on disk
+            self._mark(new.base)
             try:
-                self._record_given(new.base)
+                self._flush_given()
             except OSError as exc:  # what was written stands; the next checkpoint retries
                 log.warning("stream log %s: cannot record its end: %s", self.directory, exc)
         self.enforce_retention()
@@ -514,11 +549,14 @@ class StreamLog:
         try:
             self.checkpoint()
         finally:
-            with self._write_lock:
+            with self._write_lock, self._end_lock:
                 self._closed = True
                 if self._fd >= 0:
                     os.close(self._fd)
                     self._fd = -1
+                if self._end_map is not None:
+                    self._end_map.close()
+                    self._end_map = None
                 if self._lock_fd >= 0:
                     os.close(self._lock_fd)
                     self._lock_fd = -1

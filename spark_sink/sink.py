@@ -58,9 +58,10 @@ __all__ = ["StreamSink"]
 
 log = logging.getLogger(__name__)
 
-#: At most this many seconds between two records of the end the log has given
-#: (``StreamLog.checkpoint``): a segment lost after a crash is noticed unless it lost
-#: only what the last few seconds wrote.
+#: At most this many seconds between two checkpoints of the end the log has given
+#: (``StreamLog.checkpoint``: ``msync``-ed, so a power loss keeps it; under ``never``
+#: the only record of it, after an fsync). Under ``always`` each append records its end
+#: at once, under ``interval`` each fsync: a ``kill -9`` keeps that.
 CHECKPOINT_S = 5.0
 
 

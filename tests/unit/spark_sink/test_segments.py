@@ -54,6 +54,11 @@ def _torn_after(path: Path, end: int) -> None:
     (path / segments_module.END_FILE).write_text(f"{end}\n")
 
 
+def _given(path: Path) -> int:
+    """What ``log-end`` holds."""
+    return int((path / segments_module.END_FILE).read_text())
+
+
 def test_offsets_are_global_and_survive_a_reopen(tmp_path: Path) -> None:
     log = _open(tmp_path, segment_bytes=4096)
     for first in range(0, 600, 30):
@@ -348,7 +353,7 @@ def test_a_log_that_lost_what_it_had_given_is_refused(tmp_path: Path) -> None:
     for first in range(0, 200, 20):
         log.append(_batch(first, 20))
     log.close()
-    assert (tmp_path / segments_module.END_FILE).read_text() == "200\n"
+    assert int((tmp_path / segments_module.END_FILE).read_text()) == 200
     last = sorted(tmp_path.glob("*.log"))[-1]
     base = int(last.stem)
     last.unlink()
@@ -361,7 +366,7 @@ def test_the_end_is_recorded_once_on_disk(tmp_path: Path) -> None:
     log.append(_batch(0, 5))
     fsyncs = log.fsyncs
     log.checkpoint()  # under never too, what was written is synced before its end is recorded
-    assert (log.fsyncs, (tmp_path / segments_module.END_FILE).read_text()) == (fsyncs + 1, "5\n")
+    assert (log.fsyncs, _given(tmp_path)) == (fsyncs + 1, 5)
     log.checkpoint()  # nothing new: nothing written
     assert log.fsyncs == fsyncs + 1
     log.close()
@@ -390,4 +395,98 @@ def test_a_damaged_batch_is_never_read_as_good(tmp_path: Path) -> None:
     with pytest.raises(segments_module.DamagedBatch, match=r"batch of offsets 10 to 19"):
         _read(log, 5, 20)
     assert log.damaged_batches == 1
+    log.close()
+
+
+def test_every_append_under_always_records_its_end_before_it_returns(tmp_path: Path) -> None:
+    """``fsync: always``: what an append returned (what the broker acknowledges) is in
+    ``log-end`` at once, in the file's pages (a ``kill -9`` keeps them), no checkpoint."""
+    log = _open(tmp_path, fsync="always", segment_bytes=10**9)
+    assert log.append(_batch(0, 20)) == 20
+    assert _given(tmp_path) == 20
+    assert log.append(_batch(20, 3)) == 23
+    assert _given(tmp_path) == 23
+    log.close()
+
+
+def test_interval_and_never_record_only_what_was_synced(tmp_path: Path) -> None:
+    """Never an end past what is on disk: a power loss would then refuse an intact log."""
+    log = _open(tmp_path / "i", fsync="interval", fsync_interval_s=3600.0)
+    log.append(_batch(0, 10))
+    log.append(_batch(10, 10))  # not synced: the interval has not passed
+    assert _given(tmp_path / "i") == 0
+    log.sync()  # the periodic fsync
+    assert _given(tmp_path / "i") == 20
+    log.fsync_interval_s = 0.0
+    log.append(_batch(20, 5))  # an append whose fsync came: its end with it
+    assert _given(tmp_path / "i") == 25
+    log.close()
+    log = _open(tmp_path / "n", fsync="never")
+    log.append(_batch(0, 10))
+    assert _given(tmp_path / "n") == 0
+    log.checkpoint()
+    assert _given(tmp_path / "n") == 10
+    log.close()
+
+
+def test_a_log_end_of_before_is_read_and_kept(tmp_path: Path) -> None:
+    log = _open(tmp_path)
+    log.append(_batch(0, 7))
+    log.close()
+    (tmp_path / segments_module.END_FILE).write_text("7\n")  # as the log wrote it before
+    log = _open(tmp_path)
+    assert (log.bounds().end, _given(tmp_path)) == (7, 7)
+    log.close()
+    (tmp_path / segments_module.END_FILE).write_text("9\n")
+    with pytest.raises(StreamLogError, match="offsets 7 to 8 are missing"):
+        _open(tmp_path)
+
+
+def _sealed(tmp_path: Path) -> list[Path]:
+    """A log of several segments, closed; its segment files."""
+    log = _open(tmp_path, segment_bytes=1024)
+    for first in range(0, 200, 20):
+        log.append(_batch(first, 20))
+    log.close()
+    paths = sorted(tmp_path.glob("*.log"))
+    assert len(paths) > 3
+    return paths
+
+
+def _flip_payload_byte(path: Path) -> int:
+    """A byte of the last record's payload of ``path`` flipped (its header intact);
+    returns where its batch starts."""
+    data = bytearray(path.read_bytes())
+    position = 0
+    while True:
+        header = records.decode_header(bytes(data[position : position + records.HEADER.size]))
+        if position + header.size >= len(data):
+            break
+        position += header.size
+    data[-3] ^= 0x55  # in the payloads' column, the last record's
+    path.write_bytes(bytes(data))
+    return position
+
+
+def test_a_damaged_batch_of_the_last_sealed_segment_is_refused_at_open(tmp_path: Path) -> None:
+    """Its headers intact, only its CRC tells: checked at open, as the last segment's."""
+    paths = _sealed(tmp_path)
+    position = _flip_payload_byte(paths[-2])
+    with pytest.raises(StreamLogError) as refused:
+        _open(tmp_path)
+    message = str(refused.value)
+    assert f"{paths[-2]} is damaged at byte {position}" in message
+    assert "CRC mismatch" in message
+    assert "\n" not in message
+    assert paths[-2].stat().st_size > position  # nothing cut
+
+
+def test_older_sealed_segments_have_their_headers_checked_at_open_and_crcs_on_read(
+    tmp_path: Path,
+) -> None:
+    paths = _sealed(tmp_path)
+    _flip_payload_byte(paths[0])
+    log = _open(tmp_path)  # its headers are whole: opened; a read of it is refused
+    with pytest.raises(segments_module.DamagedBatch, match=str(paths[0])):
+        _read(log, 0, 200)
     log.close()
