@@ -17,15 +17,16 @@ never write one directory: whoever opens it owns it until ``close``.
 - **Recovery.** ``open`` reads every segment's batch headers into an in-memory index
   (first offset and file position of each batch) and checks the CRC of every batch of
   the last two segments (the one being written and the last sealed one: a crash near a
-  roll leaves its damage there; checking every sealed segment would read the whole log,
-  about 2 s a GB from disk). A damaged batch in a sealed segment is ``StreamLogError``
-  naming the file and the byte; damage in older sealed segments' batches (not their
-  headers) is found by ``read``. A torn tail (a short or damaged batch at its end, with no whole
-  batch after it: left by a crash during a write) is cut off; the log then continues
-  after the last whole batch. Damage followed by a whole batch is not a torn tail but
-  damage in the middle of acknowledged records: ``StreamLogError`` naming the file and
-  the byte, and nothing is cut. A segment whose first offset does not follow the one
-  before it means files were lost: ``StreamLogError``.
+  roll leaves its damage there; checking every sealed segment would read the whole log:
+  1 GB opens in 0.39 s from disk, 2.0 s with every CRC checked). A damaged batch in a
+  sealed segment is ``StreamLogError`` naming the file and the byte; damage in older
+  sealed segments' batches (not their headers) is found by ``read``. A torn tail (a
+  short or damaged batch at the end of the last segment, with no whole batch after it:
+  left by a crash during a write) is cut off; the log then continues after the last
+  whole batch. Damage followed by a whole batch is not a torn tail but damage in the
+  middle of acknowledged records: ``StreamLogError`` naming the file and the byte, and
+  nothing is cut. A segment whose first offset does not follow the one before it means
+  files were lost: ``StreamLogError``.
 - **What was given.** The file ``log-end`` records the end the log had given once that
   end is on disk: a fixed-width number the log keeps mapped (``mmap``), so recording it
   is a store into the page cache, no system call. Under ``fsync: always`` every append
