@@ -105,20 +105,22 @@ async def _mark_more(gateway: Gw, builder: LevelTreeBuilder, cut: int, deepest: 
     ``deepest``) it leaves out: those of the level ``cut - 1``, whose children are of the
     cut level, and those of the cut level that have any."""
     broker = gateway.broker
-    done = 0
+    read = 0
     for topic in builder.topics():
         level = topic.count("/")
         if level < cut - 1 or level >= deepest:
             continue
         below = topic.split("/")
-        children = [
-            child
-            for walk in (broker.router.levels(below, 1), broker.retained.levels(below, 1))
-            for child, _ in walk or ()
-        ]
-        if any(child not in builder for child in children):
-            builder.mark_more(topic)
-        done += 1 + len(children)
-        if done >= _CHUNK:
-            done = 0
+        for walk in (broker.router.levels(below, 1), broker.retained.levels(below, 1)):
+            for child, _ in walk or ():
+                read += 1
+                if child not in builder:
+                    builder.mark_more(topic)
+                    break
+            else:
+                continue
+            break  # marked: the other trie need not be read
+        read += 1
+        if read >= _CHUNK:
+            read = 0
             await asyncio.sleep(0)
