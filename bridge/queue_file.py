@@ -8,14 +8,15 @@
   do.
 - A queue that existed never starts empty in silence: a marker beside it
   (``queue.db.created``, ``marker_path``) says it was created, and whether the last run
-  closed it (``mark_closed``) or left it ``open``. While the marker is there, a
-  ``queue.db`` that is missing, empty (0 bytes) or without the queue's tables, and, after
-  a run that did not close it (``kill -9``, a crash), a missing or empty write-ahead log
-  ``queue.db-wal`` (it held everything since the last checkpoint) are refused with one
-  line naming the file and saying what to do: restore it, or move ``queue.db`` and the
-  marker away to start with an empty queue on purpose (as the main store's marker,
-  ``broker_core.store.schema``). A ``queue.db`` without a marker (first start, or a
-  queue of an edgebus before the marker) gets one.
+  closed it (``mark_closed``) or left it ``open``; the marker and the checks are the main
+  store's (``broker_core.store.marker``), the words of the errors the queue's. While the
+  marker is there, a ``queue.db`` that is missing, empty (0 bytes) or without the
+  queue's tables, and, after a run that did not close it (``kill -9``, a crash), a
+  missing or empty write-ahead log ``queue.db-wal`` (it held everything since the last
+  checkpoint) are refused with one line naming the file and saying what to do: restore
+  it, or move ``queue.db`` and the marker away to start with an empty queue on purpose.
+  A ``queue.db`` without a marker (first start, or a queue of an edgebus before the
+  marker) gets one.
 - ``write_rows(conn, inserts, deletes, marks)``: one commit's statements, the rows
   appended in multi-row ``INSERT`` statements, the released marks and the deletes in
   ``... BETWEEN`` ranges.
@@ -28,7 +29,6 @@ thread with the connection lent to it; nothing here knows of either.
 from __future__ import annotations
 
 import functools
-import os
 import sqlite3
 import time
 from collections.abc import Iterable
@@ -38,6 +38,7 @@ from typing import Any
 from bridge.mapping import Queued
 from broker_core.errors import BridgeError
 from broker_core.mqtt.properties import EMPTY, PacketKind, decode_properties
+from broker_core.store.marker import CLOSED, OPEN, Loss, check, mark, marker_path, wal_path
 
 __all__ = [
     "COLUMNS",
@@ -179,24 +180,6 @@ def _marked_ranges(marks: dict[int, int]) -> list[tuple[int, int, int]]:
     ]
 
 
-def marker_path(path: Path) -> Path:
-    """The file that says the queue at ``path`` was created (``queue.db.created``)."""
-    return path.with_name(path.name + ".created")
-
-
-def _wal_path(path: Path) -> Path:
-    return path.with_name(path.name + "-wal")
-
-
-def _size(path: Path) -> int | None:
-    try:
-        return path.stat().st_size
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise BridgeError(f"{path}: cannot open the bridge queue: {exc.strerror or exc}") from exc
-
-
 def _fresh(path: Path) -> str:
     return (
         "edgebus will not start the bridge with an empty queue silently: restore the file"
@@ -210,35 +193,44 @@ def _and_marker(path: Path, created: bool) -> str:
 
 
 def _refuse_lost_queue(path: Path) -> bool:
-    """Raises ``BridgeError`` when the marker says a queue was created here and the file
-    is missing or empty, or its write-ahead log is gone after a run that did not close
-    it; returns whether the marker is there."""
+    """Raises ``BridgeError`` when the marker says a queue was created here and it was
+    lost (``broker_core.store.marker.check``); returns whether the marker is there."""
     marker = marker_path(path)
+    wal = wal_path(path)
     try:
-        state = marker.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return False
+        # A 0-byte log after a run that did not close the queue is lost too, unlike the
+        # main store's: the queue's open writes to the log and only its close truncates
+        # it, so no run of it leaves an empty log behind.
+        found = check(path, ("meta", "queue"), empty_log_lost=True)
     except OSError as exc:
-        raise BridgeError(f"{marker}: cannot read the queue marker: {exc.strerror or exc}") from exc
-    size = _size(path)
-    if size is None:
+        if exc.filename == str(marker):
+            raise BridgeError(
+                f"{marker}: cannot read the queue marker: {exc.strerror or exc}"
+            ) from exc
+        raise BridgeError(f"{path}: cannot open the bridge queue: {exc.strerror or exc}") from exc
+    if found.loss is Loss.MISSING:
         raise BridgeError(
             f"{path}: the bridge queue file is missing, but {marker} says it was created, so"
             f" the messages it held are lost; {_fresh(path)}"
         )
-    if size == 0:
+    if found.loss is Loss.EMPTY:
         raise BridgeError(
             f"{path}: the bridge queue file is empty (0 bytes), so the messages it held are"
             f" lost (a power loss or a copy that went wrong); {_fresh(path)}"
         )
-    wal = _wal_path(path)
-    if state.rstrip().endswith("state: open") and not _size(wal):
+    if found.loss is Loss.NO_TABLES:
+        raise BridgeError(
+            f"{path}: the bridge queue has no tables, but {marker} says it was created: its"
+            f" write-ahead log {wal}, which held everything not yet checkpointed, was lost or"
+            f" damaged, so the messages it held are lost; {_fresh(path)}"
+        )
+    if found.loss is Loss.LOG_LOST:
         raise BridgeError(
             f"{path}: the bridge queue's write-ahead log {wal} is missing or empty, but the"
             f" last run did not close the queue ({marker} says it is open), so the messages"
             f" queued since its last checkpoint are lost; {_fresh(path)}"
         )
-    return True
+    return found.created
 
 
 def _refuse_torn(path: Path, created: bool) -> None:
@@ -269,31 +261,23 @@ def _refuse_torn(path: Path, created: bool) -> None:
         )
 
 
-def _write_marker(path: Path, state: str) -> None:
-    """Writes the marker (atomically: a new file renamed over the old one)."""
-    marker = marker_path(path)
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    text = (
+def _mark(path: Path, state: str) -> None:
+    note = (
         f"{path.name} created; while this file exists edgebus refuses to start the bridge"
         f" when {path.name} is missing or empty. Move both away to start with an empty"
-        f" queue.\nwritten {stamp}\nstate: {state}\n"
+        " queue."
     )
-    partial = marker.with_name(marker.name + ".new")
     try:
-        with open(partial, "w", encoding="utf-8") as file:
-            file.write(text)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(partial, marker)
+        mark(path, state, note)
     except OSError as exc:
         raise BridgeError(
-            f"{marker}: cannot write the queue marker: {exc.strerror or exc}"
+            f"{marker_path(path)}: cannot write the queue marker: {exc.strerror or exc}"
         ) from exc
 
 
 def mark_closed(path: Path) -> None:
     """The queue at ``path`` was closed (its WAL checkpointed into it and removed)."""
-    _write_marker(path, "closed")
+    _mark(path, CLOSED)
 
 
 def open_file(path: Path) -> tuple[sqlite3.Connection, int]:
@@ -317,18 +301,6 @@ def open_file(path: Path) -> tuple[sqlite3.Connection, int]:
         # write, kept) instead of file locks and the shared-memory WAL index around
         # every transaction; another gateway opening the same queue is refused.
         conn.execute("PRAGMA locking_mode=EXCLUSIVE")
-        if created:
-            tables = conn.execute(
-                "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
-                " AND name IN ('meta', 'queue')"
-            ).fetchone()[0]
-            if tables != 2:
-                raise BridgeError(
-                    f"{path}: the bridge queue has no tables, but {marker_path(path)} says it"
-                    f" was created: its write-ahead log {_wal_path(path)}, which held"
-                    f" everything not yet checkpointed, was lost or damaged, so the messages"
-                    f" it held are lost; {_fresh(path)}"
-                )
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         # Commits write the WAL and never sync; checkpoints (the syncs) are the thread's.
@@ -369,7 +341,9 @@ def open_file(path: Path) -> tuple[sqlite3.Connection, int]:
         conn.close()
         raise
     try:
-        _write_marker(path, "open")
+        # Refused when it cannot be written (unlike the main store, which opens with a
+        # warning: the gateway cannot run without it, while a bridge backs off and retries).
+        _mark(path, OPEN)
     except BridgeError:
         conn.close()
         raise

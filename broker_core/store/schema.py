@@ -10,25 +10,23 @@ version at a time (``_MIGRATIONS``), each step in one transaction with the new v
 ``_DDL`` is the current schema, written whole into a new database; every statement in
 it and in the migrations is idempotent (``IF NOT EXISTS``).
 
-A store that existed must not silently start empty. Once a database is open, a marker
-file beside it (``<name>.created``) records that it exists. While the marker is there, a
-database file of 0 bytes (what a power loss leaves on some file systems), a missing one,
-and one without the schema (its write-ahead log ``<name>-wal``, which held everything not
-yet checkpointed, was lost or damaged) were lost: each is refused with one line naming
-the file and saying how to start with an empty store on purpose (delete the marker, and
-the file). The check of the schema reads through a read-only connection, so a refusal
-leaves the files as they were (a read-write one would delete the damaged log on close).
-The log itself is never missing while the marker exists, except after a clean stop
-(whose close checkpoints it into the database and deletes it): ``meta`` records
-``stopped_cleanly`` (0 from each open, checkpointed into the file, 1 at a clean close), so a
-log missing after a gateway that did not stop cleanly (deleted after a ``kill -9``) is
-refused too, naming what it held (the commits since the last checkpoint); an empty log
-file put there on purpose starts the store with what the database file holds. A log
-whose header a power cut damaged is not told apart from a power cut's lost last commits,
-which ``synchronous=NORMAL`` accepts. Without the marker, no store was ever created there:
-a 0-byte or missing file is a new store. Creating one that fails (a full disk) removes
-the files it made, so the next start is a first start again. Every error of opening is
-one ``StoreError`` line, never a traceback; a full disk is named as one.
+A store that existed must not silently start empty: a marker file beside it,
+``edgebus.db.created``, says that it was created and whether the gateway stopped cleanly
+(``broker_core.store.marker``, shared with the bridge queues). While the marker is there,
+a database file of 0 bytes (what a power loss leaves on some file systems), a missing
+one, one without the schema (its write-ahead log ``edgebus.db-wal``, which held it, lost
+or damaged), and a log missing after a gateway that did not stop cleanly (deleted after a
+``kill -9``: it held the commits since the last checkpoint) are each refused with one
+line naming the file and saying what to do (restore it, or delete the files named to
+start with an empty store on purpose; for the log, create it empty to start with what the
+database file holds). A refusal leaves the files as they were. The log itself is never
+missing while the marker exists, except after a clean stop (whose close checkpoints it
+into the database and deletes it). A log whose header a power cut damaged is not told
+apart from a power cut's lost last commits, which ``synchronous=NORMAL`` accepts.
+Without the marker, no store was ever created there: a 0-byte or missing file is a new
+store. Creating one that fails (a full disk) removes the files it made, so the next
+start is a first start again. Every error of opening is one ``StoreError`` line, never a
+traceback; a full disk is named as one.
 
 The schema goes into the database file itself at once: every open ends with a checkpoint
 (``wal_checkpoint(TRUNCATE)``), so after a first start the file holds the schema and the
@@ -41,12 +39,20 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import sqlite3
-import time
 from pathlib import Path
 
 from broker_core.errors import EdgebusError
+from broker_core.store.marker import (
+    CLOSED,
+    OPEN,
+    Check,
+    Loss,
+    check,
+    mark,
+    marker_path,
+    wal_path,
+)
 
 __all__ = ["SCHEMA_VERSION", "StoreError", "checkpoint", "close", "connect", "marker_path"]
 
@@ -151,51 +157,39 @@ class StoreError(EdgebusError):
     """The persistent store cannot be opened or written."""
 
 
-def marker_path(path: Path) -> Path:
-    """The file that says the database at ``path`` was created."""
-    return path.with_name(path.name + ".created")
+def _note(path: Path) -> str:
+    """The marker's first line (``broker_core.store.marker``)."""
+    return (
+        f"{path.name} created; while this file exists edgebus refuses to start when the"
+        " store is missing or empty. Delete it to start with an empty store."
+    )
 
 
-def _refuse_lost_store(path: Path) -> bool:
-    """Raises StoreError when the marker says a store was created and the database is
-    empty (0 bytes), gone, or has no schema; returns True when no store was ever created
-    here (no marker, and no file or a 0-byte one): opening it creates a new store."""
+def _refuse_lost_store(path: Path) -> Check:
+    """Raises StoreError when the marker says a store was created and it was lost
+    (``marker.check``); returns what it found otherwise."""
     marker = marker_path(path)
+    wal = wal_path(path)
     try:
-        size: int | None = path.stat().st_size
-    except FileNotFoundError:
-        size = None
+        # A 0-byte log after a stop that was not clean is not lost here: every open
+        # truncates the log (``checkpoint``), so a kill soon after leaves one.
+        found = check(path, ("meta",))
     except OSError as exc:
         raise StoreError(f"{path}: cannot open the store: {exc.strerror or exc}") from exc
-    if not marker.exists():
-        return not size
-    if size == 0:
+    if found.loss is Loss.EMPTY:
         raise StoreError(
             f"{path}: the store file is empty (0 bytes), so its sessions, queued and retained"
             f" messages are lost (a power loss or a copy that went wrong); edgebus will not"
             f" start with an empty store silently: restore the file from a backup, or delete"
             f" {path} and {marker} to start with an empty store on purpose"
         )
-    if size is None:
+    if found.loss is Loss.MISSING:
         raise StoreError(
             f"{path}: the store file is missing, but {marker} says it was created; edgebus"
             f" will not start with an empty store silently: restore the file from a backup,"
             f" or delete {marker} to start with an empty store on purpose"
         )
-    wal = path.with_name(path.name + "-wal")
-    if not wal.exists():
-        has_schema, stopped_cleanly = _file_alone(path)
-        if has_schema and stopped_cleanly == "0":
-            raise StoreError(
-                f"{path}: its write-ahead log {wal} is missing, but the gateway did not stop"
-                f" cleanly: the commits since the last checkpoint (the last seconds of its"
-                f" sessions, queued and retained messages) were in it and are lost; edgebus"
-                f" will not start without them silently: restore {wal} from a backup, or"
-                f" create it empty (touch {wal}) to start with what {path} holds"
-            )
-    else:
-        has_schema = _has_schema(path)
-    if not has_schema:
+    if found.loss is Loss.NO_TABLES:
         raise StoreError(
             f"{path}: the store has no tables, but {marker} says it was created: its"
             f" write-ahead log {wal}, which held them, is missing or damaged, so its sessions,"
@@ -203,74 +197,35 @@ def _refuse_lost_store(path: Path) -> bool:
             f" store silently: restore {path} and {wal} from a backup, or delete {path}, {wal}"
             f" and {marker} to start with an empty store on purpose"
         )
-    return False
-
-
-def _has_schema(path: Path) -> bool:
-    """True when the database holds the ``meta`` table, or when a read-only look cannot
-    tell (the read-write open that follows reports what is wrong). Read-only: closing it
-    neither checkpoints nor deletes a write-ahead log it could not use."""
-    try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-    except sqlite3.Error:
-        return True
-    try:
-        row = conn.execute(
-            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
-        ).fetchone()
-    except sqlite3.Error:
-        return True
-    finally:
-        conn.close()
-    return bool(row[0])
-
-
-def _file_alone(path: Path) -> tuple[bool, str | None]:
-    """Whether the database file itself (no log) holds the ``meta`` table, and its
-    ``stopped_cleanly``; (True, None) when it cannot tell. ``immutable``: nothing is
-    created beside it (a read-only connection would create the log)."""
-    try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?immutable=1", uri=True)
-    except sqlite3.Error:
-        return True, None
-    try:
-        (tables,) = conn.execute(
-            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
-        ).fetchone()
-        if not tables:
-            return False, None
-        row = conn.execute("SELECT value FROM meta WHERE key = 'stopped_cleanly'").fetchone()
-    except sqlite3.Error:
-        return True, None
-    finally:
-        conn.close()
-    return True, None if row is None else str(row[0])
-
-
-def _stopped_cleanly(conn: sqlite3.Connection, path: Path, value: str) -> bool:
-    try:
-        conn.execute(
-            "INSERT OR REPLACE INTO meta (key, value) VALUES ('stopped_cleanly', ?)", (value,)
+    if found.loss is Loss.LOG_LOST:
+        raise StoreError(
+            f"{path}: its write-ahead log {wal} is missing, but the gateway did not stop"
+            f" cleanly: the commits since the last checkpoint (the last seconds of its"
+            f" sessions, queued and retained messages) were in it and are lost; edgebus"
+            f" will not start without them silently: restore {wal} from a backup, or"
+            f" create it empty (touch {wal}) to start with what {path} holds"
         )
-    except sqlite3.Error as exc:
-        log.warning("store %s: cannot record stopped_cleanly=%s: %s", path, value, exc)
-        return False
-    return True
+    return found
 
 
 def close(conn: sqlite3.Connection, path: Path) -> None:
-    """Records a clean stop and closes; the close checkpoints the log into the database
-    and deletes it (the last connection). When the record could not be written (a full
-    disk) and the close deleted the log, everything is in the database file: an empty log
-    says so to the next start, which would otherwise take the missing log for a lost one."""
-    recorded = _stopped_cleanly(conn, path, "1")
+    """Closes, which checkpoints the log into the database and deletes it (the last
+    connection), then marks the stop clean. When the mark cannot be written (a full disk)
+    and the close deleted the log, everything is in the database file: an empty log says
+    so to the next start, which would otherwise take the missing log for a lost one.
+    (Not so for a bridge queue, which takes an empty log after a run it did not close
+    for a lost one: ``bridge.queue_file``.)"""
     conn.close()
-    wal = path.with_name(path.name + "-wal")
-    if not recorded and not wal.exists():
-        try:
-            wal.touch()
-        except OSError as exc:
-            log.warning("store %s: cannot create the empty log %s: %s", path, wal, exc)
+    try:
+        mark(path, CLOSED, _note(path))
+    except OSError as exc:
+        log.warning("store %s: cannot record the clean stop: %s", path, exc.strerror or exc)
+        wal = wal_path(path)
+        if not wal.exists():
+            try:
+                wal.touch()
+            except OSError as exc:
+                log.warning("store %s: cannot create the empty log %s: %s", path, wal, exc)
 
 
 def _full(exc: sqlite3.Error) -> bool:
@@ -292,23 +247,6 @@ def _discard_new(made: list[Path]) -> None:
             log.warning("%s: cannot remove it after the store was not created: %s", leftover, exc)
 
 
-def _write_marker(path: Path) -> None:
-    marker = marker_path(path)
-    if marker.exists():
-        return
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    try:
-        with open(marker, "w", encoding="utf-8") as file:
-            file.write(
-                f"{path.name} created {stamp}; while this file exists edgebus refuses to start"
-                " when the store is missing or empty. Delete it to start with an empty store.\n"
-            )
-            file.flush()
-            os.fsync(file.fileno())
-    except OSError as exc:
-        raise StoreError(f"{marker}: cannot write the store marker: {exc.strerror or exc}") from exc
-
-
 def connect(path: Path) -> sqlite3.Connection:
     """Opens (creating if needed) the database in WAL mode and checks its version.
 
@@ -319,7 +257,8 @@ def connect(path: Path) -> sqlite3.Connection:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise StoreError(f"{path.parent}: cannot create the data directory: {exc}") from exc
-    new = _refuse_lost_store(path)
+    found = _refuse_lost_store(path)
+    new = not found.created and not found.size  # no store was ever created here
     # The files a new store's creation makes, removed again when it fails.
     made = [f for f in _files(path) if not f.exists()] if new else []
     try:
@@ -328,13 +267,20 @@ def connect(path: Path) -> sqlite3.Connection:
         _discard_new(made)
         raise
     try:
-        _write_marker(path)
-    except StoreError:
-        conn.close()
-        if new:
-            _discard_new(made)
-        raise
-    _stopped_cleanly(conn, path, "0")  # until close() says otherwise
+        mark(path, OPEN, _note(path))  # until close() says otherwise
+    except OSError as exc:
+        if not found.created:
+            conn.close()
+            if new:
+                _discard_new(made)
+            raise StoreError(
+                f"{marker_path(path)}: cannot write the store marker: {exc.strerror or exc}"
+            ) from exc
+        # The store opens (the gateway cannot run without it; a bridge queue is refused
+        # instead, and retried): a kill and a lost log in this run go unnoticed.
+        log.warning("store %s: cannot mark it open: %s", path, exc.strerror or exc)
+    with contextlib.suppress(sqlite3.Error):  # the clean-stop record before the marker's
+        conn.execute("DELETE FROM meta WHERE key = 'stopped_cleanly'")
     checkpoint(conn, path)
     return conn
 

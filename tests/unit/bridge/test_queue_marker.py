@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -76,3 +78,36 @@ def test_a_queue_that_existed_and_was_lost_is_refused(tmp_path: Path, loss: str)
             DiskQueue.open(path, "q")
 
     asyncio.run(main())
+
+
+def test_a_queue_without_tables_is_refused_and_left_as_found(tmp_path: Path) -> None:
+    """What a ``kill -9`` before the first checkpoint leaves, its log's header then
+    damaged: ``queue.db`` one page without tables, everything in ``queue.db-wal``, which
+    SQLite no longer reads. The refusal changes neither file (a read-write connection
+    closed on it would delete the log)."""
+    path = tmp_path / "queue.db"
+    asyncio.run(_fill(path, 3))
+    marker = marker_path(path).read_text()
+    path.unlink()
+    script = (
+        "import os, sqlite3, sys\n"
+        "conn = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        "conn.execute('PRAGMA journal_mode=WAL')\n"
+        "conn.execute('CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)')\n"
+        "conn.execute('CREATE TABLE queue (seq INTEGER PRIMARY KEY)')\n"
+        "os._exit(0)\n"  # no close: the log stays
+    )
+    subprocess.run([sys.executable, "-c", script, str(path)], check=True, timeout=30)
+    wal = path.with_name("queue.db-wal")
+    wal.write_bytes(bytes(32) + wal.read_bytes()[32:])
+    marker_path(path).write_text(marker.replace("state: closed", "state: open"))
+    files = (path, wal, marker_path(path))  # not -shm, an index a reader rebuilds
+    before = [file.read_bytes() for file in files]
+
+    async def main() -> None:
+        with pytest.raises(BridgeError, match="the bridge queue has no tables"):
+            DiskQueue.open(path, "q")
+
+    asyncio.run(main())
+    assert all(file.exists() for file in files)  # nothing deleted
+    assert [file.read_bytes() for file in files] == before  # nor changed
