@@ -273,16 +273,31 @@ class StreamLog:
             ) from None
 
     def _map_given(self, given: int) -> None:
-        """``END_FILE`` written anew with ``given`` at its fixed width (a new file
-        fsync-ed, then renamed: a log of before, or none), then mapped for ``_mark``."""
+        """``END_FILE`` mapped for ``_mark``: in place when it holds ``given`` at its
+        fixed width (nothing to allocate: a full disk does not stop the log opening),
+        else first written anew (a new file fsync-ed, then renamed: a log of before, or
+        none)."""
         path = self.directory / END_FILE
-        partial = path.with_name(END_FILE + ".tmp")
-        fd = os.open(partial, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        record = b"%0*d\n" % (_END_DIGITS, given)
         try:
-            os.write(fd, b"%0*d\n" % (_END_DIGITS, given))
-            os.fsync(fd)
-            os.replace(partial, path)
-            self._sync_directory()
+            fd = os.open(path, os.O_RDWR)
+        except FileNotFoundError:
+            fd = -1
+        if fd >= 0 and os.pread(fd, _END_SIZE + 1, 0) != record:
+            os.close(fd)
+            fd = -1
+        if fd < 0:
+            partial = path.with_name(END_FILE + ".tmp")
+            fd = os.open(partial, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                os.write(fd, record)
+                os.fsync(fd)
+                os.replace(partial, path)
+                self._sync_directory()
+            except BaseException:
+                os.close(fd)
+                raise
+        try:
             self._end_map = mmap.mmap(fd, _END_SIZE)
         finally:
             os.close(fd)

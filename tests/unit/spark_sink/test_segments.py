@@ -490,3 +490,26 @@ def test_older_sealed_segments_have_their_headers_checked_at_open_and_crcs_on_re
     with pytest.raises(segments_module.DamagedBatch, match=str(paths[0])):
         _read(log, 0, 200)
     log.close()
+
+
+def test_a_log_end_of_the_fixed_width_is_mapped_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reopened, the log writes no new ``log-end``: a full disk does not stop it."""
+    log = _open(tmp_path)
+    log.append(_batch(0, 4))
+    log.close()
+    inode = (tmp_path / segments_module.END_FILE).stat().st_ino
+    real_open = os.open
+
+    def full_disk(path: object, flags: int, *args: int) -> int:
+        if str(path).endswith(".tmp"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_open(path, flags, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(segments_module.os, "open", full_disk)
+    log = _open(tmp_path, fsync="always")
+    assert (tmp_path / segments_module.END_FILE).stat().st_ino == inode
+    log.append(_batch(4, 2))
+    assert _given(tmp_path) == 6
+    log.close()
