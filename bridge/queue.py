@@ -85,6 +85,7 @@ from bridge.queue_file import (
     checkpoint,
     index_rows,
     mark_closed,
+    mark_closing,
     marker_path,
     open_file,
     read_rows,
@@ -287,6 +288,11 @@ class DiskQueue:
             return  # it still has the connection: what was not committed is asked again
         self._lent_at = None
         self._commit()
+        if self.path is not None:
+            try:
+                mark_closing(self.path)
+            except BridgeError as exc:
+                log.warning("%s", exc)
         try:
             # Into the database file, synced, and the WAL emptied; closing removes it.
             self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()

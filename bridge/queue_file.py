@@ -38,7 +38,7 @@ from typing import Any
 from bridge.mapping import Queued
 from broker_core.errors import BridgeError
 from broker_core.mqtt.properties import EMPTY, PacketKind, decode_properties
-from broker_core.store.marker import CLOSED, OPEN, Loss, check, mark, marker_path, wal_path
+from broker_core.store.marker import CLOSED, CLOSING, OPEN, Loss, check, mark, marker_path, wal_path
 
 __all__ = [
     "COLUMNS",
@@ -273,6 +273,12 @@ def _mark(path: Path, state: str) -> None:
         raise BridgeError(
             f"{marker_path(path)}: cannot write the queue marker: {exc.strerror or exc}"
         ) from exc
+
+
+def mark_closing(path: Path) -> None:
+    """The queue at ``path`` is about to be closed: a log its close removes (or its
+    checkpoint empties) before ``mark_closed`` is no loss to the next open."""
+    _mark(path, CLOSING)
 
 
 def mark_closed(path: Path) -> None:

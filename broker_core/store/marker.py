@@ -5,7 +5,10 @@ bridge queue (``bridge.queue_file``, ``queue.db.created``). The first open write
 marker beside the database; from then on it says that the database was created, and
 whether the last run stopped cleanly (``state: closed``, written after its close
 checkpointed the write-ahead log ``<name>-wal`` into the database and deleted it) or not
-(``state: open``, written by every open before anything is committed). ``check`` finds
+(``state: open``, written by every open before anything is committed). ``state:
+closing``, written just before the close, says that a log found missing (or empty) was
+removed by that close, whose checkpoint SQLite completes before it removes the log: a
+kill between the close and the ``closed`` mark is no loss, and no reason to refuse. ``check`` finds
 what was lost of a database whose marker exists (``Loss``):
 
 - ``MISSING``: no database file; ``EMPTY``: a file of 0 bytes (a power loss on some file
@@ -38,10 +41,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["CLOSED", "OPEN", "Check", "Loss", "check", "mark", "marker_path", "wal_path"]
+__all__ = ["CLOSED", "CLOSING", "OPEN", "Check", "Loss", "check", "mark", "marker_path", "wal_path"]
 
 OPEN = "open"
 CLOSED = "closed"
+CLOSING = "closing"
 
 
 class Loss(enum.Enum):
@@ -105,7 +109,7 @@ def check(path: Path, tables: tuple[str, ...], *, empty_log_lost: bool = False) 
     if not has_tables:
         return Check(True, size, Loss.NO_TABLES)
     state = _state(text)
-    clean = state == CLOSED if state is not None else legacy != "0"
+    clean = state in (CLOSED, CLOSING) if state is not None else legacy != "0"
     if not clean and (log_size is None or (empty_log_lost and log_size == 0)):
         return Check(True, size, Loss.LOG_LOST)
     return Check(True, size, None)
@@ -161,10 +165,10 @@ def _file_alone(path: Path, tables: tuple[str, ...]) -> tuple[bool, str | None]:
 
 
 def mark(path: Path, state: str, note: str) -> None:
-    """Writes the marker of the database at ``path`` with ``state`` (``OPEN`` or
-    ``CLOSED``), ``note`` its first line (what the file is for, in the caller's words);
-    atomically: a new file, synced, renamed over the old one. ``OSError`` when it
-    cannot (the old marker, if any, left as it was)."""
+    """Writes the marker of the database at ``path`` with ``state`` (``OPEN``,
+    ``CLOSING`` or ``CLOSED``), ``note`` its first line (what the file is for, in the
+    caller's words); atomically: a new file, synced, renamed over the old one.
+    ``OSError`` when it cannot (the old marker, if any, left as it was)."""
     marker = marker_path(path)
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     partial = marker.with_name(marker.name + ".new")

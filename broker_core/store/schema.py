@@ -45,6 +45,7 @@ from pathlib import Path
 from broker_core.errors import EdgebusError
 from broker_core.store.marker import (
     CLOSED,
+    CLOSING,
     OPEN,
     Check,
     Loss,
@@ -214,7 +215,12 @@ def close(conn: sqlite3.Connection, path: Path) -> None:
     and the close deleted the log, everything is in the database file: an empty log says
     so to the next start, which would otherwise take the missing log for a lost one.
     (Not so for a bridge queue, which takes an empty log after a run it did not close
-    for a lost one: ``bridge.queue_file``.)"""
+    for a lost one: ``bridge.queue_file``.) Marked closing first, so that a kill between
+    the close and its mark is not taken for a lost log by the next start."""
+    try:
+        mark(path, CLOSING, _note(path))
+    except OSError as exc:
+        log.warning("store %s: cannot record the stop: %s", path, exc.strerror or exc)
     conn.close()
     try:
         mark(path, CLOSED, _note(path))
