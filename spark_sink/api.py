@@ -36,8 +36,9 @@ from gateway.components import SINK
 from spark_sink.fields import TopicMatcher
 from spark_sink.jsonl import MEDIA_TYPE as JSONL
 from spark_sink.jsonl import json_lines
+from spark_sink.log_errors import DamagedBatch
 from spark_sink.records import Columns
-from spark_sink.segments import DamagedBatch, StreamLog
+from spark_sink.segments import StreamLog
 from spark_sink.sink import StreamSink
 
 __all__ = ["StreamOffsets", "router"]

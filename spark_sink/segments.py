@@ -7,6 +7,9 @@ one before it ends. One thread writes (``append``, ``sync``, ``close``), any num
 threads read (``bounds``, ``read``); retention (``enforce_retention``) and new
 settings (``configure``) may come from another thread. Two ``StreamLog`` objects must
 never write one directory: whoever opens it owns it until ``close``.
+The segment file format and its check at open are ``spark_sink.segment_files``; the
+directory's other files (``writer.lock``, ``log-id``, ``log-end``), ``spark_sink.log_files``;
+the errors, ``spark_sink.log_errors``.
 
 - **Commit.** ``append`` writes the batches (one ``writev`` per call and segment), fsyncs
   them when the policy says so (``always``: every call, by opening the segment with
@@ -61,68 +64,44 @@ import mmap
 import os
 import threading
 import time
-import uuid
-from array import array
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
 from broker_core.context import Context
-from broker_core.errors import EdgebusError
-from gateway.data_lock import LockHeld, lock_file
+from spark_sink.log_errors import DamagedBatch, RecordsDeleted, StreamLogError
+from spark_sink.log_files import (
+    END_DIGITS,
+    END_FILE,
+    map_given_end,
+    read_given_end,
+    read_log_id,
+    sync_directory,
+    take_writer_lock,
+)
 from spark_sink.records import (
     HEADER,
     BatchHeader,
     Columns,
     CorruptBatch,
     Encoded,
-    check_crc,
     decode_batch,
     decode_header,
     encode_columns,
     frame,
 )
+from spark_sink.segment_files import SUFFIX, Segment, scan_segment, segment_name
 
-__all__ = [
-    "Bounds",
-    "DamagedBatch",
-    "RecordsDeleted",
-    "StreamLog",
-    "StreamLogError",
-    "encode_chunks",
-]
+__all__ = ["Bounds", "StreamLog", "encode_chunks"]
 
 log = logging.getLogger(__name__)
 
-SUFFIX = ".log"
-ID_FILE = "log-id"  # a random id the log gets when created: readers tell a new log from it
-END_FILE = "log-end"  # the end the log had given, once on disk: lost records are noticed
-#: ``END_FILE``'s content: an offset of fixed width (stored in place, through ``mmap``).
-_END_DIGITS = 20
-_END_SIZE = _END_DIGITS + 1  # and a newline
-LOCK_FILE = "writer.lock"  # flock-ed by the one StreamLog that writes the directory
-#: A batch header's version and flags (``records.HEADER``: bytes 20 to 23), what
-#: ``_whole_batch_after`` looks for past damage.
-_VERSION_FLAGS = HEADER.pack(0, 0, 0, 0, 1, 0, 0)[20:24]
 #: The most records, and about the most payload bytes, in one batch on disk: bounds
 #: what a reader holds in memory at a time.
 MAX_BATCH_RECORDS = 8192
 MAX_BATCH_BYTES = 4 * 1024 * 1024
 #: The most buffers one ``os.writev`` takes (Linux: 1024).
 _IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024) if hasattr(os, "sysconf") else 16
-
-
-class StreamLogError(EdgebusError):
-    """The stream log cannot be opened or written (its files are damaged or missing)."""
-
-
-class RecordsDeleted(StreamLogError):
-    """Records a reader asked for were deleted by retention (before or while reading)."""
-
-
-class DamagedBatch(StreamLogError):
-    """A batch a reader asked for is damaged on disk (its CRC does not match)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,28 +113,6 @@ class Bounds:
     bytes: int
     segments: int
     id: str = ""
-
-
-@dataclass
-class _Segment:
-    base: int
-    path: Path
-    end: int  # offset after the last committed record
-    size: int  # committed bytes
-    ts_max: int = 0  # newest record, ns
-    firsts: array[int] = field(default_factory=lambda: array("q"))  # per batch
-    positions: array[int] = field(default_factory=lambda: array("q"))
-
-    def add(self, header: BatchHeader, position: int) -> None:
-        self.firsts.append(header.first)
-        self.positions.append(position)
-        self.end = header.end
-        self.size = position + header.size
-        self.ts_max = max(self.ts_max, header.ts_max)
-
-
-def _name(base: int) -> str:
-    return f"{base:020d}{SUFFIX}"
 
 
 class StreamLog:
@@ -184,7 +141,7 @@ class StreamLog:
         self._end_lock = threading.Lock()  # END_FILE's msync and unmapping
         self._lock = threading.Lock()  # the segment list and the committed state
         self._write_lock = threading.Lock()  # the file being appended to
-        self._segments: list[_Segment] = []
+        self._segments: list[Segment] = []
         self.id = ""  # ID_FILE's, read by open()
         self._fd = -1  # the last segment's, for appending
         self._closed = False
@@ -198,7 +155,7 @@ class StreamLog:
         """Takes the directory's lock, reads it, cuts a torn tail, and gets ready to
         append. Raises ``StreamLogError`` (or ``OSError``) and holds nothing then."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        self._lock_fd = self._take_lock()
+        self._lock_fd = take_writer_lock(self.directory)
         try:
             self._open()
         except BaseException:
@@ -206,21 +163,9 @@ class StreamLog:
             self._lock_fd = -1
             raise
 
-    def _take_lock(self) -> int:
-        """``LOCK_FILE``'s descriptor, ``flock``-ed (``gateway.data_lock``: the kernel lets
-        go when the process ends, ``kill -9`` too)."""
-        try:
-            return lock_file(self.directory / LOCK_FILE)
-        except LockHeld as exc:
-            raise StreamLogError(
-                f"stream log {self.directory}: in use by another writer (pid {exc.holder},"
-                f" {LOCK_FILE}): one writer, ever, writes a log's directory; give each"
-                " gateway its own stream.path"
-            ) from None
-
     def _open(self) -> None:
         paths = sorted(self.directory.glob(f"*{SUFFIX}"))
-        segments: list[_Segment] = []
+        segments: list[Segment] = []
         for index, path in enumerate(paths):
             try:
                 base = int(path.stem)
@@ -228,7 +173,8 @@ class StreamLog:
                 raise StreamLogError(f"stream log: unexpected file {path}") from None
             last = index == len(paths) - 1
             verify = index >= len(paths) - 2  # the last sealed segment too
-            segment = self._scan(path, base, verify, torn_tail=last)
+            segment, cut = scan_segment(path, base, verify, last, self.directory)
+            self.truncated_bytes += cut
             if segments and segments[-1].end != base:
                 raise StreamLogError(
                     f"stream log: offsets {segments[-1].end} to {base - 1} are missing"
@@ -236,8 +182,8 @@ class StreamLog:
                 )
             segments.append(segment)
         if not segments:
-            segments.append(_Segment(0, self.directory / _name(0), 0, 0))
-        given = self._read_given()
+            segments.append(Segment(0, self.directory / segment_name(0), 0, 0))
+        given = read_given_end(self.directory)
         if given > segments[-1].end:
             raise StreamLogError(
                 f"stream log {self.directory}: offsets {segments[-1].end} to {given - 1} are"
@@ -248,67 +194,20 @@ class StreamLog:
                 " (keep it: it holds what was not lost) to start a new log with a new id"
             )
         self._segments = segments
-        self.id = self._read_id()
-        self._map_given(given)
+        self.id = read_log_id(self.directory)
+        self._end_map = map_given_end(self.directory, given)
+        self._given = given
         self._open_for_append(segments[-1])
         # What it holds may be in the page cache only (a crash of the process under
         # ``never``): the first ``checkpoint`` syncs it before recording its end.
         self._unsynced = segments[-1].size > 0
-
-    def _read_given(self) -> int:
-        """The end ``END_FILE`` holds; 0 when there is none (a new log, or one of before
-        the file)."""
-        path = self.directory / END_FILE
-        try:
-            text = path.read_text(encoding="ascii").strip()
-        except FileNotFoundError:
-            return 0
-        try:
-            return int(text)
-        except ValueError:
-            raise StreamLogError(
-                f"stream log {path}: not an offset ({text[:40]!r}); it records the end the log"
-                " had given: write that end into it, or move the directory away to start a"
-                " new log"
-            ) from None
-
-    def _map_given(self, given: int) -> None:
-        """``END_FILE`` mapped for ``_mark``: in place when it holds ``given`` at its
-        fixed width (nothing to allocate: a full disk does not stop the log opening),
-        else first written anew (a new file fsync-ed, then renamed: a log of before, or
-        none)."""
-        path = self.directory / END_FILE
-        record = b"%0*d\n" % (_END_DIGITS, given)
-        try:
-            fd = os.open(path, os.O_RDWR)
-        except FileNotFoundError:
-            fd = -1
-        if fd >= 0 and os.pread(fd, _END_SIZE + 1, 0) != record:
-            os.close(fd)
-            fd = -1
-        if fd < 0:
-            partial = path.with_name(END_FILE + ".tmp")
-            fd = os.open(partial, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-            try:
-                os.write(fd, record)
-                os.fsync(fd)
-                os.replace(partial, path)
-                self._sync_directory()
-            except BaseException:
-                os.close(fd)
-                raise
-        try:
-            self._end_map = mmap.mmap(fd, _END_SIZE)
-        finally:
-            os.close(fd)
-        self._given = given
 
     def _mark(self, end: int) -> None:
         """``end``, whose records are on disk, into ``END_FILE`` (the page cache: a
         ``kill -9`` keeps it; ``_flush_given`` makes it survive a power loss). Under the
         write lock; no system call."""
         if end > self._given and self._end_map is not None:
-            self._end_map[:_END_DIGITS] = b"%0*d" % (_END_DIGITS, end)
+            self._end_map[:END_DIGITS] = b"%0*d" % (END_DIGITS, end)
             self._given = end
 
     def _flush_given(self) -> None:
@@ -332,91 +231,13 @@ class StreamLog:
             self._mark(self._segments[-1].end)
         self._flush_given()
 
-    def _read_id(self) -> str:
-        """The log's id (``ID_FILE``), made when the log has none: a log at another path,
-        or a wiped one, has another, so a reader can tell it restarted at offset 0."""
-        path = self.directory / ID_FILE
-        try:
-            found = path.read_text(encoding="ascii").strip()
-        except FileNotFoundError:
-            found = ""
-        if found:
-            return found
-        made = uuid.uuid4().hex
-        partial = path.with_name(ID_FILE + ".tmp")
-        partial.write_text(made + "\n", encoding="ascii")
-        os.replace(partial, path)
-        return made
-
-    def _scan(self, path: Path, base: int, verify: bool, torn_tail: bool) -> _Segment:
-        """The segment at ``path`` with its index; ``verify``: every batch's CRC checked
-        too; ``torn_tail`` (the last segment): a torn tail is cut off."""
-        segment = _Segment(base, path, base, 0)
-        with open(path, "rb") as file:
-            size = os.fstat(file.fileno()).st_size
-            position = 0
-            expected = base
-            while position < size:
-                file.seek(position)
-                head = file.read(HEADER.size)
-                try:
-                    if len(head) < HEADER.size:
-                        raise CorruptBatch("short header")
-                    header = decode_header(head)
-                    if header.first != expected or position + header.size > size:
-                        raise CorruptBatch(f"batch at byte {position} does not fit")
-                    if verify:
-                        file.seek(position)
-                        check_crc(header, file.read(header.size))
-                except CorruptBatch as exc:
-                    if not torn_tail:
-                        raise StreamLogError(
-                            f"stream log: {path} is damaged at byte {position} (after offset"
-                            f" {expected - 1}): {exc}; restore it from a copy, or move"
-                            f" {self.directory} away to start a new log"
-                        ) from exc
-                    found = _whole_batch_after(file, position, size, expected)
-                    if found is not None:
-                        raise StreamLogError(
-                            f"stream log: {path} is damaged at byte {position} (after offset"
-                            f" {expected - 1}: {exc}), and a whole batch follows at byte"
-                            f" {found}: not a torn tail left by a crash but damage in the"
-                            " middle of acknowledged records, so nothing is cut. Restore the"
-                            f" file from a copy, or move {self.directory} away (keep it: the"
-                            " records before and after the damage are in it) to start a new"
-                            " log. (If the machine lost power during a write, the damage and what"
-                            " follows may be that one write, never acknowledged: then cut the"
-                            f" file there, truncate -s {position} {path}, to go on with the log)"
-                        ) from exc
-                    break
-                segment.add(header, position)
-                expected = header.end
-                position += header.size
-        if segment.size < size:
-            log.warning(
-                "stream log: %s: cutting a torn tail of %d bytes after offset %d",
-                path.name,
-                size - segment.size,
-                segment.end - 1,
-            )
-            os.truncate(path, segment.size)
-            self.truncated_bytes += size - segment.size
-        return segment
-
-    def _open_for_append(self, segment: _Segment) -> None:
+    def _open_for_append(self, segment: Segment) -> None:
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
         if self._dsync:
             flags |= os.O_DSYNC  # ``fsync: always``: every write is synced as it returns
         self._fd = os.open(segment.path, flags, 0o644)
         if segment.size == 0:
-            self._sync_directory()
-
-    def _sync_directory(self) -> None:
-        fd = os.open(self.directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            sync_directory(self.directory)
 
     # -- writing (one thread) --------------------------------------------------------------
 
@@ -468,7 +289,7 @@ class StreamLog:
             self._mark(end)
         return end
 
-    def _write(self, segment: _Segment, buffers: list[bytes]) -> None:
+    def _write(self, segment: Segment, buffers: list[bytes]) -> None:
         """``buffers`` appended to ``segment`` in one call.
 
         One ``writev`` per ``append`` (not one per batch, nor a write then an fsync):
@@ -485,7 +306,7 @@ class StreamLog:
         else:
             self._unsynced = True
 
-    def _commit(self, segment: _Segment, added: list[tuple[BatchHeader, int]]) -> None:
+    def _commit(self, segment: Segment, added: list[tuple[BatchHeader, int]]) -> None:
         with self._lock:
             for header, position in added:
                 segment.add(header, position)
@@ -508,14 +329,14 @@ class StreamLog:
                 if not self._unsynced:
                     self._mark(self._segments[-1].end)
 
-    def _roll(self, segment: _Segment) -> _Segment:
+    def _roll(self, segment: Segment) -> Segment:
         """Closes the full segment and starts the next; then applies ``max_bytes``."""
         if self.fsync != "never" and (self._unsynced or not self._dsync):
             os.fsync(self._fd)
             self.fsyncs += 1
             self._unsynced = False
         os.close(self._fd)
-        new = _Segment(segment.end, self.directory / _name(segment.end), segment.end, 0)
+        new = Segment(segment.end, self.directory / segment_name(segment.end), segment.end, 0)
         with self._lock:
             self._segments.append(new)
         self._open_for_append(new)
@@ -582,7 +403,7 @@ class StreamLog:
     def enforce_retention(self, now_ns: int | None = None) -> int:
         """Deletes the segments past ``retention_s`` or ``max_bytes``; returns how many."""
         horizon = (time.time_ns() if now_ns is None else now_ns) - int(self.retention_s * 1e9)
-        doomed: list[_Segment] = []
+        doomed: list[Segment] = []
         with self._lock:
             total = sum(segment.size for segment in self._segments)
             while len(self._segments) > 1:
@@ -658,7 +479,7 @@ class StreamLog:
                 return
 
     def _damaged(
-        self, segment: _Segment, index: int, position: int, exc: CorruptBatch
+        self, segment: Segment, index: int, position: int, exc: CorruptBatch
     ) -> DamagedBatch:
         """The error a reader gets for the damaged batch ``index`` of ``segment``
         (logged, counted)."""
@@ -683,7 +504,7 @@ class StreamLog:
             if lo < hi:
                 yield columns, lo, hi
 
-    def _locate(self, offset: int) -> tuple[_Segment, int] | None:
+    def _locate(self, offset: int) -> tuple[Segment, int] | None:
         """The segment and batch index holding ``offset``; None past the committed end;
         ``RecordsDeleted`` when retention deleted it. Call under the lock."""
         segments = self._segments
@@ -702,37 +523,6 @@ class StreamLog:
             segment = segments[at]
         index = bisect.bisect_right(segment.firsts, offset) - 1
         return segment, max(index, 0)
-
-
-def _whole_batch_after(file: BinaryIO, damaged: int, size: int, expected: int) -> int | None:
-    """The position of a whole batch (a header, offsets from ``expected`` on, a CRC that
-    matches) past the damage at byte ``damaged`` of ``file`` (``size`` bytes), or None:
-    the damage then runs to the end of the file, a torn tail. Looks for the header's
-    version and flags bytes, so the bytes are read once (a zeroed tail matches nothing)."""
-    if size - damaged <= HEADER.size:
-        return None
-    with mmap.mmap(file.fileno(), size, access=mmap.ACCESS_READ) as data:
-        at = data.find(_VERSION_FLAGS, damaged + 21)
-        while at >= 0:
-            position = at - 20
-            header = None
-            if position + HEADER.size <= size:
-                with contextlib.suppress(CorruptBatch):
-                    header = decode_header(data[position : position + HEADER.size])
-            if (
-                header is not None
-                and header.first >= expected
-                and header.count > 0
-                and position + header.size <= size
-            ):
-                try:
-                    check_crc(header, memoryview(data)[position : position + header.size])
-                except CorruptBatch:
-                    pass
-                else:
-                    return position
-            at = data.find(_VERSION_FLAGS, at + 1)
-    return None
 
 
 def encode_chunks(

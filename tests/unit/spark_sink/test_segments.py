@@ -13,8 +13,10 @@ import pytest
 from broker_core.context import Context, Origin
 from spark_sink import records
 from spark_sink import segments as segments_module
+from spark_sink.log_errors import DamagedBatch, RecordsDeleted, StreamLogError
+from spark_sink.log_files import END_FILE
 from spark_sink.records import Encoded
-from spark_sink.segments import RecordsDeleted, StreamLog, StreamLogError
+from spark_sink.segments import StreamLog
 
 #: Every test here runs with each encoder (conftest.py).
 pytestmark = pytest.mark.usefixtures("encoder")
@@ -51,12 +53,12 @@ def _open(path: Path, **kw: object) -> StreamLog:
 def _torn_after(path: Path, end: int) -> None:
     """As a crash during the write of the batches after ``end`` leaves it: the log had
     given (``log-end``) no more than ``end`` (a clean close recorded the whole end)."""
-    (path / segments_module.END_FILE).write_text(f"{end}\n")
+    (path / END_FILE).write_text(f"{end}\n")
 
 
 def _given(path: Path) -> int:
     """What ``log-end`` holds."""
-    return int((path / segments_module.END_FILE).read_text())
+    return int((path / END_FILE).read_text())
 
 
 def test_offsets_are_global_and_survive_a_reopen(tmp_path: Path) -> None:
@@ -353,7 +355,7 @@ def test_a_log_that_lost_what_it_had_given_is_refused(tmp_path: Path) -> None:
     for first in range(0, 200, 20):
         log.append(_batch(first, 20))
     log.close()
-    assert int((tmp_path / segments_module.END_FILE).read_text()) == 200
+    assert int((tmp_path / END_FILE).read_text()) == 200
     last = sorted(tmp_path.glob("*.log"))[-1]
     base = int(last.stem)
     last.unlink()
@@ -392,7 +394,7 @@ def test_a_damaged_batch_is_never_read_as_good(tmp_path: Path) -> None:
     data[-20] ^= 0x55  # a payload byte of the second batch
     path.write_bytes(bytes(data))
     assert _numbers(_read(log, 0, 10)) == list(range(10))
-    with pytest.raises(segments_module.DamagedBatch, match=r"batch of offsets 10 to 19"):
+    with pytest.raises(DamagedBatch, match=r"batch of offsets 10 to 19"):
         _read(log, 5, 20)
     assert log.damaged_batches == 1
     log.close()
@@ -433,11 +435,11 @@ def test_a_log_end_of_before_is_read_and_kept(tmp_path: Path) -> None:
     log = _open(tmp_path)
     log.append(_batch(0, 7))
     log.close()
-    (tmp_path / segments_module.END_FILE).write_text("7\n")  # as the log wrote it before
+    (tmp_path / END_FILE).write_text("7\n")  # as the log wrote it before
     log = _open(tmp_path)
     assert (log.bounds().end, _given(tmp_path)) == (7, 7)
     log.close()
-    (tmp_path / segments_module.END_FILE).write_text("9\n")
+    (tmp_path / END_FILE).write_text("9\n")
     with pytest.raises(StreamLogError, match="offsets 7 to 8 are missing"):
         _open(tmp_path)
 
@@ -487,7 +489,7 @@ def test_older_sealed_segments_have_their_headers_checked_at_open_and_crcs_on_re
     paths = _sealed(tmp_path)
     _flip_payload_byte(paths[0])
     log = _open(tmp_path)  # its headers are whole: opened; a read of it is refused
-    with pytest.raises(segments_module.DamagedBatch, match=str(paths[0])):
+    with pytest.raises(DamagedBatch, match=str(paths[0])):
         _read(log, 0, 200)
     log.close()
 
@@ -499,7 +501,7 @@ def test_a_log_end_of_the_fixed_width_is_mapped_in_place(
     log = _open(tmp_path)
     log.append(_batch(0, 4))
     log.close()
-    inode = (tmp_path / segments_module.END_FILE).stat().st_ino
+    inode = (tmp_path / END_FILE).stat().st_ino
     real_open = os.open
 
     def full_disk(path: object, flags: int, *args: int) -> int:
@@ -509,7 +511,7 @@ def test_a_log_end_of_the_fixed_width_is_mapped_in_place(
 
     monkeypatch.setattr(segments_module.os, "open", full_disk)
     log = _open(tmp_path, fsync="always")
-    assert (tmp_path / segments_module.END_FILE).stat().st_ino == inode
+    assert (tmp_path / END_FILE).stat().st_ino == inode
     log.append(_batch(4, 2))
     assert _given(tmp_path) == 6
     log.close()
