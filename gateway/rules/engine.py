@@ -2,7 +2,7 @@
 
 Each rule gets a hub client ``rule:<name>`` (the ACL knows it by that client id; its
 republished messages carry that origin). Rules with the same FROM filters share one tap
-on the broker (``_Group``, identity ``rule:$rules``; the ACL is checked with each rule's
+on the broker (``RuleGroup``, identity ``rule:$rules``; the ACL is checked with each rule's
 identity). The router matched the filters (once per topic: its match cache); while
 the message is routed, the tap's callback (a closure built for the group's rules as
 they are, again whenever they change; for a group of one rule reading only the
@@ -15,6 +15,10 @@ evaluated, whatever the load, and counted (``matched``, ``passed``, ``failed``);
 WHERE that raises counts ``failed`` and routing goes on. ``$events/...`` sources
 are broker-event observers (``broker.observers``) evaluating their rule with the
 compiler's closures.
+
+The installed rule is ``gateway.rules.rule``; the tap groups and the callback that
+evaluates their rules per message, ``gateway.rules.taps``; trying a statement on a
+sample, ``gateway.rules.sample``.
 
 The SELECT output and the actions (I/O) are deferred: a message that passed goes with
 its rule into one bounded queue (``queue_size``, default 10 000) as it is (its Context,
@@ -48,30 +52,28 @@ statement (WHERE and SELECT at once) on a sample message without any action.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from broker_core.context import Context, Origin
 from broker_core.errors import AdapterError
-from broker_core.mqtt.properties import Properties
-from broker_core.mqtt.topics import filter_matches
 from broker_core.observe import BrokerEvent
-from broker_core.tap import Tap
 from gateway.hub import Hub, HubClient
 from gateway.rules.actions import Action, ActionContext, Targets, WebhookSender, build_action
 from gateway.rules.fields import EventRow, MessageRow, Row, event_row
+from gateway.rules.rule import Rule
+from gateway.rules.sample import test_statement
 from gateway.rules.sqlite_table import SqliteTables
+from gateway.rules.taps import RuleGroup, tap_callback
 
 if TYPE_CHECKING:
     from gateway.config.models.rules import RuleConfig
-    from gateway.rules.compiler import CompiledStatement
 
-__all__ = ["Rule", "RuleEngine", "sample_row"]
+__all__ = ["Rule", "RuleEngine"]
 
 log = logging.getLogger(__name__)
 
@@ -86,133 +88,6 @@ MIN_TURN_S = 0.0002
 MAX_TURN_S = 0.02
 #: Results the worker acts on between two readings of the clock.
 WORKER_BATCH = 16
-
-
-class Rule:
-    """One installed rule: its statement, actions, counters and hooks."""
-
-    def __init__(self, config: RuleConfig, source: str) -> None:
-        self.config = config
-        self.name = config.name
-        self.source = source
-        from gateway.rules.compiler import compile_statement  # ~1 MB: with the first rule
-
-        self.statement: CompiledStatement = compile_statement(config.sql)
-        program = self.statement.message
-        self.passes = program.passes  # WHERE on a message (None: no WHERE)
-        assert program.select is not None
-        self.select = program.select  # SELECT on a message, in the action worker
-        self.select_needs_row = program.select_needs_row
-        self.actions: list[Action] = []
-        self.client: HubClient | None = None
-        self.undo: list[Callable[[], None]] = []
-        self.matched = 0  # a message or event of its FROM reached it
-        self.passed = 0  # ... and passed WHERE
-        self.failed = 0  # evaluating it raised
-        self.taken = 0  # its results the action worker took off the queue
-        #: How many of its results wait in the action queue (set by the engine).
-        self.waiting: Callable[[Rule], int] | None = None
-        self.error: str | None = None  # why it could not be installed
-        self.group: _Group | None = None  # the tap it shares
-        #: Enabled or disabled through the API (``RuleEngine.enable``), over its
-        #: configuration's ``enabled``; None: as configured. Kept across reloads that
-        #: leave the rule's configuration as it is.
-        self.enabled_override: bool | None = None
-
-    @property
-    def enabled(self) -> bool:
-        override = self.enabled_override
-        return self.config.enabled if override is None else override
-
-    def output(self, item: Context | MessageRow, node: str) -> dict[str, Any]:
-        """The SELECT output of a message that passed (queued by a tap: its Context, or
-        its row when the tap built one); raises what evaluating SELECT raises."""
-        if isinstance(item, MessageRow):
-            return self.select(item.context, item)
-        return self.select(item, MessageRow(item, node) if self.select_needs_row else None)
-
-    @property
-    def queued(self) -> int:
-        """Its results that went to the action queue: every result that passed, when it
-        has actions (``_route`` and ``_evaluate`` queue exactly those)."""
-        return self.passed if self.config.actions else 0
-
-    def dropped(self, waiting: int | None = None) -> int:
-        """Its results the full action queue dropped: queued, neither taken by the
-        worker nor waiting (``waiting``: how many wait, when the caller counted them)."""
-        if waiting is None:
-            waiting = self.waiting(self) if self.waiting is not None else 0
-        return self.queued - self.taken - waiting
-
-    def status(self, waiting: int | None = None) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "state": "error" if self.error else "running" if self.enabled else "disabled",
-            "hits": self.matched,
-            "enabled": self.enabled,
-            "source": self.source,
-            "sql": self.config.sql,
-            "description": self.config.description,
-            "matched": self.matched,
-            "passed": self.passed,
-            "failed": self.failed,
-            "dropped": self.dropped(waiting),
-            "error": self.error,
-            "actions": [action.stats() for action in self.actions]
-            or [{"type": a.type, "succeeded": 0, "failed": 0} for a in self.config.actions],
-        }
-
-
-class _Group:
-    """Rules with the same FROM filters and the one tap they share."""
-
-    __slots__ = ("filters", "needs_row", "rules", "tap")
-
-    def __init__(self, filters: tuple[str, ...]) -> None:
-        self.filters = filters
-        self.rules: list[Rule] = []
-        self.tap: Tap | None = None
-        self.needs_row = False  # a WHERE reads more than the Context (the JSON payload)
-
-    def add(self, rule: Rule) -> None:
-        self.rules.append(rule)
-        self.needs_row = any(r.statement.message.passes_needs_row for r in self.rules)
-
-    def remove(self, rule: Rule) -> None:
-        if rule in self.rules:
-            self.rules.remove(rule)
-        self.needs_row = any(r.statement.message.passes_needs_row for r in self.rules)
-
-
-def sample_row(sample: dict[str, Any], node: str = "edgebus") -> Row:
-    """The row of a sample for ``test``: a broker event when ``event`` names one other
-    than ``message.publish`` (its columns as given), else a message built from
-    ``topic``, ``payload`` (text, or any JSON value), ``qos``, ``retain``, ``clientid``,
-    ``username``, ``peername``, ``user_properties``."""
-    event = sample.get("event", "message.publish")
-    if event != "message.publish":
-        columns = dict(sample)
-        payload = columns.get("payload")
-        if payload is not None and not isinstance(payload, str):
-            columns["payload"] = json.dumps(payload)
-        return EventRow(columns)
-    payload = sample.get("payload", "")
-    data = payload if isinstance(payload, str) else json.dumps(payload)
-    user = tuple((str(k), str(v)) for k, v in (sample.get("user_properties") or {}).items())
-    context = Context(
-        str(sample.get("topic", "")),
-        data.encode(),
-        int(sample.get("qos", 0)),
-        bool(sample.get("retain", False)),
-        properties=Properties(user_properties=user) if user else Properties(),
-        origin=Origin(
-            str(sample.get("origin", "mqtt")),
-            str(sample.get("clientid", "")),
-            sample.get("peername"),
-            sample.get("username"),
-        ),
-    )
-    return MessageRow(context, node)
 
 
 class RuleEngine:
@@ -249,7 +124,7 @@ class RuleEngine:
         self._wake: asyncio.Event | None = None
         self._idle = False  # the worker waits on _wake
         self._tables: dict[Path, SqliteTables] = {}
-        self._groups: dict[tuple[str, ...], _Group] = {}
+        self._groups: dict[tuple[str, ...], RuleGroup] = {}
         # The identity of the engine's taps; no rule can have this name.
         self._origin = Origin("rule", "$rules", None, "rule:$rules")
         self._running = False
@@ -376,74 +251,9 @@ class RuleEngine:
         if action.failed == 1 or action.failed % 1000 == 0:
             log.exception("rule %s: action %s failed", rule.name, action.type)
 
-    def _tap_callback(self, group: _Group) -> Callable[[Context], None]:
-        """The callback of a group's tap, for its rules as they are now (``_refresh``
-        builds it again when they change or the queue is resized). During routing it
-        runs each rule's WHERE on the message (a rule never sees its own messages)
-        through its generated ``passes``; the message's row is built only when one of
-        them reads more than the Context. Counts ``matched``, ``passed``, ``failed``; a
-        message that passed a rule with actions goes to the action queue (its Context,
-        or the row when built; a full queue drops its oldest), where the worker builds
-        the SELECT output; never raises. A group of one rule reading only the Context
-        (the common case) gets a callback without the loop."""
-        engine, failed = self, self._failed
-        queue_append, results_append = self._queue.append, self._results.append
-        if len(group.rules) == 1 and not group.needs_row:
-            (rule,) = group.rules
-            name, passes, acts = rule.name, rule.passes, bool(rule.actions)
-
-            def route_one(context: Context) -> None:
-                origin = context.origin
-                if origin.name == name and origin.protocol == "rule":
-                    return  # what this rule published
-                rule.matched += 1
-                if passes is not None:
-                    try:
-                        if not passes(context, None):
-                            return  # WHERE is not true
-                    except Exception as exc:
-                        failed(rule, exc)
-                        return
-                rule.passed += 1
-                if acts:
-                    queue_append(rule)
-                    results_append(context)  # the worker builds the SELECT output
-                    if engine._idle:  # the worker waits for results
-                        engine._wake_worker()
-
-            return route_one
-
-        rules = tuple((rule, rule.name, rule.passes, bool(rule.actions)) for rule in group.rules)
-        needs_row, node = group.needs_row, self.node
-
-        def route(context: Context) -> None:
-            origin = context.origin
-            own = origin.name if origin.protocol == "rule" else None
-            row = MessageRow(context, node) if needs_row else None
-            item = context if row is None else row  # the row keeps its decoded payload
-            for rule, name, passes, acts in rules:
-                if name == own:
-                    continue
-                rule.matched += 1
-                if passes is not None:
-                    try:
-                        if not passes(context, row):
-                            continue  # WHERE is not true
-                    except Exception as exc:
-                        failed(rule, exc)
-                        continue
-                rule.passed += 1
-                if acts:
-                    queue_append(rule)
-                    results_append(item)
-                    if engine._idle:
-                        engine._wake_worker()
-
-        return route
-
-    def _refresh(self, group: _Group) -> None:
+    def _refresh(self, group: RuleGroup) -> None:
         if group.tap is not None:
-            group.tap.callback = self._tap_callback(group)
+            group.tap.callback = tap_callback(group, self)
 
     def _wake_worker(self) -> None:
         self._idle = False
@@ -523,16 +333,16 @@ class RuleEngine:
             rule.undo.append(undo)
 
     def _join_group(self, rule: Rule, client: HubClient) -> None:
-        """Rules with the same FROM filters share one tap (``_Group``): a message is
+        """Rules with the same FROM filters share one tap (``RuleGroup``): a message is
         tapped once for all of them. The ACL is checked with the rule's identity."""
         broker = self.hub.broker
         filters = tuple(sorted(set(rule.statement.topics)))
         client.check_subscribe(filters)  # with the rule's own identity
         group = self._groups.get(filters)
         if group is None:
-            group = self._groups[filters] = _Group(filters)
+            group = self._groups[filters] = RuleGroup(filters)
             group.add(rule)
-            route = self._tap_callback(group)
+            route = tap_callback(group, self)
             group.tap = broker.tap(self._origin, filters, route, 2, no_local=False)
         else:
             group.add(rule)
@@ -718,29 +528,7 @@ class RuleEngine:
         return rule
 
     def test(self, sql: str, sample: dict[str, Any]) -> dict[str, Any]:
-        """Runs ``sql`` on ``sample`` (see ``sample_row``) without any action:
-        ``{"matched": bool, "output": dict | None}``. Raises ``RuleSyntaxError``; an
-        evaluation error is returned as ``error``."""
-        from gateway.rules.compiler import compile_statement
-
-        statement = compile_statement(sql)
-        row = sample_row(sample, self.node)
-        event = sample.get("event", "message.publish")
-        if event == "message.publish":
-            topic = str(sample.get("topic", ""))
-            if not any(filter_matches(f, topic) for f in statement.topics):
-                return {"matched": False, "output": None, "reason": "FROM does not match"}
-        elif not any(
-            "$events/" + event.replace(".", "_") == s for s in statement.statement.sources
-        ):
-            return {"matched": False, "output": None, "reason": "FROM does not match"}
-        try:
-            if isinstance(row, MessageRow):  # as the taps run it
-                out = statement.message.run(row.context, row)
-            else:
-                out = statement.select(row) if statement.matches(row) else None
-            if out is None:
-                return {"matched": False, "output": None, "reason": "WHERE is not true"}
-            return {"matched": True, "output": out}
-        except Exception as exc:
-            return {"matched": False, "output": None, "error": str(exc)}
+        """Runs ``sql`` on ``sample`` (see ``gateway.rules.sample.sample_row``) without
+        any action: ``{"matched": bool, "output": dict | None}``. Raises
+        ``RuleSyntaxError``; an evaluation error is returned as ``error``."""
+        return test_statement(sql, sample, self.node)
