@@ -298,6 +298,30 @@ def _decide(answer: _Answer, client_id: str, assigned: str | None, result: AuthR
     )
 
 
+def _connack_too_large(
+    broker: Broker,
+    state: SessionState,
+    present: bool,
+    connect: Connect,
+    now: float,
+    answer: _Answer,
+) -> None:
+    """Not even a minimal CONNACK fits the client's Maximum Packet Size (``mqtt.connack``):
+    the connection closes without one, as mosquitto's does, the will goes with it (the
+    client was never told it connected), and the session is left as a connection that
+    ended now would leave it: a new one ends, a resumed one stays offline."""
+    broker.counters.hit("connack_size")
+    log.warning(
+        "client %s refused: its Maximum Packet Size (%d) is smaller than a CONNACK;"
+        " connection closed without one",
+        state.client_id,
+        connect.properties.maximum_packet_size or 0,
+        extra={"client_id": state.client_id},
+    )
+    broker.sessions.left_unconnected(state, present, now)
+    answer.answered(ReasonCode.PACKET_TOO_LARGE)
+
+
 def _room_for_will(broker: Broker, client_id: str, size: int) -> bool:
     """A will of ``size`` bytes fits ``max_will_bytes_total`` once what ``client_id``'s
     session holds is freed, as accepting this CONNECT frees it: the will of the
@@ -390,7 +414,7 @@ def _accept(
     expiry = granted_expiry(connect, broker.limits)
     state.expiry_interval = expiry
     sessions.persist(state)
-    session.accept(
+    if not session.accept(
         state,
         present,
         now,
@@ -400,7 +424,9 @@ def _accept(
         username=owner,
         auth_method=connect.properties.authentication_method,
         auth_data=auth_data,
-    )
+    ):
+        _connack_too_large(broker, state, present, connect, now, answer)
+        return
     if will_bytes:
         wills.bytes += will_bytes  # given back by SessionRegistry.end_connection
         session.will_size = will_bytes

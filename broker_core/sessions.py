@@ -181,6 +181,18 @@ class SessionRegistry:
             self.schedule_expiry(state)
             self._went_offline(state)
 
+    def left_unconnected(self, state: SessionState, present: bool, now: float) -> None:
+        """A CONNECT for ``state`` was accepted but its client could not be told
+        (``broker_core.connect``: no CONNACK fits it): a session made for it ends; one it
+        resumed stays offline, its expiry running from ``now``."""
+        if not present or state.expiry_interval == 0:
+            self.discard(state, "discarded")
+            return
+        if state.journal is not None:
+            self.store.session_offline(state, now)
+        self.schedule_expiry(state)
+        self._went_offline(state)
+
     def kick(self, client_id: str, now: float | None = None) -> bool:
         """Ends a client's session by administrative action (the API).
 

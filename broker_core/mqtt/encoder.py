@@ -77,7 +77,8 @@ def _connack(p: Connack, level: int) -> bytes:
     if level == 5:
         return _frame(0x20, bytes((int(p.session_present), p.reason_code)) + _props(p.properties))
     code = p.reason_code if p.reason_code <= 5 else int(v3_connack_code(p.reason_code))
-    return bytes((0x20, 2, int(p.session_present), code))
+    # MQTT 3.1 (level 3) has no session present flag: the byte is reserved, 0.
+    return bytes((0x20, 2, int(p.session_present and level == 4), code))
 
 
 def encode_publish(p: Publish, level: int) -> bytes:

@@ -46,6 +46,7 @@ from typing import Any
 from broker_core.errors import ProtocolError, ProtocolViolation
 from broker_core.mqtt.aliases import TopicAliases
 from broker_core.mqtt.codec import Decoder, UnsupportedProtocolVersion
+from broker_core.mqtt.connack import fitted_connack
 from broker_core.mqtt.encoder import encode
 from broker_core.mqtt.events import (
     AuthReceived,
@@ -102,6 +103,7 @@ _LIMITS: dict[int, str] = {
 
 
 # CONNACK 0x00 before MQTT 5, by session present: nothing in it to encode per client.
+# MQTT 3.1 has no session present flag: its first byte is reserved, always 0.
 _CONNACK_ACCEPTED = (b"\x20\x02\x00\x00", b"\x20\x02\x01\x00")
 
 
@@ -322,30 +324,27 @@ class Session:
         auth_method: str | None = None,
         auth_data: bytes | None = None,
         username: str | None = None,
-    ) -> None:
-        """Sends CONNACK 0x00 and attaches ``state``; held packets are then handled."""
+    ) -> bool:
+        """Sends CONNACK 0x00 and attaches ``state``; held packets are then handled.
+
+        False (nothing attached, nothing sent, the session closed with Packet too large)
+        when not even a minimal CONNACK fits the client's Maximum Packet Size
+        (``mqtt.connack``): the caller ends what it prepared for the client."""
         if self.conn_state is not ConnState.CONNECTING:
             raise RuntimeError(f"accept() in state {self.conn_state}")
         connect = self.connect
         assert connect is not None
         limits = self.limits
-        self.state = state
-        self.counters = state.counters
-        state.connection = self
-        self.origin = new_origin("mqtt", state.client_id, self.peer, username)
-        self.will = connect.will
-        server_keep_alive = None
-        if keep_alive is not None and keep_alive != connect.keep_alive:
-            server_keep_alive = keep_alive
-        self.keep_alive = connect.keep_alive if keep_alive is None else keep_alive
+        connack = _CONNACK_ACCEPTED[session_present and self.protocol_level == 4]  # 3.1: 0
         window = limits.max_inflight
         max_packet_size = MAX_PACKET
-        if not self._v5:
-            self._send(_CONNACK_ACCEPTED[session_present])
-        else:
+        if self._v5:
             cp = connect.properties
             window = min(limits.max_inflight, cp.receive_maximum or 65535)
             max_packet_size = cp.maximum_packet_size or MAX_PACKET
+            server_keep_alive = None
+            if keep_alive is not None and keep_alive != connect.keep_alive:
+                server_keep_alive = keep_alive
             if session_expiry_interval == (cp.session_expiry_interval or 0):
                 session_expiry_interval = None  # as asked for: not repeated
             props = replace(
@@ -356,7 +355,25 @@ class Session:
                 authentication_method=auth_method,
                 authentication_data=auth_data,
             )
-            self._send(encode(Connack(session_present, 0, props), 5))
+            connack = encode(Connack(session_present, 0, props), 5)
+            if len(connack) > max_packet_size:  # [MQTT-3.1.2-24]
+                fitted = fitted_connack(session_present, 0, props, max_packet_size)
+                if fitted is None:
+                    self._close(
+                        ReasonCode.PACKET_TOO_LARGE,
+                        "CONNACK larger than the client's Maximum Packet Size",
+                        notify=True,
+                        send=False,
+                    )
+                    return False
+                connack = fitted
+        self.state = state
+        self.counters = state.counters
+        state.connection = self
+        self.origin = new_origin("mqtt", state.client_id, self.peer, username)
+        self.will = connect.will
+        self.keep_alive = connect.keep_alive if keep_alive is None else keep_alive
+        self._send(connack)
         self.conn_state = ConnState.CONNECTED
         self._last_rx = now
         self.clean_start = connect.clean_start
@@ -384,11 +401,19 @@ class Session:
             self._held = None
             self._held_bytes = 0
             self._handle_all(held, now)
+        return True
 
     def reject(self, reason_code: int, reason_string: str | None = None) -> None:
         """Sends CONNACK with a failure code and closes [MQTT-3.2.2-6, -7]."""
         props = Properties(reason_string=reason_string) if self._v5 and reason_string else EMPTY
-        self._send(encode(Connack(False, reason_code, props), self.protocol_level))
+        data = encode(Connack(False, reason_code, props), self.protocol_level)
+        connect = self.connect
+        if self._v5 and connect is not None:
+            limit = connect.properties.maximum_packet_size or MAX_PACKET
+            if len(data) > limit:  # [MQTT-3.1.2-24]: without the reason string, or none
+                data = fitted_connack(False, reason_code, props, limit) or b""
+        if data:
+            self._send(data)
         self._close(reason_code, reason_string or "connection refused", notify=False, send=False)
 
     def auth_continue(

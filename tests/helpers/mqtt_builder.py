@@ -463,8 +463,10 @@ def gen_connack(
     proto_ver: int = 4,
     properties: PropsArg = None,
 ) -> bytes:
-    """CONNACK (3.2): acknowledge flags, return / reason code, properties (MQTT 5)."""
-    body = u8(0x01 if session_present else 0x00) + u8(reason_code)
+    """CONNACK (3.2): acknowledge flags, return / reason code, properties (MQTT 5).
+
+    MQTT 3.1 (``proto_ver=3``) has no session present flag: that byte is reserved, 0."""
+    body = u8(0x01 if session_present and proto_ver != 3 else 0x00) + u8(reason_code)
     body += _props_block(properties, proto_ver)
     return _packet(PacketType.CONNACK, 0, body)
 

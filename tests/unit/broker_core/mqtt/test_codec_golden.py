@@ -128,7 +128,8 @@ for level in (3, 4, 5):
     row("disconnect", level, Disconnect(), mb.gen_disconnect(proto_ver=level))
 
 for level in (3, 4):
-    row("connack", level, Connack(True, 0), mb.gen_connack(True, 0, proto_ver=level))
+    # MQTT 3.1 has no session present flag (the byte is reserved): both ways it is 0.
+    row("connack", level, Connack(level != 3, 0), mb.gen_connack(True, 0, proto_ver=level))
     row("connack-refused", level, Connack(False, 5), mb.gen_connack(False, 5, proto_ver=level))
     row("unsuback", level, Unsuback(11), mb.gen_unsuback(11, proto_ver=level))
 

@@ -65,7 +65,7 @@ def test_accept_sends_connack(level: int) -> None:
     session.accept(SessionState("c", ServerLimits(), Counters()), True, T0)
     [connack] = parse_all(session.data_to_send(), level)
     assert connack.type == mb.PacketType.CONNACK
-    assert connack.session_present is True
+    assert connack.session_present is (level != 3)  # 3.1: no flag, the byte is reserved
     assert connack.reason_code == 0
 
 
@@ -368,7 +368,7 @@ def test_the_connack_of_an_accepted_connect_is_the_encoders(level: int, present:
     session.events()
     session.accept(SessionState("c", limits, Counters()), present, T0)
     connack = session.data_to_send()
-    assert connack[0] == 0x20 and connack[2] == int(present) and connack[3] == 0
+    assert connack[0] == 0x20 and connack[2] == int(present and level != 3) and connack[3] == 0
     if level < 5:
         assert connack == encode(Connack(present, 0), level)
     assert session.clean_start is not present
