@@ -41,7 +41,7 @@ import enum
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, NoReturn
 
 from broker_core.errors import ProtocolError, ProtocolViolation
 from broker_core.mqtt.aliases import TopicAliases
@@ -139,6 +139,7 @@ class Session:
         "_held",
         "_held_bytes",
         "_last_rx",
+        "_late_acks",
         "_out",
         "_v5",
         "_v5_expiry_asked",
@@ -158,6 +159,7 @@ class Session:
         "outgoing",
         "peer",
         "protocol_level",
+        "qos1_unacked",
         "state",
         "waker",
         "will",
@@ -208,6 +210,14 @@ class Session:
         self.waker: Waker | None = None
         self.outgoing: Outgoing | None = None  # built by accept()
         self.acks_held = 0  # acknowledgements waiting for the store to commit
+        # QoS 1 PUBLISH packets received and not PUBACKed yet, from an MQTT 5 client
+        # (told the Receive Maximum in CONNACK): with the QoS 2 ones not PUBCOMPed
+        # (``SessionState.incoming_qos2``) at most ``receive_maximum`` (3.3.4).
+        self.qos1_unacked = 0
+        # Closed for exceeding receive_maximum: the acknowledgements of the PUBLISH
+        # packets before the one that exceeded it still go out, before the DISCONNECT
+        # (the index in ``_out`` they go to), else -1.
+        self._late_acks = -1
         # The input being handled acknowledged a delivery (PUBACK, PUBREC, PUBCOMP); the
         # driver reads and clears it (``MqttConnection.data_received``).
         self.acks_received = False
@@ -298,6 +308,7 @@ class Session:
             if self.close_reason is None:
                 self.close_reason = ReasonCode.UNSPECIFIED_ERROR
         self._out.clear()
+        self._late_acks = -1
         self._release_aliases()
         # Let go of the driver and of the flow (which refers back to both): no reference
         # cycle outlives the connection, so it is freed at once, not by the cyclic GC.
@@ -425,21 +436,28 @@ class Session:
 
     def acknowledge(self, packet_id: int, qos: int, reason_code: int = 0) -> None:
         """PUBACK or PUBREC for a PublishReceived, once the broker has routed it."""
-        if self.conn_state is ConnState.CLOSED:
-            return
-        code = reason_code if self._v5 else 0
         if qos == 1:
-            if code:
-                self._send(encode(Puback(packet_id, code), 5))
+            if self._v5:
+                self.qos1_unacked -= 1
+                if reason_code:
+                    data = encode(Puback(packet_id, reason_code), 5)
+                else:
+                    data = bytes((0x40, 2, packet_id >> 8, packet_id & 0xFF))
             else:
-                self._send(bytes((0x40, 2, packet_id >> 8, packet_id & 0xFF)))
+                data = bytes((0x40, 2, packet_id >> 8, packet_id & 0xFF))
         elif qos == 2:
             if reason_code >= 0x80 and self.state is not None:
                 self.state.remove_incoming(packet_id)
-            if code:
-                self._send(encode(Pubrec(packet_id, code), 5))
+            if reason_code and self._v5:
+                data = encode(Pubrec(packet_id, reason_code), 5)
             else:
-                self._send(bytes((0x50, 2, packet_id >> 8, packet_id & 0xFF)))
+                data = bytes((0x50, 2, packet_id >> 8, packet_id & 0xFF))
+        else:
+            return
+        if self.conn_state is not ConnState.CLOSED:
+            self._send(data)
+        elif self._late_acks >= 0:
+            self._send_before_close(data)
 
     def suback(
         self, packet_id: int, reason_codes: list[int], reason_string: str | None = None
@@ -483,6 +501,15 @@ class Session:
         out.append(data)
         if len(out) == 1 and self.waker is not None:
             self.waker.wakeup()
+
+    def _send_before_close(self, data: bytes) -> None:
+        """An acknowledgement after closing for receive_maximum: before the DISCONNECT
+        still waiting in ``_out`` (none once written: the transport is closing)."""
+        out = self._out
+        at = self._late_acks
+        if at <= len(out):
+            out.insert(at, data)
+            self._late_acks = at + 1
 
     def _event(self, event: Event) -> None:
         events = self._events
@@ -581,9 +608,17 @@ class Session:
                 # never deliver it twice (MQTT 5.0 4.3.3).
                 self._send(bytes((0x50, 2, pid >> 8, pid & 0xFF)))
                 return
-            if len(incoming) >= self.limits.receive_maximum:
-                raise ProtocolError("receive maximum exceeded", ReasonCode.RECEIVE_MAXIMUM_EXCEEDED)
+            if len(incoming) + self.qos1_unacked >= self.limits.receive_maximum:
+                self._receive_maximum_exceeded()
             state.add_incoming(pid)
+        elif qos and self._v5:
+            unacked = self.qos1_unacked
+            in_qos2 = state.incoming_qos2
+            if in_qos2:
+                unacked += len(in_qos2)
+            if unacked >= self.limits.receive_maximum:
+                self._receive_maximum_exceeded()
+            self.qos1_unacked += 1
         self.counters.messages_received += 1
         raw = packet.raw
         if raw is not None and (packet.retain or props is not EMPTY):
@@ -594,6 +629,12 @@ class Session:
             self._events = [event]
         else:
             events.append(event)
+
+    def _receive_maximum_exceeded(self) -> NoReturn:
+        """More QoS 1 and 2 PUBLISH packets unacknowledged than receive_maximum (3.3.4):
+        DISCONNECT 0x93, after the acknowledgements of those already received."""
+        self._late_acks = len(self._out)
+        raise ProtocolError("receive maximum exceeded", ReasonCode.RECEIVE_MAXIMUM_EXCEEDED)
 
     def _release_aliases(self) -> None:
         if self._aliases is not None:
