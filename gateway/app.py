@@ -1,8 +1,10 @@
 """``Gateway``: the appliance around the broker, one asyncio.TaskGroup owning it all.
 
 ``run()`` builds the broker from the configuration, binds every listener, runs the
-broker's housekeeping, and on ``stop()`` (SIGTERM, SIGINT) closes listeners, tells
-MQTT 5 clients the server is shutting down (0x8B), and returns.
+broker's housekeeping, and on ``stop()`` (SIGTERM, SIGINT) closes listeners, ends every
+client connection (MQTT 5 clients are told the server is shutting down, 0x8B) so their
+wills are published while the rules, components and store still run, then stops those
+and returns.
 """
 
 from __future__ import annotations
@@ -146,6 +148,7 @@ class Gateway:
         self._stop = asyncio.Event()
         self._servers: list[Listening] = []
         self._lazy: list[asyncio.Task[None]] = []  # listeners waiting for a first connection
+        self._clients_closed = False  # the listeners closed, every client connection ended
         self._tg: asyncio.TaskGroup | None = None
         self.api: ApiServer | None = None
         if config.api.enabled:
@@ -399,6 +402,9 @@ class Gateway:
                 self.ready.set()
                 await self._stop.wait()
                 self._tg = None  # what is built from now on does not start
+                # The clients' wills go through the rules, the bridges and the store
+                # before any of them stops.
+                self._close_clients()
                 housekeeping.cancel()
                 sys_task.cancel()
                 for waiting in self._lazy:
@@ -478,12 +484,20 @@ class Gateway:
         self.addresses[listener.name] = (sockname[0], sockname[1])
         return server
 
-    async def _shutdown(self) -> None:
-        for server in self._servers:
-            server.close()
+    def _close_clients(self) -> None:
+        """Stops accepting, and ends every client connection now: MQTT 5 clients get
+        DISCONNECT 0x8B (Server shutting down); each client's will is published, or kept
+        pending with its session (Will Delay Interval), as when any connection ends
+        without DISCONNECT. No waiting: each connection ends at once (``shut_down``)."""
+        if not self._clients_closed:
+            self._clients_closed = True
+            for server in self._servers:
+                server.close()
         for conn in list(self.broker.connections):
-            conn.session.disconnect(ReasonCode.SERVER_SHUTTING_DOWN)
-            conn.after_session_update(time.time())
+            conn.shut_down(ReasonCode.SERVER_SHUTTING_DOWN)
+
+    async def _shutdown(self) -> None:
+        self._close_clients()  # done already unless run() failed
         for server in self._servers:
             try:
                 async with asyncio.timeout(2):

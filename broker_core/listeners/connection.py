@@ -328,8 +328,24 @@ class MqttConnection(asyncio.Protocol):
             return
         self._end()
 
+    def shut_down(self, reason_code: int) -> None:
+        """The server stops: an MQTT 5 client gets DISCONNECT ``reason_code``, and the
+        connection ends now, every protocol version alike: the broker publishes the
+        client's will (or keeps it pending, its delay running) before it returns, not
+        when the transport reports the close on a later loop turn, after the store may
+        have closed (MQTT 3.1.1 [MQTT-3.1.2-8])."""
+        self.session.disconnect(reason_code)
+        self.after_session_update(time.time())  # a DISCONNECT written, then the close
+        transport = self.transport
+        if transport is not None:  # closing, not ended yet (nothing written, or TLS)
+            if not transport.is_closing():
+                transport.close()
+            self._end()
+
     def _end(self) -> None:
         """The connection is over: the session, the listener's count, the broker."""
+        if self.transport is None:
+            return  # ended already (``shut_down``): the transport's close came after
         self.session.connection_lost()
         task = self._connect_task
         if task is not None and not task.done():
