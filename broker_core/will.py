@@ -2,7 +2,9 @@
 
 A will is published when a connection ends without a normal DISCONNECT, after its
 Will Delay Interval or when the session ends, whichever is first [MQTT-3.1.3-9]; a
-new connection with the same client id before then cancels it.
+new connection with the same client id before then that resumes the session (Clean
+Start 0) cancels it, one with Clean Start 1 ends the session and so publishes it
+(``broker_core.connect``).
 
 The pending will of a persisted session is persisted with it (``Store.will_saved``),
 its due time as wall-clock time, and deleted once published or cancelled. At start-up

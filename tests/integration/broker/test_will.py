@@ -170,6 +170,41 @@ def test_a_clean_start_within_the_will_delay_ends_the_session_and_publishes_the_
     again.disconnect()
 
 
+def test_a_takeover_within_the_will_delay_resuming_the_session_cancels_the_will(
+    clients: Clients, gw: RunningGateway
+) -> None:
+    # A takeover of a connected client with a delayed will: the old connection ends, its
+    # will's delay starts, and the new connection to the session with Clean Start 0 is
+    # back within it [MQTT-3.1.3-9]: no will.
+    sub = clients.subscriber(5, "will/#", 1)
+    first = _will_client(clients, 5, "w7t", delay=30, session_expiry=60)
+    again = clients.paho(5, "w7t")
+    assert again.connect(
+        clean_start=False, properties=connect_props(SessionExpiryInterval=60)
+    ).session_present
+    first.wait_disconnected()
+    assert gw.call(lambda: len(gw.broker.wills)) == 0
+    again.disconnect()
+    _publish_sentinel(gw, "will/w7t")
+    assert sub.expect_message().payload == b"sentinel"
+
+
+def test_a_takeover_with_clean_start_publishes_the_delayed_will_at_once(
+    clients: Clients, gw: RunningGateway
+) -> None:
+    # Clean Start 1 ends the old session (3.1.2.4), and the will is published when the
+    # session ends if that comes before the Will Delay Interval (3.1.2.5).
+    sub = clients.subscriber(5, "will/#", 1)
+    first = _will_client(clients, 5, "w7u", delay=30, session_expiry=60)
+    again = clients.paho(5, "w7u")
+    assert not again.connect(clean_start=True).session_present
+    first.wait_disconnected()
+    message = sub.expect_message()
+    assert (message.topic, message.payload) == ("will/w7u", b"gone")
+    assert gw.call(lambda: len(gw.broker.wills)) == 0
+    again.disconnect()
+
+
 def test_will_is_published_when_the_session_ends_before_the_will_delay(clients: Clients) -> None:
     # 3.1.2.5: published after the Will Delay Interval or when the Session ends,
     # whichever happens first.
