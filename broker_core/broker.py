@@ -505,11 +505,14 @@ class Broker:
     async def run(self, sweep_interval_s: float = 0.5) -> None:
         """Housekeeping until cancelled: keep alive, connect timeouts, memory given back
         (``listeners.connections``), and on the same sweep, expired retained messages
-        removed (at most ``SWEEP_BATCH`` a sweep; reading them removes them too)."""
+        removed (at most ``SWEEP_BATCH`` a sweep; reading them removes them too) and,
+        while clients are connected, the store told the broker is alive (``Store.alive``)."""
         await self.connections.run(sweep_interval_s, self._sweep)
 
     def _sweep(self, now: float) -> None:
         self.retained.expire(now, SWEEP_BATCH)
+        if self.sessions.online:
+            self.store.alive(now)  # sessions connected at a crash: offline from then
 
     # -- internals ------------------------------------------------------------------------------
 

@@ -89,6 +89,11 @@ class Store(Protocol):
 
     def session_offline(self, state: SessionState, now: float) -> None: ...
 
+    def alive(self, now: float) -> None:
+        """The broker runs, with clients connected, at ``now`` (its housekeeping says so
+        every sweep): a durable store keeps it, at most a few seconds stale, so that a
+        session still connected when the process dies counts as offline from then."""
+
     def session_deleted(self, state: SessionState) -> None: ...
 
     def subscription_saved(self, state: SessionState, subscription: Subscription) -> None: ...
@@ -153,6 +158,9 @@ class MemoryStore:
         pass
 
     def session_offline(self, state: SessionState, now: float) -> None:
+        pass
+
+    def alive(self, now: float) -> None:
         pass
 
     def session_deleted(self, state: SessionState) -> None:

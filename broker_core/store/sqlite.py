@@ -40,6 +40,11 @@ log = logging.getLogger(__name__)
 #: a write (at most once per quiet spell); busy, SQLite does every ~1000 pages of log.
 CHECKPOINT_IDLE_S = 5.0
 
+#: While clients are connected, the time the broker last ran (``alive``) is written at most
+#: this often: one row of ``meta``, in the same commit as whatever else that loop turn
+#: wrote, or a commit of its own on a quiet store (``synchronous=NORMAL``: no fsync).
+ALIVE_INTERVAL_S = 2.0
+
 _INSERT_MESSAGE = (
     "INSERT OR REPLACE INTO messages (id, topic, payload, qos, retain, properties,"
     " origin_protocol, origin_name, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -58,6 +63,7 @@ _SAVE_SESSION = (
     "INSERT OR REPLACE INTO sessions (client_id, expiry_interval, offline_since) VALUES (?, ?, ?)"
 )
 _SESSION_OFFLINE = "UPDATE sessions SET offline_since = ?, expiry_interval = ? WHERE client_id = ?"
+_ALIVE = "INSERT OR REPLACE INTO meta (key, value) VALUES ('last_alive', ?)"
 _DELETE_SESSION = (
     "DELETE FROM sessions WHERE client_id = ?",
     "DELETE FROM subscriptions WHERE client_id = ?",
@@ -162,6 +168,7 @@ class SqliteStore:
         self._next_delivery_key = 1
         self._message_keys: dict[int, int] = {}  # Context.id -> messages.id
         self._message_refs: dict[int, int] = {}  # messages.id -> live deliveries
+        self._alive_at = 0.0  # the last ``last_alive`` written
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -258,10 +265,24 @@ class SqliteStore:
     # -- sessions --------------------------------------------------------------------------
 
     def session_saved(self, state: SessionState) -> None:
+        """A session with a connection (``offline_since`` NULL); ``last_alive`` goes with
+        it, so that a session saved after the last ``alive`` is not counted offline from
+        before its connection should the process die."""
         self._op((_SAVE_SESSION, (state.client_id, state.expiry_interval, None)))
+        now = time.time()
+        self._alive_at = now
+        self._op((_ALIVE, (repr(now),)))
 
     def session_offline(self, state: SessionState, now: float) -> None:
         self._op((_SESSION_OFFLINE, (now, state.expiry_interval, state.client_id)))
+
+    def alive(self, now: float) -> None:
+        """Writes ``last_alive`` when the last one is ``ALIVE_INTERVAL_S`` old. At the next
+        open, the sessions the store still holds as connected (the process died: a clean
+        stop ends every connection) count as offline since then (``_load``)."""
+        if now - self._alive_at >= ALIVE_INTERVAL_S:
+            self._alive_at = now
+            self._op((_ALIVE, (repr(now),)))
 
     def session_deleted(self, state: SessionState) -> None:
         for delivery in (*(state.queue or ()), *state.outgoing.values()):
@@ -460,6 +481,15 @@ class SqliteStore:
         ):
             key, due_at, *message = row
             snapshot.delayed.append((key, due_at, _context(*message)))
+        # Sessions with a connection when the process died: offline since it last ran
+        # (``alive``), so their expiry counts the downtime as an offline session's does;
+        # written back, so another crash before they expire does not move it.
+        row = conn.execute("SELECT value FROM meta WHERE key = 'last_alive'").fetchone()
+        if row is not None:
+            conn.execute(
+                "UPDATE sessions SET offline_since = ? WHERE offline_since IS NULL",
+                (float(row[0]),),
+            )
         sessions: dict[str, RestoredSession] = {}
         for client_id, expiry, offline_since in conn.execute(
             "SELECT client_id, expiry_interval, offline_since FROM sessions"
