@@ -7,10 +7,23 @@ REAL, TEXT or BLOB from the first value; objects and lists stored as JSON text),
 column is added when a row brings a new field. Every table also has ``_rowid``
 (INTEGER PRIMARY KEY) and ``_at`` (insert time, ms). The database runs in WAL mode, so
 other processes can read it while the gateway writes.
+
+An integer outside SQLite's signed 64-bit range (a DDS ``uint64`` above 2**63 - 1) is
+bound as the TEXT of its decimal digits, which loses nothing (a column it creates is
+TEXT; SQLite's own affinity turns that text into REAL in an INTEGER or REAL column).
+
+One bad row loses only itself: when a batch fails, it is rolled back and its rows are
+inserted again one by one, each committed on its own, so the rows that can be written
+are, and each one that cannot counts ``failed`` on the action that queued it (which
+logs why, naming the table). An error of the database itself (full, locked, read-only,
+I/O, corrupt, cannot open) fails the rows it reaches without retrying them one by one.
+The counts are made on the event loop, where the actions count everything else.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import sqlite3
 import time
@@ -24,10 +37,34 @@ __all__ = ["SqliteTables"]
 
 log = logging.getLogger(__name__)
 
+_INT64_MIN = -(2**63)
+_INT64_MAX = 2**63 - 1
+
+# Primary result codes of errors of the database rather than of a row: retrying the
+# batch's rows one by one would fail each the same way (or wait out the busy timeout).
+_DATABASE_ERRORS = frozenset(
+    {
+        5,  # SQLITE_BUSY
+        6,  # SQLITE_LOCKED
+        7,  # SQLITE_NOMEM
+        8,  # SQLITE_READONLY
+        10,  # SQLITE_IOERR
+        11,  # SQLITE_CORRUPT
+        13,  # SQLITE_FULL
+        14,  # SQLITE_CANTOPEN
+        15,  # SQLITE_PROTOCOL
+        26,  # SQLITE_NOTADB
+    }
+)
+
 
 class Counted(Protocol):
     succeeded: int
-    failed: int
+
+    def fail(self, problem: object) -> None: ...
+
+
+Item = tuple[Counted, str, dict[str, Any]]
 
 
 def _quote(name: str) -> str:
@@ -35,8 +72,10 @@ def _quote(name: str) -> str:
 
 
 def _column_type(value: Any) -> str:
-    if isinstance(value, bool | int):
+    if isinstance(value, bool):
         return "INTEGER"
+    if isinstance(value, int):
+        return "INTEGER" if _INT64_MIN <= value <= _INT64_MAX else "TEXT"
     if isinstance(value, float):
         return "REAL"
     if isinstance(value, bytes):
@@ -45,9 +84,20 @@ def _column_type(value: Any) -> str:
 
 
 def _cell(value: Any) -> Any:
-    if value is None or isinstance(value, int | float | str | bytes):
+    if value is None or isinstance(value, float | str | bytes):
         return value
+    if isinstance(value, int):
+        return value if _INT64_MIN <= value <= _INT64_MAX else str(value)
     return to_json(value)
+
+
+def _of_database(exc: BaseException) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return isinstance(exc, OSError) or (isinstance(code, int) and (code & 0xFF) in _DATABASE_ERRORS)
+
+
+def _reason(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
 
 
 class SqliteTables:
@@ -55,9 +105,10 @@ class SqliteTables:
 
     def __init__(self, path: Path, max_pending: int = 100_000) -> None:
         self.path = path
+        self._loop = asyncio.get_running_loop()
         self._connection: sqlite3.Connection | None = None  # the writer thread's
         self._columns: dict[str, set[str]] = {}  # table -> columns (writer thread only)
-        self._writer: BatchWriter[tuple[Counted, str, dict[str, Any]]] = BatchWriter(
+        self._writer: BatchWriter[Item] = BatchWriter(
             self._write, f"rules-sqlite-{path.name}", max_pending=max_pending
         )
 
@@ -75,6 +126,15 @@ class SqliteTables:
 
     def close(self) -> None:
         self._writer.close()
+
+    @staticmethod
+    def _count(outcomes: list[tuple[Item, str | None]]) -> None:
+        """On the loop: each row's outcome on the action that queued it."""
+        for (counts, table, _), problem in outcomes:
+            if problem is None:
+                counts.succeeded += 1
+            else:
+                counts.fail(f"table {table}: {problem}")
 
     # -- the writer thread --------------------------------------------------------------
 
@@ -110,25 +170,63 @@ class SqliteTables:
                 )
                 known.add(name)
 
-    def _write(self, items: list[tuple[Counted, str, dict[str, Any]]]) -> None:
+    def _insert(self, connection: sqlite3.Connection, now: int, table: str,
+                row: dict[str, Any]) -> None:  # fmt: skip
+        self._ensure(connection, table, row)
+        names = ", ".join(["_at", *(_quote(k) for k in row)])
+        marks = ", ".join("?" * (len(row) + 1))
+        connection.execute(
+            f"INSERT INTO {_quote(table)} ({names}) VALUES ({marks})",
+            [now, *(_cell(v) for v in row.values())],
+        )
+
+    def _rollback(self, connection: sqlite3.Connection) -> None:
+        self._columns.clear()  # a rolled-back CREATE / ALTER
+        try:
+            connection.rollback()
+        except sqlite3.Error as exc:
+            log.warning("rules: rolling back %s failed: %s", self.path, exc)
+
+    def _write(self, items: list[Item]) -> None:
+        outcomes: list[tuple[Item, str | None]]
+        try:
+            outcomes = self._write_batch(items)
+        except Exception as exc:  # counted on the rows' actions, which log it
+            outcomes = [(item, _reason(exc)) for item in items]
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody reads the counts
+            self._loop.call_soon_threadsafe(self._count, outcomes)
+
+    def _write_batch(self, items: list[Item]) -> list[tuple[Item, str | None]]:
+        """Every row of ``items`` in one transaction; if that fails, each in its own."""
         connection = self._connect()
         now = time.time_ns() // 1_000_000
         try:
             for _, table, row in items:
-                self._ensure(connection, table, row)
-                names = ", ".join(["_at", *(_quote(k) for k in row)])
-                marks = ", ".join("?" * (len(row) + 1))
-                connection.execute(
-                    f"INSERT INTO {_quote(table)} ({names}) VALUES ({marks})",
-                    [now, *(_cell(v) for v in row.values())],
-                )
+                self._insert(connection, now, table, row)
             connection.commit()
-        except (sqlite3.Error, ValueError) as exc:
-            connection.rollback()
-            self._columns.clear()  # a rolled-back CREATE / ALTER
-            for counts, _, _ in items:
-                counts.failed += 1
-            log.warning("rules: writing %d rows to %s failed: %s", len(items), self.path, exc)
-            return
-        for counts, _, _ in items:
-            counts.succeeded += 1
+        except Exception as exc:  # the rows are tried one by one below
+            self._rollback(connection)
+            if _of_database(exc) or len(items) == 1:
+                return [(item, _reason(exc)) for item in items]
+            log.debug("rules: a batch of %d rows to %s failed (%s): retrying them one by one",
+                      len(items), self.path, _reason(exc))  # fmt: skip
+            return self._write_each(connection, now, items)
+        return [(item, None) for item in items]
+
+    def _write_each(self, connection: sqlite3.Connection, now: int,
+                    items: list[Item]) -> list[tuple[Item, str | None]]:  # fmt: skip
+        outcomes: list[tuple[Item, str | None]] = []
+        for index, item in enumerate(items):
+            _, table, row = item
+            try:
+                self._insert(connection, now, table, row)
+                connection.commit()
+            except Exception as exc:  # this row's failure, counted and logged
+                self._rollback(connection)
+                outcomes.append((item, _reason(exc)))
+                if _of_database(exc):  # the rest would fail the same way
+                    outcomes.extend((rest, _reason(exc)) for rest in items[index + 1 :])
+                    break
+            else:
+                outcomes.append((item, None))
+        return outcomes
