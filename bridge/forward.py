@@ -101,7 +101,7 @@ QOS2_INFLIGHT_V311 = 20
 #: Why messages are dropped: ``dropped_<reason>`` in the bridge's stats.
 DROP_REASONS = (
     "overflow",  # the queue was full (queue.max_messages / queue.max_bytes)
-    "expired",  # its Message Expiry Interval passed while queued
+    "expired",  # its Message Expiry Interval passed while queued, or was 0 (not sent at once)
     "too_large",  # over the remote's Maximum Packet Size, or the whole queue's bytes
     "qos0",  # QoS 0 that could not be sent at once (queue.qos0: false)
     "mapping",  # its remote topic could not be made (template, AWS IoT Core's limits)
@@ -173,6 +173,9 @@ class Forwarder:
             return
         if route is None:
             return
+        if route.properties.message_expiry_interval == 0:  # never queued (``offer``)
+            dropped["expired"] = dropped.get("expired", 0) + 1
+            return
         if route.qos == 0 and not qos0:
             dropped["qos0"] = dropped.get("qos0", 0) + 1
             return
@@ -187,20 +190,32 @@ class Forwarder:
             return
         if route is None:
             return
+        if route.properties.message_expiry_interval == 0:
+            # Its lifetime has passed: forwarded only when sent at once (QoS 0 on a link
+            # with nothing waiting), never stored and forwarded (MQTT 5.0 3.3.2.3.3).
+            wire = self.wire
+            if route.qos == 0 and wire is not None and self._sends_at_once(wire):
+                self._send_qos0(wire, route, route.properties)
+            else:
+                self._drop("expired")
+            return
         if route.qos == 0 and not self._offer_qos0(route):
             return
         self._enqueue(route)
 
-    def _offer_qos0(self, route: Queued) -> bool:
-        """Sends or holds a QoS 0 message; True when it still needs the disk queue."""
-        wire = self.wire
-        if (
-            wire is not None
-            and not self.ready
+    def _sends_at_once(self, wire: Wire) -> bool:
+        """A QoS 0 message offered now can be written now, ahead of nothing."""
+        return (
+            not self.ready
             and not self.spilled
             and wire.writable
             and self.rate_limit.allowance() >= 1
-        ):
+        )
+
+    def _offer_qos0(self, route: Queued) -> bool:
+        """Sends or holds a QoS 0 message; True when it still needs the disk queue."""
+        wire = self.wire
+        if wire is not None and self._sends_at_once(wire):
             self._send_qos0(wire, route)
             return False
         if self.queue_qos0:
@@ -505,10 +520,14 @@ class Forwarder:
         encoded = self._topic_bytes[topic] = encode_utf8(topic)
         return encoded
 
-    def _send_qos0(self, wire: Wire, item: Queued) -> None:
-        properties = expiry_left(item.properties, item.received_at, time.time())
+    def _send_qos0(self, wire: Wire, item: Queued, properties: Properties | None = None) -> None:
+        """``properties``: as given (a Message Expiry Interval of 0 sent at once), else
+        with the expiry interval left (an expired message is not sent)."""
         if properties is None:
-            return
+            properties = expiry_left(item.properties, item.received_at, time.time())
+            if properties is None:
+                self._drop("expired")
+                return
         frame = encode(
             new_publish(item.topic, item.payload, 0, item.retain, False, None, properties, None),
             wire.level,

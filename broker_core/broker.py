@@ -55,7 +55,7 @@ from broker_core.mqtt.topics import (
     validate_topic_filter,
 )
 from broker_core.observe import MessagePublish, Observers
-from broker_core.retained import SWEEP_BATCH, RetainedStore
+from broker_core.retained import SWEEP_BATCH, RetainedStore, clears
 from broker_core.router import Router, Subscriber
 from broker_core.sessions import SessionRegistry
 from broker_core.stats import BrokerStats, collect_stats
@@ -522,10 +522,10 @@ class Broker:
         if not self.retained.set(context):
             self._dropped(context, "retained_limit", now)
         elif context.origin.protocol != "sys":
-            if context.payload:
-                self.store.retained_set(context)
-            else:
+            if clears(context):
                 self.store.retained_cleared(context.topic)
+            else:
+                self.store.retained_set(context)
 
     def _retained_expired(self, context: Context) -> None:
         """A retained message expired (``RetainedStore``): gone from the store too."""

@@ -41,7 +41,15 @@ from broker_core.context import Context
 from broker_core.mqtt.session_state import message_size
 from broker_core.router import walk_levels
 
-__all__ = ["LEVEL_BYTES", "SWEEP_BATCH", "RetainedStore", "as_of", "is_broker_own", "retained_size"]
+__all__ = [
+    "LEVEL_BYTES",
+    "SWEEP_BATCH",
+    "RetainedStore",
+    "as_of",
+    "clears",
+    "is_broker_own",
+    "retained_size",
+]
 
 #: expired messages one call of the periodic sweep removes at most (``Broker.run``)
 SWEEP_BATCH = 10_000
@@ -67,6 +75,14 @@ def as_of(context: Context, now: float) -> Context:
     if remaining is None or remaining == props.message_expiry_interval:
         return context
     return replace(context, properties=replace(props, message_expiry_interval=max(remaining, 1)))
+
+
+def clears(context: Context) -> bool:
+    """A retained PUBLISH that leaves its topic no retained message: an empty payload
+    [MQTT-3.3.1-6], or a Message Expiry Interval of 0, whose lifetime has passed when it
+    would be stored: it replaces what the topic had [MQTT-3.3.1-5] and expires at once
+    (MQTT 5.0 3.3.2.3.3). Either way it is still delivered to the subscribers."""
+    return not context.payload or context.properties.message_expiry_interval == 0
 
 
 def _expires_at(context: Context) -> float | None:
@@ -149,7 +165,7 @@ class RetainedStore:
     def over_limit(self, context: Context, now: float | None = None) -> str | None:
         """The bound storing ``context`` would pass (``retained_messages`` or
         ``retained_bytes``), or None; counts nothing (expired messages are removed first)."""
-        if not context.payload or is_broker_own(context):
+        if clears(context) or is_broker_own(context):
             return None
         if self._due:
             self.expire(now)
@@ -171,8 +187,8 @@ class RetainedStore:
             self.on_refused(limit)
 
     def set(self, context: Context) -> bool:
-        """Stores, replaces or (empty payload) clears; False when refused by a bound."""
-        if not context.payload:
+        """Stores, replaces or clears (``clears``); False when refused by a bound."""
+        if clears(context):
             self.clear(context.topic)
             return True
         limit = self.over_limit(context)

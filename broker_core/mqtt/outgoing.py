@@ -183,7 +183,9 @@ class Outgoing:
             # 1/2 messages.
             state.enqueue(Delivery(context, qos, retain, subscription_ids, size))
             return
-        if context.properties.message_expiry_interval is not None:
+        if context.properties.message_expiry_interval:
+            # Not an interval of 0: that message is sent when its delivery starts at
+            # once, here, with an interval of 0 (MQTT 5.0 3.3.2.3.3); it is never queued.
             remaining = context.expiry_remaining(now)
             if remaining is not None and remaining <= 0:
                 self._drop(context, "expired", now)

@@ -390,12 +390,21 @@ class SessionState:
     def enqueue(self, delivery: Delivery) -> bool:
         """Queues ``delivery`` under the overflow policy; False when it was dropped.
 
+        A message with Message Expiry Interval 0 is dropped as expired.
+
         The session's own bounds come first; the broker-wide ``max_queued_bytes_total``
         (all queues and all messages in flight) is met the same way, except that only this
         session's queue can make room for it.
         """
         limits = self.limits
         counters = self.counters
+        if delivery.context.properties.message_expiry_interval == 0:
+            # Its lifetime has passed: sent only when its delivery starts at once,
+            # never held (MQTT 5.0 3.3.2.3.3, [MQTT-3.3.2-5]).
+            counters.dropped_expired += 1
+            if self.observer.message_dropped:
+                self.report_drop(delivery.context, "expired")
+            return False
         size = delivery.size
         queue = self.queue
         if queue is None:
