@@ -14,9 +14,13 @@ enforces:
   M ...`` and ``struct P { long p; }`` collide;
 - lookup ignores case, and a name that finds a declaration spelled differently is an
   error (:class:`NameCaseError`), also when an outer scope has the exact spelling;
-- a name found in an enclosing scope is *introduced* into the scope that used it (7.5.3);
-  in a module it then collides with a later declaration differing in case, and it is
-  found before the members of a struct or union (``Point point; Point other;``);
+- a name found in an enclosing scope is *introduced* into the scope that used it (7.5.3)
+  when it names a module, struct or union (for ``n::T``: ``n``, when ``T`` is one), the
+  declarations that open a scope in ``idlc``; in a module it then collides with a later
+  declaration differing in case, and it is found before the members of a struct or union
+  (``Point point; Point other;``). A typedef, enum, forward-only struct or constant is
+  not introduced, so a member named like one hides it from the members after it
+  (``typedef long A; struct S { A a; A other; };`` is refused);
 - modules differing only in case are distinct modules, as in ``idlc``.
 """
 
@@ -29,6 +33,10 @@ from idl_codegen.model import Value
 from idl_codegen.syntax import ScopedName
 
 __all__ = ["NameCaseError", "Scope", "Symbol"]
+
+# The kinds of declaration that open a scope in ``idlc``: only a name resolving to one of
+# these is introduced into the scope using it (scope.c ``idl_resolve``).
+_SCOPED = frozenset(("module", "struct", "union"))
 
 
 @dataclass(slots=True)
@@ -110,19 +118,23 @@ class Scope:
         """
         first, rest = name.parts[0], name.parts[1:]
         symbol: Symbol | None = None
+        outer = False
         if name.absolute:
             symbol = self.root()._find(first)
         else:
             scope: Scope | None = self
             while scope is not None and symbol is None:
                 symbol = scope._find(first, with_uses=True)
-                if introduce and symbol is not None and scope is not self:
-                    self.uses.setdefault(first, (symbol, name.location))
+                outer = symbol is not None and scope is not self
                 scope = scope.parent
+        head = symbol
         for part in rest:
             if symbol is None or symbol.scope is None:
                 return None
             symbol = symbol.scope._find(part)
+        if introduce and outer and head is not None and symbol is not None \
+                and symbol.kind in _SCOPED and symbol.complete:
+            self.uses.setdefault(first, (head, name.location))
         return symbol
 
     def _find(self, name: str, with_uses: bool = False) -> Symbol | None:

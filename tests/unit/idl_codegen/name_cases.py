@@ -132,6 +132,43 @@ NAME_CASES = [
              "  struct point { long x; }; };",
              "t.idl:3:10: 'point' defines struct 'Point' declared forward at t.idl:1:19, which "
              "is used under that spelling before; spell them alike"),
+    # -- refused: a typedef, enum or forward declaration is not introduced by its use, so a
+    #    member named like it hides it from the members after (idlc introduces only names
+    #    of modules, structs and unions: scope.c idl_resolve) ------------------------------
+    NameCase("a typedef used by a member named like it",
+             "typedef long A; struct S { A a;\n  A other; };",
+             f"t.idl:2:3: 'A' differs in case from member 'a' declared at t.idl:1:30 {_SPELL}"),
+    NameCase("an enum used by a member named like it",
+             "enum E { R }; struct S { E e; long x;\n  E f; };",
+             f"t.idl:2:3: 'E' differs in case from member 'e' declared at t.idl:1:28 {_SPELL}"),
+    NameCase("an enum in a sequence after a member named like it",
+             "module m { enum Color { RED }; struct S { Color color;\n  sequence<Color> colors; };"
+             " };",
+             f"t.idl:2:12: 'Color' differs in case from member 'color' declared at t.idl:1:49 "
+             f"{_SPELL}"),
+    NameCase("a typedef of a struct used by a member named like it",
+             "struct P { long x; }; typedef P Q; struct S { Q q;\n  Q r; };",
+             f"t.idl:2:3: 'Q' differs in case from member 'q' declared at t.idl:1:49 {_SPELL}"),
+    NameCase("a struct only declared forward, used by a member named like it",
+             "struct F; struct S { sequence<F> f;\n  sequence<F> g; }; struct F { long x; };",
+             f"t.idl:2:12: 'F' differs in case from member 'f' declared at t.idl:1:34 {_SPELL}"),
+    NameCase("a typedef in a union branch named like it",
+             "typedef long A; union U switch (long) { case 1: A a;\n  case 2: A b; };",
+             f"t.idl:2:11: 'A' differs in case from member 'a' declared at t.idl:1:51 {_SPELL}"),
+    NameCase("an enum discriminator hidden by a branch",
+             "enum E { R, Q }; union U switch (E) { case R: long e;\n  case E::Q: long f; };",
+             f"t.idl:2:8: 'E' differs in case from member 'e' declared at t.idl:1:52 {_SPELL}"),
+    NameCase("a module's typedef, then a member named like the module",
+             "module n { typedef long T; }; struct S { n::T t; long N;\n  n::T u; };",
+             f"t.idl:2:3: 'n' differs in case from member 'N' declared at t.idl:1:55 {_SPELL}"),
+    NameCase("a module's enum, then a member named like the module",
+             "module n { enum T { A }; }; struct S { n::T t; long N;\n  n::T u; };",
+             f"t.idl:2:3: 'n' differs in case from member 'N' declared at t.idl:1:53 {_SPELL}"),
+    NameCase("a module's struct used in a module, then declared again",
+             "module n { struct T { long x; }; }; module m { typedef n::T U;\n"
+             "  typedef short N; };",
+             "t.idl:2:17: 'N' collides with 'n' used at t.idl:1:56 for module 'n' (IDL 4: a "
+             "name used in a scope cannot be declared in it again)"),
     # -- accepted by both -------------------------------------------------------------------
     NameCase("the same name in different scopes",
              "module a { struct S { long x; }; };\nmodule b { struct s { long x; }; };", None),
@@ -162,4 +199,15 @@ NAME_CASES = [
              "  struct S { sequence<point> p; }; };", None),
     NameCase("a forward declaration after the definition, in another case",
              "module m { struct Point { long x; };\n  struct point; };", None),
+    NameCase("a member named like the union it uses",
+             "union U switch (long) { case 1: long x; };\n  struct S { U u; U v; };", None),
+    NameCase("a member named like the module of the struct it uses",
+             "module n { struct T { long x; }; };\n  struct S { n::T t; long N; n::T u; };", None),
+    NameCase("a typedef used in a module, then declared again there",
+             "typedef long T; module m { typedef T U;\n  typedef short T; };", None),
+    NameCase("an enum used in a module, then a declaration differing in case",
+             "enum T { A }; module m { typedef T U;\n  typedef short t; };", None),
+    NameCase("a module's typedef used in a module, then a declaration differing in case",
+             "module n { typedef long T; }; module m { typedef n::T U;\n  typedef short N; };",
+             None),
 ]

@@ -159,7 +159,7 @@ def test_bounds_and_float32_range_are_checked() -> None:
 def test_member_values_come_with_the_json() -> None:
     codec = fast().codec("fast::Big")
     extractor = transcoder_for(codec.schema, "fast::Big",
-                               ["vin", "gear", "v.x", "text", "b", "c", "tail8"])
+                               ["vin", "shift", "v.x", "text", "b", "c", "tail8"])
     assert extractor is not None
     sample = codec.from_json(codec.to_json(fast()["fast::Big"]()), strict=False)
     sample.vin, sample.c, sample.text, sample.b = "WVW1", "Q", "h\u00e9", True

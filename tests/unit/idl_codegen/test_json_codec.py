@@ -46,7 +46,7 @@ def test_default_sample_maps_to_the_documented_json() -> None:
         "text": "", "bounded_text": "", "wide_text": "",
         "hash": "AAAAAAAAAAAAAAAAAAAAAA==", "hash_alias": "AAAAAAAAAAAAAAAAAAAAAA==",
         "blob": "", "small_blob": "", "grid": ["AAAA", "AAAA"], "u8_array": [0, 0, 0, 0],
-        "chars": ["\x00", "\x00", "\x00"], "u8_seq": [], "colors": [], "color": "WHITE",
+        "chars": ["\x00", "\x00", "\x00"], "u8_seq": [], "colors": [], "shade": "WHITE",
         "lucky": 7, "ratio": 2.5, "flag": True, "label": "dflt", "favourite": "WHITE",
         "by_bool": {"discriminator": False, "no": ""},
         "by_enum": {"discriminator": "WHITE", "other": "AAAAAAAAAAAAAAAAAAAAAA=="},

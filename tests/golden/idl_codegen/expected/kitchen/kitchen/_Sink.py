@@ -58,7 +58,7 @@ class Sink(_idl.IdlStruct, typename="kitchen::Sink"):
         _abc.Sequence[Color],
         _types.sequence(Color),
     ] = _field(default_factory=list)
-    color: Color = Color.WHITE
+    shade: Color = Color.WHITE
     lucky: _types.int32 = 7
     ratio: _types.float64 = 2.5
     flag: bool = True
