@@ -7,6 +7,8 @@ a persistent QoS 1 subscriber connected at the time gets every will after the re
 from its stored session. (Before, the 3.1 and 3.1.1 connections ended on a loop turn
 after the store had closed, and their wills were lost.)
 
+The wills go through the components too, before they stop: the stream log records them.
+
 An MQTT 5 client's will with a Will Delay Interval stays pending, stored with its
 persistent session and its due time, and is published after the restart once due, as
 for a connection lost before the stop (``test_will_restart.py``).
@@ -14,12 +16,15 @@ for a connection lost before the stop (``test_will_restart.py``).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from tests.helpers import mqtt_builder as mb
-from tests.helpers.brokers import BrokerHandle, start_edgebus
+from tests.helpers.brokers import BrokerHandle, free_port, start_edgebus
 from tests.helpers.raw_client import RawClient
 from tests.helpers.timeouts import unit
+from tests.integration.api.support import KEY, Http, bearer
+from tests.integration.components.support import wait_for
 
 CONFIG = "persistence: sqlite\n"
 VERSIONS = (4, 5, 3, 4, 5, 4)
@@ -115,4 +120,34 @@ def test_sigterm_gives_mqtt5_clients_disconnect_0x8b(tmp_path: Path) -> None:
             broker.process.wait(unit(10))
             assert broker.process.returncode == 0, broker.log_tail()
     finally:
+        broker.stop()
+
+
+def test_sigterm_wills_reach_the_stream_log(tmp_path: Path) -> None:
+    api_port = free_port()
+    config = (
+        f"persistence: sqlite\napi:\n  bind: 127.0.0.1:{api_port}\n  keys: ['{KEY}']\n"
+        "stream:\n  enabled: true\n  topics: ['sw/#']\n"
+    )
+    broker = start_edgebus(tmp_path, config)
+    clients: list[RawClient] = []
+    expected = {f"sw/v{version}" for version in (3, 4, 5)}
+    try:
+        for version in (3, 4, 5):
+            client = RawClient(broker.host, broker.port)
+            client.do_connect(
+                f"sw{version}", proto_ver=version, will_topic=f"sw/v{version}", will_qos=1
+            )
+            clients.append(client)
+        clients[-1].ping()  # every CONNECT before it was handled
+        broker.stop(unit(10))
+        assert broker.process.returncode == 0, broker.log_tail()
+        broker = start_edgebus(tmp_path, config)
+        http = Http(f"http://127.0.0.1:{api_port}", bearer(KEY))
+        reply = wait_for(lambda: http.get("/api/v1/stream/records"), lambda r: r.status == 200)
+        topics = {json.loads(line)["topic"] for line in reply.text.splitlines()}
+        assert topics == expected
+    finally:
+        for client in clients:
+            client.close()
         broker.stop()
