@@ -46,7 +46,7 @@ from broker_core.mqtt.limits import DROP_OLDEST, ServerLimits
 from broker_core.mqtt.packets import Auth, Connect, Subscribe, SubscriptionOptions, Unsubscribe
 from broker_core.mqtt.reason_codes import ReasonCode
 from broker_core.mqtt.session import Session
-from broker_core.mqtt.session_state import Counters
+from broker_core.mqtt.session_state import Counters, SessionState
 from broker_core.mqtt.topics import (
     abbreviate,
     parse_shared,
@@ -183,21 +183,38 @@ class Broker:
                 )
             else:
                 # Overlapping subscriptions: one message, the maximum QoS, every
-                # subscription identifier [MQTT-3.3.4-2, -3, -5].
-                qos = -1
-                rap = False
+                # subscription identifier [MQTT-3.3.4-2, -3, -4]. A retained message
+                # matching subscriptions with and without Retain As Published goes to an
+                # MQTT client twice: retain 1 for the first [MQTT-3.3.1-13], 0 for the
+                # others [MQTT-3.3.1-12], each copy at its subscriptions' maximum QoS
+                # with their identifiers (3.3.4 allows a copy per subscription,
+                # [MQTT-3.3.4-5]; mosquitto does the same).
+                qos = kept_qos = -1
                 ids: tuple[int, ...] = ()
+                kept_ids: tuple[int, ...] = ()
                 for entry in entries:
                     if entry.no_local and subscriber is sender:
                         continue
                     granted = entry.qos if entry.qos < qos_in else qos_in
-                    if granted > qos:
-                        qos = granted
-                    rap = rap or entry.retain_as_published
-                    ids += entry.subscription_ids
-                if qos < 0:
+                    if retain_in and entry.retain_as_published:
+                        if granted > kept_qos:
+                            kept_qos = granted
+                        kept_ids += entry.subscription_ids
+                    else:
+                        if granted > qos:
+                            qos = granted
+                        ids += entry.subscription_ids
+                if kept_qos >= 0:
+                    if qos >= 0 and not isinstance(subscriber, SessionState):
+                        # In-process subscribers get a message once (``add_local_filters``)
+                        kept_qos = max(qos, kept_qos)
+                        kept_ids += ids
+                        qos = -1
+                    subscriber.deliver(context, kept_qos, True, kept_ids, cache, now)
+                elif qos < 0:
                     continue
-                subscriber.deliver(context, qos, retain_in and rap, ids, cache, now)
+                if qos >= 0:
+                    subscriber.deliver(context, qos, False, ids, cache, now)
             count += 1
         for group in targets.groups:
             member = group.pick()
