@@ -11,12 +11,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 from xml.sax.saxutils import quoteattr
 
-from pydantic import AfterValidator, Field, PrivateAttr, model_validator
+from pydantic import AfterValidator, Field, PrivateAttr, ValidationError, model_validator
 
 from gateway.config.errors import FieldProblems
 from gateway.config.models.adapter_base import (
@@ -24,7 +24,7 @@ from gateway.config.models.adapter_base import (
     check_filter_template,
     check_topic_template,
 )
-from gateway.config.models.base import ConfigModel
+from gateway.config.models.base import ConfigModel, valid_as_written, valid_items
 from gateway.config.values import DurationSpec, PathSpec
 from gateway.mapping import TopicTemplate
 
@@ -157,8 +157,9 @@ class DdsNetworkConfig(ConfigModel):
 
     @property
     def configured(self) -> bool:
-        return bool(self.interfaces or self.peers or self.allow_multicast is not None
-                    or self.config)
+        return bool(
+            self.interfaces or self.peers or self.allow_multicast is not None or self.config
+        )
 
     def cyclone_xml(self, domain_id: int) -> str | None:
         """The Cyclone DDS configuration of the domain; None: Cyclone's own."""
@@ -305,13 +306,14 @@ _META = ("dds.topic", "dds.type")
 def idl_problems(
     idl_files: Sequence[Path],
     include_dirs: Sequence[Path],
-    dds_to_mqtt: Sequence[DdsToMqtt],
-    mqtt_to_dds: Sequence[MqttToDds],
+    dds_to_mqtt: Sequence[DdsToMqtt | None],
+    mqtt_to_dds: Sequence[MqttToDds | None],
 ) -> Problems:
     """What keeps the adapter from starting with these IDL files, as ``(path, message)``:
     a file that cannot be read, IDL errors (with the IDL file, line and column), a mapping
     ``type`` the files do not declare, a ``to_mqtt`` template naming a member the type does
-    not have. Only the IDL parser runs (pure Python; no cyclonedds)."""
+    not have. Only the IDL parser runs (pure Python; no cyclonedds). A None mapping (one
+    with problems of its own) is not checked."""
     from idl_codegen.diagnostics import IdlErrors  # the parser: imported when needed
     from idl_codegen.frontend import compile_idl
     from idl_codegen.model import EnumType, Schema, StructType, UnionType
@@ -323,9 +325,11 @@ def idl_problems(
             problems.append((("idl_files", index), f"cannot read {str(file)!r}: {why}"))
     if problems:
         return problems
-    mappings: list[tuple[str, Sequence[DdsToMqtt | MqttToDds]]] = [
-        ("dds_to_mqtt", dds_to_mqtt), ("mqtt_to_dds", mqtt_to_dds)]
-    named = [m for _, entries in mappings for m in entries if m.type != AUTO]
+    mappings: list[tuple[str, Sequence[DdsToMqtt | MqttToDds | None]]] = [
+        ("dds_to_mqtt", dds_to_mqtt),
+        ("mqtt_to_dds", mqtt_to_dds),
+    ]
+    named = [m for _, entries in mappings for m in entries if m is not None and m.type != AUTO]
     if not idl_files:
         schema = Schema()
     else:
@@ -343,16 +347,20 @@ def idl_problems(
             return [(("idl_files",), f"cannot read the IDL: {exc}")]
     if not named:
         return problems
-    known = {name: declared for name, declared in schema.types.items()
-             if isinstance(declared, StructType | UnionType | EnumType)}
-    choices = ", ".join(sorted(known)[:8]) or "none: add idl_files"
+    known = {
+        name: declared
+        for name, declared in schema.types.items()
+        if isinstance(declared, StructType | UnionType | EnumType)
+    }
+    choices = _type_choices(known)
     for section, entries in mappings:
         for index, entry in enumerate(entries):
-            if entry.type == AUTO:
+            if entry is None or entry.type == AUTO:
                 continue
             if entry.type not in known:
-                problems.append(((section, index, "type"),
-                                 f"unknown DDS type {entry.type!r} (known: {choices})"))
+                problems.append(
+                    ((section, index, "type"), f"unknown DDS type {entry.type!r} ({choices})")
+                )
                 continue
             if not isinstance(entry, DdsToMqtt):
                 continue
@@ -360,13 +368,35 @@ def idl_problems(
             for field in template.fields:
                 if field in _META:
                     continue
-                path = field.partition(".")[2] if field.startswith(("payload.", "key.")) \
-                    else field
+                path = field.partition(".")[2] if field.startswith(("payload.", "key.")) else field
                 problem = member_problem(schema, entry.type, path)
                 if problem is not None:
-                    problems.append(((section, index, "to_mqtt"),
-                                     f"topic template {entry.to_mqtt!r}: {problem}"))
+                    problems.append(
+                        (
+                            (section, index, "to_mqtt"),
+                            f"topic template {entry.to_mqtt!r}: {problem}",
+                        )
+                    )
     return problems
+
+
+#: How many type names an unknown ``type`` lists.
+_SHOWN_TYPES = 8
+
+
+def _type_choices(known: Mapping[str, Any]) -> str:
+    """``known: a::S, a::T, … (3 more)``: the structs (the usual topic types) first, then
+    the unions and enums, at most ``_SHOWN_TYPES``."""
+    from idl_codegen.model import StructType
+
+    structs = sorted(name for name, declared in known.items() if isinstance(declared, StructType))
+    others = sorted(name for name in known if name not in set(structs))
+    names = [*structs, *others]
+    if not names:
+        return "none: add idl_files"
+    shown = ", ".join(names[:_SHOWN_TYPES])
+    more = len(names) - _SHOWN_TYPES
+    return f"known: {shown}, … ({more} more)" if more > 0 else f"known: {shown}"
 
 
 def member_problem(schema: Any, type_name: str, path: str) -> str | None:
@@ -448,20 +478,43 @@ class DdsAdapterConfig(AdapterConfigBase):
     )
     _digest: str = PrivateAttr(default="")
 
+    @classmethod
+    def checks_as_written(
+        cls, data: Mapping[str, Any], failed: frozenset[str], context: Any
+    ) -> Problems:
+        """The IDL checks when another key has a problem: the files, and the mappings
+        that are valid themselves."""
+        if failed & {"idl_files", "include_dirs"}:
+            return []
+        try:
+            idl_files = valid_as_written(cls, "idl_files", data, context)
+            include_dirs = valid_as_written(cls, "include_dirs", data, context)
+        except ValidationError:
+            return []
+        return idl_problems(
+            idl_files,
+            include_dirs,
+            valid_items(DdsToMqtt, data.get("dds_to_mqtt"), context),
+            valid_items(MqttToDds, data.get("mqtt_to_dds"), context),
+        )
+
     @model_validator(mode="after")
     def _check(self) -> Self:
         if not self.dds_to_mqtt and not self.mqtt_to_dds:
             raise ValueError("expected at least one mapping in dds_to_mqtt or mqtt_to_dds")
         problems: Problems = []
         try:
-            check_profiles(self.qos_profiles, [("dds_to_mqtt", self.dds_to_mqtt),
-                                               ("mqtt_to_dds", self.mqtt_to_dds)])
+            check_profiles(
+                self.qos_profiles,
+                [("dds_to_mqtt", self.dds_to_mqtt), ("mqtt_to_dds", self.mqtt_to_dds)],
+            )
         except FieldProblems as exc:
             problems += exc.problems
         # on every validation (check, run, reload): an IDL that cannot be used fails here,
         # with the configuration's other errors, not at start with a backoff
-        problems += idl_problems(self.idl_files, self.include_dirs, self.dds_to_mqtt,
-                                 self.mqtt_to_dds)
+        problems += idl_problems(
+            self.idl_files, self.include_dirs, self.dds_to_mqtt, self.mqtt_to_dds
+        )
         if problems:
             raise FieldProblems(problems)
         self._digest = sources_digest(self.idl_files)

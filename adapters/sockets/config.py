@@ -9,12 +9,16 @@ the checks across keys live here once.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Self
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, Field, ValidationInfo, model_validator
 
 from gateway.config.errors import FieldProblems
+from gateway.config.files import checks_files, ipc_bind_problem
+from gateway.config.introspect import Loc
 from gateway.config.models.adapter_base import (
     check_codec,
     check_filter_template,
@@ -55,9 +59,14 @@ def _urls(value: Endpoints | None) -> tuple[str, ...]:
 
 
 def check_endpoints(
-    connect: Endpoints | None, bind: Endpoints | None, schemes: frozenset[str]
+    connect: Endpoints | None,
+    bind: Endpoints | None,
+    schemes: frozenset[str],
+    context: Any = None,
 ) -> list[tuple[tuple[str | int, ...], str]]:
-    """Problems with ``connect`` / ``bind``: exactly one given, known schemes."""
+    """Problems with ``connect`` / ``bind``: exactly one given, known schemes; with the
+    file checks (``edgebus check``, ``run``), an ``ipc://`` path to bind whose directory
+    does not exist or cannot be written."""
     problems: list[tuple[tuple[str | int, ...], str]] = []
     if (connect is None) == (bind is None):
         problems.append(((), "give exactly one of connect or bind"))
@@ -71,7 +80,17 @@ def check_endpoints(
             if scheme not in schemes or "://" not in url:
                 where: tuple[str | int, ...] = (key,) if isinstance(value, str) else (key, i)
                 problems.append((where, f"expected a URL starting with {known}, got {url!r}"))
+            elif key == "bind" and scheme == "ipc" and checks_files(context):
+                problem = ipc_bind_problem(Path(url.removeprefix("ipc://")))
+                if problem is not None:
+                    at: Loc = (key,) if isinstance(value, str) else (key, i)
+                    problems.append((at, f"cannot bind {url}: {problem}"))
     return problems
+
+
+def _written(value: Any) -> Any:
+    """A ``connect`` / ``bind`` value as written (a YAML list) in its validated shape."""
+    return tuple(value) if isinstance(value, list) else value
 
 
 def check_mappings(
@@ -106,7 +125,8 @@ class SocketMapping(ConfigModel):
     bind: Endpoints | None = Field(
         default=None,
         description="URL (or list of URLs) to bind (NNG: listen). Exactly one of `connect`"
-        " and `bind`.",
+        " and `bind`. An `ipc://` path's directory must exist; an address a listener, the"
+        " API or another `bind` of the file uses is an error.",
     )
     frames: str = Field(
         default=MULTIPART,
@@ -164,8 +184,17 @@ class SocketMapping(ConfigModel):
         """(connect URLs, bind URLs)."""
         return _urls(self.connect), _urls(self.bind)
 
-    def _problems(self) -> list[tuple[tuple[str | int, ...], str]]:
-        problems = check_endpoints(self.connect, self.bind, self.SCHEMES)
+    @classmethod
+    def checks_as_written(
+        cls, data: Mapping[str, Any], failed: frozenset[str], context: Any
+    ) -> list[tuple[Loc, str]]:
+        if failed & {"connect", "bind"}:
+            return []
+        connect, bind = _written(data.get("connect")), _written(data.get("bind"))
+        return check_endpoints(connect, bind, cls.SCHEMES, context)
+
+    def _problems(self, context: Any) -> list[tuple[tuple[str | int, ...], str]]:
+        problems = check_endpoints(self.connect, self.bind, self.SCHEMES, context)
         if "delimiter" in self.model_fields_set and self.delimiter and self.frames != PREFIX:
             problems.append((("delimiter",), "only the prefix frame layout has a delimiter"))
         return problems
@@ -191,9 +220,38 @@ class InboundMapping(SocketMapping):
         " null: `edgebus/replies/<type>/<adapter>/<mapping>`.",
     )
 
+    @classmethod
+    def checks_as_written(
+        cls, data: Mapping[str, Any], failed: frozenset[str], context: Any
+    ) -> list[tuple[Loc, str]]:
+        problems = super().checks_as_written(data, failed, context)
+        to_mqtt = data.get("to_mqtt")
+        if not failed & {"to_mqtt", "frames", "socket"} and isinstance(to_mqtt, str):
+            default = RAW if data.get("socket") in cls.REQUEST_SOCKETS else MULTIPART
+            frames = data.get("frames", cls.model_fields["frames"].default or default)
+            problems += cls._to_mqtt_problems(to_mqtt, frames)
+        return problems
+
+    @classmethod
+    def _to_mqtt_problems(cls, to_mqtt: str, frames: str) -> list[tuple[Loc, str]]:
+        problems: list[tuple[Loc, str]] = []
+        fields = TopicTemplate(to_mqtt).fields
+        if frames == RAW and cls.TOPIC_KEY in fields:
+            problems.append((("to_mqtt",), f"the raw layout carries no topic: {{{cls.TOPIC_KEY}}}"))
+        unknown = [f for f in fields if f != cls.TOPIC_KEY and not f.startswith(_PAYLOAD_FIELDS)]
+        if unknown:
+            names = ", ".join(f"{{{f}}}" for f in unknown)
+            problems.append(
+                (
+                    ("to_mqtt",),
+                    f"{names} is not available: expected {{{cls.TOPIC_KEY}}} or `payload.` fields",
+                )
+            )
+        return problems
+
     @model_validator(mode="after")
-    def _consistent(self) -> Self:
-        problems = self._problems()
+    def _consistent(self, info: ValidationInfo) -> Self:
+        problems = self._problems(info.context)
         subscriber = self.socket in ("sub", "sub0")
         if self.subscribe != ("",) and not subscriber:
             problems.append((("subscribe",), f"a {self.socket} socket does not subscribe"))
@@ -209,20 +267,7 @@ class InboundMapping(SocketMapping):
                     " subscribe prefixes (non-empty) are the topics",
                 )
             )
-        fields = TopicTemplate(self.to_mqtt).fields
-        if self.frames == RAW and self.TOPIC_KEY in fields:
-            problems.append(
-                (("to_mqtt",), f"the raw layout carries no topic: {{{self.TOPIC_KEY}}}")
-            )
-        unknown = [f for f in fields if f != self.TOPIC_KEY and not f.startswith(_PAYLOAD_FIELDS)]
-        if unknown:
-            names = ", ".join(f"{{{f}}}" for f in unknown)
-            problems.append(
-                (
-                    ("to_mqtt",),
-                    f"{names} is not available: expected {{{self.TOPIC_KEY}}} or `payload.` fields",
-                )
-            )
+        problems += self._to_mqtt_problems(self.to_mqtt, self.frames)
         if self.response_topic is not None and self.socket not in self.REQUEST_SOCKETS:
             problems.append((("response_topic",), f"a {self.socket} socket sends no requests"))
         if self.response_topic is not None:
@@ -255,9 +300,21 @@ class OutboundMapping(SocketMapping):
     )
     qos: Literal[0, 1, 2] = Field(default=1, description="QoS of the MQTT subscription.")
 
+    @classmethod
+    def checks_as_written(
+        cls, data: Mapping[str, Any], failed: frozenset[str], context: Any
+    ) -> list[tuple[Loc, str]]:
+        problems = super().checks_as_written(data, failed, context)
+        written = {key: data.get(key) for key in ("socket", "from_mqtt", "topic") if key in data}
+        if not failed & {"socket", "from_mqtt", "topic"} and "from_mqtt" in written:
+            problem = cls.model_construct(**written)._topic_problem()
+            if problem is not None:
+                problems.append((("topic",), problem))
+        return problems
+
     @model_validator(mode="after")
-    def _consistent(self) -> Self:
-        problems = self._problems()
+    def _consistent(self, info: ValidationInfo) -> Self:
+        problems = self._problems(info.context)
         topic_problem = self._topic_problem()
         if topic_problem is not None:
             problems.append((("topic",), topic_problem))

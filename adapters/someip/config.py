@@ -23,8 +23,10 @@ adapters:
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
-from collections.abc import Iterator, Mapping
+import re
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -33,14 +35,17 @@ from pydantic import (
     Field,
     GetCoreSchemaHandler,
     GetJsonSchemaHandler,
+    ValidationError,
     model_validator,
 )
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import core_schema
 
 from adapters.someip.codec import compile_layout
+from gateway.config.errors import FieldProblems
+from gateway.config.introspect import Loc
 from gateway.config.models.adapter_base import AdapterConfigBase, check_topic_template
-from gateway.config.models.base import ConfigModel, doc_default
+from gateway.config.models.base import ConfigModel, doc_default, valid_as_written, valid_items
 from gateway.config.values import DurationSpec, PathSpec
 from gateway.mapping import MappingError, TopicTemplate
 
@@ -339,27 +344,35 @@ class SomeipAdapterConfig(AdapterConfigBase):
 
     @model_validator(mode="after")
     def _check(self) -> SomeipAdapterConfig:
-        for name, spec in self.layouts.items():
-            _compile(spec, self.layouts, f"layouts.{name}")
-        sections: tuple[tuple[str, tuple[ConsumedService | OfferedService, ...]], ...] = (
-            ("consume", self.consume),
-            ("offer", self.offer),
-        )
-        for section, services in sections:
-            seen: set[tuple[int, int]] = set()
-            for index, service in enumerate(services):
-                where = f"{section}[{index}]"
-                key = (service.service_id, service.instance_id)
-                if key in seen:
-                    raise ValueError(
-                        f"{where}: service 0x{key[0]:04x} instance 0x{key[1]:04x} is listed twice"
-                    )
-                seen.add(key)
-                _check_service(service, self.layouts, where)
-        if self.status_topic is not None:
-            _render(self.status_topic, {"service": 1, "instance": 1, "major_version": 1},
-                    "status_topic")  # fmt: skip
+        problems = _layout_problems(self.layouts)
+        broken = {str(name) for (_, name, *_), _ in problems}
+        problems += _service_problems("consume", self.consume, self.layouts, broken)
+        problems += _service_problems("offer", self.offer, self.layouts, broken)
+        problems += _status_problems(self.status_topic)
+        if problems:
+            raise FieldProblems(problems)
         return self
+
+    @classmethod
+    def checks_as_written(
+        cls, data: Mapping[str, Any], failed: frozenset[str], context: Any
+    ) -> Problems:
+        """The layouts, the services that are valid themselves and the status topic, when
+        another key has a problem."""
+        problems: Problems = []
+        if "status_topic" not in failed:
+            with contextlib.suppress(ValidationError):  # reported where it is validated
+                problems += _status_problems(valid_as_written(cls, "status_topic", data, context))
+        if "layouts" in failed:
+            return problems
+        layouts = valid_as_written(cls, "layouts", data, context)
+        found = _layout_problems(layouts)
+        broken = {str(name) for (_, name, *_), _ in found}
+        problems += found
+        for section, model in (("consume", ConsumedService), ("offer", OfferedService)):
+            services = valid_items(model, data.get(section), context)
+            problems += _service_problems(section, services, layouts, broken)
+        return problems
 
     @property
     def responses(self) -> str:
@@ -367,99 +380,176 @@ class SomeipAdapterConfig(AdapterConfigBase):
         return self.response_topic or f"someip/responses/{self.name}"
 
 
-def _compile(spec: Any, named: Mapping[str, Any], where: str) -> None:
-    if spec is None:
+Problems = list[tuple[Loc, str]]
+
+#: ``layout.fields[0].type: unknown type ...``: where the layout compiler found a problem.
+_LAYOUT_PROBLEM = re.compile(r"layout((?:\.\w+|\[\d+\])*): (.*)", re.DOTALL)
+
+
+def _layout_path(text: str) -> Loc:
+    """``.fields[0].type`` -> ``("fields", 0, "type")``."""
+    return tuple(
+        int(index) if index else name for name, index in re.findall(r"\.(\w+)|\[(\d+)\]", text)
+    )
+
+
+def _compile(spec: Any, named: Mapping[str, Any], where: Loc, broken: Collection[str] = ()) -> None:
+    """Compiles ``spec``; ``FieldProblems`` at the key of the layout that is wrong. A
+    layout naming one of ``broken`` (reported where it is declared) is not compiled."""
+    if spec is None or (isinstance(spec, str) and spec in broken):
         return
     try:
         compile_layout(spec, named)
     except ValueError as exc:
-        raise ValueError(f"{where}: {exc}") from None
+        found = _LAYOUT_PROBLEM.fullmatch(str(exc))
+        if found is None:
+            raise FieldProblems([(where, str(exc))]) from None
+        raise FieldProblems([((*where, *_layout_path(found[1])), found[2])]) from None
 
 
-def _render(template: str, values: Mapping[str, int], where: str) -> None:
+def _render(template: str, values: Mapping[str, int], where: Loc) -> None:
     """Checks a template rendered from ids alone (a topic subscribed to or a status)."""
     parsed = TopicTemplate(template)
     unknown = [field for field in parsed.fields if field not in values]
     if unknown:
         known = ", ".join(values)
-        raise ValueError(f"{where}: unknown field {{{unknown[0]}}} here; known: {known}")
+        raise FieldProblems([(where, f"unknown field {{{unknown[0]}}} here; known: {known}")])
     try:
         parsed.render(values)
     except MappingError as exc:
-        raise ValueError(f"{where}: {exc}") from None
+        raise FieldProblems([(where, str(exc))]) from None
 
 
-def _items(service: ConsumedService | OfferedService) -> Iterator[tuple[str, Any]]:
-    yield from ((f"events[{i}]", e) for i, e in enumerate(service.event_list()))
-    yield from ((f"methods[{i}]", m) for i, m in enumerate(service.method_list()))
+def _layout_problems(layouts: Mapping[str, Any]) -> Problems:
+    """The problems of the named ``layouts``, each at its own key."""
+    problems: Problems = []
+    for name, spec in layouts.items():
+        try:
+            _compile(spec, layouts, ("layouts", name))
+        except FieldProblems as exc:
+            problems += exc.problems
+    return problems
+
+
+def _service_problems(
+    section: str,
+    services: Sequence[ConsumedService | OfferedService | None],
+    layouts: Mapping[str, Any],
+    broken: Collection[str],
+) -> Problems:
+    """The first problem of each service of ``section`` (None: one with problems of its
+    own, not checked), and services listed twice."""
+    problems: Problems = []
+    seen: set[tuple[int, int]] = set()
+    for index, service in enumerate(services):
+        if service is None:
+            continue
+        where: Loc = (section, index)
+        key = (service.service_id, service.instance_id)
+        try:
+            if key in seen:
+                raise FieldProblems(
+                    [(where, f"service 0x{key[0]:04x} instance 0x{key[1]:04x} is listed twice")]
+                )
+            seen.add(key)
+            _check_service(service, layouts, where, broken)
+        except FieldProblems as exc:
+            problems += exc.problems
+    return problems
+
+
+def _status_problems(status_topic: str | None) -> Problems:
+    if status_topic is None:
+        return []
+    try:
+        _render(status_topic, {"service": 1, "instance": 1, "major_version": 1}, ("status_topic",))
+    except FieldProblems as exc:
+        return list(exc.problems)
+    return []
+
+
+def _items(service: ConsumedService | OfferedService) -> Iterator[tuple[Loc, Any]]:
+    yield from ((("events", i), e) for i, e in enumerate(service.event_list()))
+    yield from ((("methods", i), m) for i, m in enumerate(service.method_list()))
 
 
 def _check_service(
-    service: ConsumedService | OfferedService, named: Mapping[str, Any], where: str
+    service: ConsumedService | OfferedService,
+    named: Mapping[str, Any],
+    where: Loc,
+    broken: Collection[str] = (),
 ) -> None:
     base = {"service": service.service_id, "instance": service.instance_id}
-    _compile(service.layout, named, f"{where}.layout")
+    _compile(service.layout, named, (*where, "layout"), broken)
     for kind, items in (("event", service.event_list()), ("method", service.method_list())):
         ids = [item.id for item in items]
         duplicate = next((i for i in ids if ids.count(i) > 1), None)
         if duplicate is not None:
-            raise ValueError(f"{where}: {kind} 0x{duplicate:04x} is listed twice")
+            raise FieldProblems([(where, f"{kind} 0x{duplicate:04x} is listed twice")])
     if len(set(service.eventgroups)) != len(service.eventgroups):
-        raise ValueError(f"{where}.eventgroups: an eventgroup is listed twice")
+        raise FieldProblems([((*where, "eventgroups"), "an eventgroup is listed twice")])
     used: set[int] = set()
-    for at, item in _items(service):
-        at = f"{where}.{at}"
+    for relative, item in _items(service):
+        at: Loc = (*where, *relative)
         if isinstance(item, ConsumedEvent | OfferedEvent):
             used.add(_eventgroup_of(service, item, at))
-            _compile(item.layout, named, f"{at}.layout")
+            _compile(item.layout, named, (*at, "layout"), broken)
             values = {**base, "event": item.id, "eventgroup": 0, "major_version": 1}
             if isinstance(item, OfferedEvent):
-                _render(item.from_mqtt or service.from_mqtt, values, f"{at}.from_mqtt")
+                _render(item.from_mqtt or service.from_mqtt, values, (*at, "from_mqtt"))
             else:
                 typed = (item.layout or service.layout) is not None
-                _check_fields(item.to_mqtt or service.to_mqtt, set(values), typed, f"{at}.to_mqtt")
+                template = item.to_mqtt or service.to_mqtt
+                _check_fields(template, set(values), typed, (*at, "to_mqtt"))
         else:
-            _compile(item.request_layout, named, f"{at}.request_layout")
-            _compile(item.response_layout, named, f"{at}.response_layout")
+            _compile(item.request_layout, named, (*at, "request_layout"), broken)
+            _compile(item.response_layout, named, (*at, "response_layout"), broken)
             topic = item.from_mqtt if isinstance(item, ConsumedMethod) else item.to_mqtt
             fallback = (
                 service.from_mqtt if isinstance(service, ConsumedService) else service.to_mqtt
             )
-            _render(topic or fallback, {**base, "method": item.id}, f"{at}")
+            _render(topic or fallback, {**base, "method": item.id}, at)
     idle = [group for group in service.eventgroups if group not in used]
     if idle:
-        raise ValueError(f"{where}.eventgroups: eventgroup {idle[0]} has no events listed")
+        raise FieldProblems(
+            [((*where, "eventgroups"), f"eventgroup {idle[0]} has no events listed")]
+        )
     if isinstance(service, OfferedService) and service.cyclic_offer_delay >= service.ttl:
-        raise ValueError(f"{where}.cyclic_offer_delay: must be shorter than ttl")
+        raise FieldProblems([((*where, "cyclic_offer_delay"), "must be shorter than ttl")])
 
 
-def _check_fields(template: str, known: set[str], typed: bool, where: str) -> None:
+def _check_fields(template: str, known: set[str], typed: bool, where: Loc) -> None:
     for field in TopicTemplate(template).fields:
         if field.startswith(("payload.", "key.")):
             if not typed:
-                raise ValueError(f"{where}: {{{field}}} needs a layout (a JSON payload)")
+                raise FieldProblems([(where, f"{{{field}}} needs a layout (a JSON payload)")])
         elif field not in known and not field.startswith("someip."):
-            raise ValueError(
-                f"{where}: unknown field {{{field}}}; known: {', '.join(sorted(known))}"
+            raise FieldProblems(
+                [(where, f"unknown field {{{field}}}; known: {', '.join(sorted(known))}")]
             )
 
 
 def _eventgroup_of(
-    service: ConsumedService | OfferedService, event: ConsumedEvent | OfferedEvent, where: str
+    service: ConsumedService | OfferedService, event: ConsumedEvent | OfferedEvent, where: Loc
 ) -> int:
     if event.eventgroup is not None:
         if event.eventgroup not in service.eventgroups:
-            raise ValueError(
-                f"{where}.eventgroup: {event.eventgroup} is not in the service's eventgroups"
+            raise FieldProblems(
+                [
+                    (
+                        (*where, "eventgroup"),
+                        f"{event.eventgroup} is not in the service's eventgroups",
+                    )
+                ]
             )
         return event.eventgroup
     if len(service.eventgroups) != 1:
-        raise ValueError(
-            f"{where}: name its eventgroup (the service lists {len(service.eventgroups)})"
+        raise FieldProblems(
+            [(where, f"name its eventgroup (the service lists {len(service.eventgroups)})")]
         )
     return service.eventgroups[0]
 
 
 def eventgroup_of(service: ConsumedService | OfferedService, event: Any) -> int:
     """The eventgroup ``event`` belongs to (validated)."""
-    return _eventgroup_of(service, event, "")
+    return _eventgroup_of(service, event, ())

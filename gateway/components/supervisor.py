@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
-from broker_core.errors import AdapterUnavailable, BridgeError
+from broker_core.errors import AdapterConnectionError, AdapterUnavailable, BridgeError
 from gateway.components import registry
 from gateway.components.component import ADAPTER, Spec
 from gateway.components.host import (
@@ -405,9 +405,13 @@ class Supervisor:
                     error,
                     wait_s,
                     # A BridgeError says what failed and what to do (a queue file that
-                    # cannot be used): one line a retry, no traceback.
+                    # cannot be used), an AdapterConnectionError why a bind or connect
+                    # failed (address in use, no such directory, permission): one line a
+                    # retry, no traceback. Anything else is unforeseen: with its traceback.
                     exc_info=None
-                    if isinstance(error, RuntimeError | OSError | BridgeError)
+                    if isinstance(
+                        error, RuntimeError | OSError | BridgeError | AdapterConnectionError
+                    )
                     else error,
                 )
                 with contextlib.suppress(TimeoutError):

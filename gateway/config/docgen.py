@@ -61,6 +61,20 @@ edgebus.yaml:27 mqtt.max_qos: expected 0, 1 or 2, got 3
 Unknown keys are errors, with the nearest valid key suggested. Duplicate keys are errors
 too (plain YAML would silently keep the last one).
 
+Checks between keys run in the same pass as the checks of each key, so fixing what one
+run reports does not reveal more in the next: a mapping with a bad `codec` still has its
+`connect`/`bind` and its topic template checked, an adapter with a bad `domain_id` its
+IDL files and types, and names (`adapters[].name`, ...) are checked for duplicates even
+when an entry has a problem. Only the checks that need a key with a problem of its own
+are left out (a `topic` is not checked against a `from_mqtt` that is not valid).
+
+An address is bound once: two listeners, a listener and the API, or an adapter's `bind`
+(`tcp://host:port`, NNG's `ws://host:port/path`, or the same `ipc://` path) and a
+listener, the API or another adapter's `bind` on the same port and address (or the
+wildcard `0.0.0.0` / `*`) are an error naming both places, instead of an adapter that
+fails to start and retries. An `ipc://` path to bind must be in a directory that exists
+and can be written (ZeroMQ and NNG create the socket file, not its directory).
+
 The files the configuration names are checked with it: every TLS listener's certificate,
 key (with its `keyfile_password`) and CA bundle are loaded, the password file is read
 (a bad line is named `passwd:3: problem`), and the data directory, the API key file and

@@ -26,6 +26,7 @@ __all__ = [
     "checks_files",
     "client_tls_file_problems",
     "data_dir_problem",
+    "ipc_bind_problem",
     "key_file_problem",
     "log_file_problem",
     "password_file_problems",
@@ -149,4 +150,21 @@ def log_file_problem(path: Path) -> str | None:
         return f"the directory {str(directory)!r} does not exist"
     if not os.access(directory, os.W_OK | os.X_OK):
         return f"no permission to create a file in {str(directory)!r}"
+    return None
+
+
+def ipc_bind_problem(path: Path) -> str | None:
+    """Why a socket file could not be created at ``path`` (an ``ipc://`` URL to bind), or
+    None. ZeroMQ and NNG create the file, not its directory: a missing directory fails
+    every bind, so it is an error here rather than a retry loop at run time."""
+    directory = path.absolute().parent
+    if not directory.exists():
+        return (
+            f"the directory {str(directory)!r} does not exist (ZeroMQ and NNG do not"
+            " create it): create it first, or bind a path in an existing directory"
+        )
+    if not directory.is_dir():
+        return f"{str(directory)!r} is not a directory"
+    if not os.access(directory, os.W_OK | os.X_OK):
+        return f"no permission to create a socket file in {str(directory)!r}"
     return None

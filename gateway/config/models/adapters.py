@@ -48,13 +48,14 @@ class RegisteredTypes:
             self._cache = (key, TypeAdapter(self.resolve_annotation()))
         return self._cache[1]
 
-    def _validate(self, value: Any) -> Any:
-        return self._adapter().validate_python(value)
+    def _validate(self, value: Any, info: core_schema.ValidationInfo) -> Any:
+        # with the context: the file checks (`edgebus check`) reach the adapters' models
+        return self._adapter().validate_python(value, context=info.context)
 
     def __get_pydantic_core_schema__(
         self, source: Any, handler: GetCoreSchemaHandler
     ) -> core_schema.CoreSchema:
-        return core_schema.no_info_plain_validator_function(self._validate)
+        return core_schema.with_info_plain_validator_function(self._validate)
 
 
 #: One entry of ``adapters``: the model of the adapter type it names.

@@ -18,14 +18,17 @@ validators, which pydantic forbids on the discriminator field of a tagged union.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, get_origin
+from typing import Annotated, Any, ClassVar, get_origin
 
 from pydantic import (
     BaseModel,
     ConfigDict,
+    ModelWrapValidatorHandler,
     SecretStr,
     SerializationInfo,
+    TypeAdapter,
     ValidationError,
+    ValidationInfo,
     model_validator,
 )
 from pydantic_core import InitErrorDetails
@@ -40,7 +43,15 @@ from gateway.config.introspect import (
     strip_annotated,
 )
 
-__all__ = ["ConfigModel", "doc_default", "empty_means_none", "show_secret", "with_problems"]
+__all__ = [
+    "ConfigModel",
+    "doc_default",
+    "empty_means_none",
+    "show_secret",
+    "valid_as_written",
+    "valid_items",
+    "with_problems",
+]
 
 
 def show_secret(value: SecretStr | None, info: SerializationInfo) -> str | None:
@@ -79,6 +90,35 @@ def with_problems(exc: ValidationError, problems: list[tuple[Loc, str]]) -> Vali
     found = FieldProblems(problems)
     details.append(InitErrorDetails(type="value_error", loc=(), input=None, ctx={"error": found}))
     return ValidationError.from_exception_data(exc.title, details)
+
+
+def valid_as_written(
+    model: type[BaseModel], name: str, data: Mapping[str, Any], context: Any
+) -> Any:
+    """Key ``name`` of ``data`` (a ``model`` as written) validated alone, or its default
+    when absent; raises ``ValidationError``. For ``checks_as_written``."""
+    field = model.model_fields[name]
+    if data.get(name) is None:
+        return field.get_default(call_default_factory=True)
+    annotation: Any = field.annotation
+    if field.metadata:
+        annotation = Annotated[annotation, *field.metadata]
+    adapter: TypeAdapter[Any] = TypeAdapter(annotation)
+    return adapter.validate_python(data[name], context=context)
+
+
+def valid_items(model: type[BaseModel], items: Any, context: Any) -> list[Any]:
+    """Each entry of the list ``items`` (as written) validated as a ``model``, None for
+    one that has problems (reported where it is validated). For ``checks_as_written``."""
+    if not isinstance(items, list | tuple):
+        return []
+    valid: list[Any] = []
+    for item in items:
+        try:
+            valid.append(model.model_validate(item, context=context))
+        except ValidationError:
+            valid.append(None)
+    return valid
 
 
 class _NotANumber:
@@ -163,6 +203,35 @@ class ConfigModel(BaseModel):
         hide_input_in_errors=False,
     )
 
+    @classmethod
+    def checks_as_written(
+        cls, data: Mapping[str, Any], failed: frozenset[str], context: Any
+    ) -> list[tuple[Loc, str]]:
+        """The checks between keys (a model's ``after`` validator) that can still be made
+        when the keys in ``failed`` have problems of their own, on ``data`` as written:
+        pydantic runs no ``after`` validator of a model with an invalid key, and
+        ``edgebus check`` reports every problem in one run. Each model with such checks
+        overrides it, running only those whose keys are all valid. Paths are relative to
+        the model."""
+        return []
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _checks_despite_problems(
+        cls, data: Any, handler: ModelWrapValidatorHandler[Any], info: ValidationInfo
+    ) -> Any:
+        try:
+            return handler(data)
+        except ValidationError as exc:
+            if not isinstance(data, Mapping) or cls.checks_as_written.__func__ is _NO_CHECKS:  # type: ignore[attr-defined]
+                raise
+            errors = exc.errors(include_url=False)
+            if any(not error["loc"] for error in errors):
+                raise  # the model's own checks ran (and failed), or it is not a mapping
+            failed = frozenset(str(error["loc"][0]) for error in errors)
+            problems = cls.checks_as_written(data, failed, info.context)
+            raise with_problems(exc, problems) from None
+
     @model_validator(mode="before")
     @classmethod
     def _even_out_yaml(cls, data: Any) -> Any:
@@ -188,3 +257,6 @@ class ConfigModel(BaseModel):
                 value = _text_choice(annotation, value)
             evened[name] = value
         return evened
+
+
+_NO_CHECKS = ConfigModel.checks_as_written.__func__  # type: ignore[attr-defined]

@@ -21,9 +21,11 @@ from pydantic import (
 
 from gateway.config.errors import FieldProblems, format_path
 from gateway.config.files import checks_files, data_dir_problem, key_file_problem
+from gateway.config.introspect import Loc
 from gateway.config.models.adapters import AdapterConfig
 from gateway.config.models.api import ApiConfig, default_key_file
-from gateway.config.models.base import ConfigModel, with_problems
+from gateway.config.models.base import ConfigModel, valid_items, with_problems
+from gateway.config.models.binds import Bound, adapter_binds, bind_problems
 from gateway.config.models.bridges import BridgeConfig
 from gateway.config.models.listeners import ListenerConfig
 from gateway.config.models.mqtt import MqttConfig
@@ -73,6 +75,63 @@ def _references_as_written(data: object, context: Any) -> list[tuple[tuple[str |
                for j, action in valid_actions(_key(rule, "actions"), context))  # fmt: skip
     return action_reference_problems(actions, webhooks, bridges,
                                      enabled if isinstance(enabled, bool) else None)  # fmt: skip
+
+
+#: The sections whose entries have unique names.
+_NAMED = ("adapters", "bridges", "rules", "webhooks")
+
+
+def _names_as_written(data: Mapping[str, Any], sections: set[str]) -> list[tuple[Loc, str]]:
+    """``_unique_names`` on the ``sections`` that have problems (where the field validator
+    does not run): the names as written, valid or not."""
+    problems: list[tuple[Loc, str]] = []
+    for section in _NAMED:
+        if section not in sections:
+            continue
+        seen: dict[str, int] = {}
+        for index, item in enumerate(_listed(data.get(section))):
+            name = _key(item, "name")
+            if not isinstance(name, str):
+                continue
+            first = seen.setdefault(name, index)
+            if first != index:
+                problems.append(
+                    (
+                        (section, index, "name"),
+                        f"{name!r} is already the name of {section}[{first}]",
+                    )
+                )
+    return problems
+
+
+def _servers_as_written(data: Mapping[str, Any]) -> list[Bound]:
+    """The listeners (each valid one; the defaults when the file has none) and the API."""
+    servers: list[Bound] = []
+    if data.get("listeners") is None:
+        listeners: list[ListenerConfig | None] = list(_default_listeners())
+    else:
+        listeners = valid_items(ListenerConfig, data.get("listeners"), None)
+    for index, listener in enumerate(listeners):
+        if listener is not None:
+            servers.append(Bound(("listeners", index), str(listener.bind), listener.bind))
+    try:
+        api = ApiConfig.model_validate(data.get("api") or {})
+    except ValidationError:
+        return servers
+    if api.enabled:
+        servers.append(Bound(("api", "bind"), str(api.bind), api.bind))
+    return servers
+
+
+def _binds_as_written(data: object) -> list[tuple[Loc, str]]:
+    """An adapter ``bind`` on the address of a listener, of the API or of another
+    adapter (``binds``)."""
+    if not isinstance(data, Mapping):
+        return []
+    adapters = list(adapter_binds(data.get("adapters")))
+    if not adapters:
+        return []
+    return bind_problems(_servers_as_written(data), adapters)
 
 
 def _default_listeners() -> tuple[ListenerConfig, ...]:
@@ -199,9 +258,16 @@ class GatewayConfig(ConfigModel):
             config = handler(data)
         except ValidationError as exc:
             # another problem (a statement, a webhook's URL) keeps the sections from being
-            # built: the valid actions are checked against the names as written
-            raise with_problems(exc, _references_as_written(data, info.context)) from None
-        problems = check_rule_references(
+            # built: the valid actions are checked against the names as written, and so
+            # are the names of the sections with problems and the adapters' addresses
+            failed = {str(error["loc"][0]) for error in exc.errors() if error["loc"]}
+            found = _references_as_written(data, info.context)
+            if isinstance(data, Mapping):
+                found += _names_as_written(data, failed)
+            found += _binds_as_written(data)
+            raise with_problems(exc, found) from None
+        problems = _binds_as_written(data)
+        problems += check_rule_references(
             config.rules,
             config.webhooks,
             tuple(bridge.name for bridge in config.bridges),

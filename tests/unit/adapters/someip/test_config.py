@@ -54,12 +54,12 @@ consume:
     [
         (
             "layouts:\n  Speed: {type: struct, fields: [{name: v, type: float33}]}",
-            "layouts.Speed: layout.fields[0].type: unknown type 'float33'",
+            "adapters[0].layouts.Speed.fields[0].type: unknown type 'float33'",
         ),
         (
             "consume:\n  - {service_id: 1, instance_id: 1, eventgroups: [1],"
             " events: [{id: 2, layout: Missing}]}",
-            "consume[0].events[0].layout: layout.type: unknown type 'Missing'",
+            "adapters[0].consume[0].events[0].layout.type: unknown type 'Missing'",
         ),
         (
             "consume:\n  - {service_id: 1, instance_id: 1, eventgroups: [1, 2], events: [5]}",
