@@ -98,3 +98,36 @@ def test_a_member_with_an_ordinary_subscription_too_keeps_those_messages(
         # not known.
         assert gw.call(lambda: gw.broker.counters.shared_redelivered) == 0
         kept.close()
+
+
+@pytest.mark.parametrize("qos", [1, 2])
+def test_when_a_persistent_members_session_expires_later(tmp_path: Path, qos: int) -> None:
+    # The member's session outlives its connection (expiry 1 s): what it owed goes on
+    # when the session ends. QoS 1: everything unacknowledged; QoS 2: what it was not
+    # sent yet (behind its Receive Maximum of 1), never the one already sent
+    # [MQTT-4.8.2-5] (4.8.2's SHOULD is about QoS 1).
+    with running_gateway(tmp_path) as gw:
+        lost = RawClient("127.0.0.1", gw.port, protocol_level=5)
+        lost.do_connect(
+            "lost",
+            proto_ver=5,
+            clean_session=False,
+            properties={"session_expiry_interval": 1, "receive_maximum": 1},
+        )
+        lost.subscribe("$share/workers/jobs/#", qos)
+        _publish(gw, 5, qos, 3)
+        first = lost.expect_packet(mb.PacketType.PUBLISH)  # the others wait behind it
+        assert first.payload == b"job-0"
+        kept = _member(gw, "kept", 5, qos)
+        lost.abort()
+        _wait_gone(gw, "lost")
+        got: list[bytes] = []
+        expected = 3 if qos == 1 else 2
+        while len(got) < expected:
+            packet = kept.recv_publish()
+            got.append(packet.payload)
+        kept.expect_no_packet(0.3)
+        owed = [b"job-0", b"job-1", b"job-2"] if qos == 1 else [b"job-1", b"job-2"]
+        assert sorted(got) == owed
+        assert gw.call(lambda: gw.broker.counters.shared_redelivered) == expected
+        kept.close()
