@@ -12,6 +12,7 @@ would refuse: AWS IoT Core's topic limits (``AWS_IOT_LIMITS``), its missing QoS 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
@@ -29,6 +30,7 @@ from pydantic import (
 
 from gateway.config.errors import FieldProblems
 from gateway.config.files import checks_files, client_tls_file_problems
+from gateway.config.introspect import Loc
 from gateway.config.models.adapter_base import check_filter_template, check_topic_template
 from gateway.config.models.base import ConfigModel, doc_default, empty_means_none, show_secret
 from gateway.config.values import (
@@ -123,6 +125,12 @@ class BridgeForward(ConfigModel):
         check_captures(self.local, self.remote, "local")
         return self
 
+    @classmethod
+    def checks_as_written(
+        cls, data: Mapping[str, Any], failed: frozenset[str], context: Any
+    ) -> list[tuple[Loc, str]]:
+        return _captures_as_written(data, failed, "local", "remote")
+
 
 class BridgeSubscription(ConfigModel):
     """Remote messages brought into the local broker."""
@@ -157,6 +165,26 @@ class BridgeSubscription(ConfigModel):
     def _captures(self) -> Self:
         check_captures(self.remote, self.local, "remote")
         return self
+
+    @classmethod
+    def checks_as_written(
+        cls, data: Mapping[str, Any], failed: frozenset[str], context: Any
+    ) -> list[tuple[Loc, str]]:
+        return _captures_as_written(data, failed, "remote", "local")
+
+
+def _captures_as_written(
+    data: Mapping[str, Any], failed: frozenset[str], side: str, other: str
+) -> list[tuple[Loc, str]]:
+    """``check_captures`` when another key (``qos``) has a problem."""
+    filter_text, topic_text = data.get(side), data.get(other)
+    if failed & {side, other} or not isinstance(filter_text, str):
+        return []
+    try:
+        check_captures(filter_text, topic_text if isinstance(topic_text, str) else None, side)
+    except ValueError as exc:
+        return [((), str(exc))]
+    return []
 
 
 def check_captures(filter_text: str, topic_text: str | None, side: str) -> None:

@@ -101,6 +101,10 @@ adapters:
       L: {{type: struct, fields: [{{name: a, type: uint9}}]}}
     consume:
       - {{service_id: 0x1_0000, instance_id: 1, events: [0x8001]}}
+bridges:
+  - name: b
+    server: "127.0.0.1:9999"
+    forwards: [{{local: "a/{{x}}", remote: "b/{{y}}", qos: 3}}]
 """
 
 
@@ -131,6 +135,8 @@ def test_every_problem_in_one_run(tmp_path: Path) -> None:
         " shapes::E5, shapes::E6, … (3 more))",
         "edgebus.yaml:41 adapters[4].layouts.L.fields[0].type: unknown type 'uint9'",
         "edgebus.yaml:20 adapters[1].name: 'z' is already the name of adapters[0]",
+        "edgebus.yaml:47 bridges[0].forwards[0].qos: expected 0, 1 or 2, got 3",
+        "edgebus.yaml:47 bridges[0].forwards[0]: {y} is not captured by the `local` filter",
     ]
     for start in expected:
         assert sum(line.startswith(start) for line in lines) == 1, (start, lines)
