@@ -8,6 +8,12 @@ as ``Origin("zmq", "factory-floor")``. Through it, it
   ``$SYS`` refusal, the ACL, counters. First the topic must be a valid topic name
   (``topic_name_problem``: what the MQTT decoder guarantees of a client's PUBLISH), as
   a template may render anything: an invalid one is refused (0x90), counted and logged.
+  A message whose PUBLISH would exceed ``mqtt.max_packet_size`` (``publish_size``: the
+  whole MQTT 5.0 packet, topic, payload and properties, as the broker counts a client's)
+  is refused (0x95) as an MQTT client could not publish it: counted in the client's
+  ``too_large`` (a dropped count of its own in the metrics) and logged at a bounded
+  rate. A payload well under the limit without properties costs one comparison and an
+  identity check (``Hub.payload_unchecked``).
   With ``on_safe`` (or ``await publish_safe``) it learns when the message is durable,
   after the same barriers a PUBACK waits for: a bridge acknowledges its remote broker
   only then;
@@ -49,15 +55,38 @@ from broker_core.errors import AdapterError
 from broker_core.local import LocalSubscription
 from broker_core.lograte import RateLimitedLog
 from broker_core.mqtt.limits import DROP_OLDEST
+from broker_core.mqtt.properties import EMPTY
 from broker_core.mqtt.reason_codes import ReasonCode
 from broker_core.mqtt.topics import SHARE_PREFIX, abbreviate, too_deep, topic_name_problem
 from broker_core.tap import Tap
 
-__all__ = ["Hub", "HubClient", "HubHook", "HubSubscription"]
+__all__ = ["Hub", "HubClient", "HubHook", "HubSubscription", "publish_size"]
 
 log = logging.getLogger(__name__)
 
 _TOPIC_NAME_INVALID = int(ReasonCode.TOPIC_NAME_INVALID)
+_PACKET_TOO_LARGE = int(ReasonCode.PACKET_TOO_LARGE)
+
+#: The most a PUBLISH without properties adds to its payload: fixed header (1 byte and a
+#: 4-byte Remaining Length), the topic (2 + at most 65535 bytes), a packet id (2), the
+#: empty properties' length (1).
+_MOST_BESIDES_PAYLOAD = 1 + 4 + 2 + 65535 + 2 + 1
+
+
+def _varint_length(value: int) -> int:
+    return 1 if value < 0x80 else 2 if value < 0x4000 else 3 if value < 0x200000 else 4
+
+
+def publish_size(context: Context) -> int:
+    """The size of ``context``'s MQTT 5.0 PUBLISH packet, as the broker's decoder counts
+    a client's against ``mqtt.max_packet_size`` (MQTT 5.0 3.3: fixed header, topic name,
+    packet id at QoS 1 and 2, properties, payload)."""
+    topic = context.topic
+    props = context.properties
+    block = 1 if props is EMPTY else len(props.encoded())  # with its length's varint
+    body = (2 + (len(topic) if topic.isascii() else len(topic.encode("utf-8")))
+            + (2 if context.qos else 0) + block + len(context.payload))
+    return 1 + _varint_length(body) + body
 
 # Why the broker refused a publish, by reason code (``HubClient.refusal``).
 _REFUSALS = {
@@ -184,6 +213,8 @@ class HubClient:
         #: why the last refused publish was refused ("" until one is)
         self.refusal = ""
         self._dropped_before = 0  # by subscriptions already closed
+        #: publishes refused because their PUBLISH would exceed mqtt.max_packet_size
+        self.too_large = 0
         self._tapped_before = 0
         self._tap_errors_before = 0
         self._subscriptions: list[HubSubscription] = []
@@ -206,25 +237,31 @@ class HubClient:
 
     def publish(self, context: Context, on_safe: Callable[[int], None] | None = None) -> bool:
         """Publishes ``context`` like an MQTT PUBLISH; False when it was refused (an
-        invalid topic name, the ACL, ``$SYS``, an invalid or over-quota ``$delayed/``),
-        then ``refusal`` says why.
+        invalid topic name, larger than ``mqtt.max_packet_size``, the ACL, ``$SYS``, an
+        invalid or over-quota ``$delayed/``), then ``refusal`` says why.
 
         ``on_safe(reason_code)`` is called on the loop once the message is durable (the
         broker's store and every durable tap's store committed it), in publish order:
         ``0`` Success or ``0x10`` No matching subscribers; a refusal's code (``0x87``,
-        ``0x90``, ``0x97``) at once; ``0x80`` when a store failed to write it.
+        ``0x90``, ``0x95``, ``0x97``) at once; ``0x80`` when a store failed to write it.
         """
         origin = context.origin
         if origin is not self.origin and (
             origin.protocol != self.origin.protocol or origin.name != self.origin.name
         ):
             context = replace(context, origin=self.origin)  # an adapter may set its peer
-        broker = self.hub.broker
+        hub = self.hub
+        broker = hub.broker
         self.published += 1
         broker.counters.count_received(self.origin.protocol)
         now = time.time()
         problem = topic_name_problem(context.topic)
         if problem is None:
+            if (len(context.payload) > hub.payload_unchecked
+                    or context.properties is not EMPTY) and self._too_large(context, now):
+                if on_safe is not None:
+                    on_safe(_PACKET_TOO_LARGE)
+                return False
             code = broker.publish_checked(context, self.origin, None, now)
         else:
             # Before the retained store and routing: no session can be sent this topic.
@@ -248,6 +285,23 @@ class HubClient:
             broker.acks.after(
                 self, lambda ok: on_safe(code if ok else ReasonCode.UNSPECIFIED_ERROR)
             )
+        return True
+
+    def _too_large(self, context: Context, now: float) -> bool:
+        """Refuses ``context`` when its PUBLISH would exceed ``mqtt.max_packet_size``:
+        counted in ``too_large`` (and as the broker's ``packet_size`` limit hit), logged."""
+        limit = self.hub.max_packet_size
+        size = publish_size(context)
+        if size <= limit:
+            return False
+        self.too_large += 1
+        self.refusal = f"packet too large: {size} bytes, mqtt.max_packet_size is {limit}"
+        self.hub.broker.counters.hit("packet_size")
+        self.hub.refusal_log.warning(
+            now, "%s %r: publish to %s dropped: its PUBLISH would be %d bytes, more than "
+            "mqtt.max_packet_size (%d)",
+            self.origin.protocol, self.origin.name, abbreviate(context.topic), size, limit,
+        )  # fmt: skip
         return True
 
     async def publish_safe(self, context: Context) -> int:
@@ -414,6 +468,7 @@ class HubClient:
             "published": self.published,
             "denied": self.denied,
             "dropped": self.dropped,
+            "too_large": self.too_large,
             "queue_depth": self.queue_depth,
             "tapped": self._tapped_before + sum(t.delivered for t in self._taps),
             "tap_errors": self._tap_errors_before + sum(t.errors for t in self._taps),
@@ -426,6 +481,10 @@ class Hub:
         # Topic names refused (a template's output): at a bounded rate, as a client can
         # make a rule or an adapter render one per message.
         self.refusal_log = RateLimitedLog(log)
+        self.max_packet_size = broker.limits.max_packet_size
+        #: a payload up to this size, without properties, cannot make a PUBLISH larger
+        #: than max_packet_size whatever its topic: publish checks nothing more
+        self.payload_unchecked = self.max_packet_size - _MOST_BESIDES_PAYLOAD
 
     def client(self, protocol: str, name: str) -> HubClient:
         """A client with the identity ``Origin(protocol, name)``."""

@@ -51,7 +51,8 @@ edgebus_component_degraded               gauge    kind, type, name; 1 degraded, 
 edgebus_component_restarts_total         counter  kind, type, name; restarts
 edgebus_component_messages_published_total counter kind, type, name; messages it published
 edgebus_component_messages_denied_total  counter  kind, type, name; its publishes refused
-edgebus_component_messages_dropped_total counter  kind, type, name, queue (subscription, inbox)
+edgebus_component_messages_dropped_total counter  kind, type, name, queue (subscription, inbox,
+                                                  too_large: its publishes over max_packet_size)
 edgebus_component_queue_depth            gauge    kind, type, name, queue (subscription, inbox)
 edgebus_component_messages_tapped_total  counter  kind, type, name; messages its taps took
 edgebus_component_tap_errors_total       counter  kind, type, name; its tap callbacks that raised
@@ -489,6 +490,7 @@ def _component_families(components: list[InstanceStatus]) -> Iterator[Metric]:
             family.add_metric(ident, values.get(key, 0))
         dropped.add_metric([*ident, "subscription"], c.stats.get("dropped", 0))
         dropped.add_metric([*ident, "inbox"], c.stats.get("inbox_dropped", 0))
+        dropped.add_metric([*ident, "too_large"], c.stats.get("too_large", 0))
         depth.add_metric([*ident, "subscription"], c.stats.get("queue_depth", 0))
         depth.add_metric([*ident, "inbox"], c.stats.get("inbox_depth", 0))
         for stat, value in sorted(c.component_stats.items()):

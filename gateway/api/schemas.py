@@ -287,8 +287,9 @@ class InstanceStatus(BaseModel):
     stats: dict[str, int | float] = Field(
         default_factory=dict,
         description="Counters every kind has: `published`, `denied`, `dropped`,"
-        " `queue_depth`, `tapped`, `tap_errors`, `inbox_depth`, `inbox_accepted`,"
-        " `inbox_dropped`.",
+        " `too_large` (publishes dropped: their PUBLISH would exceed"
+        " `mqtt.max_packet_size`), `queue_depth`, `tapped`, `tap_errors`, `inbox_depth`,"
+        " `inbox_accepted`, `inbox_dropped`.",
     )
     component_stats: dict[str, int | float] = Field(
         default_factory=dict, description="The component's own counters (`stats()`)."
