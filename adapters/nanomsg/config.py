@@ -18,11 +18,19 @@ adapters:
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal, Self
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal, Self
 
 from pydantic import Field, model_validator
 
-from adapters.sockets.config import InboundMapping, OutboundMapping, SocketMapping, check_mappings
+from adapters.sockets.config import (
+    InboundMapping,
+    OutboundMapping,
+    SocketMapping,
+    check_mappings,
+    mapping_names_as_written,
+)
+from gateway.config.introspect import Loc
 from gateway.config.models.adapter_base import AdapterConfigBase
 from gateway.config.models.base import doc_default
 
@@ -93,6 +101,12 @@ class NngAdapterConfig(AdapterConfigBase):
     mqtt_to_nng: tuple[NngOutbound, ...] = Field(
         default=(), description="MQTT messages (or requests) sent on NNG sockets."
     )
+
+    @classmethod
+    def checks_as_written(
+        cls, data: Mapping[str, Any], failed: frozenset[str], context: Any
+    ) -> list[tuple[Loc, str]]:
+        return mapping_names_as_written(data, failed, "nng_to_mqtt", "mqtt_to_nng")
 
     @model_validator(mode="after")
     def _some_mapping(self) -> Self:

@@ -39,6 +39,7 @@ __all__ = [
     "SocketMapping",
     "check_endpoints",
     "check_mappings",
+    "mapping_names_as_written",
 ]
 
 MULTIPART = "multipart"
@@ -103,6 +104,24 @@ def check_mappings(
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise ValueError(f"mapping names must be unique: {', '.join(duplicates)}")
+
+
+def mapping_names_as_written(
+    data: Mapping[str, Any], failed: frozenset[str], inbound: str, outbound: str
+) -> list[tuple[Loc, str]]:
+    """``check_mappings``' unique names when a key of the adapter has a problem (its
+    check does not run then): the names as written."""
+    names: list[str] = []
+    for key in (inbound, outbound):
+        entries = data.get(key)
+        for entry in entries if isinstance(entries, list | tuple) else ():
+            name = entry.get("name") if isinstance(entry, Mapping) else None
+            if isinstance(name, str):
+                names.append(name)
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        return [((), f"mapping names must be unique: {', '.join(duplicates)}")]
+    return []
 
 
 class SocketMapping(ConfigModel):

@@ -19,11 +19,19 @@ adapters:
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar, Literal, Self
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import Field, model_validator
 
-from adapters.sockets.config import InboundMapping, OutboundMapping, SocketMapping, check_mappings
+from adapters.sockets.config import (
+    InboundMapping,
+    OutboundMapping,
+    SocketMapping,
+    check_mappings,
+    mapping_names_as_written,
+)
+from gateway.config.introspect import Loc
 from gateway.config.models.adapter_base import AdapterConfigBase
 from gateway.config.models.base import doc_default
 from gateway.config.values import DurationSpec
@@ -112,6 +120,12 @@ class ZmqAdapterConfig(AdapterConfigBase):
         default=1.0,
         description="At shutdown, how long unsent messages may wait for their peers.",
     )
+
+    @classmethod
+    def checks_as_written(
+        cls, data: Mapping[str, Any], failed: frozenset[str], context: Any
+    ) -> list[tuple[Loc, str]]:
+        return mapping_names_as_written(data, failed, "zmq_to_mqtt", "mqtt_to_zmq")
 
     @model_validator(mode="after")
     def _some_mapping(self) -> Self:

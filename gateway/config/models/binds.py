@@ -61,12 +61,12 @@ def _endpoint(path: Loc, url: str) -> Bound | None:
 
 
 def adapter_binds(adapters: object) -> Iterator[Bound]:
-    """Every ``bind`` URL of the ``adapters`` section as written, in file order."""
+    """Every ``bind`` URL of the enabled adapters as written, in file order."""
     if not isinstance(adapters, Sequence) or isinstance(adapters, str):
         return
     for index, adapter in enumerate(adapters):
-        if not isinstance(adapter, Mapping):
-            continue
+        if not isinstance(adapter, Mapping) or adapter.get("enabled") is False:
+            continue  # a disabled adapter binds nothing
         for key, entries in adapter.items():
             if not isinstance(entries, list | tuple):
                 continue

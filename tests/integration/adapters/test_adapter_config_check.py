@@ -263,3 +263,33 @@ adapters:
     text = log.read_text()
     assert "Traceback" not in text, text
     assert f"cannot bind tcp://127.0.0.1:{port}: Address already in use" in failures[0]
+
+
+def test_mapping_names_are_checked_when_a_mapping_has_a_problem(tmp_path: Path) -> None:
+    status, lines = _check(
+        tmp_path,
+        """\
+data_dir: data
+listeners: [{type: tcp, bind: "127.0.0.1:0"}]
+api: {enabled: false}
+adapters:
+  - type: zmq
+    name: z
+    zmq_to_mqtt:
+      - {name: m, socket: pull, bind: "tcp://127.0.0.1:18912", to_mqtt: x, codec: nope}
+    mqtt_to_zmq:
+      - {name: m, socket: push, bind: "tcp://127.0.0.1:18913", from_mqtt: y}
+  - type: nng
+    name: disabled
+    enabled: false
+    nng_to_mqtt:
+      - {socket: pull0, bind: "tcp://127.0.0.1:18912", to_mqtt: x}
+""",
+    )
+    assert status == 2, lines
+    # a disabled adapter binds nothing: its address is not taken
+    assert lines == [
+        "edgebus.yaml:5 adapters[0]: mapping names must be unique: m",
+        "edgebus.yaml:8 adapters[0].zmq_to_mqtt[0].codec: unknown codec 'nope'; known: base64,"
+        " hex, json, raw",
+    ]
