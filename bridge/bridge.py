@@ -333,6 +333,7 @@ class MqttBridge:
             self.server,
             session_present,
         )
+        link.start()  # what came with the CONNACK (queued messages), then the rest
         woken: asyncio.Future[Any] = asyncio.ensure_future(self._wake.wait())
         waiters: set[asyncio.Future[Any]] = {link.lost, woken}
         try:
@@ -379,7 +380,8 @@ class MqttBridge:
             )
 
     def _packet(self, packet: Packet) -> None:
-        """Every packet from the remote after CONNACK, on the loop."""
+        """Every packet from the remote after CONNACK, on the loop, once the link is
+        started (``Link.start``: the forwarder and the receiver are attached)."""
         forwarder, receiver = self.forwarder, self.receiver
         assert forwarder is not None and receiver is not None
         if isinstance(packet, Puback):

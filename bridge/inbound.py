@@ -73,7 +73,13 @@ class Receiver:
 
     def publish(self, packet: Publish) -> None:
         wire = self.wire
-        assert wire is not None
+        if wire is None:  # the link delivers only once attached (``Link.start``)
+            log.warning(
+                "bridge %s: a PUBLISH from the remote with no link attached is dropped"
+                " (QoS 1/2: unacknowledged, the remote sends it again)",
+                self.name,
+            )
+            return
         topic = self._topic(packet)
         mid = packet.packet_id or 0
         qos = packet.qos

@@ -10,11 +10,14 @@ mosquitto's own bridge; docs/bridges.md, "The client".) Runs of plain PUBACKs, w
 remote acknowledging a stream sends, are read straight from the bytes (``on_pubacks``).
 
 ``open_link`` connects, sends CONNECT (MQTT 3.1.1 or 5, with the MQTT 5 CONNECT
-properties), and returns once the CONNACK accepted it; ``BridgeError`` names why not.
-Then every packet received goes to ``on_packet``; ``lost`` completes with the reason
-the connection ended. ``probe(now)`` keeps the link alive and finds a dead one: a
-PINGREQ when nothing was sent or received for half the keep alive, and the link is
-given up when that PINGREQ (or anything else) is not answered within the keep alive.
+properties), and returns once the CONNACK accepted it; ``BridgeError`` names why not
+(with a hint when TLS meets a plain port or plain TCP a TLS port). What came after the
+CONNACK (a resumed session's queued messages, often in its segment) is held, reading
+paused, until ``start()``: then it and every packet received go to ``on_packet``;
+``lost`` completes with the reason the connection ended. ``probe(now)`` keeps the link
+alive and finds a dead one: a PINGREQ when nothing was sent or received for half the
+keep alive, and the link is given up when that PINGREQ (or anything else) is not
+answered within the keep alive.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from broker_core.mqtt.reason_codes import ReasonCode
 from gateway.config.models.bridges import BridgeConfig, BridgeTlsConfig
 
 __all__ = [
+    "ANSWERED_IN_TLS",
     "LEVELS",
     "Link",
     "certificate_names",
@@ -200,6 +204,9 @@ class Link(asyncio.Protocol):
         self.last_received = self.last_sent = time.monotonic()
         self.ping_sent: float | None = None
         self.reason: str | None = None  # why we closed it
+        #: False until ``start``: packets after the CONNACK are held (``held``).
+        self.started = False
+        self.held: list[Packet] = []
 
     # -- asyncio.Protocol ------------------------------------------------------------------
 
@@ -219,8 +226,52 @@ class Link(asyncio.Protocol):
         try:
             packets = self.decoder.feed(data)
         except ProtocolError as exc:
+            if not self.connack.done() and _looks_like_tls(data):
+                self.close(ANSWERED_IN_TLS, ReasonCode.PROTOCOL_ERROR)
+                return
             self.close(f"malformed packet from the remote: {exc}", exc.reason_code)
             return
+        if self.started:
+            self._dispatch(packets)
+            return
+        if not packets and not self.connack.done() and _looks_like_tls(data):
+            self.close(ANSWERED_IN_TLS, ReasonCode.PROTOCOL_ERROR)
+            return
+        for index, packet in enumerate(packets):
+            if type(packet) is not Connack:
+                if not self.connack.done():  # [MQTT-3.2.0-1]
+                    if type(packet) is Disconnect:
+                        self._dispatch([packet])  # closes, with the remote's reason
+                        return
+                    name = type(packet).__name__.upper()
+                    self.close(
+                        f"protocol violation: the remote sent {name} before CONNACK",
+                        ReasonCode.PROTOCOL_ERROR,
+                    )
+                    return
+                # What follows the CONNACK (the session's queued messages, often in the
+                # same segment) waits for ``start``: the bridge is not attached yet.
+                self.held.extend(packets[index:])
+                if self.transport is not None:
+                    self.transport.pause_reading()
+                return
+            if not self.connack.done():
+                self.connack.set_result(packet)
+
+    def start(self) -> None:
+        """The bridge is attached: what the remote sent after the CONNACK goes to
+        ``on_packet`` now, and from now on as it arrives."""
+        if self.started:
+            return
+        self.started = True
+        held, self.held = self.held, []
+        if self.transport is None:
+            return
+        self._dispatch(held)
+        if self.transport is not None:
+            self.transport.resume_reading()
+
+    def _dispatch(self, packets: list[Packet]) -> None:
         for packet in packets:
             if self.transport is None:
                 return
@@ -242,6 +293,14 @@ class Link(asyncio.Protocol):
                 self.on_packet(packet)
             except ProtocolError as exc:
                 self.close(str(exc), exc.reason_code)
+                return
+            except Exception as exc:  # a bug of ours: this link ends, with the cause logged
+                log.error("handling %s from the remote failed", kind.__name__, exc_info=True)
+                self.close(
+                    f"internal error handling {kind.__name__.upper()} from the remote:"
+                    f" {type(exc).__name__}: {exc}",
+                    ReasonCode.UNSPECIFIED_ERROR,
+                )
                 return
 
     def _pubacks(self, data: bytes) -> bytes:
@@ -273,11 +332,17 @@ class Link(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
         self.writable = False
-        reason = self.reason or (
-            f"connection lost: {exc}" if exc else "the remote closed the connection"
-        )
         if not self.connack.done():
+            reason = self.reason or (
+                f"closed before CONNACK: {_cause(exc)}"
+                if exc
+                else "closed by the remote before CONNACK"
+            )
             self.connack.set_exception(BridgeError(reason))
+        else:
+            reason = self.reason or (
+                f"connection lost: {_cause(exc)}" if exc else "the remote closed the connection"
+            )
         if not self.lost.done():
             self.lost.set_result(reason)
 
@@ -333,6 +398,42 @@ class Link(asyncio.Protocol):
         if now - self.last_received >= keepalive / 2 or now - self.last_sent >= keepalive / 2:
             self.ping_sent = now
             self.send(Pingreq())
+
+
+def _cause(exc: BaseException | None) -> str:
+    """What an exception says, for people: ``Connection reset by peer``, never empty."""
+    if exc is None:
+        return "no error"
+    if isinstance(exc, OSError) and exc.strerror and not isinstance(exc, ssl.SSLError):
+        return exc.strerror
+    return str(exc) or type(exc).__name__
+
+
+#: Why a link was closed whose first bytes from the remote were a TLS record.
+ANSWERED_IN_TLS = "the remote answered with TLS, not MQTT"
+
+
+def _looks_like_tls(data: bytes) -> bool:
+    """A TLS record's header: content type 21 (alert) or 22 (handshake), version 3.x.
+    As MQTT, 0x15 / 0x16 is a CONNECT with reserved flags set: never from a server."""
+    return len(data) >= 3 and data[0] in (0x15, 0x16) and data[1] == 3
+
+
+#: Errors that mean the peer reset or closed the connection under the TLS handshake.
+_CLOSED_IN_HANDSHAKE = (
+    ConnectionResetError,
+    BrokenPipeError,
+    ssl.SSLEOFError,
+    ssl.SSLZeroReturnError,
+)
+
+
+def _plain_port_hint(host: str, port: int) -> str:
+    return f"is {host}:{port} a plain MQTT port? the bridge has tls enabled"
+
+
+def _tls_port_hint(host: str, port: int) -> str:
+    return f"is {host}:{port} a TLS port? tls is not enabled for this bridge"
 
 
 def _connect_packet(config: BridgeConfig, client_id: str, level: int, clean_start: bool) -> Connect:
@@ -398,7 +499,17 @@ async def open_link(
                     config.clean_start if clean_start is None else clean_start,
                 )
             )
-            connack = await link.connack
+            try:
+                connack = await link.connack
+            except BridgeError as exc:
+                if link.reason == ANSWERED_IN_TLS:
+                    raise BridgeError(
+                        f"{host}:{port} answered with TLS, not MQTT ({_tls_port_hint(host, port)})"
+                    ) from None
+                if link.reason is not None:
+                    raise  # closed by us, for the reason it says
+                hint = "" if context is not None else f" ({_tls_port_hint(host, port)})"
+                raise BridgeError(f"connection to {host}:{port} {exc}{hint}") from None
     except TimeoutError:
         if link is not None:
             link.abort("timeout")
@@ -412,9 +523,20 @@ async def open_link(
         raise BridgeError(
             f"TLS with {host}:{port} failed: {certificate_refused(exc, config, names)}"
         ) from exc
-    except ssl.SSLError as exc:
-        raise BridgeError(f"TLS with {host}:{port} failed: {exc.reason or exc}") from exc
-    except OSError as exc:
+    except OSError as exc:  # ssl.SSLError is one
+        if context is not None and link is None:  # in the TLS handshake
+            if isinstance(exc, _CLOSED_IN_HANDSHAKE):
+                raise BridgeError(
+                    f"TLS handshake with {host}:{port} failed: the remote closed the connection"
+                    f" ({_plain_port_hint(host, port)})"
+                ) from exc
+            if isinstance(exc, ssl.SSLError) and exc.reason == "WRONG_VERSION_NUMBER":
+                raise BridgeError(
+                    f"TLS handshake with {host}:{port} failed: the remote's answer is not TLS"
+                    f" ({_plain_port_hint(host, port)})"
+                ) from exc
+        if isinstance(exc, ssl.SSLError):
+            raise BridgeError(f"TLS with {host}:{port} failed: {exc.reason or exc}") from exc
         raise BridgeError(f"cannot connect to {host}:{port}: {exc.strerror or exc}") from exc
     code = connack.reason_code
     if code:

@@ -55,6 +55,20 @@ async def _turns() -> None:
         await asyncio.sleep(0)
 
 
+def test_a_publish_with_no_link_attached_is_dropped_unacknowledged() -> None:
+    """Unreachable through the link (it holds packets until the bridge attached), and
+    not an assertion: the remote sends a QoS 1/2 message again on the next link."""
+
+    async def main() -> None:
+        receiver, watcher = _receiver(5)
+        receiver.publish(Publish("in/a", b"1", 1, False, False, 10))
+        await _turns()
+        assert watcher.depth == 0
+        assert receiver.stats() == {"received": 0, "refused": 0, "unmatched": 0}
+
+    asyncio.run(main())
+
+
 def test_qos1_and_qos2_are_acknowledged_once_safe_and_a_resend_is_published_once() -> None:
     async def main() -> None:
         receiver, watcher = _receiver(5)

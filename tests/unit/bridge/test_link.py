@@ -7,14 +7,21 @@ from __future__ import annotations
 import asyncio
 import ssl
 
-from bridge.link import Link, certificate_refused
-from broker_core.mqtt.packets import Packet, Puback, Suback
+from bridge.link import ANSWERED_IN_TLS, Link, certificate_refused
+from broker_core.mqtt.packets import Connack, Packet, Puback, Publish, Suback
 from gateway.config.models.bridges import BridgeConfig
 from tests.helpers import mqtt_builder as mb
 
 
 class _Transport(asyncio.Transport):
     closed = False
+    reading = True
+
+    def pause_reading(self) -> None:
+        self.reading = False
+
+    def resume_reading(self) -> None:
+        self.reading = True
 
     def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
         pass
@@ -28,7 +35,9 @@ def _feed(level: int, *chunks: bytes) -> tuple[list[list[int]], list[Packet]]:
     return runs, packets
 
 
-def _link(level: int, *chunks: bytes) -> tuple[list[list[int]], list[Packet], Link]:
+def _link(
+    level: int, *chunks: bytes, started: bool = True
+) -> tuple[list[list[int]], list[Packet], Link]:
     runs: list[list[int]] = []
     packets: list[Packet] = []
     links: list[Link] = []
@@ -37,6 +46,8 @@ def _link(level: int, *chunks: bytes) -> tuple[list[list[int]], list[Packet], Li
         link = Link(level, packets.append, None)
         link.on_pubacks = runs.append
         link.connection_made(_Transport())
+        if started:
+            link.start()
         links.append(link)
         for chunk in chunks:
             link.data_received(chunk)
@@ -78,6 +89,54 @@ def test_packet_identifier_zero_is_left_to_the_decoder() -> None:
     assert runs == [[3]]  # the malformed one is the decoder's to refuse: the link closes
     assert packets == []
     assert link.reason is not None and link.reason.startswith("malformed packet from the remote")
+
+
+def test_what_comes_with_the_connack_waits_for_start() -> None:
+    """A session's queued messages, in the CONNACK's segment: held (and reading paused)
+    until the bridge has attached and starts the link, then delivered in order."""
+    data = (
+        mb.gen_connack(True)
+        + mb.gen_publish("cmd/x", b"q1", qos=1, mid=1)
+        + mb.gen_publish("cmd/x", b"q2", qos=1, mid=2)
+    )
+    runs, packets, link = _link(4, data, started=False)
+    assert link.connack.done() and link.connack.result() == Connack(True, 0)
+    assert (runs, packets) == ([], [])
+    transport = link.transport
+    assert isinstance(transport, _Transport) and not transport.reading
+    link.start()
+    assert [(type(p), p.payload) for p in packets if isinstance(p, Publish)] == [
+        (Publish, b"q1"),
+        (Publish, b"q2"),
+    ]
+    assert len(packets) == 2
+    assert transport.reading
+
+
+def test_a_packet_before_the_connack_is_a_protocol_violation() -> None:
+    _, packets, link = _link(4, mb.gen_publish("cmd/x", b"early", qos=0), started=False)
+    assert packets == []
+    assert link.reason == "protocol violation: the remote sent PUBLISH before CONNACK"
+    transport = link.transport
+    assert isinstance(transport, _Transport) and transport.closed
+    assert not link.connack.done()
+
+
+def test_a_tls_alert_instead_of_a_connack_is_named() -> None:
+    alert = b"\x15\x03\x03\x00\x02\x02\x28"  # TLS alert record: fatal, handshake failure
+    _, packets, link = _link(4, alert, started=False)
+    assert packets == []
+    assert link.reason == ANSWERED_IN_TLS
+
+
+def test_a_lost_link_always_has_a_reason() -> None:
+    """An exception with no text (an ``AssertionError()``) still names something."""
+    _, _, link = _link(4, mb.gen_connack(False), started=False)
+    link.connection_lost(AssertionError())
+    assert link.lost.result() == "connection lost: AssertionError"
+    _, _, link = _link(4, started=False)
+    link.connection_lost(ConnectionResetError(104, "Connection reset by peer"))
+    assert link.lost.result() == "closed before CONNACK: Connection reset by peer"
 
 
 def _refused(code: int, message: str) -> ssl.SSLCertVerificationError:
