@@ -399,6 +399,32 @@ def _type_choices(known: Mapping[str, Any]) -> str:
     return f"known: {shown}, … ({more} more)" if more > 0 else f"known: {shown}"
 
 
+def profile_problems_as_written(
+    model: type[ConfigModel],
+    data: Mapping[str, Any],
+    failed: frozenset[str],
+    context: Any,
+    sections: Sequence[tuple[str, type[ConfigModel]]],
+    builtin: Iterable[str] = (),
+) -> Problems:
+    """``check_profiles`` when another key of the adapter has a problem: the profiles, if
+    valid, against the mappings that are valid themselves."""
+    if "qos_profiles" in failed:
+        return []
+    try:
+        profiles = valid_as_written(model, "qos_profiles", data, context)
+        check_profiles(
+            profiles,
+            [(key, valid_items(entry, data.get(key), context)) for key, entry in sections],
+            builtin,
+        )
+    except ValidationError:
+        return []
+    except FieldProblems as exc:
+        return list(exc.problems)
+    return []
+
+
 def member_problem(schema: Any, type_name: str, path: str) -> str | None:
     """Why ``path`` (``a.b.2.c``) does not name a member of ``type_name`` in ``schema``
     (an ``idl_codegen.model.Schema``), or None."""
@@ -482,16 +508,18 @@ class DdsAdapterConfig(AdapterConfigBase):
     def checks_as_written(
         cls, data: Mapping[str, Any], failed: frozenset[str], context: Any
     ) -> Problems:
-        """The IDL checks when another key has a problem: the files, and the mappings
-        that are valid themselves."""
+        """The profile and IDL checks when another key has a problem: the profiles and
+        files, against the mappings that are valid themselves."""
+        sections = (("dds_to_mqtt", DdsToMqtt), ("mqtt_to_dds", MqttToDds))
+        problems = profile_problems_as_written(cls, data, failed, context, sections)
         if failed & {"idl_files", "include_dirs"}:
-            return []
+            return problems
         try:
             idl_files = valid_as_written(cls, "idl_files", data, context)
             include_dirs = valid_as_written(cls, "include_dirs", data, context)
         except ValidationError:
-            return []
-        return idl_problems(
+            return problems
+        return problems + idl_problems(
             idl_files,
             include_dirs,
             valid_items(DdsToMqtt, data.get("dds_to_mqtt"), context),
@@ -500,9 +528,9 @@ class DdsAdapterConfig(AdapterConfigBase):
 
     @model_validator(mode="after")
     def _check(self) -> Self:
-        if not self.dds_to_mqtt and not self.mqtt_to_dds:
-            raise ValueError("expected at least one mapping in dds_to_mqtt or mqtt_to_dds")
         problems: Problems = []
+        if not self.dds_to_mqtt and not self.mqtt_to_dds:
+            problems.append(((), "expected at least one mapping in dds_to_mqtt or mqtt_to_dds"))
         try:
             check_profiles(
                 self.qos_profiles,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import AfterValidator, Field, PrivateAttr, field_validator, model_validator
 
@@ -18,9 +18,11 @@ from adapters.dds.config import (
     QosChoice,
     ToMqttOptions,
     check_profiles,
+    profile_problems_as_written,
     sources_digest,
 )
 from gateway.config.errors import FieldProblems
+from gateway.config.introspect import Loc
 from gateway.config.models.adapter_base import (
     AdapterConfigBase,
     check_filter_template,
@@ -266,17 +268,38 @@ class Ros2AdapterConfig(AdapterConfigBase):
             raise FieldProblems(problems)
         return value
 
+    @classmethod
+    def checks_as_written(
+        cls, data: Mapping[str, Any], failed: frozenset[str], context: Any
+    ) -> list[tuple[Loc, str]]:
+        """The profile and namespace checks when another key has a problem."""
+        sections = (("ros_to_mqtt", RosToMqtt), ("mqtt_to_ros", MqttToRos))
+        problems = profile_problems_as_written(cls, data, failed, context, sections, PROFILES)
+        namespace = data.get("namespace")
+        relative = isinstance(namespace, str) and not namespace.startswith("/")
+        if "namespace" not in failed and relative:
+            problems.append(
+                (("namespace",), f"expected an absolute name like /robot, got {namespace!r}")
+            )
+        return problems
+
     @model_validator(mode="after")
     def _check(self) -> Self:
-        check_profiles(self.qos_profiles, [("ros_to_mqtt", self.ros_to_mqtt),
-                                           ("mqtt_to_ros", self.mqtt_to_ros)], PROFILES)
+        problems: list[tuple[Loc, str]] = []
+        try:
+            check_profiles(self.qos_profiles, [("ros_to_mqtt", self.ros_to_mqtt),
+                                               ("mqtt_to_ros", self.mqtt_to_ros)], PROFILES)
+        except FieldProblems as exc:
+            problems += exc.problems
         if not (self.ros_to_mqtt or self.mqtt_to_ros or self.mqtt_to_ros_services
                 or self.ros_services_to_mqtt):
-            raise ValueError("expected at least one of ros_to_mqtt, mqtt_to_ros,"
-                             " mqtt_to_ros_services, ros_services_to_mqtt")
+            problems.append(((), "expected at least one of ros_to_mqtt, mqtt_to_ros,"
+                                 " mqtt_to_ros_services, ros_services_to_mqtt"))
         if not self.namespace.startswith("/"):
-            raise ValueError(f"namespace: expected an absolute name like /robot, got"
-                             f" {self.namespace!r}")
+            problems.append((("namespace",), f"expected an absolute name like /robot,"
+                                             f" got {self.namespace!r}"))
+        if problems:
+            raise FieldProblems(problems)
         self._digest = sources_digest([*self.msg_files, *self.idl_files])
         return self
 

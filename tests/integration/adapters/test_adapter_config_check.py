@@ -293,3 +293,33 @@ adapters:
         "edgebus.yaml:8 adapters[0].zmq_to_mqtt[0].codec: unknown codec 'nope'; known: base64,"
         " hex, json, raw",
     ]
+
+
+def test_dds_and_ros2_profiles_and_namespace_in_one_run(tmp_path: Path) -> None:
+    status, lines = _check(
+        tmp_path,
+        """\
+data_dir: data
+listeners: [{type: tcp, bind: "127.0.0.1:0"}]
+api: {enabled: false}
+adapters:
+  - type: dds
+    name: d
+    domain_id: 300
+    dds_to_mqtt:
+      - {from_dds: t, type: auto, to_mqtt: x, qos_profile: nope}
+  - type: ros2
+    name: r
+    domain_id: 3
+    namespace: robot
+    ros_to_mqtt:
+      - {from_ros: /imu, type: sensor_msgs/msg/Imu, to_mqtt: x, qos_profile: nope}
+""",
+    )
+    assert status == 2, lines
+    assert [line.partition(": ")[0] for line in lines] == [
+        "edgebus.yaml:7 adapters[0].domain_id",
+        "edgebus.yaml:9 adapters[0].dds_to_mqtt[0].qos_profile",
+        "edgebus.yaml:13 adapters[1].namespace",
+        "edgebus.yaml:15 adapters[1].ros_to_mqtt[0].qos_profile",
+    ], lines
