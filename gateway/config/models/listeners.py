@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
@@ -25,6 +26,7 @@ from gateway.config.models.base import (
     doc_default,
     empty_means_none,
     show_secret,
+    valid_as_written,
     with_problems,
 )
 from gateway.config.values import BindAddress, PathSpec
@@ -104,6 +106,29 @@ class TlsConfig(ConfigModel):
         if value and info.data.get("verify_peer") is False:
             raise ValueError("only works with 'verify_peer: true'")
         return value
+
+    @classmethod
+    def checks_as_written(
+        cls, data: Mapping[str, Any], failed: frozenset[str], context: Any
+    ) -> list[tuple[tuple[str | int, ...], str]]:
+        """The files, when a key that does not name them (``verify_peer``) has a problem."""
+        keys = ("certfile", "keyfile", "cafile", "min_version", "ciphers", "keyfile_password")
+        if not checks_files(context) or failed & set(keys):
+            return []
+        try:
+            values = {key: valid_as_written(cls, key, data, context) for key in keys}
+        except ValidationError:
+            return []
+        password = values["keyfile_password"]
+        found = tls_file_problems(
+            values["certfile"],
+            values["keyfile"],
+            values["cafile"],
+            values["min_version"],
+            values["ciphers"],
+            None if password is None else password.get_secret_value(),
+        )
+        return [((option,), message) for option, message in found]
 
     @model_validator(mode="after")
     def _files(self, info: ValidationInfo) -> Self:

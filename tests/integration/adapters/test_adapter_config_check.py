@@ -323,3 +323,25 @@ adapters:
         "edgebus.yaml:13 adapters[1].namespace",
         "edgebus.yaml:15 adapters[1].ros_to_mqtt[0].qos_profile",
     ], lines
+
+
+def test_tls_files_are_checked_when_another_tls_key_has_a_problem(tmp_path: Path) -> None:
+    status, lines = _check(
+        tmp_path,
+        """\
+data_dir: data
+api: {enabled: false}
+listeners:
+  - type: tls
+    bind: "127.0.0.1:0"
+    tls: {certfile: nocert.pem, keyfile: nokey.pem, verify_peer: maybe}
+""",
+    )
+    assert status == 2, lines
+    assert lines == [
+        "edgebus.yaml:6 listeners[0].tls.verify_peer: expected true or false, got 'maybe'",
+        "edgebus.yaml:6 listeners[0].tls.certfile: cannot read 'nocert.pem': No such file or"
+        " directory",
+        "edgebus.yaml:6 listeners[0].tls.keyfile: cannot read 'nokey.pem': No such file or"
+        " directory",
+    ]
