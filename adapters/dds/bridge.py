@@ -183,7 +183,7 @@ class DdsBridge:
             return
         try:
             support = self.types.discovered(cls)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, MappingError) as exc:
             self.counts["no_type"] += 1
             self.warn(f"{topic}: discovered type not supported: {exc}")
             return

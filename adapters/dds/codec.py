@@ -32,6 +32,7 @@ from broker_core.mqtt.fastinit import frozen_factory
 from broker_core.mqtt.properties import Properties
 from gateway.mapping import FilterTemplate, MappingError, TopicTemplate, lookup
 from idl_codegen.cdr_json import CdrError, Transcoder, transcoder_for
+from idl_codegen.cyclone_limits import cyclone_misreads
 from idl_codegen.json_codec import IdlValueError, TypeCodec, codec_for
 
 __all__ = [
@@ -79,6 +80,9 @@ class TypeSupport:
         self.cls = cls
         self.codec: TypeCodec = codec_for(cls)
         self.name: str = self.codec.type_name
+        problem = cyclone_misreads(self.codec.schema, self.name)
+        if problem is not None:  # refused: Cyclone's C core would corrupt its samples
+            raise MappingError(f"DDS type '{self.name}' is not supported: {problem}")
         self.fast: Transcoder | None = transcoder_for(self.codec.schema, self.name)
         self._extractors: dict[tuple[str, ...], Transcoder | None] = {}
 
