@@ -10,14 +10,15 @@ core that every sample goes through in a DDS process rewrites it:
   discriminator without sign extension, so the discriminator -1 (0xFFFF) matches no
   label and the C core takes the sample to be in the default case: it normalizes the
   bytes there as the default member's type (a ``boolean`` default turns the first byte
-  of a ``long long`` 5 into 1, 300 into 257; a ``string`` there reads a length from the
-  wrong place, and a write can fail with BAD_PARAMETER), and a C peer reads the default
-  member. Measured with cyclonedds-python 11.0.1 between two participants: every value
-  of such a case came back changed when the member's alignment starts it right after
-  the discriminator (the union after a 1- or 2-byte member, as ``long id; octet o;
-  U u;``). In the other layouts the default member's bytes fall into padding and the
-  samples came back intact, but the C core still takes them for the default case (from
-  Cyclone's ``read_union_discriminant``, ``dds_cdrstream.c``), so they are refused too.
+  of a ``long long`` 5 into 1, 300 into 257, 70000 into 69889; a ``string`` member of
+  the negative case came back empty, its length's first byte turned into 1), and a C
+  peer reads the default member. Measured with cyclonedds-python 11.0.1 between two
+  participants: every value of such a case came back changed when the member's
+  alignment starts it right after the discriminator (the union after a 1- or 2-byte
+  member, as ``long id; octet o; U u;``). In the other layouts the default member's
+  bytes fall into padding and the samples came back intact, but the C core still takes
+  them for the default case (Cyclone's ``read_union_discriminant`` in
+  ``dds_cdrstream.c``), so they are refused too.
   Without a default case, or with an ``int8`` or ``long`` discriminator, or with
   non-negative labels, the samples came back intact in every layout.
 
