@@ -42,7 +42,8 @@ CHECKPOINT_IDLE_S = 5.0
 
 #: While clients are connected, the time the broker last ran (``alive``) is written at most
 #: this often: one row of ``meta``, in the same commit as whatever else that loop turn
-#: wrote, or a commit of its own on a quiet store (``synchronous=NORMAL``: no fsync).
+#: wrote, or a commit of its own on a quiet store (``synchronous=NORMAL``: no fsync). A
+#: stamp alone is no write for the idle checkpoint (the writer's ``quiet``).
 ALIVE_INTERVAL_S = 2.0
 
 _INSERT_MESSAGE = (
@@ -194,6 +195,7 @@ class SqliteStore:
             finish=lambda: close(conn, self.path),  # checkpoints the log, deletes it
             idle=lambda: checkpoint(conn, self.path, "PASSIVE"),
             idle_s=CHECKPOINT_IDLE_S,
+            quiet=lambda op: op[0] is _ALIVE,  # a stamp alone does not put off the checkpoint
         )
         log.info(
             "store %s opened in %.2fs: %d sessions (%d with a pending will), %d retained,"

@@ -9,7 +9,8 @@ included) are done, ``ok`` is False when ``write`` raised. ``finish`` runs on th
 once it stops (closing a connection the thread used). ``idle``, when given, runs on the
 thread once the writer has had nothing to write for ``idle_s`` seconds after a write (the
 SQLite store checkpoints its log there): at most once per quiet spell, so at most once
-every ``idle_s`` seconds.
+every ``idle_s`` seconds. Items ``quiet`` says are quiet (the store's ``last_alive``
+stamp, written every few seconds while clients are connected) do not end a quiet spell.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import asyncio
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
@@ -45,6 +47,7 @@ class Writer(Generic[T]):
         finish: Callable[[], None] | None = None,
         idle: Callable[[], None] | None = None,
         idle_s: float = 5.0,
+        quiet: Callable[[T], bool] | None = None,
     ) -> None:
         self.name = name
         self._write = write
@@ -53,6 +56,7 @@ class Writer(Generic[T]):
         self._finish = finish
         self._idle = idle
         self._idle_s = idle_s
+        self._quiet = quiet
         self._queue: queue.SimpleQueue[list[Any] | None] = queue.SimpleQueue()
         self._thread = threading.Thread(
             target=self._run, name=f"edgebus-{name}-writer", daemon=True
@@ -72,10 +76,14 @@ class Writer(Generic[T]):
     def _run(self) -> None:
         stop = False
         wrote = False  # since the last idle call
+        quiet_from = 0.0  # the end of the last write that was not quiet
         while not stop:
             if wrote and self._idle is not None:
+                wait = quiet_from + self._idle_s - time.monotonic()
                 try:
-                    first = self._queue.get(timeout=self._idle_s)
+                    if wait <= 0:
+                        raise queue.Empty
+                    first = self._queue.get(timeout=wait)
                 except queue.Empty:
                     wrote = False
                     self._idle()
@@ -104,12 +112,16 @@ class Writer(Generic[T]):
                         items.append(op)
             ok = True
             if items:
-                wrote = True
+                quiet = self._quiet
+                loud = quiet is None or not all(map(quiet, items))
                 try:
                     self._write(items)
                 except Exception:
                     ok = False
                     log.exception("%s: writing %d operations failed", self.name, len(items))
+                if loud:
+                    wrote = True
+                    quiet_from = time.monotonic()
             try:
                 self._loop.call_soon_threadsafe(
                     self._committed, len(items) + len(barriers), barriers, ok

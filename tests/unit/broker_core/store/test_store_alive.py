@@ -9,9 +9,12 @@ writes it too. At the next open, a session whose ``offline_since`` is NULL gets 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from broker_core.mqtt.limits import ServerLimits
 from broker_core.mqtt.session_state import Counters, SessionState
@@ -67,3 +70,38 @@ def test_a_session_saved_after_the_last_alive_is_offline_from_its_save(tmp_path:
     run_store(tmp_path, lambda store: store.session_saved(session("new")))
     since = offline_since(run_store(tmp_path))["new"]
     assert since is not None and since >= before
+
+
+def test_alive_stamps_alone_do_not_put_off_the_idle_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stamp every few seconds while clients are connected is no write for the idle
+    checkpoint: the log is still checkpointed once the store has had nothing else to
+    write for ``CHECKPOINT_IDLE_S`` (here shortened), stamps going on all along."""
+    import broker_core.store.sqlite as sqlite_store
+
+    passive = threading.Event()
+    real = sqlite_store.checkpoint
+
+    def checkpoint(conn: object, path: Path, mode: str = "TRUNCATE") -> None:
+        real(conn, path, mode)  # type: ignore[arg-type]
+        if mode == "PASSIVE":
+            passive.set()
+
+    monkeypatch.setattr(sqlite_store, "checkpoint", checkpoint)
+    monkeypatch.setattr(sqlite_store, "CHECKPOINT_IDLE_S", 0.5)
+
+    async def main() -> bool:
+        store = SqliteStore(tmp_path)
+        store.open()
+        store.session_saved(session("connected"))  # a write: a quiet spell may follow
+        now = time.time()
+        deadline = time.monotonic() + 30
+        while not passive.is_set() and time.monotonic() < deadline:
+            now += ALIVE_INTERVAL_S
+            store.alive(now)  # a stamp every 0.1 s, five times the shortened idle time
+            await asyncio.sleep(0.1)
+        store.close()
+        return passive.is_set()
+
+    assert asyncio.run(main())
