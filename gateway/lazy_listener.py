@@ -40,6 +40,7 @@ class FirstConnection:
 
     def __init__(self) -> None:
         self._waiter: asyncio.Future[None] | None = None
+        self._watched: tuple[asyncio.AbstractEventLoop, int] | None = None
         self.released = False
 
     async def wait(self, sock: socket.socket) -> None:
@@ -52,18 +53,29 @@ class FirstConnection:
             if not waiter.done():
                 waiter.set_result(None)
 
-        loop.add_reader(sock.fileno(), readable)
+        fd = sock.fileno()
+        loop.add_reader(fd, readable)
+        self._watched = (loop, fd)
         try:
             await waiter
         finally:
-            loop.remove_reader(sock.fileno())
+            self._unwatch()
             self._waiter = None
 
     def release(self) -> None:
+        """Ends ``wait``; the socket is no longer watched when this returns, so the
+        caller may close it at once (a closed socket's reader cannot be removed)."""
         self.released = True
+        self._unwatch()
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
+
+    def _unwatch(self) -> None:
+        watched, self._watched = self._watched, None
+        if watched is not None:
+            loop, fd = watched
+            loop.remove_reader(fd)
 
 
 class LazyServer:
