@@ -10,7 +10,8 @@ as ``Origin("zmq", "factory-floor")``. Through it, it
   a template may render anything: an invalid one is refused (0x90), counted and logged.
   A message whose PUBLISH would exceed ``mqtt.max_packet_size`` (``publish_size``: the
   whole MQTT 5.0 packet, topic, payload and properties, as the broker counts a client's)
-  is refused (0x95) as an MQTT client could not publish it: counted in the client's
+  is refused as an MQTT client could not publish it (``on_safe`` gets 0x83, a PUBACK's
+  code: 0x95 Packet too large is a DISCONNECT's): counted in the client's
   ``too_large`` (a dropped count of its own in the metrics) and logged at a bounded
   rate. A payload well under the limit without properties costs one comparison and an
   identity check (``Hub.payload_unchecked``).
@@ -65,7 +66,9 @@ __all__ = ["Hub", "HubClient", "HubHook", "HubSubscription", "publish_size"]
 log = logging.getLogger(__name__)
 
 _TOPIC_NAME_INVALID = int(ReasonCode.TOPIC_NAME_INVALID)
-_PACKET_TOO_LARGE = int(ReasonCode.PACKET_TOO_LARGE)
+#: what a refusal for size tells ``on_safe``: a PUBACK's reason code (a bridge sends it to
+#: its remote broker), "the PUBLISH is valid but the receiver is not willing to accept it"
+_TOO_LARGE = int(ReasonCode.IMPLEMENTATION_SPECIFIC_ERROR)
 
 #: The most a PUBLISH without properties adds to its payload: fixed header (1 byte and a
 #: 4-byte Remaining Length), the topic (2 + at most 65535 bytes), a packet id (2), the
@@ -243,7 +246,8 @@ class HubClient:
         ``on_safe(reason_code)`` is called on the loop once the message is durable (the
         broker's store and every durable tap's store committed it), in publish order:
         ``0`` Success or ``0x10`` No matching subscribers; a refusal's code (``0x87``,
-        ``0x90``, ``0x95``, ``0x97``) at once; ``0x80`` when a store failed to write it.
+        ``0x83`` too large, ``0x90``, ``0x97``) at once; ``0x80`` when a store failed to
+        write it.
         """
         origin = context.origin
         if origin is not self.origin and (
@@ -260,7 +264,7 @@ class HubClient:
             if (len(context.payload) > hub.payload_unchecked
                     or context.properties is not EMPTY) and self._too_large(context, now):
                 if on_safe is not None:
-                    on_safe(_PACKET_TOO_LARGE)
+                    on_safe(_TOO_LARGE)
                 return False
             code = broker.publish_checked(context, self.origin, None, now)
         else:

@@ -1,7 +1,8 @@
 """A component cannot publish what an MQTT client could not: a message whose PUBLISH
-would exceed ``mqtt.max_packet_size`` is refused by the hub (0x95), counted as dropped
-(``too_large``, ``edgebus_component_messages_dropped_total{queue="too_large"}``) and
-logged, as a client's PUBLISH of that size is refused by the broker's decoder. The size
+would exceed ``mqtt.max_packet_size`` is refused by the hub (``on_safe`` gets 0x83, a
+PUBACK's code), counted as dropped (``too_large``,
+``edgebus_component_messages_dropped_total{queue="too_large"}``) and logged, as a
+client's PUBLISH of that size is refused by the broker's decoder. The size
 counted is the whole MQTT 5.0 PUBLISH (topic, packet id, properties, payload), checked
 here against an independent packet builder and against the broker's own answer to a raw
 client sending that packet.
@@ -151,7 +152,7 @@ def test_the_hub_counts_a_publish_as_the_broker_counts_a_clients(
 
             gw.call(publish)
         wait_until(lambda: len(codes) == 2, unit(10), "both answered")
-        assert codes[fits + 1] == 0x95
+        assert codes[fits + 1] == 0x83
         assert codes[fits] in (0x00, 0x10)  # success, or no matching subscribers
         assert client.too_large == 1
         assert client.stats()["too_large"] == 1
