@@ -30,7 +30,9 @@ class MqttConfig(ConfigModel):
     max_packet_size: Annotated[int, SizeSpec(ge=1, le=_MAX_PACKET)] = Field(
         default=1_000_000,
         description="Largest MQTT packet accepted; bigger packets close the connection"
-        " (MQTT 5: reason code 0x95).",
+        " (MQTT 5: reason code 0x95). A message an adapter, bridge or rule publishes is"
+        " held to it too, counted as the PUBLISH it would be (refused and counted"
+        " too_large).",
     )
     server_keep_alive: Annotated[float, DurationSpec(le=65535, whole_seconds=True)] | None = Field(
         default=None,
