@@ -165,6 +165,11 @@ def edgebus_config(
             "mqtt:\n"
             "  max_queued_messages: 1000000\n"
             "  max_queued_bytes: 2GB\n"
+            # The load generator's QoS 1 publishers keep --window (100) PUBLISH
+            # unacknowledged and do not read the CONNACK's Receive Maximum: at --protocol 5
+            # the default (32) would end them with DISCONNECT 0x93 (MQTT 5.0 3.3.4). Only
+            # MQTT 5 QoS 1 and QoS 2 publishers are bounded by it.
+            "  receive_maximum: 65535\n"
             # Errors only, as mosquitto's "log_type error" above: edgebus logs a line per
             # connect and per disconnect at INFO (about 0.1 ms of a connect's CPU here).
             "logging:\n"
