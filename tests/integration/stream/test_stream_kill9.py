@@ -21,6 +21,8 @@ def _start(tmp_path: Path, api_port: int, fsync: str) -> BrokerHandle:
     config = (
         f"persistence: sqlite\napi:\n  bind: 127.0.0.1:{api_port}\n  keys: ['{KEY}']\n"
         f"stream:\n  enabled: true\n  fsync: {fsync}\n  segment_bytes: 64KB\n"
+        # The publisher keeps 50 QoS 1 PUBLISH unacknowledged: within Receive Maximum.
+        "mqtt:\n  receive_maximum: 64\n"
     )
     return start_edgebus(tmp_path, config)
 
