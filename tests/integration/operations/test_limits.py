@@ -48,7 +48,8 @@ def test_connection_rate_per_listener(tmp_path: Path) -> None:
 
 
 def test_publish_rate_slows_a_publisher_without_losing_messages(tmp_path: Path) -> None:
-    config = "mqtt:\n  publish_rate: 50\n  publish_burst: 10\n"
+    # 60 QoS 1 PUBLISH unacknowledged at once: within Receive Maximum (MQTT 5.0 3.3.4).
+    config = "mqtt:\n  publish_rate: 50\n  publish_burst: 10\n  receive_maximum: 100\n"
     with running_gateway(tmp_path, config) as gw:
         sub = RawClient("127.0.0.1", gw.port, protocol_level=5)
         sub.send(mb.gen_connect("rate-sub", proto_ver=5))
