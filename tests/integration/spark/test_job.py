@@ -38,7 +38,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 ROOT = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent
 
-CONFIG = STREAM + LOOPBACK
+# _publish keeps 100 QoS 1 PUBLISH in flight: within Receive Maximum (MQTT 5.0 3.3.4).
+CONFIG = STREAM + LOOPBACK + "mqtt:\n  receive_maximum: 100\n"
 
 PROGRESS = re.compile(r"^batch (\d+): (\d+) rows, offsets (\d+|-) -> (\d+), \d+ rows/s, \d+ ms$")
 
