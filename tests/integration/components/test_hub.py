@@ -111,6 +111,7 @@ def test_a_failing_tap_is_counted_and_routing_goes_on(gw: RunningGateway) -> Non
         "queue_depth": 0,
         "tapped": 1,
         "tap_errors": 1,
+        "too_large": 0,
     }
     assert seen == ["t/1"]
     # The tap never sees what its own client publishes (no local by origin).
