@@ -6,19 +6,21 @@ larger (3.2.2.3.9, 3.2.2.3.10). ``fitted_connack`` is called only when the full 
 does not fit (``Session.accept`` compares its length once): it drops the optional
 properties one at a time, in ``OPTIONAL_ORDER``, until the packet fits.
 
-What is left out first withholds only a feature or a courtesy: the reason string and
-user properties, the Topic Alias Maximum (absent: the client sends no aliases), the
-availability of wildcard, subscription identifier and shared subscriptions (absent:
-such a SUBSCRIBE is refused with a reason code, the connection stays). Last come the
-limits whose absence lets the client send what the server ends the connection for:
-Receive Maximum, Maximum Packet Size, Retain Available, Maximum QoS.
+Only what withholds a feature or a courtesy is left out: the reason string and user
+properties, response information and server reference, the Topic Alias Maximum
+(absent: the client sends no aliases), the availability of wildcard, subscription
+identifier and shared subscriptions (absent: such a SUBSCRIBE is refused with a reason
+code, the connection stays).
 
-Never left out: the Assigned Client Identifier (the client cannot know its id
-otherwise), the Session Expiry Interval and Server Keep Alive the server imposes (the
-client would keep the wrong keep alive, or believe in a longer session), and the
-authentication method and data of enhanced authentication. When even that minimal
-CONNACK does not fit, there is none: ``fitted_connack`` returns None and the caller
-closes the connection without a CONNACK, as mosquitto does.
+Never left out: the limits whose absence would tell the client it may send what the
+server ends the connection for (Receive Maximum, absent: 65535, and the DISCONNECT 0x93
+for using it; Maximum Packet Size; Retain Available; Maximum QoS), the Assigned Client
+Identifier (the client cannot know its id otherwise), the Session Expiry Interval and
+Server Keep Alive the server imposes (the client would keep the wrong keep alive, or
+believe in a longer session), and the authentication method and data of enhanced
+authentication. When even that minimal CONNACK does not fit, there is none:
+``fitted_connack`` returns None and the caller closes the connection without a CONNACK,
+as mosquitto does.
 """
 
 from __future__ import annotations
@@ -42,10 +44,6 @@ OPTIONAL_ORDER: tuple[str, ...] = (
     "wildcard_subscription_available",
     "subscription_identifier_available",
     "shared_subscription_available",
-    "receive_maximum",
-    "maximum_packet_size",
-    "retain_available",
-    "maximum_qos",
 )
 
 
