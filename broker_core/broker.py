@@ -555,6 +555,16 @@ class Broker:
             self.observers.report_dropped(context, reason, None, None, now)
 
     def _publish_delayed(self, context: Context) -> None:
+        if context.properties.message_expiry_interval == 0:
+            # Its lifetime passed while it waited here: no delivery starts at once
+            # (MQTT 5.0 3.3.2.3.3). A retained one still replaces the topic's, and
+            # expires with it (``retained.clears``).
+            now = time.time()
+            if context.retain:
+                self._retain(context, now)
+            self.counters.dropped_expired += 1
+            self._dropped(context, "expired", now)
+            return
         self.publish(context)
 
     def _publish_will(self, context: Context) -> None:

@@ -30,7 +30,7 @@ def _property_block(context: Context, subscription_ids: tuple[int, ...], now: fl
             return b"\x00"
         body = b""
     else:
-        if props.message_expiry_interval is not None:
+        if props.message_expiry_interval:  # 0 goes as 0: never more than received
             remaining = context.expiry_remaining(now)
             if remaining is not None and remaining != props.message_expiry_interval:
                 props = replace(props, message_expiry_interval=max(remaining, 1))

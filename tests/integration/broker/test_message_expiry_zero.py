@@ -92,3 +92,24 @@ def test_retained_it_is_delivered_and_leaves_no_retained_message(
     late = clients.raw_connect(5)
     assert late.subscribe("e0/#", 1).reason_codes == [1]
     late.expect_no_packet()
+
+
+def test_a_delayed_one_is_not_delivered_after_its_delay(
+    clients: Clients, gw: RunningGateway
+) -> None:
+    """Through ``$delayed/`` it waits in the server, so its lifetime has passed before
+    any delivery starts: dropped as expired when due, never sent (before: delivered after
+    the delay with an interval of 1, more than the 0 received [MQTT-3.3.2-6]). A retained
+    one still replaces the topic's retained message when due, and leaves none."""
+    sub = clients.raw_connect(5)
+    assert sub.subscribe("e0/d/#", 1).reason_codes == [1]
+    pub = clients.raw_connect(5)
+    _publish(pub, "e0/d/r", b"old", 1, retain=True)
+    assert sub.recv_publish().payload == b"old"
+    _publish(pub, "$delayed/1/e0/d/x", b"zero", 2, properties=ZERO)
+    _publish(pub, "$delayed/1/e0/d/r", b"zero", 3, retain=True, properties=ZERO)
+    wait_until(lambda: gw.call(lambda: len(gw.broker.delayed)) == 0, what="both due")
+    _publish(pub, "e0/d/x", b"after", 4)
+    assert sub.recv_publish().payload == b"after"  # nothing came before it
+    assert gw.call(lambda: gw.broker.retained.get("e0/d/r")) is None
+    assert gw.call(lambda: gw.broker.counters.dropped_expired) == 2
