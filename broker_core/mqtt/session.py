@@ -135,6 +135,7 @@ class Session:
 
     __slots__ = (
         "_aliases",
+        "_carried_qos2",
         "_events",
         "_held",
         "_held_bytes",
@@ -214,6 +215,10 @@ class Session:
         # (told the Receive Maximum in CONNACK): with the QoS 2 ones not PUBCOMPed
         # (``SessionState.incoming_qos2``) at most ``receive_maximum`` (3.3.4).
         self.qos1_unacked = 0
+        # The QoS 2 PUBLISH an earlier connection left awaiting PUBREL: not counted
+        # against this connection's Receive Maximum, whose quota the client starts
+        # afresh (MQTT 5.0 4.9 [MQTT-4.9.0-1]); None when there were none.
+        self._carried_qos2: set[int] | None = None
         # Closed for exceeding receive_maximum: the acknowledgements of the PUBLISH
         # packets before the one that exceeded it still go out, before the DISCONNECT
         # (the index in ``_out`` they go to), else -1.
@@ -381,6 +386,8 @@ class Session:
         self.state = state
         self.counters = state.counters
         state.connection = self
+        if state.incoming_qos2:
+            self._carried_qos2 = set(state.incoming_qos2)
         self.origin = new_origin("mqtt", state.client_id, self.peer, username)
         self.will = connect.will
         self.keep_alive = connect.keep_alive if keep_alive is None else keep_alive
@@ -608,7 +615,11 @@ class Session:
                 # never deliver it twice (MQTT 5.0 4.3.3).
                 self._send(bytes((0x50, 2, pid >> 8, pid & 0xFF)))
                 return
-            if len(incoming) + self.qos1_unacked >= self.limits.receive_maximum:
+            held = len(incoming)
+            carried = self._carried_qos2
+            if carried:
+                held -= len(carried)
+            if held + self.qos1_unacked >= self.limits.receive_maximum:
                 self._receive_maximum_exceeded()
             state.add_incoming(pid)
         elif qos and self._v5:
@@ -616,6 +627,9 @@ class Session:
             in_qos2 = state.incoming_qos2
             if in_qos2:
                 unacked += len(in_qos2)
+                carried = self._carried_qos2
+                if carried:
+                    unacked -= len(carried)
             if unacked >= self.limits.receive_maximum:
                 self._receive_maximum_exceeded()
             self.qos1_unacked += 1
@@ -647,6 +661,9 @@ class Session:
         pid = packet.packet_id
         if pid in (state.incoming_qos2 or ()):
             state.remove_incoming(pid)
+            carried = self._carried_qos2
+            if carried:
+                carried.discard(pid)
             self._send(bytes((0x70, 2, pid >> 8, pid & 0xFF)))
         elif self._v5:
             self._send(encode(Pubcomp(pid, ReasonCode.PACKET_IDENTIFIER_NOT_FOUND), 5))

@@ -12,8 +12,9 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers import mqtt_builder as mb
+from tests.helpers.gateway import RunningGateway
 from tests.helpers.raw_client import RawClient
-from tests.integration.broker.support import Clients
+from tests.integration.broker.support import Clients, wait_until
 
 RC = mb.ReasonCode
 PT = mb.PacketType
@@ -89,3 +90,31 @@ def test_an_mqtt311_client_is_not_bounded_at_qos1(clients: Clients) -> None:
     for mid in range(1, 11):
         pub.expect_packet(PT.PUBACK, packet_id=mid)
     pub.ping()
+
+
+@pytest.mark.gateway_config(LIMIT)
+def test_qos2_awaiting_pubrel_from_an_earlier_connection_do_not_count(
+    clients: Clients, gw: RunningGateway
+) -> None:
+    """The client's send quota starts afresh on each connection (MQTT 5.0 4.9,
+    [MQTT-4.9.0-1]): QoS 2 PUBLISH an earlier connection left awaiting PUBREL do not
+    count against the new one's Receive Maximum (before: a first PUBLISH after resuming
+    with five of them was ended with 0x93); new ones still do."""
+    session = {"session_expiry_interval": 60}
+    pub = clients.raw_connect(5, "rm-resume", clean_session=False, properties=session)
+    for mid in range(1, 6):
+        pub.send(mb.gen_publish("rm/r", b"x", qos=2, mid=mid, proto_ver=5))
+        pub.expect_packet(PT.PUBREC, packet_id=mid)
+    pub.close()  # no PUBREL: five left awaiting it
+    wait_until(lambda: clients.offline("rm-resume"), what="rm-resume offline")
+    again = clients.raw_connect(5, "rm-resume", clean_session=False, properties=session)
+    assert again.connack is not None and again.connack.session_present
+    again.send(mb.gen_publish("rm/r", b"q1", qos=1, mid=20, proto_ver=5))
+    assert again.expect_packet(PT.PUBACK, packet_id=20).reason_code in (0, 0x10)  # 0x10: nobody
+    for mid in range(21, 26):  # five new QoS 2 fill this connection's quota
+        again.send(mb.gen_publish("rm/r", b"y", qos=2, mid=mid, proto_ver=5))
+        again.expect_packet(PT.PUBREC, packet_id=mid)
+    again.send(mb.gen_pubrel(1, proto_ver=5))  # an earlier one released: frees nothing here
+    again.expect_packet(PT.PUBCOMP, packet_id=1)
+    again.send(mb.gen_publish("rm/r", b"sixth", qos=1, mid=30, proto_ver=5))
+    again.expect_closed(reason_code=RC.RECEIVE_MAXIMUM_EXCEEDED, require_reason=True)
