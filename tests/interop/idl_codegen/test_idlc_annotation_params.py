@@ -11,39 +11,26 @@ does not fit or has the wrong type it names the constant's declaration instead.
 
 from __future__ import annotations
 
-import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.helpers.timeouts import unit
+from tests.interop.idl_codegen.idlc import POSITION, idlc_on, needs_idlc
 from tests.unit.idl_codegen.annotation_params import ANNOTATION_CASES, AnnotationCase
 
-pytestmark = [
-    pytest.mark.interop,
-    pytest.mark.skipif(shutil.which("idlc") is None,
-                       reason="needs idlc (apt-get install cyclonedds-tools)"),
-]
-
-_POSITION = re.compile(r"t\.idl:(\d+):(\d+): ")
+pytestmark = [pytest.mark.interop, needs_idlc]
 
 
 @pytest.mark.parametrize("case", ANNOTATION_CASES, ids=[case.name for case in ANNOTATION_CASES])
 def test_idlc_refuses_what_we_refuse(tmp_path: Path, case: AnnotationCase) -> None:
-    (tmp_path / "t.idl").write_text(case.idl + "\n", encoding="utf-8")
-    out = tmp_path / "out"
-    out.mkdir()
-    result = subprocess.run(["idlc", "-x", "final", "-o", str(out), "t.idl"], cwd=tmp_path,
-                            capture_output=True, text=True, timeout=unit(30))
+    result = idlc_on(tmp_path, case.idl)
     if case.error is None:
         assert result.returncode == 0, result.stderr
         return
     assert result.returncode != 0
     if "cannot be resolved" in case.error or "unknown constant" in case.error:
-        ours = _POSITION.match(case.error)
-        theirs = _POSITION.search(result.stderr)
+        ours = POSITION.match(case.error)
+        theirs = POSITION.search(result.stderr)
         assert ours is not None and theirs is not None, result.stderr
         assert theirs.groups() == ours.groups(), result.stderr
         assert "cannot be resolved" in result.stderr

@@ -13,38 +13,26 @@ not found for type point").
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.helpers.timeouts import unit
+from tests.interop.idl_codegen.idlc import POSITION, idlc_on, needs_idlc
 from tests.unit.idl_codegen.name_cases import NAME_CASES, NameCase
 
-pytestmark = [
-    pytest.mark.interop,
-    pytest.mark.skipif(shutil.which("idlc") is None,
-                       reason="needs idlc (apt-get install cyclonedds-tools)"),
-]
-
-_POSITION = re.compile(r"t\.idl:(\d+):(\d+): ")
+pytestmark = [pytest.mark.interop, needs_idlc]
 
 
 @pytest.mark.parametrize("case", NAME_CASES, ids=[case.name for case in NAME_CASES])
 def test_idlc_refuses_what_we_refuse(tmp_path: Path, case: NameCase) -> None:
-    (tmp_path / "t.idl").write_text(case.idl + "\n", encoding="utf-8")
-    out = tmp_path / "out"
-    out.mkdir()
-    result = subprocess.run(["idlc", "-x", "final", "-o", str(out), "t.idl"], cwd=tmp_path,
-                            capture_output=True, text=True, timeout=unit(30))
+    result = idlc_on(tmp_path, case.idl)
     if case.error is None:
         assert result.returncode == 0, result.stderr
         return
     assert result.returncode != 0
-    ours = _POSITION.match(case.error)
+    ours = POSITION.match(case.error)
     assert ours is not None
-    theirs = _POSITION.search(result.stderr)
+    theirs = POSITION.search(result.stderr)
     assert theirs is not None, result.stderr
     assert theirs.group(1) == ours.group(1), result.stderr
     assert re.search(r"collides with|clashes with|differs in case|Type id not found",
