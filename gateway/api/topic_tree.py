@@ -118,7 +118,7 @@ class LevelTreeBuilder:
         node.retained = node.retained or retained
 
     def tree(self) -> TopicTree:
-        prefix = self._root_topic + "/" if self._root_topic else ""
+        prefix = self._root_topic + "/" if self._root_topic is not None else ""
         return TopicTree(
             nodes=len(self._nodes),
             children=_children(self._root, prefix, None),

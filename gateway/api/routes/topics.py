@@ -70,7 +70,8 @@ async def topic_tree(
     ] = DEFAULT_NODES,
 ) -> TopicTree:
     broker = gateway.broker
-    levels = root.split("/") if root else []
+    # An empty root is a topic too, the empty first level (of ``/a/b``); no root: all.
+    levels = root.split("/") if root is not None else []
     subscribed = broker.router.levels(levels, depth)
     broker.retained.expire()  # show no expired message
     retained = broker.retained.levels(levels, depth)
@@ -80,7 +81,7 @@ async def topic_tree(
     # walks copy each node's children when they reach it, so changes meanwhile are safe).
     # Both walks are breadth first: merged by level, a parent still comes before its
     # children, and the subscriptions of a level before its retained messages.
-    builder = LevelTreeBuilder(root or None)
+    builder = LevelTreeBuilder(root)
     cut = -1  # the level ("/"s in its topic) of the first node left out
     merged = heapq.merge(_subscribed(subscribed), _retained(retained), key=_level)
     for done, item in enumerate(merged, 1):

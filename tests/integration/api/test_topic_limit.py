@@ -124,3 +124,24 @@ def test_a_bad_limit_is_refused_like_the_other_parameters(http: Http) -> None:
         assert reply.json()["detail"][0]["loc"] == ["query", "limit"]
     assert http.get("/api/v1/topics?depth=0").status == 422  # as depth is
     assert http.get(f"/api/v1/topics?limit={MAX_NODES}").status == 200
+
+
+def test_a_cut_node_of_the_empty_first_level_can_be_continued(
+    gw: RunningGateway, http: Http
+) -> None:
+    """``/a/b`` has an empty first level, whose node's topic is ``""``: ``root=`` (empty)
+    asks for the tree below it, as for any node marked ``more`` (before: the whole tree
+    again, so a crawler following the ``more`` marks never got below it)."""
+    for topic in ("/a/b", "/a/c", "z"):
+        reply = http.post("/api/v1/publish", {"topic": topic, "payload": "1", "retain": True})
+        assert reply.status == 200
+    cut = http.get("/api/v1/topics?depth=64&limit=2").json()
+    assert cut["truncated"] is True
+    marked = [node["topic"] for node in _nodes(cut["children"]) if node.get("more")]
+    assert marked == [""]
+    empty = http.get("/api/v1/topics?depth=64&root=").json()
+    assert {node["topic"] for node in _nodes(empty["children"])} == {"/a", "/a/b", "/a/c"}
+    whole = http.get("/api/v1/topics?depth=64").json()
+    assert {node["topic"] for node in _nodes(whole["children"])} == {
+        "", "/a", "/a/b", "/a/c", "z"
+    }
