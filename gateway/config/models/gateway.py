@@ -6,7 +6,7 @@ messages and the reference documentation follow from the schema.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
@@ -132,6 +132,36 @@ def _binds_as_written(data: object) -> list[tuple[Loc, str]]:
     if not adapters:
         return []
     return bind_problems(_servers_as_written(data), adapters)
+
+
+def _api_collisions(
+    api: ApiConfig, listeners: Sequence[ListenerConfig | None]
+) -> list[tuple[Loc, str]]:
+    """The API's ``bind`` on a listener's address (each valid listener)."""
+    problems: list[tuple[Loc, str]] = []
+    if not api.enabled:
+        return problems
+    for index, listener in enumerate(listeners):
+        if listener is not None and api.bind.overlaps(listener.bind):
+            shown = "" if api.bind == listener.bind else f" ({listener.bind})"
+            problems.append(
+                (
+                    ("api", "bind"),
+                    f"address {api.bind} is already used by"
+                    f" {format_path(('listeners', index))}{shown}",
+                )
+            )
+    return problems
+
+
+def _api_collisions_as_written(data: Mapping[str, Any]) -> list[tuple[Loc, str]]:
+    """``_api_collisions`` when ``listeners`` has a problem of its own (two listeners on
+    one address), so that the API's field validator did not see them."""
+    try:
+        api = ApiConfig.model_validate(data.get("api") or {})
+    except ValidationError:
+        return []  # reported where it is validated
+    return _api_collisions(api, valid_items(ListenerConfig, data.get("listeners"), None))
 
 
 def _default_listeners() -> tuple[ListenerConfig, ...]:
@@ -264,6 +294,8 @@ class GatewayConfig(ConfigModel):
             found = _references_as_written(data, info.context)
             if isinstance(data, Mapping):
                 found += _names_as_written(data, failed)
+                if "listeners" in failed:
+                    found += _api_collisions_as_written(data)
             found += _binds_as_written(data)
             raise with_problems(exc, found) from None
         problems = _binds_as_written(data)
@@ -293,19 +325,8 @@ class GatewayConfig(ConfigModel):
     @field_validator("api")
     @classmethod
     def _port_free_and_key_can_be_kept(cls, api: ApiConfig, info: ValidationInfo) -> ApiConfig:
-        problems: list[tuple[tuple[str | int, ...], str]] = []
         listeners: tuple[ListenerConfig, ...] = info.data.get("listeners", ())
-        if api.enabled:
-            for index, listener in enumerate(listeners):
-                if api.bind.overlaps(listener.bind):
-                    shown = "" if api.bind == listener.bind else f" ({listener.bind})"
-                    problems.append(
-                        (
-                            ("bind",),
-                            f"address {api.bind} is already used by"
-                            f" {format_path(('listeners', index))}{shown}",
-                        )
-                    )
+        problems = [(at[1:], message) for at, message in _api_collisions(api, listeners)]
         data_dir = info.data.get("data_dir")
         generated = api.enabled and not api.keys and not api.users
         if checks_files(info.context) and data_dir is not None and generated:

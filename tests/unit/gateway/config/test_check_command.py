@@ -130,6 +130,30 @@ def test_overlapping_addresses_are_reported(tmp_path: Path, text: str, expected:
     assert (code, lines) == (2, [expected])
 
 
+def test_the_api_on_a_listener_is_reported_with_two_listeners_on_one_address(
+    tmp_path: Path,
+) -> None:
+    """Every problem in one run: the API's collision is checked on the listeners as
+    written when they collide with each other (before: only on the next run)."""
+    text = (
+        "listeners:\n"
+        '  - {type: tcp, bind: "127.0.0.1:1887"}\n'
+        '  - {type: ws, bind: "0.0.0.0:1887"}\n'
+        'api: {bind: "127.0.0.1:1887"}\n'
+    )
+    code, lines = check(tmp_path, text)
+    assert (code, lines) == (
+        2,
+        [
+            "edgebus.yaml:3 listeners[1].bind: address 0.0.0.0:1887 is already used by"
+            " listeners[0] (127.0.0.1:1887)",
+            "edgebus.yaml:4 api.bind: address 127.0.0.1:1887 is already used by listeners[0]",
+            "edgebus.yaml:4 api.bind: address 127.0.0.1:1887 is already used by listeners[1]"
+            " (0.0.0.0:1887)",
+        ],
+    )
+
+
 @pytest.mark.parametrize(
     "binds",
     [
