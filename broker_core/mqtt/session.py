@@ -493,7 +493,16 @@ class Session:
             props = EMPTY
             if reason_string or server_reference:
                 props = Properties(reason_string=reason_string, server_reference=server_reference)
-            self._send(encode(Disconnect(reason_code, props), 5))
+            data = encode(Disconnect(reason_code, props), 5)
+            outgoing = self.outgoing
+            if outgoing is not None and len(data) > outgoing.max_packet_size:
+                # Without the reason string, which must not make it larger than the
+                # client's Maximum Packet Size (3.14.2.2.2); the server reference stays.
+                props = replace(props, reason_string=None)
+                data = encode(Disconnect(reason_code, props), 5)
+                if len(data) > outgoing.max_packet_size:
+                    data = encode(Disconnect(reason_code), 5)  # smaller than any CONNACK
+            self._send(data)
         self._close(
             reason_code,
             reason_string or ReasonCode(reason_code).name.lower(),

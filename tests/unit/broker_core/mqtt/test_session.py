@@ -352,6 +352,22 @@ def test_server_disconnect_v5_carries_reason() -> None:
     assert session.closed
 
 
+@pytest.mark.parametrize(("maximum", "kept"), [(1000, True), (40, False)])
+def test_server_disconnect_leaves_out_a_reason_string_too_large_for_the_client(
+    maximum: int, kept: bool
+) -> None:
+    """The Reason String must not make the DISCONNECT larger than the client's Maximum
+    Packet Size (MQTT 5.0 3.14.2.2.2): without it when it would."""
+    session = connected(5, properties=[("maximum_packet_size", maximum)])
+    reason = "store write failed: " + "x" * 40
+    session.disconnect(0x80, reason)
+    sent = session.data_to_send()
+    assert len(sent) <= maximum
+    [packet] = parse_all(sent, 5)
+    assert packet.reason_code == 0x80
+    assert packet.properties.get("reason_string") == (reason if kept else None)
+
+
 def test_pubrel_for_unknown_id() -> None:
     session = connected(5)
     session.receive_data(mb.gen_pubrel(77, proto_ver=5), T0)
