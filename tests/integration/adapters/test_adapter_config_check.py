@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.timeouts import unit
-from tests.interop.mosquitto.tools import REPO_ROOT, edgebus_command
+from tests.interop.mosquitto.tools import REPO_ROOT, edgebus_command, run_edgebus
 
 pytest.importorskip("zmq")
 pytest.importorskip("pynng")
@@ -28,23 +28,10 @@ pytest.importorskip("pynng")
 DOCS = REPO_ROOT / "docs" / "adapters"
 
 
-def _edgebus(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    return subprocess.run(
-        [*edgebus_command(), *args],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=unit(60),
-        check=False,
-    )
-
-
 def _check(tmp_path: Path, text: str) -> tuple[int, list[str]]:
     config = tmp_path / "edgebus.yaml"
     config.write_text(text)
-    done = _edgebus(tmp_path, "check", "edgebus.yaml")
+    done = run_edgebus(tmp_path, "check", "edgebus.yaml")
     return done.returncode, (done.stdout + done.stderr).strip().splitlines()
 
 

@@ -12,8 +12,6 @@ subscription deeper than the bound is refused too (limit ``topic_levels``).
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +20,8 @@ import yaml
 
 from broker_core.errors import AdapterError
 from tests.helpers.gateway import RunningGateway, running_gateway
-from tests.helpers.timeouts import unit
 from tests.integration.api.conftest import API_CONFIG, config_file, http_of
-from tests.interop.mosquitto.tools import REPO_ROOT, edgebus_command
+from tests.interop.mosquitto.tools import run_edgebus
 
 LEVELS = 8  # mqtt.max_topic_levels in these files
 
@@ -87,19 +84,6 @@ REFUSED = [
 ]
 
 
-def _edgebus(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    return subprocess.run(
-        [*edgebus_command(), *args],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=unit(60),
-        check=False,
-    )
-
-
 def _assert_refused(lines: list[str], config: Path) -> None:
     assert len(lines) == len(REFUSED), lines
     for line, (path, what) in zip(lines, REFUSED, strict=True):
@@ -116,13 +100,13 @@ def _assert_refused(lines: list[str], config: Path) -> None:
 def test_edgebus_check_and_run_refuse_deeper_component_filters(tmp_path: Path) -> None:
     config = tmp_path / "edgebus.yaml"
     config.write_text(yaml.safe_dump(_sections(LEVELS)))
-    done = _edgebus(tmp_path, "check", str(config))
+    done = run_edgebus(tmp_path, "check", str(config))
     assert (done.returncode, done.stdout.strip(), done.stderr) == (0, f"{config}: OK", ""), (
         done.stderr
     )
 
     config.write_text(yaml.safe_dump(_sections(LEVELS + 1)))
-    done = _edgebus(tmp_path, "check", str(config))
+    done = run_edgebus(tmp_path, "check", str(config))
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     _assert_refused(lines, config)
@@ -132,7 +116,7 @@ def test_edgebus_check_and_run_refuse_deeper_component_filters(tmp_path: Path) -
     number = int(rule_line.partition(" ")[0].rpartition(":")[2])
     assert written[number - 1].lstrip().startswith("sql: "), written[number - 1]
 
-    run = _edgebus(tmp_path, "run", "-c", str(config))
+    run = run_edgebus(tmp_path, "run", "-c", str(config))
     assert run.returncode == 2, run.stderr
     assert [line for line in run.stderr.splitlines() if "max_topic_levels" in line] == lines
     assert not (tmp_path / "edgebus-data").exists()  # nothing started
@@ -143,7 +127,7 @@ def test_a_lower_max_topic_levels_refuses_filters_it_allowed(tmp_path: Path) -> 
     sections = _sections(LEVELS)
     sections["mqtt"] = {"max_topic_levels": LEVELS - 1}
     config.write_text(yaml.safe_dump(sections))
-    done = _edgebus(tmp_path, "check", str(config))
+    done = run_edgebus(tmp_path, "check", str(config))
     assert done.returncode == 2, done.stderr
     assert len(done.stderr.strip().splitlines()) == len(REFUSED)
     assert f"more than mqtt.max_topic_levels ({LEVELS - 1})" in done.stderr
@@ -279,7 +263,7 @@ def test_topics_an_adapter_subscribes_to_by_name_are_checked_too(tmp_path: Path)
     # templates here (SOME/IP's are rendered with numbers: a level each).
     config = tmp_path / "edgebus.yaml"
     config.write_text(yaml.safe_dump(SOMEIP))
-    done = _edgebus(tmp_path, "check", str(config))
+    done = run_edgebus(tmp_path, "check", str(config))
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert sorted(line.split(" ", 2)[1] for line in lines) == [
@@ -288,5 +272,5 @@ def test_topics_an_adapter_subscribes_to_by_name_are_checked_too(tmp_path: Path)
     ], lines
     assert all("has 7 levels, more than mqtt.max_topic_levels (6)" in line for line in lines)
     config.write_text(yaml.safe_dump({**SOMEIP, "mqtt": {"max_topic_levels": 7}}))
-    done = _edgebus(tmp_path, "check", str(config))
+    done = run_edgebus(tmp_path, "check", str(config))
     assert done.returncode == 0, done.stderr

@@ -7,7 +7,6 @@ traceback from ``check``, "Exception in callback" on SIGHUP). Nesting stays boun
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import time
@@ -24,7 +23,7 @@ from tests.helpers.timeouts import unit
 from tests.integration.api.conftest import API_CONFIG, config_file, http_of
 from tests.integration.api.support import Http
 from tests.integration.broker.support import wait_until
-from tests.interop.mosquitto.tools import REPO_ROOT, EdgebusProcess, edgebus_command
+from tests.interop.mosquitto.tools import EdgebusProcess, run_edgebus
 
 TERMS = 2000  # four times the chain that made the compiler recurse too deep
 #: Every term true for a QoS 1 message: 2,000 comparisons ANDed.
@@ -105,16 +104,7 @@ def test_a_long_flat_chain_in_the_file_is_reloaded(tmp_path: Path, gw: RunningGa
 
 
 def _check(tmp_path: Path, config: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    return subprocess.run(
-        [*edgebus_command(), "check", str(config)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=unit(60),
-        check=False,
-    )
+    return run_edgebus(tmp_path, "check", str(config))
 
 
 def test_edgebus_check_accepts_a_long_flat_chain(tmp_path: Path) -> None:

@@ -212,6 +212,20 @@ def edgebus_command() -> list[str]:
     return [sys.executable, "-m", "gateway.cli"]
 
 
+def run_edgebus(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``edgebus ARGS`` run to its end in ``cwd`` (this checkout first on the path),
+    its output captured as text; bounded by ``unit(60)``."""
+    return subprocess.run(
+        [*edgebus_command(), *args],
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=unit(60),
+        check=False,
+    )
+
+
 class EdgebusProcess:
     """``edgebus run -c FILE`` with the minimal configuration on a free loopback port,
     plus ``extra_config`` (YAML of other sections); ``command`` replaces the ``edgebus``
