@@ -6,21 +6,10 @@ import asyncio
 import json
 from typing import Any
 
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Message, Scope
 
 from gateway.api.app import DRAIN_LIMIT, BodyLimit, body_limit
-
-
-async def echo_length(scope: Scope, receive: Receive, send: Send) -> None:
-    """An app that reads the whole body and answers its length."""
-    size = 0
-    while True:
-        message = await receive()
-        size += len(message.get("body", b""))
-        if not message.get("more_body"):
-            break
-    await send({"type": "http.response.start", "status": 200, "headers": []})
-    await send({"type": "http.response.body", "body": str(size).encode()})
+from tests.unit.gateway.api.asgi_apps import echo_length
 
 
 def call(

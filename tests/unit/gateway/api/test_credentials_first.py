@@ -8,23 +8,13 @@ import json
 from types import SimpleNamespace
 from typing import Any
 
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Message, Scope
 
 from gateway.api.app import UNAUTHENTICATED_DRAIN_LIMIT, CredentialsFirst
 from gateway.api.credentials import Credentials
+from tests.unit.gateway.api.asgi_apps import echo_length
 
 KEY = "unit-key-0123456789abcdef"
-
-
-async def echo_length(scope: Scope, receive: Receive, send: Send) -> None:
-    size = 0
-    while True:
-        message = await receive()
-        size += len(message.get("body", b""))
-        if not message.get("more_body"):
-            break
-    await send({"type": "http.response.start", "status": 200, "headers": []})
-    await send({"type": "http.response.body", "body": str(size).encode()})
 
 
 def call(
