@@ -22,6 +22,8 @@ adapters:
 
 STOPPING = {"stopping", "paused"}
 STARTING = {"starting", "running"}
+# A bridge is ``degraded`` from the start of a run until its link is up (docs/bridges.md).
+BRIDGE_STARTING = {*STARTING, "degraded"}
 
 
 def _state(http: Http, path: str) -> str:
@@ -92,7 +94,7 @@ bridges:
             assert _state(http, component) == "paused"
 
             assert _answered(http, f"{path}/resume")["state"] in STARTING
-            assert _state(http, path) in STARTING
+            assert _state(http, path) in BRIDGE_STARTING
             wait_for(lambda: _state(http, path), lambda s: s == "running")
 
             assert _answered(http, f"{component}/pause")["state"] in STOPPING
