@@ -22,6 +22,7 @@ from pydantic import (
     Field,
     SecretStr,
     SerializationInfo,
+    ValidationError,
     ValidationInfo,
     field_serializer,
     field_validator,
@@ -32,7 +33,14 @@ from gateway.config.errors import FieldProblems
 from gateway.config.files import checks_files, client_tls_file_problems
 from gateway.config.introspect import Loc
 from gateway.config.models.adapter_base import check_filter_template, check_topic_template
-from gateway.config.models.base import ConfigModel, doc_default, empty_means_none, show_secret
+from gateway.config.models.base import (
+    ConfigModel,
+    doc_default,
+    empty_means_none,
+    show_secret,
+    valid_as_written,
+    valid_items,
+)
 from gateway.config.values import (
     BindAddress,
     DurationSpec,
@@ -242,18 +250,49 @@ class BridgeTlsConfig(ConfigModel):
 
     @model_validator(mode="after")
     def _key_pair_and_files(self, info: ValidationInfo) -> Self:
-        problems: Problems = []
-        if (self.certfile is None) != (self.keyfile is None):
-            missing = "keyfile" if self.keyfile is None else "certfile"
-            problems.append(((missing,), "certfile and keyfile go together"))
-        if checks_files(info.context):
-            found = client_tls_file_problems(
-                self.cafile, self.certfile, self.keyfile, self.key_password()
-            )
-            problems += [((option,), message) for option, message in found]
+        problems = _tls_problems(
+            self.cafile, self.certfile, self.keyfile, self.keyfile_password, info.context
+        )
         if problems:
             raise FieldProblems(problems)
         return self
+
+    @classmethod
+    def checks_as_written(
+        cls, data: Mapping[str, Any], failed: frozenset[str], context: Any
+    ) -> Problems:
+        """The key pair and the files, when a key that does not name them (``verify``,
+        ``alpn``) has a problem."""
+        keys = ("cafile", "certfile", "keyfile", "keyfile_password")
+        if failed & set(keys):
+            return []
+        try:
+            cafile, certfile, keyfile, password = (
+                valid_as_written(cls, key, data, context) for key in keys
+            )
+        except ValidationError:
+            return []
+        return _tls_problems(cafile, certfile, keyfile, password, context)
+
+
+def _tls_problems(
+    cafile: Path | None,
+    certfile: Path | None,
+    keyfile: Path | None,
+    password: SecretStr | None,
+    context: Any,
+) -> Problems:
+    """``BridgeTlsConfig``'s checks between keys: the key pair, and (``edgebus check``,
+    ``run``) its files."""
+    problems: Problems = []
+    if (certfile is None) != (keyfile is None):
+        missing = "keyfile" if keyfile is None else "certfile"
+        problems.append(((missing,), "certfile and keyfile go together"))
+    if checks_files(context):
+        secret = (None if password is None else password.get_secret_value()) or None
+        found = client_tls_file_problems(cafile, certfile, keyfile, secret)
+        problems += [((option,), message) for option, message in found]
+    return problems
 
 
 class BridgeQueueConfig(ConfigModel):
@@ -434,62 +473,33 @@ class BridgeConfig(ConfigModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
-        problems: Problems = []
-        if not self.forwards and not self.subscriptions:
-            problems.append((("forwards",), "a bridge needs `forwards` or `subscriptions`"))
-        if self.server is None and not (self.type == "aws_iot" and self.aws is not None):
-            problems.append((("server",), "missing required key 'server'"))
-        if self.server is not None and self.server.port == 0:
-            problems.append((("server",), "expected a port from 1 to 65535"))
-        if self.aws is not None and self.type != "aws_iot":
-            problems.append((("aws",), "only for `type: aws_iot`"))
-        if self.type == "aws_iot" and (self.tls is None or self.tls.certfile is None):
-            problems.append(
-                (("tls",), "AWS IoT Core needs mutual TLS: set tls.certfile and keyfile")
-            )
-        if self.type == "aws_iot":
-            problems += self._aws_problems()
-        if self.type == "emqx_cloud" and not (self.username or (self.tls and self.tls.certfile)):
-            problems.append(
-                (("username",), "EMQX Cloud needs a username and password (or tls.certfile)")
-            )
-        if self.protocol_version != "5" and self.connect_properties != BridgeConnectProperties():
-            problems.append((("connect_properties",), "MQTT 5 only (protocol_version: 5)"))
+        problems = _between_keys(
+            {
+                "type": self.type,
+                "server": self.server,
+                "forwards": self.forwards,
+                "subscriptions": self.subscriptions,
+                "aws": self.aws is not None,
+                "thing_name": self.aws.thing_name if self.aws is not None else None,
+                "tls.certfile": self.tls is not None and self.tls.certfile is not None,
+                "username": self.username,
+                "client_id": self.client_id,
+                "protocol_version": self.protocol_version,
+                "connect_properties": self.connect_properties != BridgeConnectProperties(),
+            }
+        )
         if problems:
             raise FieldProblems(problems)
         return self
 
-    def _aws_problems(self) -> Problems:
-        limits = AWS_IOT_LIMITS
-        problems: Problems = []
-        for index, forward in enumerate(self.forwards):
-            where, text = ("remote",), forward.remote
-            if text is None:
-                where, text = ("local",), forward.local
-            problem = aws_topic_problem(_literal(text).replace("+", "x").replace("#", "x"))
-            if problem is not None:
-                problems.append((("forwards", index, *where), problem))
-        for index, subscription in enumerate(self.subscriptions):
-            problem = aws_topic_problem(FilterTemplate(subscription.remote).topic_filter)
-            if problem is not None:
-                problems.append((("subscriptions", index, "remote"), problem))
-        if len(self.subscriptions) > limits.subscriptions_per_connection:
-            problems.append(
-                (
-                    ("subscriptions",),
-                    f"AWS IoT Core allows {limits.subscriptions_per_connection} subscriptions"
-                    " per connection",
-                )
-            )
-        client_id = self.client_id or (self.aws.thing_name if self.aws else None)
-        if client_id is not None and len(client_id.encode()) > limits.client_id_bytes:
-            problems.append(
-                (
-                    ("client_id",),
-                    f"AWS IoT Core allows client ids of {limits.client_id_bytes} bytes at most",
-                )
-            )
-        return problems
+    @classmethod
+    def checks_as_written(
+        cls, data: Mapping[str, Any], failed: frozenset[str], context: Any
+    ) -> Problems:
+        """``_consistent`` when some key has a problem of its own: each check whose keys
+        are valid (or, for a section with a problem, at least given), on ``data`` as
+        written, so that ``edgebus check`` reports them with the bad key in one run."""
+        return _between_keys(_facts_as_written(data, failed, context))
 
     def warnings(self) -> list[tuple[tuple[str | int, ...], str]]:
         """What runs, but not as written: (YAML path below this bridge, message)."""
@@ -544,3 +554,139 @@ class BridgeConfig(ConfigModel):
             "protocol_version": self.protocol_version,
             "tls": self.uses_tls(),
         }
+
+
+def _between_keys(facts: Mapping[str, Any]) -> Problems:
+    """The checks between a bridge's keys, on ``facts``: key -> its valid value, except
+    ``aws``, ``tls.certfile`` and ``connect_properties``: whether each is given (set, not
+    the defaults); ``forwards`` and ``subscriptions`` may hold None for an entry with a
+    problem of its own. A key missing from ``facts`` has a problem of its own that leaves
+    it unknown, and the checks that need it are left out."""
+
+    def known(*keys: str) -> bool:
+        return all(key in facts for key in keys)
+
+    problems: Problems = []
+    if known("forwards", "subscriptions") and not facts["forwards"] and not facts["subscriptions"]:
+        problems.append((("forwards",), "a bridge needs `forwards` or `subscriptions`"))
+    server = facts.get("server", _UNKNOWN)
+    if (
+        server is None
+        and known("type", "aws")
+        and not (facts["type"] == "aws_iot" and facts["aws"])
+    ):
+        problems.append((("server",), "missing required key 'server'"))
+    if isinstance(server, BindAddress) and server.port == 0:
+        problems.append((("server",), "expected a port from 1 to 65535"))
+    kind = facts.get("type", _UNKNOWN)
+    if facts.get("aws") and known("type") and kind != "aws_iot":
+        problems.append((("aws",), "only for `type: aws_iot`"))
+    if kind == "aws_iot" and known("tls.certfile") and not facts["tls.certfile"]:
+        problems.append((("tls",), "AWS IoT Core needs mutual TLS: set tls.certfile and keyfile"))
+    if kind == "aws_iot":
+        problems += _aws_problems(facts)
+    if (
+        kind == "emqx_cloud"
+        and known("username", "tls.certfile")
+        and not (facts["username"] or facts["tls.certfile"])
+    ):
+        problems.append(
+            (("username",), "EMQX Cloud needs a username and password (or tls.certfile)")
+        )
+    if (
+        known("protocol_version", "connect_properties")
+        and facts["protocol_version"] != "5"
+        and facts["connect_properties"]
+    ):
+        problems.append((("connect_properties",), "MQTT 5 only (protocol_version: 5)"))
+    return problems
+
+
+def _aws_problems(facts: Mapping[str, Any]) -> Problems:
+    """AWS IoT Core's limits on the topics, subscriptions and client id in ``facts``."""
+    limits = AWS_IOT_LIMITS
+    problems: Problems = []
+    forwards: tuple[BridgeForward | None, ...] = facts.get("forwards", ())
+    for index, forward in enumerate(forwards):
+        if forward is None:
+            continue
+        where, text = ("remote",), forward.remote
+        if text is None:
+            where, text = ("local",), forward.local
+        problem = aws_topic_problem(_literal(text).replace("+", "x").replace("#", "x"))
+        if problem is not None:
+            problems.append((("forwards", index, *where), problem))
+    subscriptions: tuple[BridgeSubscription | None, ...] = facts.get("subscriptions", ())
+    for index, subscription in enumerate(subscriptions):
+        if subscription is None:
+            continue
+        problem = aws_topic_problem(FilterTemplate(subscription.remote).topic_filter)
+        if problem is not None:
+            problems.append((("subscriptions", index, "remote"), problem))
+    if len(subscriptions) > limits.subscriptions_per_connection:
+        problems.append(
+            (
+                ("subscriptions",),
+                f"AWS IoT Core allows {limits.subscriptions_per_connection} subscriptions"
+                " per connection",
+            )
+        )
+    client_id = facts.get("client_id", _UNKNOWN) or facts.get("thing_name")
+    if isinstance(client_id, str) and len(client_id.encode()) > limits.client_id_bytes:
+        problems.append(
+            (
+                ("client_id",),
+                f"AWS IoT Core allows client ids of {limits.client_id_bytes} bytes at most",
+            )
+        )
+    return problems
+
+
+#: A key of ``_between_keys``'s facts that is not there.
+_UNKNOWN = object()
+
+#: Keys ``_between_keys`` reads with their valid value.
+_PLAIN_KEYS = ("type", "server", "username", "client_id", "protocol_version")
+
+
+def _facts_as_written(
+    data: Mapping[str, Any], failed: frozenset[str], context: Any
+) -> dict[str, Any]:
+    """``_between_keys``'s facts from a bridge as written, whose keys in ``failed`` have
+    problems of their own: what can still be known of them (a section with a problem is
+    at least given; its entries without problems are valid)."""
+    facts: dict[str, Any] = {}
+    for key in _PLAIN_KEYS:
+        if key in failed:
+            continue
+        try:
+            facts[key] = valid_as_written(BridgeConfig, key, data, context)
+        except ValidationError:
+            continue
+    for key, model in (("forwards", BridgeForward), ("subscriptions", BridgeSubscription)):
+        items = data.get(key)
+        if items is None:
+            facts[key] = ()
+        elif isinstance(items, list | tuple):
+            facts[key] = tuple(valid_items(model, items, context))
+    aws = data.get("aws")
+    facts["aws"] = aws is not None
+    if aws is None:
+        facts["thing_name"] = None
+    elif isinstance(aws, Mapping) and isinstance(aws.get("thing_name"), str | None):
+        facts["thing_name"] = aws.get("thing_name")
+    tls = data.get("tls")
+    if tls is None or isinstance(tls, Mapping):
+        facts["tls.certfile"] = tls is not None and tls.get("certfile") is not None
+    properties = data.get("connect_properties")
+    if properties is None:
+        facts["connect_properties"] = False
+    elif "connect_properties" not in failed:
+        try:
+            given = BridgeConnectProperties.model_validate(properties, context=context)
+        except ValidationError:
+            return facts
+        facts["connect_properties"] = given != BridgeConnectProperties()
+    elif isinstance(properties, Mapping):
+        facts["connect_properties"] = bool(properties)  # given with a problem: not the defaults
+    return facts
