@@ -27,6 +27,8 @@ core that every sample goes through in a DDS process rewrites it:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from idl_codegen.model import (
     ArrayType,
     NamedType,
@@ -42,9 +44,13 @@ from idl_codegen.model import (
 __all__ = ["cyclone_misreads"]
 
 
-def cyclone_misreads(schema: Schema, root: str) -> str | None:
+def cyclone_misreads(
+    schema: Schema, root: str, declared_in: Mapping[str, str] | None = None
+) -> str | None:
     """Why Cyclone DDS would corrupt samples of type ``root`` (a union it uses, with the
-    workaround), or None when it would not."""
+    workaround), or None when it would not. ``declared_in`` maps type names to the file
+    declaring them, for the message (``edgebus check`` names the union's IDL file; the
+    dds adapter, which may have discovered the type, does not)."""
     seen: set[str] = set()
     pending: list[TypeRef] = [NamedType(root)]
     while pending:
@@ -65,8 +71,12 @@ def cyclone_misreads(schema: Schema, root: str) -> str | None:
         elif isinstance(declared, UnionType):
             problem = _misread_union(schema, declared)
             if problem is not None:
-                where = "" if declared.name == root else f" (used by '{root}')"
-                return f"union '{declared.name}'{where} {problem}"
+                where = [] if declared.name == root else [f"used by '{root}'"]
+                file = (declared_in or {}).get(declared.name)
+                if file:
+                    where.append(f"declared in {file}")
+                context = f" ({', '.join(where)})" if where else ""
+                return f"union '{declared.name}'{context} {problem}"
             pending.extend(case.type for case in declared.cases)
     return None
 

@@ -311,9 +311,12 @@ def idl_problems(
 ) -> Problems:
     """What keeps the adapter from starting with these IDL files, as ``(path, message)``:
     a file that cannot be read, IDL errors (with the IDL file, line and column), a mapping
-    ``type`` the files do not declare, a ``to_mqtt`` template naming a member the type does
-    not have. Only the IDL parser runs (pure Python; no cyclonedds). A None mapping (one
-    with problems of its own) is not checked."""
+    ``type`` the files do not declare or that the adapter would refuse at start (a union
+    Cyclone DDS misreads, ``idl_codegen.cyclone_limits``: the same function the adapter
+    asks, naming the IDL file declaring the union), a ``to_mqtt`` template naming a member
+    the type does not have. Only the IDL parser runs (pure Python; no cyclonedds). A None
+    mapping (one with problems of its own) is not checked."""
+    from idl_codegen.cyclone_limits import cyclone_misreads
     from idl_codegen.diagnostics import IdlErrors  # the parser: imported when needed
     from idl_codegen.frontend import compile_idl
     from idl_codegen.model import EnumType, Schema, StructType, UnionType
@@ -330,11 +333,18 @@ def idl_problems(
         ("mqtt_to_dds", mqtt_to_dds),
     ]
     named = [m for _, entries in mappings for m in entries if m is not None and m.type != AUTO]
+    declared_in: dict[str, str] = {}
     if not idl_files:
         schema = Schema()
     else:
         try:
-            schema = compile_idl(list(idl_files), list(include_dirs)).schema
+            compiled = compile_idl(list(idl_files), list(include_dirs))
+            schema = compiled.schema
+            shown: dict[str, str] = {}
+            for source in compiled.files:  # the file as the configuration or #include names it
+                shown.setdefault(source.provenance, source.display)
+            declared_in = {name: shown.get(origin, origin)
+                           for name, origin in schema.origins.items()}
         except IdlErrors as exc:
             resolved = [p.resolve() for p in idl_files]
             for error in exc.errors:
@@ -360,6 +370,13 @@ def idl_problems(
             if entry.type not in known:
                 problems.append(
                     ((section, index, "type"), f"unknown DDS type {entry.type!r} ({choices})")
+                )
+                continue
+            misread = cyclone_misreads(schema, entry.type, declared_in)
+            if misread is not None:  # the adapter would refuse it at start (codec.TypeSupport)
+                problems.append(
+                    ((section, index, "type"),
+                     f"DDS type {entry.type!r} is not supported: {misread}")
                 )
                 continue
             if not isinstance(entry, DdsToMqtt):

@@ -6,13 +6,21 @@ discriminator -1 on 2 bytes for the default case and turns the value's first byt
 a boolean, so every reader (this gateway too) got 1. The adapter now refuses such a type
 when it loads it, naming the union and the workaround; the same union over a ``long``
 discriminator carries every value intact between a cyclonedds peer process and MQTT.
+
+A type from ``idl_files`` is refused earlier, by the configuration check (``edgebus
+check``, ``run``, reload: test_dds_check_union.py); what only the adapter can refuse is a
+type discovered on the network (``type: auto``): its topic is skipped, counted and logged,
+and the adapter runs on.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.helpers.dds import NETWORK_YAML, DdsPeer, domain_id, gateway_matched, unique
 from tests.helpers.gateway import RunningGateway, running_gateway
@@ -38,7 +46,7 @@ def status(gw: RunningGateway, name: str) -> dict[str, Any]:
 
 
 def test_a_union_cyclone_misreads_is_refused_and_a_long_discriminator_works(
-        tmp_path: Path) -> None:
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     idl = tmp_path / "u.idl"
     idl.write_text(IDL, encoding="utf-8")
     domain = domain_id()
@@ -48,10 +56,8 @@ adapters:
   - type: dds
     name: short
     domain_id: {domain}
-    restart_backoff: 30s
-{NETWORK_YAML}    idl_files: [{idl}]
-    dds_to_mqtt:
-      - {{from_dds: {short_topic}, type: u::S, to_mqtt: short}}
+{NETWORK_YAML}    dds_to_mqtt:
+      - {{from_dds: {short_topic}, type: auto, to_mqtt: short}}
   - type: dds
     name: long
     domain_id: {domain}
@@ -59,19 +65,24 @@ adapters:
     dds_to_mqtt:
       - {{from_dds: {long_topic}, type: u::L, to_mqtt: long}}
 """
-    with running_gateway(tmp_path, config) as gw, DdsPeer(domain) as peer:
-        wait_until(lambda: status(gw, "short")["state"] == "backing_off", unit(15),
-                   "the adapter with the short union fails and backs off")
-        error = status(gw, "short")["last_error"]
-        assert "DDS type 'u::S' is not supported: union 'u::Short' (used by 'u::S')" in error
-        assert "negative case label -1 ('neg') on a short discriminator" in error
-        assert "Use a long discriminator, non-negative labels, or no default case" in error
-
+    with (caplog.at_level(logging.WARNING, logger="adapters.dds"),
+          running_gateway(tmp_path, config) as gw, DdsPeer(domain) as peer):
+        wait_until(lambda: status(gw, "short")["state"] == "running", unit(15), "short runs")
         wait_until(lambda: status(gw, "long")["state"] == "running", unit(15), "long runs")
         clients = Clients(gw)
         try:
             sub = clients.subscriber(5, "long", 1)
             peer.call("load", idl=[str(idl)])
+            peer.call("writer", id="s", topic=short_topic, type="u::S", qos={})
+            wait_until(lambda: status(gw, "short")["component_stats"].get("no_type", 0) >= 1,
+                       unit(15), "the discovered type with the short union is refused")
+            logged = "\n".join(record.getMessage() for record in caplog.records)
+            assert (f"{short_topic}: discovered type not supported: DDS type 'u::S' is not"
+                    " supported: union 'u::Short' (used by 'u::S') has the negative case"
+                    " label -1 ('neg') on a short discriminator") in logged
+            assert "Use a long discriminator, non-negative labels, or no default case" in logged
+            assert status(gw, "short")["state"] == "running"
+            assert status(gw, "short")["component_stats"]["readers"] == 0
             peer.call("writer", id="l", topic=long_topic, type="u::L", qos={})
             assert peer.call("matched", id="l", timeout=unit(10))["matched"] >= 1
             wait_until(lambda: gateway_matched(gw, "long", "reader", long_topic), unit(10),
