@@ -9,10 +9,14 @@
    (MQTT 3.1: 23) is refused (0x85);
 3. the credentials, through the login throttle when there is one
    (``broker_core.login_throttle``), then the authenticator;
-4. the will: a topic it could never be published to refuses the client (0x90 Topic
-   Name invalid, MQTT 5.0 3.2.2.2: more levels than ``max_topic_levels``, or a
-   ``$delayed/`` topic that is not a valid one; counted in limit ``topic_levels``), as
-   the will would be refused when published (``Broker.publish_checked``); a QoS or
+4. the will: a topic it could never be published to refuses the client, with the code
+   a PUBLISH to it would get (``Broker.publish_checked``; ``will_topic_refusal``):
+   0x90 Topic Name invalid (MQTT 5.0 3.2.2.2) for more levels than
+   ``max_topic_levels`` (counted in limit ``topic_levels``) or a ``$delayed/`` topic
+   that is not a valid one, 0x87 Not authorized for a ``$SYS`` topic, which belongs to
+   the broker; then, when an ACL is configured, a topic the client may not publish to
+   (as judged for its PUBLISH: its username, client id and address; a ``$delayed/``
+   topic by the topic it names) refuses it with 0x87 Not authorized; a QoS or
    retain the server does not offer refuses an MQTT 5 client (0x9B, 0x9A
    [MQTT-3.2.2-12, -13]); an MQTT 3.1.1 client's will is lowered to what it offers; a
    will ``max_will_bytes_total`` has no room for refuses the client (0x97). That bound
@@ -20,8 +24,10 @@
    ones (``WillScheduler.bytes``): room the client's own session holds (its connected
    will, taken over, or its pending will, cancelled or published) is counted free.
    MQTT 3.1.1 refusals are CONNACK return codes (``v3_connack_code``: 0x90 and 0x97
-   are 3, Server unavailable), as 3.1.1 3.1.4 asks of a CONNECT that passes the
-   format checks but fails further restrictions;
+   are 3, Server unavailable; 0x87 is 5, Not authorized), as 3.1.1 3.1.4 asks of a
+   CONNECT that passes the format checks but fails further restrictions. A CONNECT
+   without a will pays nothing of this; one with a will pays the ACL lookup only when
+   an ACL is configured;
 5. the keep alive: ``server_keep_alive`` is imposed on MQTT 5 clients; one beyond
    ``max_keepalive`` (or 0 when a maximum is set) is lowered for MQTT 5 and refused for
    earlier versions (return code 2), as mosquitto does;
@@ -46,6 +52,7 @@ from collections.abc import Coroutine
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from broker_core.acl import PUBLISH
 from broker_core.auth import AuthRequest, AuthResult, new_auth_request
 from broker_core.context import Origin
 from broker_core.delayed import DELAYED_PREFIX, parse_delayed_topic
@@ -56,7 +63,9 @@ from broker_core.mqtt.packets import Connect
 from broker_core.mqtt.reason_codes import ReasonCode
 from broker_core.mqtt.session import Session
 from broker_core.mqtt.session_state import NEVER_EXPIRES, SessionState
+from broker_core.mqtt.topics import abbreviate
 from broker_core.observe import ClientConnack, ClientConnect, new_client_connected
+from broker_core.origin import new_origin
 from broker_core.resume import restrict_to_owner
 from broker_core.will import will_size
 
@@ -68,7 +77,8 @@ __all__ = [
     "granted_keep_alive",
     "granted_will",
     "handle_connect",
-    "will_topic_invalid",
+    "will_target",
+    "will_topic_refusal",
 ]
 
 log = logging.getLogger(__name__)
@@ -94,17 +104,34 @@ def granted_expiry(connect: Connect, limits: ServerLimits) -> int:
     return min(asked or 0, limits.max_session_expiry)
 
 
-def will_topic_invalid(topic: str, max_levels: int) -> bool:
-    """True when a will on ``topic`` would be refused as Topic Name invalid when published
-    (``Broker.publish_checked``): a ``$delayed/`` topic that is no valid one, or a topic
-    (the one a ``$delayed/`` topic names) of more than ``max_levels`` levels
-    (``topics.too_deep``: a topic shorter than ``max_levels`` pays one comparison)."""
+def will_topic_refusal(topic: str, max_levels: int) -> int | None:
+    """The reason code refusing a will on ``topic``, the code a PUBLISH to it would get
+    (``Broker.publish_checked``), or None when a PUBLISH could use it: Topic Name invalid
+    for a ``$delayed/`` topic that is no valid one, or a topic (the one a ``$delayed/``
+    topic names) of more than ``max_levels`` levels (``topics.too_deep``: a topic
+    shorter than ``max_levels`` pays one comparison); Not authorized for a ``$SYS``
+    topic. The ACL is the caller's (``will_target`` names the topic it judges)."""
+    if topic[0] == "$":
+        if topic.startswith(DELAYED_PREFIX):
+            delayed = parse_delayed_topic(topic)
+            if delayed is None:
+                return ReasonCode.TOPIC_NAME_INVALID
+            topic = delayed[1]
+        elif topic.startswith("$SYS"):
+            return ReasonCode.NOT_AUTHORIZED
+    if len(topic) >= max_levels and topic.count("/") >= max_levels:
+        return ReasonCode.TOPIC_NAME_INVALID
+    return None
+
+
+def will_target(topic: str) -> str:
+    """The topic the ACL judges for a will on ``topic`` (one ``will_topic_refusal``
+    accepted): the topic a ``$delayed/`` topic names, as for a PUBLISH."""
     if topic[0] == "$" and topic.startswith(DELAYED_PREFIX):
         delayed = parse_delayed_topic(topic)
-        if delayed is None:
-            return True
-        topic = delayed[1]
-    return len(topic) >= max_levels and topic.count("/") >= max_levels
+        assert delayed is not None
+        return delayed[1]
+    return topic
 
 
 def granted_will(connect: Connect, limits: ServerLimits) -> Connect | int:
@@ -256,10 +283,29 @@ def _decide(answer: _Answer, client_id: str, assigned: str | None, result: AuthR
         topic = will.topic
         max_levels = limits.max_topic_levels
         # A usual will topic (no "$", shorter than the bound) pays two comparisons.
-        if (topic[0] == "$" or len(topic) >= max_levels) and will_topic_invalid(topic, max_levels):
-            broker.counters.hit("topic_levels")
-            answer.refuse(ReasonCode.TOPIC_NAME_INVALID)
-            return
+        if topic[0] == "$" or len(topic) >= max_levels:
+            refusal = will_topic_refusal(topic, max_levels)
+            if refusal is not None:
+                if refusal == ReasonCode.TOPIC_NAME_INVALID:
+                    broker.counters.hit("topic_levels")
+                answer.refuse(refusal)
+                return
+        acl = broker.acl
+        if acl is not None:
+            owner = result.username if result.username is not None else connect.username
+            publisher = new_origin("mqtt", client_id, session.peer, owner)
+            if not acl.allows(publisher, PUBLISH, will_target(topic)):
+                broker.refusal_log.info(
+                    now,
+                    "client %s from %s refused (0x87): user %s may not publish to its will"
+                    " topic %s (acl)",
+                    client_id,
+                    session.peer,
+                    owner,
+                    abbreviate(topic),
+                )
+                answer.refuse(ReasonCode.NOT_AUTHORIZED)
+                return
         honoured = granted_will(connect, limits)
         if isinstance(honoured, int):
             answer.refuse(honoured)

@@ -78,16 +78,16 @@ def test_will_is_not_published_after_a_normal_disconnect(
 def test_a_will_goes_through_the_publish_policy_of_a_publish(
     clients: Clients, gw: RunningGateway, proto: int
 ) -> None:
-    # $SYS belongs to the broker: a will there is not published (nor retained), as a
-    # PUBLISH there is refused (MQTT 4.7.2); a $delayed/ will is held back like a PUBLISH.
+    # $SYS belongs to the broker: a will there is refused with its CONNECT (0x87, 3.1.1:
+    # 5), as a PUBLISH there is refused (MQTT 4.7.2), so nothing is published nor
+    # retained (test_will_connect_refusals); a $delayed/ will is held back like a PUBLISH.
     sub = clients.subscriber(proto, "$SYS/spoofed", 1)
-    denied = gw.call(lambda: gw.broker.counters.publish_denied)
     client = clients.paho(proto, "w-sys")
     client.will_set("$SYS/spoofed", b"by a will", 1, True)
-    client.connect(clean_start=True)
-    client.abort()
+    connack = client.connect(clean_start=True, expect_success=False)
+    assert connack.reason_code == 0x87  # paho's name for 3.1.1's 5 too
+    client.close()
     wait_until(lambda: _session_gone(gw, "w-sys"), what="session w-sys ended")
-    assert gw.call(lambda: gw.broker.counters.publish_denied) == denied + 1
     _publish_sentinel(gw, "$SYS/spoofed")  # the broker's own: it may publish there
     message = sub.expect_message()
     assert message.payload == b"sentinel"

@@ -184,11 +184,17 @@ def test_a_denied_will_is_not_published(ignoring: RunningGateway, proto: int) ->
 
 
 def publish_wills(gw: RunningGateway, observer: RawClient, proto: int) -> None:
+    # A will the ACL denies refuses its CONNECT (0x87; 3.1.1: 5): never published.
     for will_topic in ("secret/will", "pub/will"):
         name = cid()
+        denied = will_topic == "secret/will"
+        code = (0x87 if proto == 5 else 5) if denied else 0
         client, _ = connect_raw(
-            gw, proto, name, username="alice", password="x", will_topic=will_topic
-        )
+            gw, proto, name, username="alice", password="x", will_topic=will_topic,
+            expect_code=code,
+        )  # fmt: skip
+        if denied:
+            client.expect_closed(packet_type=None)
         client.abort()
         wait_until(
             lambda: gw.call(
