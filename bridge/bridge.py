@@ -34,6 +34,7 @@ import logging
 import random
 import time
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from bridge.forward import Forwarder
@@ -41,6 +42,8 @@ from bridge.inbound import Receiver
 from bridge.link import Link, open_link, reason_name
 from bridge.mapping import Outbound
 from bridge.queue import DiskQueue
+from bridge.queue_file import QueueDamaged
+from bridge.queue_salvage import salvage
 from broker_core.errors import AdapterError, BridgeError
 from broker_core.mqtt.packets import (
     Auth,
@@ -83,10 +86,24 @@ class _Held:
         self.tap = tap
         self.outbound = outbound
         self.dropped: dict[str, int] = {}
+        self.salvages = 0
+        self.salvaged_rows = 0
 
     def close(self) -> None:
         self.tap.close()
         self.queue.close()
+
+
+class _Damaged:
+    """What a run whose queue file was found damaged hands over (``Host.keep``): the
+    ``Refusal`` in its place; the next run salvages the file before it opens it."""
+
+    def __init__(self, refusal: Refusal | None) -> None:
+        self.refusal = refusal
+
+    def close(self) -> None:
+        if self.refusal is not None:
+            self.refusal.close()
 
 
 class MqttBridge:
@@ -110,6 +127,10 @@ class MqttBridge:
         self._subscribe_ids: dict[int, tuple[str, ...]] = {}
         self._next_subscribe_id = _FIRST_SUBSCRIBE_ID
         self._refusal: Refusal | None = None
+        #: 1 and the rows kept when this run started by salvaging its damaged queue
+        #: (``bridge.queue_salvage``); carried to the runs that take its queue over.
+        self.salvages = 0
+        self.salvaged_rows = 0
 
     # -- the component -------------------------------------------------------------------
 
@@ -125,20 +146,38 @@ class MqttBridge:
         # escapes it (its queue's earlier rows are read meanwhile). After a restart the
         # queue is the last run's, still open, and so is its tap until this one's is in
         # place: nothing routed between the two runs escapes the queue.
-        held: _Held | Refusal | None = host.take()
-        refusal = held if isinstance(held, Refusal) else None
+        held: _Held | _Damaged | Refusal | None = host.take()
+        salvage_first = isinstance(held, _Damaged)
+        refusal = held.refusal if isinstance(held, _Damaged) else held
+        refusal = refusal if isinstance(refusal, Refusal) else None
         held = held if isinstance(held, _Held) else None
         outbound = Outbound(config)
         if held is None:
+            queue_path, name = host.data_dir / "queue.db", f"bridge-{config.name}"
             try:
-                queue = DiskQueue.open(host.data_dir / "queue.db", f"bridge-{config.name}")
+                queue: DiskQueue | None = None
+                if not salvage_first:
+                    try:
+                        queue = DiskQueue.open(queue_path, name)
+                    except QueueDamaged as exc:
+                        log.warning("bridge %s: %s; salvaging its readable rows", config.name, exc)
+                if queue is None:
+                    # Its messages are refused meanwhile, never acknowledged into no queue.
+                    refusal = refusal or self._tap_refusal(hub, outbound)
+                    host.degraded(f"salvaging the readable rows of its damaged queue {queue_path}")
+                    await self._salvage(queue_path, host, refusal)
+                    queue = DiskQueue.open(queue_path, name)
             except BridgeError:
                 self._refuse(hub, host, outbound, refusal)
+                self._finished.set()
+                raise
+            except asyncio.CancelledError:  # stopped while it salvaged (``_salvage``)
                 self._finished.set()
                 raise
             early: dict[str, int] = {}
         else:
             queue, early = held.queue, held.dropped
+            self.salvages, self.salvaged_rows = held.salvages, held.salvaged_rows
         queue.on_error = self._queue_failed
         tap = None
         forwarder = None
@@ -172,12 +211,15 @@ class MqttBridge:
             if forwarder is not None:
                 forwarder.close()
             if tap is not None and queue.error is None:
-                self._hand_over(hub, host, _Held(queue, tap, outbound))
+                kept = _Held(queue, tap, outbound)
+                kept.salvages, kept.salvaged_rows = self.salvages, self.salvaged_rows
+                self._hand_over(hub, host, kept)
             else:
                 # The queue failed (or the run failed before it tapped): until a run opens
                 # it again, the tap's messages are refused, not acknowledged unqueued.
                 if queue.error is not None:
-                    self._refuse(hub, host, outbound, refusal)
+                    damaged = isinstance(queue.error, QueueDamaged)
+                    self._refuse(hub, host, outbound, refusal, damaged=damaged)
                 elif refusal is not None:
                     host.keep(refusal, refusal.close)
                 if tap is not None:
@@ -192,29 +234,73 @@ class MqttBridge:
                 raise queue.error
             raise BridgeError(f"bridge {config.name}: writing its queue failed: {queue.error}")
 
-    def _refuse(self, hub: HubClient, host: Host, outbound: Outbound, held: Refusal | None) -> None:
+    def _refuse(
+        self,
+        hub: HubClient,
+        host: Host,
+        outbound: Outbound,
+        held: Refusal | None,
+        *,
+        damaged: bool = False,
+    ) -> None:
         """No queue to append to: until a run opens one, QoS 1/2 messages that would be
         queued are refused (``gateway.components.refusal``), kept for the next run (which
         closes it once its own tap is in place) or closed by the supervisor when none
-        follows (paused, removed, disabled, the gateway stops)."""
-        refusal = None
-        if outbound.filters:
-            refusal = Refusal(outbound.queues)
-            try:
-                refusal.tap_into(hub, outbound.filters)
-            except AdapterError as exc:  # the ACL denies the filters now: nothing is tapped
-                log.warning(
-                    "bridge %s: cannot refuse what it would queue: %s", self.config.name, exc
-                )
-                refusal = None
-            else:
-                assert refusal.hook is not None
-                hub.keep_open(refusal.hook)
+        follows (paused, removed, disabled, the gateway stops). ``damaged``: the queue
+        file is, and the next run salvages it before it opens it (``_Damaged``)."""
+        refusal = self._tap_refusal(hub, outbound)
         if held is not None:
             held.close()  # after the new one is in place: nothing escapes both
         self._refusal = refusal
-        if refusal is not None:
+        if damaged:
+            kept = _Damaged(refusal)
+            host.keep(kept, kept.close)
+        elif refusal is not None:
             host.keep(refusal, refusal.close)
+
+    def _tap_refusal(self, hub: HubClient, outbound: Outbound) -> Refusal | None:
+        """A ``Refusal`` tapped into the ``forwards`` and kept open past this run's hub
+        client (None when there are none, or the ACL denies them now)."""
+        if not outbound.filters:
+            return None
+        refusal = Refusal(outbound.queues)
+        try:
+            refusal.tap_into(hub, outbound.filters)
+        except AdapterError as exc:  # the ACL denies the filters now: nothing is tapped
+            log.warning("bridge %s: cannot refuse what it would queue: %s", self.config.name, exc)
+            return None
+        assert refusal.hook is not None
+        hub.keep_open(refusal.hook)
+        self._refusal = refusal
+        return refusal
+
+    async def _salvage(self, path: Path, host: Host, refusal: Refusal | None) -> None:
+        """Salvages the damaged queue at ``path`` on a thread (``bridge.queue_salvage``),
+        while ``refusal`` refuses what would be queued; ``BridgeError`` when nothing of it
+        can be salvaged. Not cut short by a stop: the thread moves the files, and no run
+        may open the queue before it is done."""
+        task = asyncio.ensure_future(asyncio.to_thread(salvage, path))
+        try:
+            found = await asyncio.shield(task)
+        except asyncio.CancelledError:
+            await asyncio.wait({task})
+            if refusal is not None:
+                host.keep(refusal, refusal.close)
+            raise
+        self.salvages += 1
+        self.salvaged_rows += found.rows
+        lost = f"; {found.skipped} damaged places skipped, their rows lost" if found.skipped else ""
+        log.warning(
+            "bridge %s: its queue %s was damaged: %d rows salvaged into a fresh queue"
+            " (seq %d to %d%s); the damaged file is kept at %s",
+            self.config.name,
+            path,
+            found.rows,
+            found.first,
+            found.last,
+            lost,
+            found.kept,
+        )
 
     def _hand_over(self, hub: HubClient, host: Host, held: _Held) -> None:
         """The run ends: until the next one, the tap goes on queueing (nothing is sent);
@@ -247,6 +333,8 @@ class MqttBridge:
             out.update(self.receiver.stats())
         if self._refusal is not None:
             out["refused_no_queue"] = self._refusal.refused
+        out["queue_salvages"] = self.salvages
+        out["queue_salvaged_rows"] = self.salvaged_rows
         return out
 
     def describe(self) -> dict[str, Any]:

@@ -82,8 +82,10 @@ from typing import Any
 from bridge.mapping import Queued
 from bridge.queue_file import (
     COLUMNS,
+    QueueDamaged,
     checkpoint,
     index_rows,
+    is_damage,
     mark_closed,
     mark_closing,
     marker_path,
@@ -355,7 +357,7 @@ class DiskQueue:
         try:
             write_rows(conn, inserts, deletes, marks)
         except sqlite3.Error as exc:
-            error = exc
+            error = self._as_damaged(exc)
             log.error("%s: writing the queue failed: %s", self.name, exc)
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
@@ -443,17 +445,20 @@ class DiskQueue:
                 index.add(seq, size, received_at)
                 last = seq
         except sqlite3.Error as exc:
-            error = self._damaged(str(exc))
+            error = self._as_damaged(exc)
         return functools.partial(self._index_loaded, index, error)
 
-    def _damaged(self, what: str) -> BridgeError:
-        """The error of a queue file whose rows cannot all be read (a torn last page)."""
-        return BridgeError(
+    def _damaged(self, what: object) -> QueueDamaged:
+        """The error of a queue file whose rows cannot all be read (a page overwritten, a
+        torn last page): the bridge's next run salvages its readable rows."""
+        return QueueDamaged(
             f"{self.path or self.name}: the bridge queue is damaged ({what}: its file was cut"
-            " short or overwritten); its intact rows are not sent, so edgebus will not start"
-            f" the bridge on it: move it away, and {self._marker()}, to start with an empty"
-            " queue (sqlite3's .recover can salvage the intact rows from the copy)"
+            " short or overwritten); the bridge's next start salvages its readable rows"
         )
+
+    def _as_damaged(self, exc: sqlite3.Error) -> BaseException:
+        """``exc`` of a read or a write, as ``QueueDamaged`` when it says the file is."""
+        return self._damaged(exc) if is_damage(exc) else exc
 
     def _index_loaded(self, index: QueueIndex, error: BaseException | None) -> None:
         if error is not None:
@@ -473,7 +478,7 @@ class DiskQueue:
             items = read_rows(conn, first, limit)
         except sqlite3.Error as exc:
             log.error("%s: reading the queue failed: %s", self.name, exc)
-            return functools.partial(self._read_failed, exc, callback)
+            return functools.partial(self._read_failed, self._as_damaged(exc), callback)
         return functools.partial(self._read_done, callback, items, items[-1].seq if items else 0)
 
     def _read_done(self, callback: _ReadCallback, items: list[Queued], last: int) -> None:

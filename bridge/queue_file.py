@@ -17,6 +17,8 @@
   it, or move ``queue.db`` and the marker away to start with an empty queue on purpose.
   A ``queue.db`` without a marker (first start, or a queue of an edgebus before the
   marker) gets one.
+- A damaged file (cut short, or malformed where the open reads it) raises
+  ``QueueDamaged``: the bridge salvages its readable rows (``bridge.queue_salvage``).
 - ``write_rows(conn, inserts, deletes, marks)``: one commit's statements, the rows
   appended in multi-row ``INSERT`` statements, the released marks and the deletes in
   ``... BETWEEN`` ranges.
@@ -43,14 +45,34 @@ from broker_core.store.marker import CLOSED, CLOSING, OPEN, Loss, check, mark, m
 __all__ = [
     "COLUMNS",
     "SCHEMA_VERSION",
+    "QueueDamaged",
     "checkpoint",
+    "create_schema",
     "index_rows",
+    "is_damage",
     "mark_closed",
     "marker_path",
     "open_file",
+    "queued_row",
     "read_rows",
     "write_rows",
 ]
+
+
+class QueueDamaged(BridgeError):
+    """The queue file is damaged (SQLite finds it malformed, or it was cut short): the
+    bridge salvages its readable rows into a fresh queue (``bridge.queue_salvage``)
+    rather than refusing it, as it refuses a queue that was lost or another's."""
+
+
+#: SQLite's result codes for a damaged file: SQLITE_CORRUPT, SQLITE_NOTADB.
+_DAMAGE_CODES = frozenset({11, 26})
+
+
+def is_damage(exc: sqlite3.Error) -> bool:
+    """Whether ``exc`` says the file is damaged (not locked, read-only, full, ...)."""
+    return getattr(exc, "sqlite_errorcode", None) in _DAMAGE_CODES
+
 
 #: 2 added ``queue.released``; a file of version 1 is brought to 2 when it opens (its
 #: rows were never marked: the same as before).
@@ -85,6 +107,18 @@ _READ = (
     "SELECT seq, topic, payload, qos, retain, properties, received_at, released FROM queue"
     " WHERE seq >= ? ORDER BY seq LIMIT ?"
 )
+
+
+def create_schema(conn: sqlite3.Connection) -> None:
+    """The queue's tables (in the caller's transaction, if any)."""
+    for statement in _DDL.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+
+
+def queued_row(row: tuple[Any, ...]) -> Queued:
+    """A row of ``queue`` (its columns in order, ``released`` last) as a ``Queued``."""
+    return _queued(row)
 
 
 def _queued(row: tuple[Any, ...]) -> Queued:
@@ -233,10 +267,10 @@ def _refuse_lost_queue(path: Path) -> bool:
     return found.created
 
 
-def _refuse_torn(path: Path, created: bool) -> None:
-    """Raises ``BridgeError`` when ``path`` is an SQLite file cut short: its size is not a
-    whole number of its pages, or less than its header says. Checked before SQLite opens
-    it, so that a refused file is left as it was (an open would write to it)."""
+def _refuse_torn(path: Path) -> None:
+    """Raises ``QueueDamaged`` when ``path`` is an SQLite file cut short: its size is not
+    a whole number of its pages, or less than its header says. Checked before SQLite
+    opens it, so that the damaged file is kept as it was (an open would write to it)."""
     try:
         with open(path, "rb") as file:
             header = file.read(100)
@@ -252,12 +286,9 @@ def _refuse_torn(path: Path, created: bool) -> None:
     pages = int.from_bytes(header[28:32], "big")
     valid = header[24:28] == header[92:96]  # the header's page count is up to date
     if page and (size % page or (valid and size < pages * page)):
-        raise BridgeError(
+        raise QueueDamaged(
             f"{path}: the bridge queue is damaged (the file is {size} bytes, not the"
-            f" {pages} pages of {page} bytes its header counts: it was cut short); edgebus"
-            f" will not start the bridge on it: move it away{_and_marker(path, created)} to"
-            " start with an empty queue (sqlite3's .recover can salvage the intact rows"
-            " from the copy)"
+            f" {pages} pages of {page} bytes its header counts: it was cut short)"
         )
 
 
@@ -288,14 +319,15 @@ def mark_closed(path: Path) -> None:
 
 def open_file(path: Path) -> tuple[sqlite3.Connection, int]:
     """Opens (creating) the queue file at ``path``: the connection and the last sequence
-    number; ``BridgeError`` when the file is not a queue this edgebus can use, or a queue
-    that existed was lost (``_refuse_lost_queue``)."""
+    number; ``QueueDamaged`` when the file is damaged (cut short, or malformed where the
+    open reads it); ``BridgeError`` when it is not a queue this edgebus can use, or a
+    queue that existed was lost (``_refuse_lost_queue``)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise BridgeError(f"{path}: cannot open the bridge queue: {exc.strerror or exc}") from exc
     created = _refuse_lost_queue(path)
-    _refuse_torn(path, created)
+    _refuse_torn(path)
     try:
         conn = sqlite3.connect(
             path, isolation_level=None, check_same_thread=False, cached_statements=_STATEMENTS
@@ -339,6 +371,8 @@ def open_file(path: Path) -> tuple[sqlite3.Connection, int]:
         )
     except sqlite3.Error as exc:
         conn.close()
+        if is_damage(exc):
+            raise QueueDamaged(f"{path}: the bridge queue is damaged ({exc})") from exc
         raise BridgeError(
             f"{path}: cannot read the bridge queue ({exc}); move it away"
             f"{_and_marker(path, created)} to start with an empty queue"

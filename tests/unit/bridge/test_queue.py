@@ -16,7 +16,9 @@ import pytest
 import bridge.queue as queue_module
 from bridge.mapping import Queued
 from bridge.queue import DiskQueue
+from bridge.queue_file import QueueDamaged
 from bridge.queue_index import QueueIndex
+from bridge.queue_salvage import salvage
 from broker_core.errors import BridgeError
 from broker_core.mqtt.properties import Properties
 from tests.helpers.timeouts import unit
@@ -121,14 +123,21 @@ def test_a_read_leaves_out_rows_removed_meanwhile(tmp_path: Path) -> None:
 
 
 def test_a_file_that_is_not_a_queue_is_a_clear_error(tmp_path: Path) -> None:
+    """Taken for a damaged queue (SQLite: "file is not a database"), of which nothing can
+    be salvaged: refused, the file left as it was."""
     path = tmp_path / "queue.db"
-    path.write_bytes(b"this is not a database, not at all" * 100)
+    text = b"this is not a database, not at all" * 100
+    path.write_bytes(text)
 
     async def main() -> None:
-        with pytest.raises(BridgeError, match="move it away"):
+        with pytest.raises(QueueDamaged, match="the bridge queue is damaged"):
             DiskQueue.open(path, "q")
 
     asyncio.run(main())
+    with pytest.raises(BridgeError, match=r"nothing of it can be salvaged.*move it away"):
+        salvage(path)
+    assert path.read_bytes() == text
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["queue.db"]
 
 
 def test_the_index_answers_without_the_disk() -> None:
