@@ -11,25 +11,29 @@ refused meanwhile, ``bridge.bridge``):
    each seek reading a whole row, so a row whose own pages are damaged is skipped too)
    and reads the rows it jumped over one by one, keeping each that reads; a row whose
    values are not a queue row's (a damaged cell that still parses) is left out;
-2. writes them, with their sequence numbers (their order) and QoS 2 ``released`` marks,
+2. when the scan met damage, adds the rows of the intact leaf pages that the b-tree
+   cannot reach (below a damaged interior page, the table's root included), read page
+   by page from the file's image (``bridge.queue_pages``; not for a file and log over
+   ``IMAGE_MAX_BYTES``, read into memory);
+3. writes them, with their sequence numbers (their order) and QoS 2 ``released`` marks,
    into ``queue.db.salvage``, synced;
-3. moves the damaged file aside, never deleting it: ``queue.db.damaged-<UTC time>``
+4. moves the damaged file aside, never deleting it: ``queue.db.damaged-<UTC time>``
    (and its log, ``...-wal``, beside it, so the pair still opens together), then the
    salvaged file to ``queue.db``, the marker saying the queue was closed.
 
-What cannot be salvaged at all (SQLite cannot open the file, or its ``queue`` table
-cannot be read from its first row on: the header or the table's root page are gone)
-raises ``BridgeError`` and leaves every file as it was: the bridge goes on refusing.
+What cannot be salvaged at all (SQLite cannot open the file; no row can be read
+through the table nor from its pages) raises ``BridgeError`` and leaves every file as
+it was: the bridge goes on refusing.
 
 Why not the ``sqlite3`` shell's ``.recover``: Debian 12's shell (3.40.1) answers "SQL
 logic error" on every file, a sound one included (it needs the ``sqlite_dbpage``
-table, which its library is built without; measured), and a bridge cannot count on a
-shell being installed. The scan loses the rows of the damaged pages, and all rows
-below a damaged interior page of the table's b-tree (a page-by-page reader would find
-those; on the files measured, 3 random pages of 116-1313 damaged, the scan kept
-2647-2696 of 2701 rows). A damaged payload that still parses as one (an overflow page
-overwritten, its chain intact) cannot be told from a good one: SQLite keeps no
-checksum of the rows.
+table, which its library is built without; measured: nothing recovered from 4 damaged
+queues), and a bridge cannot count on a shell being installed. Measured on queues of
+2701 rows with 3 random pages of 116-1313 overwritten: the scan alone kept 2647-2696
+rows, and none when the table's root page was one of them; with the page pass, 2647-2699
+in every case. The rows of the damaged pages are lost. A damaged payload that still
+parses as one (an overflow page overwritten, its chain intact) cannot be told from a
+good one: SQLite keeps no checksum of the rows (2 of 2699 in one of those files).
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from bridge.queue_file import (
     marker_path,
     queued_row,
 )
+from bridge.queue_pages import leaf_rows
 from broker_core.errors import BridgeError
 from broker_core.store.marker import wal_path
 
@@ -115,7 +120,8 @@ def salvage(path: Path) -> Salvaged:
 
 def _rows_of(path: Path) -> tuple[list[tuple[Any, ...]], int]:
     """Every readable row of the queue at ``path``, in order, and the damaged places
-    skipped (``_readable_rows``)."""
+    skipped: the rows SQLite's b-tree reaches (``_readable_rows``) and, when it met
+    damage, those of intact leaf pages it cannot reach (``bridge.queue_pages``)."""
     if wal_path(path).exists():
         uri = f"{path.resolve().as_uri()}?mode=ro"
     else:
@@ -126,17 +132,56 @@ def _rows_of(path: Path) -> tuple[list[tuple[Any, ...]], int]:
         raise _nothing(path, exc) from exc
     conn.text_factory = bytes  # a damaged topic is bytes that are not UTF-8: checked here
     try:
+        failure: BridgeError | None = None
         try:
-            names = [row[1] for row in conn.execute("PRAGMA table_info(queue)")]
-        except sqlite3.DatabaseError as exc:
-            raise _nothing(path, exc) from exc
-        if not names:
-            raise _nothing(path, "it has no readable queue table")
-        released = b"released" in names or "released" in names
-        select = f"SELECT {_COLUMNS}, {'released' if released else '0'} FROM queue"
-        return _readable_rows(path, conn, select)
+            rows, skipped = _tree_rows(path, conn)
+        except BridgeError as exc:
+            rows, skipped, failure = [], 1, exc
+        if skipped:
+            rows += _unreached_rows(path, conn, {row[0] for row in rows})
+            rows.sort(key=lambda row: row[0])
+        if failure is not None and not rows:
+            raise failure
+        return rows, skipped
     finally:
         conn.close()
+
+
+def _tree_rows(path: Path, conn: sqlite3.Connection) -> tuple[list[tuple[Any, ...]], int]:
+    try:
+        names = [row[1] for row in conn.execute("PRAGMA table_info(queue)")]
+    except sqlite3.DatabaseError as exc:
+        raise _nothing(path, exc) from exc
+    if not names:
+        raise _nothing(path, "it has no readable queue table")
+    released = b"released" in names or "released" in names
+    select = f"SELECT {_COLUMNS}, {'released' if released else '0'} FROM queue"
+    return _readable_rows(path, conn, select)
+
+
+#: The largest database (with its log) whose pages are read for rows the b-tree does
+#: not reach: the image is read into memory.
+IMAGE_MAX_BYTES = 256 * 1024 * 1024
+
+
+def _unreached_rows(path: Path, conn: sqlite3.Connection, seqs: set[int]) -> list[tuple[Any, ...]]:
+    """The valid rows of leaf pages (``queue_pages.leaf_rows``) whose ``seq`` is not in
+    ``seqs``; none when the file is too large to read whole, or its image or freelist
+    cannot be read."""
+    size = path.stat().st_size
+    with contextlib.suppress(FileNotFoundError):
+        size += wal_path(path).stat().st_size
+    if size > IMAGE_MAX_BYTES:
+        return []
+    try:
+        image = conn.serialize()
+    except (sqlite3.Error, MemoryError):
+        return []
+    unreached: dict[int, tuple[Any, ...]] = {}
+    for row in leaf_rows(image) or []:
+        if row[0] not in seqs and row[0] not in unreached and _valid(row):
+            unreached[row[0]] = row
+    return list(unreached.values())
 
 
 def _readable_rows(

@@ -102,17 +102,91 @@ def test_the_readable_rows_of_a_killed_queue_are_salvaged_with_its_log(tmp_path:
     assert asyncio.run(reopened()) == [row[0] for row in after]
 
 
-def test_a_queue_whose_table_cannot_be_read_is_left_as_it_was(tmp_path: Path) -> None:
-    queue = tmp_path / "queue.db"
-    conn, _ = open_file(queue)
-    write_rows(conn, _values(1, 50), [], {})
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-    conn.close()
-    mark_closed(queue)
+def _root(queue: Path) -> int:
     look = sqlite3.connect(f"{queue.resolve().as_uri()}?immutable=1", uri=True)
     (root,) = look.execute("SELECT rootpage FROM sqlite_master WHERE name = 'queue'").fetchone()
     look.close()
-    _overwrite(queue, [root])
+    return int(root)
+
+
+def _cell_rowids(data: bytes, number: int, size: int) -> list[int]:
+    """The row ids of page ``number`` when it is a table leaf (its cells' second varint;
+    the payload size, the first, is one or two bytes here)."""
+    page = data[(number - 1) * size : number * size]
+    if page[0] != 13:
+        return []
+    rowids = []
+    for cell in range(int.from_bytes(page[3:5], "big")):
+        at = int.from_bytes(page[8 + 2 * cell : 10 + 2 * cell], "big")
+        at += 1 if page[at] < 0x80 else 2
+        value = 0
+        while True:
+            byte = page[at]
+            value = (value << 7) | (byte & 0x7F)
+            at += 1
+            if not byte & 0x80:
+                break
+        rowids.append(value)
+    return rowids
+
+
+def _closed_queue(queue: Path, rows: int, acked: int = 0) -> None:
+    """A queue of ``rows`` rows whose first ``acked`` were then deleted, closed."""
+    conn, _ = open_file(queue)
+    write_rows(conn, _values(1, rows), [], {})
+    if acked:
+        write_rows(conn, [], list(range(1, acked + 1)), {})
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    conn.close()
+    mark_closed(queue)
+
+
+def test_the_rows_below_an_overwritten_root_are_salvaged_from_their_pages(
+    tmp_path: Path,
+) -> None:
+    """The b-tree cannot reach any row without its root; the leaf pages are intact, and
+    their rows are read page by page (bridge.queue_pages). Rows deleted before (the
+    remote acknowledged them), whose bytes stay in the pages on the freelist, are not
+    brought back."""
+    queue = tmp_path / "queue.db"
+    _closed_queue(queue, ROWS)
+    data = queue.read_bytes()
+    size = int.from_bytes(data[16:18], "big")
+    first_leaf = next(  # the page of row 1, before it is deleted
+        n for n in range(2, len(data) // size + 1) if _cell_rowids(data, n, size)[:3] == [1, 2, 3]
+    )
+    acked = data[(first_leaf - 1) * size : first_leaf * size]
+    conn, _ = open_file(queue)
+    write_rows(conn, [], list(range(1, ROWS // 2 + 1)), {})
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    conn.close()
+    mark_closed(queue)
+    before = _rows(queue)
+    assert [row[0] for row in before] == list(range(ROWS // 2 + 1, ROWS + 1))
+    # A page on the freelist that still holds rows the remote acknowledged (what a page
+    # freed while its cells were moved, or a reused one, may hold).
+    data = queue.read_bytes()
+    trunk = int.from_bytes(data[32:36], "big")
+    assert trunk and int.from_bytes(data[(trunk - 1) * size + 4 : (trunk - 1) * size + 8], "big")
+    freed = int.from_bytes(data[(trunk - 1) * size + 8 : (trunk - 1) * size + 12], "big")
+    with queue.open("r+b") as file:
+        file.seek((freed - 1) * size)
+        file.write(acked)
+    _overwrite(queue, [_root(queue)])
+    with pytest.raises(sqlite3.DatabaseError):
+        _rows(queue)
+
+    found = salvage(queue)
+
+    assert _rows(queue) == before
+    assert (found.rows, found.first, found.last) == (ROWS // 2, ROWS // 2 + 1, ROWS)
+
+
+def test_a_queue_of_which_nothing_can_be_read_is_left_as_it_was(tmp_path: Path) -> None:
+    """Its only page (the root, a leaf) overwritten."""
+    queue = tmp_path / "queue.db"
+    _closed_queue(queue, 10)
+    _overwrite(queue, [_root(queue)])
     damaged = queue.read_bytes()
     with pytest.raises(BridgeError, match="nothing of it can be salvaged"):
         salvage(queue)
