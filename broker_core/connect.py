@@ -37,7 +37,11 @@
    0x8E [MQTT-3.1.4-3]); clean start ends the old session (its pending will goes out
    [MQTT-3.1.2-8]), else the session resumes (its pending will is cancelled
    [MQTT-3.1.3-9]) keeping only what the new owner may read (``broker_core.resume``);
-   the session is persisted, the CONNACK queued.
+   the session is persisted, the CONNACK queued, and a will written to the store
+   (``Store.will_held``, a no-op for ``persistence: memory``; a CONNECT without a
+   will writes nothing more than before) until the connection ends, so that the
+   will of a client connected when the process is killed is published after the
+   restart (``SessionRegistry.restore``).
 
 Broker events: ``ClientConnect`` first, ``ClientConnack`` with the answer (also when a
 refusal is raised as a protocol error during an AUTH exchange), ``ClientConnected``
@@ -476,6 +480,12 @@ def _accept(
     if will_bytes:
         wills.bytes += will_bytes  # given back by SessionRegistry.end_connection
         session.will_size = will_bytes
+        # In the store until the connection ends (released by end_connection): a kill
+        # does not lose it. Its delay as end_connection would count it.
+        will = session.will
+        assert will is not None
+        delay = min(will.properties.will_delay_interval or 0, expiry)
+        broker.store.will_held(client_id, will, session.origin, delay)
     sessions.went_online(state)
     if log.isEnabledFor(logging.INFO):
         log.info(

@@ -8,9 +8,10 @@ A session outlives its connection for its Session Expiry Interval (MQTT 5.0 3.1.
   ``restore``), ``persist`` (a session with an expiry interval is written to a durable
   store);
 - ``went_online`` / ``end_connection``: a connection attaches (the CONNECT policy,
-  ``broker_core.connect``) and detaches; detaching schedules the will (``will``; a
-  persisted session's pending will is persisted too), then the session ends (expiry 0)
-  or its expiry timer starts;
+  ``broker_core.connect``, which writes its will to the store: ``Store.will_held``) and
+  detaches; detaching releases the stored will and schedules it (``will``; a persisted
+  session's pending will is persisted too), then the session ends (expiry 0) or its
+  expiry timer starts;
 - ``discard``: the session ends with its subscriptions and queue (expiry, clean start,
   an administrative kick: ``kick``), a ``SessionTerminated`` event. What it owed at
   QoS 1 through a shared subscription goes to another member of the group (MQTT 5.0
@@ -142,8 +143,11 @@ class SessionRegistry:
         if held:
             # The will counted in max_will_bytes_total since its CONNECT (even when a
             # DISCONNECT discarded it): given back before a will due goes to schedule.
+            # Held in the store since then too (``broker_core.connect``): released, and
+            # stored again below as a pending will if it has one.
             self.wills.bytes -= held
             session.will_size = 0
+            self.store.will_released(state.client_id)
         if will is not None:
             # Published after the will delay or when the session ends, whichever is
             # first; a takeover within the delay cancels it (broker_core.connect). A
@@ -261,7 +265,9 @@ class SessionRegistry:
     def restore(self, snapshot: Snapshot, now: float) -> None:
         """Rebuilds the offline sessions of the store at start-up; their expiry resumes,
         and so does a pending will's delay (one due while the gateway was down goes out
-        at once).
+        at once). A will held for a client connected at a kill is such a pending will
+        (``Store.will_held``); one whose session ended with its connection goes out at
+        once (``Snapshot.wills``).
 
         Beyond ``max_offline_sessions``, those offline the longest end at once.
         """
@@ -305,6 +311,9 @@ class SessionRegistry:
             remaining = max(restored.expiry_interval - offline_for, 0)
             self.schedule_expiry(state, remaining)
             self._went_offline(state)
+        for client_id, will in snapshot.wills:
+            # Clients connected at a kill whose session ended with the connection.
+            self.wills.restore(client_id, will, now)
 
     # -- expiry ---------------------------------------------------------------------------------
 

@@ -9,9 +9,14 @@ Start 0) cancels it, one with Clean Start 1 ends the session and so publishes it
 The pending will of a persisted session is persisted with it (``Store.will_saved``),
 its due time as wall-clock time, and deleted once published or cancelled. At start-up
 the store's pending wills are armed again (``restore``); one whose moment passed while
-the gateway was down is published at once. One will per client id: bounded by the
-sessions, and in bytes (``will_size``: topic, payload and properties) under ``max_bytes``
-(``mqtt.max_will_bytes_total``; 0: no limit). ``bytes`` counts every will the broker
+the gateway was down is published at once. The will of a connected client is in a
+durable store too (``Store.will_held``, from its CONNECT until the connection ends,
+every session alike): after a kill it comes back as a pending will, due its delay after
+the broker last ran (at once for a session that ended with its connection).
+
+One will per client id: bounded by the sessions, and in bytes (``will_size``: topic,
+payload and properties) under ``max_bytes`` (``mqtt.max_will_bytes_total``; 0: no
+limit). ``bytes`` counts every will the broker
 holds: the pending ones here, and the wills of connected clients, held in their
 ``Session`` until the connection ends: ``broker_core.connect`` adds a will's size when
 it accepts its CONNECT (refusing one that would not fit, 0x97) and

@@ -2,7 +2,8 @@
 
 A ``Store`` receives the broker's changes as they happen (sessions, subscriptions,
 QoS 1/2 deliveries through the ``Journal`` methods, incoming QoS 2 packet ids, the
-pending will of an offline session, retained and delayed messages) and writes them in
+will of a connected client and the pending will of an offline session, retained and
+delayed messages) and writes them in
 the background. ``barrier(callback)``
 calls back once everything handed over before it is durable: the broker sends PUBACK
 and PUBREC only then, so an acknowledged message survives a crash.
@@ -51,6 +52,9 @@ class Snapshot:
     retained: list[Context] = field(default_factory=list)
     sessions: list[RestoredSession] = field(default_factory=list)
     delayed: list[tuple[int, float, Context]] = field(default_factory=list)  # key, due, message
+    #: (client id, will): the wills of clients connected when the process died whose
+    #: session ended with the connection (none kept, expiry 0): due at once
+    wills: list[tuple[str, RestoredWill]] = field(default_factory=list)
 
 
 class Store(Protocol):
@@ -100,7 +104,15 @@ class Store(Protocol):
 
     def subscription_deleted(self, state: SessionState, topic_filter: str) -> None: ...
 
-    # The pending will of an offline session (deleted with the session too)
+    # The will of a connected client: written at its CONNECT, released when the
+    # connection ends (then published, dropped, or kept as the pending will below). After
+    # a kill, it comes back as a pending will due ``delay_s`` after the broker last ran.
+    def will_held(self, client_id: str, will: Will, origin: Origin, delay_s: float) -> None: ...
+
+    def will_released(self, client_id: str) -> None: ...
+
+    # The pending will of an offline session (deleted with the session too); deleting it
+    # deletes a will held for the client and restored as pending too
     def will_saved(self, client_id: str, due_at: float, will: Will, origin: Origin) -> None: ...
 
     def will_deleted(self, client_id: str) -> None: ...
@@ -170,6 +182,12 @@ class MemoryStore:
         pass
 
     def subscription_deleted(self, state: SessionState, topic_filter: str) -> None:
+        pass
+
+    def will_held(self, client_id: str, will: Will, origin: Origin, delay_s: float) -> None:
+        pass
+
+    def will_released(self, client_id: str) -> None:
         pass
 
     def will_saved(self, client_id: str, due_at: float, will: Will, origin: Origin) -> None:

@@ -41,7 +41,18 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["CLOSED", "CLOSING", "OPEN", "Check", "Loss", "check", "mark", "marker_path", "wal_path"]
+__all__ = [
+    "CLOSED",
+    "CLOSING",
+    "OPEN",
+    "Check",
+    "Loss",
+    "check",
+    "mark",
+    "marker_path",
+    "stopped_cleanly",
+    "wal_path",
+]
 
 OPEN = "open"
 CLOSED = "closed"
@@ -113,6 +124,18 @@ def check(path: Path, tables: tuple[str, ...], *, empty_log_lost: bool = False) 
     if not clean and (log_size is None or (empty_log_lost and log_size == 0)):
         return Check(True, size, Loss.LOG_LOST)
     return Check(True, size, None)
+
+
+def stopped_cleanly(path: Path) -> bool:
+    """False when the marker of the database at ``path`` says its last run did not stop
+    cleanly (``state: open``: a ``kill -9``, a crash, a power loss); True otherwise (a
+    clean stop, no marker, or one of edgebus before this module). Read before the open
+    marks it ``open`` again; ``OSError`` when the marker exists but cannot be read."""
+    try:
+        text = marker_path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return True
+    return _state(text) != OPEN
 
 
 def _state(text: str) -> str | None:

@@ -6,6 +6,9 @@ version at a time (``_MIGRATIONS``), each step in one transaction with the new v
 
 - 1 -> 2: the ``wills`` table, the pending will of an offline session (its Will Delay
   Interval running, MQTT 5.0 3.1.3.2.2), with its due time as wall-clock time.
+- 2 -> 3: the ``held_wills`` table, the will of a client whose connection is open
+  (written at its CONNECT, deleted when the connection ends), so that a ``kill -9``
+  does not lose it (``SqliteStore.will_held``).
 
 ``_DDL`` is the current schema, written whole into a new database; every statement in
 it and in the migrations is idempotent (``IF NOT EXISTS``).
@@ -59,7 +62,7 @@ __all__ = ["SCHEMA_VERSION", "StoreError", "checkpoint", "close", "connect", "ma
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: SQLite checkpoints by itself once the log holds this many pages (4 KiB each).
 WAL_AUTOCHECKPOINT_PAGES = 1000
@@ -69,6 +72,24 @@ _WILLS = """
 CREATE TABLE IF NOT EXISTS wills (
     client_id TEXT PRIMARY KEY,
     due_at REAL NOT NULL,
+    topic TEXT NOT NULL,
+    payload BLOB NOT NULL,
+    qos INTEGER NOT NULL,
+    retain INTEGER NOT NULL,
+    properties BLOB NOT NULL,
+    origin_protocol TEXT NOT NULL,
+    origin_name TEXT NOT NULL,
+    origin_peer TEXT,
+    origin_username TEXT
+)"""
+
+# Version 3: the will of a connected client, one per client id; ``delay_s`` is its Will
+# Delay Interval, at most its session's expiry interval (0 for a session that ends with
+# its connection): after a kill it is due that long after the broker last ran.
+_HELD_WILLS = """
+CREATE TABLE IF NOT EXISTS held_wills (
+    client_id TEXT PRIMARY KEY,
+    delay_s REAL NOT NULL,
     topic TEXT NOT NULL,
     payload BLOB NOT NULL,
     qos INTEGER NOT NULL,
@@ -146,11 +167,13 @@ CREATE TABLE IF NOT EXISTS delayed (
     received_at INTEGER NOT NULL
 );
 {_WILLS};
+{_HELD_WILLS};
 """
 
 # Version n -> n + 1: the statements, idempotent, run in one transaction with the version.
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: (_WILLS,),
+    2: (_HELD_WILLS,),
 }
 
 

@@ -7,6 +7,17 @@ batches. A message fanned out to many persistent sessions is written once
 references and deletes a message when its last delivery completes. The pending will of
 an offline session is one ``wills`` row under its client id, deleted with the session.
 
+The will of a connected client is one ``held_wills`` row under its client id, written
+with its CONNECT (``will_held``) and deleted when its connection ends
+(``will_released``), clean stop included: a row found at ``open`` belongs to a client
+that was connected when the process died. After such a stop (the store's marker, still
+``open``: ``marker.stopped_cleanly``) each becomes a pending will due ``delay_s`` after
+the broker last ran (``last_alive``), written back as a ``wills`` row of its session so
+that another crash does not move it; a client without a session (its session ended with
+its connection) has it due at once (``Snapshot.wills``), the row kept until it is
+published (``will_deleted``). After a clean stop no row is left; one found anyway is
+dropped with a warning.
+
 Backlog policy: the writer's backlog is bounded by ``max_pending`` operations. Past
 it, ``backlogged()`` is true and the broker stops reading from publishing clients
 until the writer catches up (``on_drained``): nothing is dropped, publishers slow down.
@@ -29,6 +40,7 @@ from broker_core.mqtt.packets import SubscriptionOptions, Will
 from broker_core.mqtt.properties import EMPTY, PacketKind, decode_properties
 from broker_core.mqtt.session_state import Delivery, SessionState, Subscription
 from broker_core.store.base import RestoredSession, RestoredWill, Snapshot
+from broker_core.store.marker import stopped_cleanly
 from broker_core.store.schema import StoreError, checkpoint, close, connect, marker_path
 from broker_core.store.writer import Barrier, Writer
 
@@ -93,6 +105,12 @@ _SAVE_WILL = (
     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _DELETE_WILL = "DELETE FROM wills WHERE client_id = ?"
+_HOLD_WILL = (
+    "INSERT OR REPLACE INTO held_wills (client_id, delay_s, topic, payload, qos, retain,"
+    " properties, origin_protocol, origin_name, origin_peer, origin_username)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_RELEASE_WILL = "DELETE FROM held_wills WHERE client_id = ?"
 
 
 def _properties_blob(context: Context) -> bytes:
@@ -177,9 +195,13 @@ class SqliteStore:
         """Reads everything back, then starts the writer; call on the event loop."""
         self._loop = asyncio.get_running_loop()
         started = time.monotonic()
+        try:
+            clean = stopped_cleanly(self.path)
+        except OSError:
+            clean = False  # connect() names what is wrong with the marker
         conn = connect(self.path)
         try:
-            snapshot = self._load(conn)
+            snapshot = self._load(conn, clean)
         except (sqlite3.Error, ProtocolError, ValueError, TypeError, OverflowError) as exc:
             close(conn, self.path)
             raise StoreError(
@@ -198,12 +220,13 @@ class SqliteStore:
             quiet=lambda op: op[0] is _ALIVE,  # a stamp alone does not put off the checkpoint
         )
         log.info(
-            "store %s opened in %.2fs: %d sessions (%d with a pending will), %d retained,"
-            " %d delayed",
+            "store %s opened in %.2fs: %d sessions (%d with a pending will), %d wills of"
+            " ended sessions, %d retained, %d delayed",
             self.path,
             time.monotonic() - started,
             len(snapshot.sessions),
             sum(1 for restored in snapshot.sessions if restored.will is not None),
+            len(snapshot.wills),
             len(snapshot.retained),
             len(snapshot.delayed),
         )
@@ -314,7 +337,35 @@ class SqliteStore:
     def subscription_deleted(self, state: SessionState, topic_filter: str) -> None:
         self._op((_DELETE_SUBSCRIPTION, (state.client_id, topic_filter)))
 
-    # -- the pending will of an offline session ----------------------------------------------
+    # -- the will of a connected client, the pending will of an offline session -----------------
+
+    def will_held(self, client_id: str, will: Will, origin: Origin, delay_s: float) -> None:
+        """With ``last_alive``, as ``session_saved``: a kill soon after counts from now."""
+        props = will.properties
+        self._op(
+            (
+                _HOLD_WILL,
+                (
+                    client_id,
+                    delay_s,
+                    will.topic,
+                    will.payload,
+                    will.qos,
+                    int(will.retain),
+                    b"\x00" if props is EMPTY else props.encoded(),
+                    origin.protocol,
+                    origin.name,
+                    origin.peer,
+                    origin.username,
+                ),
+            )
+        )
+        now = time.time()
+        self._alive_at = now
+        self._op((_ALIVE, (repr(now),)))
+
+    def will_released(self, client_id: str) -> None:
+        self._op((_RELEASE_WILL, (client_id,)))
 
     def will_saved(self, client_id: str, due_at: float, will: Will, origin: Origin) -> None:
         props = will.properties
@@ -338,7 +389,10 @@ class SqliteStore:
         )
 
     def will_deleted(self, client_id: str) -> None:
+        """Also a held will restored as due at once for a client without a session
+        (``Snapshot.wills``), whose row stays in ``held_wills`` until then."""
         self._op((_DELETE_WILL, (client_id,)))
+        self._op((_RELEASE_WILL, (client_id,)))
 
     # -- retained and delayed ---------------------------------------------------------------
 
@@ -467,7 +521,54 @@ class SqliteStore:
         del self._message_keys[context.id]
         self._op((_DELETE_MESSAGE, (message,)))
 
-    def _load(self, conn: Any) -> Snapshot:
+    def _load_held_wills(
+        self, conn: Any, clean: bool, last_alive: float | None, snapshot: Snapshot
+    ) -> None:
+        """The wills of clients connected when the process died (see the module): those of
+        a session become its pending will (a ``wills`` row, read with the others), the
+        others go to ``snapshot.wills``."""
+        if clean:
+            (count,) = conn.execute("SELECT count(*) FROM held_wills").fetchone()
+            if count:
+                log.warning(
+                    "store %s: %d wills of connected clients left after a clean stop, dropped",
+                    self.path,
+                    count,
+                )
+                conn.execute("DELETE FROM held_wills")
+            return
+        if last_alive is None:  # written with every held will: only a damaged store
+            last_alive = time.time()
+        conn.execute("BEGIN")
+        try:
+            conn.execute(
+                "INSERT OR REPLACE INTO wills (client_id, due_at, topic, payload, qos, retain,"
+                " properties, origin_protocol, origin_name, origin_peer, origin_username)"
+                " SELECT client_id, ? + delay_s, topic, payload, qos, retain, properties,"
+                " origin_protocol, origin_name, origin_peer, origin_username FROM held_wills"
+                " WHERE client_id IN (SELECT client_id FROM sessions)",
+                (last_alive,),
+            )
+            conn.execute(
+                "DELETE FROM held_wills WHERE client_id IN (SELECT client_id FROM sessions)"
+            )
+            conn.execute("COMMIT")
+        except sqlite3.Error:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise
+        for row in conn.execute(
+            "SELECT client_id, delay_s, topic, payload, qos, retain, properties,"
+            " origin_protocol, origin_name, origin_peer, origin_username FROM held_wills"
+        ):
+            client_id, delay_s, topic, payload, qos, retain, props, *origin = row
+            properties, _ = decode_properties(props, 0, len(props), PacketKind.WILL)
+            will = Will(topic, bytes(payload), qos, bool(retain), properties)
+            restored = RestoredWill(last_alive + delay_s, will, Origin(*origin))
+            snapshot.wills.append((client_id, restored))
+
+    def _load(self, conn: Any, clean: bool) -> Snapshot:
+        """``clean``: the last run stopped cleanly (``marker.stopped_cleanly``)."""
         snapshot = Snapshot()
         for row in conn.execute(
             "SELECT topic, payload, qos, properties, origin_protocol, origin_name, received_at"
@@ -487,11 +588,13 @@ class SqliteStore:
         # (``alive``), so their expiry counts the downtime as an offline session's does;
         # written back, so another crash before they expire does not move it.
         row = conn.execute("SELECT value FROM meta WHERE key = 'last_alive'").fetchone()
-        if row is not None:
+        last_alive = None if row is None else float(row[0])
+        if last_alive is not None:
             conn.execute(
                 "UPDATE sessions SET offline_since = ? WHERE offline_since IS NULL",
-                (float(row[0]),),
+                (last_alive,),
             )
+        self._load_held_wills(conn, clean, last_alive, snapshot)
         sessions: dict[str, RestoredSession] = {}
         for client_id, expiry, offline_since in conn.execute(
             "SELECT client_id, expiry_interval, offline_since FROM sessions"

@@ -116,7 +116,7 @@ def test_a_version_1_store_is_migrated_and_keeps_its_sessions(tmp_path: Path) ->
     with sqlite3.connect(path) as db:
         version = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     assert version == (str(SCHEMA_VERSION),)
-    assert SCHEMA_VERSION == 2
+    assert SCHEMA_VERSION == 3
     (restored,) = run_store(tmp_path).sessions
     assert restored.will == RestoredWill(DUE_AT, WILL, ORIGIN)
 
@@ -132,6 +132,8 @@ def test_a_version_with_no_migration_is_refused(tmp_path: Path) -> None:
 def test_a_newer_version_is_refused(tmp_path: Path) -> None:
     path = make_version_1(tmp_path)
     with sqlite3.connect(path) as db:
-        db.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+        db.execute(
+            "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 1),)
+        )
     with pytest.raises(StoreError, match="newer than this edgebus supports"):
         connect(path)
