@@ -74,6 +74,13 @@ class Run:
         self.close_clients()
         self.broker = start_edgebus(self.tmp_path, CONFIG)
 
+    def terminate(self) -> None:
+        """A clean stop (SIGTERM), then a start on the same data directory."""
+        self.broker.stop()
+        assert self.broker.process.returncode == 0, self.broker.log_tail()
+        self.close_clients()
+        self.broker = start_edgebus(self.tmp_path, CONFIG)
+
     def close_clients(self) -> None:
         for client in self.clients:
             client.close()
@@ -155,3 +162,17 @@ def test_a_delayed_will_after_a_kill_waits_its_delay_or_a_resume(run: Run) -> No
     assert sub.recv_publish(delay + unit(15)).topic == "k9w/v5-control"
     assert wills_until_sentinel(run, sub) == []
     resumed.disconnect(0)
+
+
+def test_a_clean_stop_publishes_the_wills_once(run: Run) -> None:
+    # A clean stop ends every connection first: the wills go out then, and the store
+    # holds none of them afterwards, so the restart publishes nothing again.
+    run.subscriber(resume=False)
+    run.will(5, "v5-stopped", persistent=False)
+    run.will(4, "v311-stopped", persistent=True)
+    run.terminate()
+    sub = run.subscriber(resume=True)
+    assert sorted(wills_until_sentinel(run, sub)) == ["k9w/v311-stopped", "k9w/v5-stopped"]
+    log = run.broker.log_tail(200)
+    assert "0 wills of ended sessions" in log  # the store's line at open, read
+    assert "left after a clean stop" not in log
