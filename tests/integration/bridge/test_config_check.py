@@ -1,11 +1,14 @@
-"""``edgebus check`` on bridge configurations, as a user runs it: a subprocess on a real
-file. Every problem of a bridge is reported in one run, the checks between its keys
-(forwards or subscriptions, the profiles' needs, MQTT 5 only properties, the TLS key
-pair and files) included, even when another key of the same bridge has a problem."""
+"""``edgebus check`` (and ``edgebus run``, which refuses the file with the same lines) on
+bridge configurations, as a user runs them: a subprocess on a real file. Every problem
+of a bridge is reported in one run, the checks between its keys (forwards or
+subscriptions, the profiles' needs, MQTT 5 only properties, the TLS key pair and files)
+included, even when another key of the same bridge has a problem."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+import pytest
 
 from tests.interop.mosquitto.tools import run_edgebus
 
@@ -50,9 +53,10 @@ EXPECTED = [
 ]
 
 
-def test_every_problem_of_a_bridge_in_one_run(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", [("check", "edgebus.yaml"), ("run", "-c", "edgebus.yaml")])
+def test_every_problem_of_a_bridge_in_one_run(tmp_path: Path, command: tuple[str, ...]) -> None:
     (tmp_path / "edgebus.yaml").write_text(SEVERAL)
-    done = run_edgebus(tmp_path, "check", "edgebus.yaml")
+    done = run_edgebus(tmp_path, *command)
     lines = [line.replace(f"{tmp_path}/", "") for line in done.stderr.strip().splitlines()]
     assert done.returncode == 2
     assert sorted(lines) == sorted(EXPECTED)

@@ -18,9 +18,11 @@ from typing import Any
 
 import pytest
 
-from bridge.queue_file import QueueDamaged, open_file
+from bridge.queue_file import QueueDamaged, mark_closed, open_file, write_rows
+from bridge.queue_salvage import salvage
 from broker_core.errors import BridgeError
 from tests.helpers.brokers import BrokerHandle, free_port, start_edgebus
+from tests.helpers.small_fs import fill, small_filesystem
 from tests.integration.api.support import KEY, Http, bearer
 from tests.integration.bridge.support import (
     Collector,
@@ -201,3 +203,32 @@ def test_a_queue_another_connection_holds_is_not_taken_for_a_damaged_one(
         assert "locked" in str(refused.value)
     finally:
         conn.close()
+
+
+def test_a_salvage_on_a_full_disk_changes_nothing(tmp_path: Path) -> None:
+    """No room for the salvaged copy: refused with the reason, the damaged file and its
+    marker as they were, the partial copy removed (a later start tries again)."""
+    with small_filesystem(tmp_path / "fs", 4 * 1024 * 1024) as directory:
+        queue = directory / "queue.db"
+        conn, _ = open_file(queue)
+        values: list[object] = []
+        for seq in range(1, 3001):
+            values += [seq, "cloud/fwd", bytearray(b"%d" % seq).ljust(300, b"."), 1, 0]
+            values += [bytearray(), 1000.0 + seq]
+        write_rows(conn, values, [], {})
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        conn.close()
+        mark_closed(queue)
+        _damage(queue)
+        damaged = queue.read_bytes()
+        marker = queue.with_name("queue.db.created").read_bytes()
+        filler = fill(directory, leave=64 * 1024)
+        with pytest.raises(BridgeError, match="cannot salvage the damaged bridge queue"):
+            salvage(queue)
+        assert queue.read_bytes() == damaged
+        assert queue.with_name("queue.db.created").read_bytes() == marker
+        assert sorted(p.name for p in directory.iterdir()) == sorted(
+            ["queue.db", "queue.db.created", filler.name]
+        )
+        filler.unlink()
+        assert salvage(queue).rows > 2000  # with room again
