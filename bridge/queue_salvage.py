@@ -55,7 +55,7 @@ from bridge.queue_file import (
     queued_row,
 )
 from bridge.queue_pages import leaf_rows
-from broker_core.errors import BridgeError
+from broker_core.errors import BridgeError, ProtocolError
 from broker_core.store.marker import wal_path
 
 __all__ = ["Salvaged", "salvage"]
@@ -278,8 +278,8 @@ def _valid(row: tuple[Any, ...]) -> bool:
     try:
         text = topic.decode()
         queued_row((seq, text, payload, qos, retain, properties, received_at, released))
-    except Exception:  # garbage that parsed as a row: what a damaged cell looks like
-        return False
+    except (UnicodeDecodeError, ValueError, ProtocolError):
+        return False  # garbage that parsed as a row: what a damaged cell looks like
     return True
 
 
