@@ -18,8 +18,12 @@ One instance per ``bridges[]`` entry, run by the supervisor like every component
 
 A queue that cannot be written makes the bridge fail (the supervisor restarts it,
 which reads the queue back from disk); a remote that refuses or vanishes only makes it
-reconnect. Neither ever stops the broker. While no run could open the queue (a file
-that is damaged, or a queue that was lost: ``bridge.queue_file``), a ``Refusal``
+reconnect. Neither ever stops the broker. A queue file found damaged (at open, or while
+a run reads or writes it: ``QueueDamaged``) is salvaged before a run opens it: its
+readable rows into a fresh queue, the damaged file kept (``bridge.queue_salvage``;
+``_Damaged`` carries the word to the next run). While no run could open the queue (a
+file of which nothing can be salvaged, or a queue that was lost:
+``bridge.queue_file``), and while a salvage runs, a ``Refusal``
 (``gateway.components.refusal``) taps the ``forwards`` in its place: a QoS 1/2 message
 it would queue is refused (no PUBACK), never acknowledged into no queue; it is kept
 across the runs (``Host.keep``) until one opens the queue and taps in the same loop

@@ -62,7 +62,9 @@ thread meanwhile (``await queue.loaded()``), and ``append`` works from the start
 
 A write that fails calls its barriers back with False (the publishers are disconnected
 without a PUBACK and send again) and leaves ``error`` set: the bridge then fails and is
-restarted, and its state is read back from the disk.
+restarted, and its state is read back from the disk. A read, write or index load that
+finds the file damaged (SQLite: malformed, not a database) leaves ``QueueDamaged``: the
+restarted bridge salvages the file first (``bridge.queue_salvage``).
 """
 
 from __future__ import annotations
