@@ -21,9 +21,15 @@ and one line on stderr::
 
 ``edgebus spark run`` starts Spark's driver JVM in a session of its own, so that a signal
 to the job's process group does not reach it (the JVM exits when the job does: it reads
-the job's pipe to its standard input). When the JVM got the signal anyway (a service
-manager signalling every process of the job) and is exiting or gone, the job says the
-same line and exits the same way: the checkpoint holds what was committed.
+the job's pipe to its standard input), and with ``-Xrs``: a SIGTERM that reaches it
+anyway (a service manager signalling every process of the job, a ``kill``) ends it at
+once, without the stack traces its shutdown hooks would print. When the job got the
+signal too, it says the same line and exits the same way; when the JVM alone did::
+
+    edgebus spark: stopped by SIGTERM to Spark's driver JVM after batch 7
+
+(status 0; a JVM that ends otherwise, status 1 and ``Spark's driver JVM was killed by
+SIGKILL``). Either way the checkpoint holds what was committed.
 
 A query that fails (wrong credentials, data loss, ...) ends the job with one line on
 stderr and status 1::
@@ -41,6 +47,7 @@ import logging
 import os
 import re
 import signal
+import subprocess
 import sys
 import warnings
 from collections.abc import Sequence
@@ -242,6 +249,7 @@ def session(master: str | None, app_name: str = APP_NAME) -> Any:
     }
     if not submitted:
         options["spark.master"] = master or "local[*]"
+        options["spark.driver.extraJavaOptions"] = DRIVER_JAVA_OPTIONS
         _start_driver(options)
     spark = SparkSession.builder.config(map=dict(options)).getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
@@ -249,12 +257,25 @@ def session(master: str | None, app_name: str = APP_NAME) -> Any:
     return spark
 
 
+#: The driver JVM's options when the job starts it: ``-Xrs``, no handlers of its own for
+#: SIGTERM and SIGHUP (PySpark already starts it with SIGINT ignored). A SIGTERM that
+#: reaches the JVM (a service manager signalling every process of the job, ``kill``)
+#: then ends it at once, as the signal's default action: its shutdown hooks do not run,
+#: so it prints none of the stack traces of the batch they would interrupt (Spark's
+#: FileFormatWriter, its RPC, the stream's thread), and the checkpoint holds what was
+#: committed, as after a SIGKILL. The job tells how the JVM ended (``_StopRequest``).
+DRIVER_JAVA_OPTIONS = "-Xrs"
+#: How long the job waits for the driver JVM to exit once a call to it failed.
+_DRIVER_EXIT_S = 5.0
+
+
 def _start_driver(options: dict[str, str]) -> None:
     """Starts Spark's driver JVM as PySpark does (``spark-submit`` with ``options``), but
     in a session of its own (``launch_gateway``'s ``popen_kwargs``): a signal sent to
     this process's group (Ctrl-C, ``timeout``, a service manager) then reaches this
     process only, which stops the query and the session in order. The JVM still exits
-    with this process, which holds its standard input."""
+    with this process, which holds its standard input; the gateway keeps its process
+    (``gateway.proc``: ``_driver_process``)."""
     from pyspark import SparkConf, SparkContext
     from pyspark.java_gateway import launch_gateway
 
@@ -280,15 +301,30 @@ def write_parquet(records: Any, out: str, checkpoint: str, trigger: dict[str, An
     )
 
 
+def _driver_process(spark: Any) -> subprocess.Popen[bytes] | None:
+    """The driver JVM this job started (``_start_driver``); None under spark-submit,
+    whose JVM started this process."""
+    gateway = getattr(spark.sparkContext, "_gateway", None)
+    proc = getattr(gateway, "proc", None)
+    return proc if isinstance(proc, subprocess.Popen) else None
+
+
 class _StopRequest:
     """SIGTERM and SIGINT ask the job to stop: ``name`` says which came first.
 
-    Once one came, a driver JVM that got the signal too (and is exiting, or gone) closes
-    the connection of PySpark's accumulator server, which prints the traceback of that
-    (``quiet_accumulators``): not said, the job's one line says how it ended."""
+    The driver JVM this job started may end on its own: a SIGTERM sent to it (a service
+    manager signalling every process of the job, before or without the job; see
+    ``DRIVER_JAVA_OPTIONS``), the OOM killer. ``driver_ended`` finds that out once a
+    call to it failed, and keeps its exit status in ``driver_exit``.
+
+    Once a signal came or the JVM ended, the JVM closing the connection of PySpark's
+    accumulator server makes it print the traceback of that (``quiet_accumulators``):
+    not said, the job's one line says how it ended."""
 
     def __init__(self) -> None:
         self.name: str | None = None
+        self.driver: subprocess.Popen[bytes] | None = None
+        self.driver_exit: int | None = None
 
     def install(self) -> None:
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -297,6 +333,44 @@ class _StopRequest:
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self.name = self.name or signal.Signals(signum).name
 
+    @property
+    def stopping(self) -> bool:
+        """A signal came, or the driver JVM ended: Spark's errors are not the query's."""
+        return self.name is not None or self.driver_exit is not None
+
+    def driver_ended(self, error: BaseException) -> bool:
+        """True when ``error`` (of a call to Spark) comes from the driver JVM this job
+        started having exited: waits up to ``_DRIVER_EXIT_S`` for that when ``error``
+        says the JVM did not answer (an answer, a Java exception, means it lives)."""
+        from py4j.protocol import Py4JError, Py4JJavaError
+
+        if self.driver is None:
+            return False
+        if self.driver_exit is not None:
+            return True
+        silent = isinstance(error, Py4JError | OSError | EOFError)
+        wait = _DRIVER_EXIT_S if silent and not isinstance(error, Py4JJavaError) else 0.0
+        try:
+            self.driver_exit = self.driver.wait(wait)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
+    def driver_line(self) -> tuple[str, int]:
+        """How the driver JVM ended, for the job's line, and the job's exit status: 0 for
+        a SIGTERM (a stop, as the job's own), else 1."""
+        code = self.driver_exit
+        if code in (-signal.SIGTERM, 128 + signal.SIGTERM):
+            return "stopped by SIGTERM to Spark's driver JVM", 0
+        if code is not None and code < 0:
+            try:
+                how = f"was killed by {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"was killed by signal {-code}"
+        else:
+            how = f"exited with status {code}"
+        return f"Spark's driver JVM {how}", 1
+
     def quiet_accumulators(self, spark: Any) -> None:
         server = getattr(spark.sparkContext, "_accumulatorServer", None)
         if server is None:
@@ -304,7 +378,9 @@ class _StopRequest:
         handle_error = server.handle_error
 
         def on_error(request: Any, client_address: Any) -> None:
-            if self.name is None:
+            # in the server's thread: the JVM closed the connection; ended, it is told
+            error = sys.exc_info()[1] or EOFError()
+            if self.name is None and not self.driver_ended(error):
                 handle_error(request, client_address)
 
         server.handle_error = on_error
@@ -399,24 +475,31 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     try:
         spark = session(args.master)
         stop.install()  # again: PySpark's SparkContext installs its own SIGINT handler
+        stop.driver = _driver_process(spark)
         stop.quiet_accumulators(spark)
         if stop.name is None:
             _quiet_failures(spark)
             records = spark.readStream.format("edgebus").options(**_source_options(args)).load()
             query = write_parquet(records, args.out, args.checkpoint, args.trigger)
             failure = _run_query(spark, query, stop, progress)
+            if failure is not None and stop.name is None and stop.driver_ended(failure):
+                failure = None  # not the query's: the JVM ended under it
     except KeyboardInterrupt:  # PySpark's SIGINT handler, before ours was back in place
         stop.name = stop.name or "SIGINT"
     except Exception as exc:  # stopping: the JVM got the signal too, and is exiting or gone
-        if stop.name is None or not _spark_error(exc):
+        if not _spark_error(exc) or not (stop.name is not None or stop.driver_ended(exc)):
             raise
     finally:
         if spark is not None:
-            _stop_session(spark, quietly=stop.name is not None)
+            _stop_session(spark, quietly=stop.stopping)
+    when = f"after batch {progress.last_batch}" if progress.last_batch >= 0 else "at start"
     if stop.name is not None:  # the checkpoint holds what was committed
-        when = f"after batch {progress.last_batch}" if progress.last_batch >= 0 else "at start"
         print(f"edgebus spark: stopped by {stop.name} {when}", file=sys.stderr)
         return 0
+    if stop.driver_exit is not None:  # the checkpoint holds what was committed
+        line, status = stop.driver_line()
+        print(f"edgebus spark: {line} {when}", file=sys.stderr)
+        return status
     if failure is not None:
         print(f"edgebus spark: the query failed: {failure_reason(failure)}", file=sys.stderr)
         return 1
