@@ -14,8 +14,13 @@ file format: https://www.sqlite.org/fileformat2.html.
 
 from __future__ import annotations
 
+import mmap
 import struct
+from collections.abc import Callable
 from typing import Any
+
+#: The image: bytes, or the file mapped.
+Buffer = bytes | mmap.mmap
 
 __all__ = ["leaf_rows"]
 
@@ -41,11 +46,12 @@ def _varint(data: bytes | memoryview, at: int) -> tuple[int, int]:
     return (value << 8) | data[at + 8], at + 9
 
 
-def leaf_rows(image: bytes) -> list[tuple[Any, ...]] | None:
+def leaf_rows(image: Buffer, wanted: Callable[[int], bool]) -> list[tuple[Any, ...]] | None:
     """``(seq, topic bytes, payload, qos, retain, properties, received_at, released)`` of
-    every cell of a queue shape on a leaf page not on the freelist, in page order; None
-    when the image's header or freelist cannot be read."""
-    if len(image) < 100 or not image.startswith(_HEADER):
+    every cell of a queue shape on a leaf page not on the freelist whose row id is
+    ``wanted`` (the others are not decoded), in page order; None when the image's header
+    or freelist cannot be read."""
+    if len(image) < 100 or image[:16] != _HEADER:
         return None
     size = int.from_bytes(image[16:18], "big")
     size = 65536 if size == 1 else size
@@ -69,7 +75,7 @@ def leaf_rows(image: bytes) -> list[tuple[Any, ...]] | None:
         for cell in range(min(cells, (size - 8) // 2)):
             try:
                 offset = int.from_bytes(page[8 + 2 * cell : 10 + 2 * cell], "big")
-                row = _cell(view, page, offset, size, usable, pages)
+                row = _cell(view, page, offset, size, usable, pages, wanted)
             except _Bad:
                 continue
             if row is not None:
@@ -77,7 +83,7 @@ def leaf_rows(image: bytes) -> list[tuple[Any, ...]] | None:
     return rows
 
 
-def _freelist(image: bytes, size: int, pages: int) -> set[int] | None:
+def _freelist(image: Buffer, size: int, pages: int) -> set[int] | None:
     """The pages on the freelist (trunks and leaves), or None when it does not read."""
     trunk = int.from_bytes(image[32:36], "big")
     count = int.from_bytes(image[36:40], "big")
@@ -100,16 +106,24 @@ def _freelist(image: bytes, size: int, pages: int) -> set[int] | None:
 
 
 def _cell(
-    view: memoryview, page: memoryview, offset: int, size: int, usable: int, pages: int
+    view: memoryview,
+    page: memoryview,
+    offset: int,
+    size: int,
+    usable: int,
+    pages: int,
+    wanted: Callable[[int], bool],
 ) -> tuple[Any, ...] | None:
     """The queue row in the cell at ``offset`` of a leaf ``page``, or None (another
-    table's row, a row id that is not a sequence number)."""
+    table's row, a row that is not ``wanted``)."""
     if not 8 <= offset < usable:
         raise _Bad
     length, at = _varint(page, offset)
     rowid, at = _varint(page, at)
     if rowid >= 2**63:
         raise _Bad
+    if not wanted(rowid):
+        return None
     most = usable - 35
     if length <= most:
         local = length

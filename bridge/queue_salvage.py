@@ -13,10 +13,11 @@ refused meanwhile, ``bridge.bridge``):
    values are not a queue row's (a damaged cell that still parses) is left out;
 2. when the scan met damage, adds the rows of the intact leaf pages that the b-tree
    cannot reach (below a damaged interior page, the table's root included), read page
-   by page from the file's image (``bridge.queue_pages``; not for a file and log over
-   ``IMAGE_MAX_BYTES``, read into memory);
+   by page (``bridge.queue_pages``) from the file mapped, or with a log from its image
+   (``Connection.serialize``; not over ``IMAGE_MAX_BYTES``, read into memory);
 3. writes them, with their sequence numbers (their order) and QoS 2 ``released`` marks,
-   into ``queue.db.salvage``, synced;
+   into ``queue.db.salvage`` as they are read (``_Sink``: no row is held longer than
+   its statement, so a queue larger than memory is salvaged), synced;
 4. moves the damaged file aside, never deleting it: ``queue.db.damaged-<UTC time>``
    (and its log, ``...-wal``, beside it, so the pair still opens together), then the
    salvaged file to ``queue.db``, the marker saying the queue was closed.
@@ -38,7 +39,9 @@ good one: SQLite keeps no checksum of the rows (2 of 2699 in one of those files)
 
 from __future__ import annotations
 
+import bisect
 import contextlib
+import mmap
 import os
 import sqlite3
 import time
@@ -83,7 +86,6 @@ def salvage(path: Path) -> Salvaged:
     """Salvages the damaged queue at ``path`` (see the module docstring); ``BridgeError``
     when nothing of it can be read (the files left as they were) or a file cannot be
     written or moved."""
-    rows, skipped = _rows_of(path)
     fresh = path.with_name(path.name + ".salvage")
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     kept = path.with_name(f"{path.name}.damaged-{stamp}")
@@ -92,7 +94,11 @@ def salvage(path: Path) -> Salvaged:
         number += 1
         kept = path.with_name(f"{path.name}.damaged-{stamp}-{number}")
     try:
-        _write(fresh, rows)
+        try:
+            sink, skipped = _copy(path, fresh)
+        except BaseException:
+            _remove(fresh)
+            raise
         # Closed: the salvaged file has no log, and one missing is no loss. Written before
         # the moves: a crash between them finds the damaged file again (and salvages it
         # again), or no ``queue.db`` at all (refused, naming it), never an empty queue.
@@ -106,20 +112,108 @@ def salvage(path: Path) -> Salvaged:
         os.rename(fresh, path)
         _sync_directory(path.parent)
     except OSError as exc:
-        if path.exists():  # not moved yet: the salvaged copy goes (the disk may be full)
-            with contextlib.suppress(OSError):
-                fresh.unlink(missing_ok=True)
         raise BridgeError(
             f"{path}: cannot salvage the damaged bridge queue: {exc.strerror or exc}"
             f" ({exc.filename}); move it away, and {marker_path(path)}, to start with an"
             " empty queue"
         ) from exc
-    seqs = [row[0] for row in rows]
-    return Salvaged(len(rows), min(seqs, default=0), max(seqs, default=0), skipped, kept)
+    return Salvaged(sink.count, sink.first, sink.last, skipped, kept)
 
 
-def _rows_of(path: Path) -> tuple[list[tuple[Any, ...]], int]:
-    """Every readable row of the queue at ``path``, in order, and the damaged places
+def _remove(fresh: Path) -> None:
+    for leftover in (fresh, fresh.with_name(fresh.name + "-journal"), wal_path(fresh)):
+        with contextlib.suppress(OSError):
+            leftover.unlink(missing_ok=True)
+
+
+def _copy(path: Path, fresh: Path) -> tuple[_Sink, int]:
+    """The readable rows of ``path`` written into a new queue file at ``fresh`` as they
+    are read (``_Sink``), synced; the sink and the damaged places skipped. ``OSError``
+    when ``fresh`` cannot be written (a full disk)."""
+    _remove(fresh)
+    try:
+        conn = sqlite3.connect(fresh, isolation_level=None)
+        try:
+            conn.execute("PRAGMA synchronous=FULL")
+            conn.execute("BEGIN")
+            create_schema(conn)
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES ('schema_version', ?)",
+                (str(SCHEMA_VERSION),),
+            )
+            sink = _Sink(conn)
+            skipped = _rows_of(path, sink)
+            sink.flush()
+            conn.execute("COMMIT")
+        finally:
+            conn.close()
+    except (sqlite3.Error, _WriteFailed) as exc:
+        cause = exc.__cause__ if isinstance(exc, _WriteFailed) else exc
+        raise OSError(0, f"writing the salvaged queue failed: {cause}", str(fresh)) from exc
+    with open(fresh, "rb") as file:
+        os.fsync(file.fileno())
+    return sink, skipped
+
+
+class _WriteFailed(Exception):
+    """Writing the salvaged file failed (its ``__cause__``): not the damaged file's error,
+    which the scan handles."""
+
+
+class _Sink:
+    """Rows written into the salvaged file as the scan reads them, ``_CHUNK`` an INSERT,
+    so that a queue larger than memory is salvaged; the sequence numbers written are kept
+    as runs (the scan reads them in order) to leave out a row read twice."""
+
+    _INSERT = (
+        "INSERT INTO queue (seq, topic, payload, qos, retain, properties, received_at,"
+        " released) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+    )
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self.count = 0
+        self.first = 0
+        self.last = 0
+        self._pending: list[tuple[Any, ...]] = []
+        self._starts: list[int] = []  # runs of consecutive seqs written, in order
+        self._ends: list[int] = []
+        self._others: set[int] = set()  # seqs written out of order (the page pass's)
+
+    def __contains__(self, seq: int) -> bool:
+        if seq in self._others:
+            return True
+        at = bisect.bisect_right(self._starts, seq) - 1
+        return at >= 0 and seq <= self._ends[at]
+
+    def append(self, row: tuple[Any, ...]) -> None:
+        seq = row[0]
+        if seq in self:
+            return
+        if self._ends and seq == self._ends[-1] + 1:
+            self._ends[-1] = seq
+        elif not self._ends or seq > self._ends[-1]:
+            self._starts.append(seq)
+            self._ends.append(seq)
+        else:
+            self._others.add(seq)
+        self.first = seq if not self.count else min(self.first, seq)
+        self.last = max(self.last, seq)
+        self.count += 1
+        self._pending.append((seq, row[1].decode(), *row[2:]))
+        if len(self._pending) >= _CHUNK:
+            self.flush()
+
+    def flush(self) -> None:
+        try:
+            self.conn.executemany(self._INSERT, self._pending)
+        except sqlite3.Error as exc:
+            raise _WriteFailed from exc
+        self._pending = []
+
+
+def _rows_of(path: Path, sink: _Sink) -> int:
+    """Every readable row of the queue at ``path`` into ``sink``; the damaged places
     skipped: the rows SQLite's b-tree reaches (``_readable_rows``) and, when it met
     damage, those of intact leaf pages it cannot reach (``bridge.queue_pages``)."""
     if wal_path(path).exists():
@@ -134,20 +228,20 @@ def _rows_of(path: Path) -> tuple[list[tuple[Any, ...]], int]:
     try:
         failure: BridgeError | None = None
         try:
-            rows, skipped = _tree_rows(path, conn)
+            skipped = _tree_rows(path, conn, sink)
         except BridgeError as exc:
-            rows, skipped, failure = [], 1, exc
+            skipped, failure = 1, exc
         if skipped:
-            rows += _unreached_rows(path, conn, {row[0] for row in rows})
-            rows.sort(key=lambda row: row[0])
-        if failure is not None and not rows:
+            for row in _unreached_rows(path, conn, sink):
+                sink.append(row)
+        if failure is not None and not sink.count:
             raise failure
-        return rows, skipped
+        return skipped
     finally:
         conn.close()
 
 
-def _tree_rows(path: Path, conn: sqlite3.Connection) -> tuple[list[tuple[Any, ...]], int]:
+def _tree_rows(path: Path, conn: sqlite3.Connection, sink: _Sink) -> int:
     try:
         names = [row[1] for row in conn.execute("PRAGMA table_info(queue)")]
     except sqlite3.DatabaseError as exc:
@@ -156,41 +250,44 @@ def _tree_rows(path: Path, conn: sqlite3.Connection) -> tuple[list[tuple[Any, ..
         raise _nothing(path, "it has no readable queue table")
     released = b"released" in names or "released" in names
     select = f"SELECT {_COLUMNS}, {'released' if released else '0'} FROM queue"
-    return _readable_rows(path, conn, select)
+    return _readable_rows(path, conn, select, sink)
 
 
-#: The largest database (with its log) whose pages are read for rows the b-tree does
-#: not reach: the image is read into memory.
+#: The largest database with a log whose pages are read for rows the b-tree does not
+#: reach: its image (the file with the log applied) is read into memory. A file without
+#: a log is mapped, whatever its size.
 IMAGE_MAX_BYTES = 256 * 1024 * 1024
 
 
-def _unreached_rows(path: Path, conn: sqlite3.Connection, seqs: set[int]) -> list[tuple[Any, ...]]:
+def _unreached_rows(path: Path, conn: sqlite3.Connection, seqs: _Sink) -> list[tuple[Any, ...]]:
     """The valid rows of leaf pages (``queue_pages.leaf_rows``) whose ``seq`` is not in
-    ``seqs``; none when the file is too large to read whole, or its image or freelist
-    cannot be read."""
-    size = path.stat().st_size
-    with contextlib.suppress(FileNotFoundError):
-        size += wal_path(path).stat().st_size
-    if size > IMAGE_MAX_BYTES:
-        return []
-    try:
-        image = conn.serialize()
-    except (sqlite3.Error, MemoryError):
-        return []
-    unreached: dict[int, tuple[Any, ...]] = {}
-    for row in leaf_rows(image) or []:
-        if row[0] not in seqs and row[0] not in unreached and _valid(row):
-            unreached[row[0]] = row
-    return list(unreached.values())
+    ``seqs``; none when the image cannot be read (a file with a log over
+    ``IMAGE_MAX_BYTES``) or its freelist cannot."""
+    if not wal_path(path).exists():  # the file is the image: mapped, not read into memory
+        try:
+            with (
+                open(path, "rb") as file,
+                mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as image,
+            ):
+                found = leaf_rows(image, lambda seq: seq not in seqs)
+        except (OSError, ValueError):
+            return []
+    else:
+        size = path.stat().st_size + wal_path(path).stat().st_size
+        if size > IMAGE_MAX_BYTES:
+            return []
+        try:
+            found = leaf_rows(conn.serialize(), lambda seq: seq not in seqs)
+        except (sqlite3.Error, MemoryError):
+            return []
+    return [row for row in found or [] if _valid(row)]
 
 
-def _readable_rows(
-    path: Path, conn: sqlite3.Connection, select: str
-) -> tuple[list[tuple[Any, ...]], int]:
+def _readable_rows(path: Path, conn: sqlite3.Connection, select: str, rows: _Sink) -> int:
     """The scan of the module docstring: the rows of ``select`` (a ``queue`` row and its
-    ``released``) that read whole and are valid, in order; and the damaged places it
-    skipped: each place the scan failed, each row that read but was not valid."""
-    rows: list[tuple[Any, ...]] = []
+    ``released``) that read whole and are valid, in order, into ``rows``; returns the
+    damaged places it skipped: each place the scan failed, each row that read but was
+    not valid."""
     failed = 0
     after: int | None = None  # every row with seq <= after was read (None: none yet)
     while True:
@@ -202,7 +299,7 @@ def _readable_rows(
                     rows.append(row)
                 else:
                     failed += 1
-            return rows, failed
+            return failed
         except sqlite3.DatabaseError as exc:
             if not is_damage(exc):
                 raise _nothing(path, exc) from exc
@@ -228,7 +325,7 @@ def _readable_rows(
             else:
                 failed += 1
         if found is None:
-            return rows, failed
+            return failed
         # The row found, then the scan goes on after it (the scan that failed may not
         # have yielded a row that reads: sqlite3 steps to the next row before it yields).
         if _valid(found):
@@ -281,38 +378,6 @@ def _valid(row: tuple[Any, ...]) -> bool:
     except (UnicodeDecodeError, ValueError, ProtocolError):
         return False  # garbage that parsed as a row: what a damaged cell looks like
     return True
-
-
-def _write(fresh: Path, rows: list[tuple[Any, ...]]) -> None:
-    """The salvaged queue at ``fresh``: the schema, ``rows``, synced (no log)."""
-    for leftover in (fresh, fresh.with_name(fresh.name + "-journal"), wal_path(fresh)):
-        leftover.unlink(missing_ok=True)
-    try:
-        conn = sqlite3.connect(fresh, isolation_level=None)
-        try:
-            conn.execute("PRAGMA synchronous=FULL")
-            conn.execute("BEGIN")
-            create_schema(conn)
-            conn.execute(
-                "INSERT INTO meta (key, value) VALUES ('schema_version', ?)",
-                (str(SCHEMA_VERSION),),
-            )
-            statement = (
-                "INSERT INTO queue (seq, topic, payload, qos, retain, properties, received_at,"
-                " released) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-            )
-            for start in range(0, len(rows), _CHUNK):
-                conn.executemany(
-                    statement,
-                    [(r[0], r[1].decode(), *r[2:]) for r in rows[start : start + _CHUNK]],
-                )
-            conn.execute("COMMIT")
-        finally:
-            conn.close()
-    except sqlite3.Error as exc:
-        raise OSError(0, f"writing the salvaged queue failed: {exc}", str(fresh)) from exc
-    with open(fresh, "rb") as file:
-        os.fsync(file.fileno())
 
 
 def _sync_directory(directory: Path) -> None:
