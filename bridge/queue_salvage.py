@@ -155,6 +155,11 @@ def _copy(path: Path, fresh: Path) -> tuple[_Sink, int]:
     return sink, skipped
 
 
+class _ReadFailed(BridgeError):
+    """Reading the damaged file failed for another reason than its damage (an I/O error):
+    the salvage stops, the files as they were."""
+
+
 class _WriteFailed(Exception):
     """Writing the salvaged file failed (its ``__cause__``): not the damaged file's error,
     which the scan handles."""
@@ -229,7 +234,9 @@ def _rows_of(path: Path, sink: _Sink) -> int:
         failure: BridgeError | None = None
         try:
             skipped = _tree_rows(path, conn, sink)
-        except BridgeError as exc:
+        except _ReadFailed:
+            raise  # not the damage: nothing is salvaged, the files stay
+        except BridgeError as exc:  # nothing of the table reads: maybe its pages do
             skipped, failure = 1, exc
         if skipped:
             for row in _unreached_rows(path, conn, sink):
@@ -302,7 +309,7 @@ def _readable_rows(path: Path, conn: sqlite3.Connection, select: str, rows: _Sin
             return failed
         except sqlite3.DatabaseError as exc:
             if not is_damage(exc):
-                raise _nothing(path, exc) from exc
+                raise _read_failed(path, exc) from exc
             failed += 1
             damage = exc
         found = _seek(path, conn, select, after)
@@ -316,7 +323,7 @@ def _readable_rows(path: Path, conn: sqlite3.Connection, select: str, rows: _Sin
                 row = conn.execute(f"{select} WHERE seq = ?", (seq,)).fetchone()
             except sqlite3.DatabaseError as exc:
                 if not is_damage(exc):
-                    raise _nothing(path, exc) from exc
+                    raise _read_failed(path, exc) from exc
                 continue  # a row (or none) on a damaged page
             if row is None:
                 continue
@@ -356,7 +363,7 @@ def _seek(
             ).fetchone()
         except sqlite3.DatabaseError as exc:
             if not is_damage(exc):
-                raise _nothing(path, exc) from exc
+                raise _read_failed(path, exc) from exc
             step *= 2
             continue
         return row
@@ -386,6 +393,13 @@ def _sync_directory(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _read_failed(path: Path, exc: sqlite3.Error) -> _ReadFailed:
+    return _ReadFailed(
+        f"{path}: cannot read the damaged bridge queue to salvage it ({exc}); its files"
+        " are left as they were, and the bridge tries again when it restarts"
+    )
 
 
 def _nothing(path: Path, why: object) -> BridgeError:

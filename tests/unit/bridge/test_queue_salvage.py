@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import bridge.queue_salvage as queue_salvage
 from bridge.queue import DiskQueue
 from bridge.queue_file import mark_closed, open_file, write_rows
 from bridge.queue_salvage import salvage
@@ -189,6 +190,23 @@ def test_a_queue_of_which_nothing_can_be_read_is_left_as_it_was(tmp_path: Path) 
     _overwrite(queue, [_root(queue)])
     damaged = queue.read_bytes()
     with pytest.raises(BridgeError, match="nothing of it can be salvaged"):
+        salvage(queue)
+    assert queue.read_bytes() == damaged
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["queue.db", "queue.db.created"]
+
+
+def test_an_error_other_than_the_damage_stops_the_salvage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read that fails for another reason (an I/O error; here the damage, taken for
+    one) leaves every file as it was, and no partial copy: not a salvage of the rows
+    read so far."""
+    queue = tmp_path / "queue.db"
+    _closed_queue(queue, ROWS)
+    _overwrite(queue, _leaf_pages(queue)[:1])
+    damaged = queue.read_bytes()
+    monkeypatch.setattr(queue_salvage, "is_damage", lambda exc: False)
+    with pytest.raises(BridgeError, match="cannot read the damaged bridge queue to salvage"):
         salvage(queue)
     assert queue.read_bytes() == damaged
     assert sorted(p.name for p in tmp_path.iterdir()) == ["queue.db", "queue.db.created"]
