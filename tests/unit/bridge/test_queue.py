@@ -24,15 +24,15 @@ from broker_core.mqtt.properties import Properties
 from tests.helpers.timeouts import unit
 
 
-def _route(number: int, qos: int = 1, **kw: object) -> Queued:
+def _route(number: int, qos: int = 1, properties: Properties | None = None) -> Queued:
     return Queued.of(
         f"t/{number}",
         str(number).encode(),
         qos,
         False,
-        kw.get("properties", Properties()),
+        Properties() if properties is None else properties,
         1000.0 + number,
-    )  # type: ignore[arg-type]
+    )
 
 
 async def _barrier(queue: DiskQueue) -> bool:
