@@ -98,6 +98,8 @@ class BrokerStats:
     login_failures: int
     login_throttle_tracked: int
     observer_errors: int  # broker-event observers that raised
+    # Failed TLS handshakes by (listener, reason label): listeners.tls
+    tls_handshake_failures: Mapping[tuple[str, str], int]
 
     @property
     def messages_received(self) -> int:
@@ -199,4 +201,5 @@ def collect_stats(broker: Broker) -> BrokerStats:
         login_failures=0 if throttle is None else throttle.failures,
         login_throttle_tracked=0 if throttle is None else len(throttle),
         observer_errors=broker.observers.errors,
+        tls_handshake_failures=dict(counters.tls_handshake_failures),
     )

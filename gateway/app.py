@@ -439,6 +439,7 @@ class Gateway:
                 min_version=tls.min_version,
                 ciphers=tls.ciphers,
                 keyfile_password=None if password is None else password.get_secret_value(),
+                crlfile=tls.crlfile,
                 where=f"listener {listener.name!r} tls",
             )
         server: Listening

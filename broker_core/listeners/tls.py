@@ -10,7 +10,11 @@ and for mutual TLS the CA bundle client certificates are verified against:
     true         true                  CERT_REQUIRED   fails the handshake
 
 A certificate that does not chain to ``cafile`` fails the handshake in both verifying
-modes. ``certificate_identity`` (``listeners.certificates``) reads the subject CN of a
+modes, and so does one revoked by the CRL of ``crlfile`` (``VERIFY_CRL_CHECK_LEAF``: the
+client certificate is checked, its issuer must have a CRL in the file). The CRL is read
+again when the file changes (its modification time, looked at with each handshake): a
+revocation takes effect for the next handshake, without a restart; connections up stay.
+``certificate_identity`` (``listeners.certificates``) reads the subject CN of a
 verified client certificate; ``MqttConnection`` stores it for the authenticator
 (``use_identity_as_username``).
 
@@ -24,18 +28,30 @@ loop's (``loop.connect_accepted_socket`` with the context), limited to
 ``HANDSHAKE_TIMEOUT_S``. Its connections are ``MqttConnection``s; a ``wss`` listener
 serves its ``WebSocketConnection``s the same way (``protocol_factory``): any
 ``TlsProtocol`` whose ``connection_made`` calls ``handshake_done``.
+
+A failed handshake ends with the TLS alert OpenSSL chose (RFC 8446 6.2, RFC 5246 7.2:
+``protocol_version``, ``certificate_expired``, ``certificate_revoked``, ``unknown_ca``,
+``certificate_required``...), as mosquitto sends it: the loop's SSL protocol (asyncio's,
+uvloop's) closes the socket without writing what OpenSSL left in its outgoing BIO, so
+the context's ``SSLObject`` (``_AlertingSSLObject``) writes it to the socket itself when
+``do_handshake`` fails. The failure is logged at INFO (rate-limited) with the peer and
+the reason, and counted by listener and reason (``Counters.tls_handshake_failures``,
+``edgebus_tls_handshake_failures_total``). Nothing of this runs once a handshake is done.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import errno
 import logging
+import os
 import socket
 import ssl
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from broker_core.errors import ConfigError
 from broker_core.listeners.binding import listening_sockets
@@ -44,13 +60,17 @@ from broker_core.listeners.connection import MqttConnection, Server
 from broker_core.listeners.connections import Connections
 from broker_core.listeners.keys import load_key_pair
 from broker_core.listeners.settings import ListenerSettings
+from broker_core.lograte import RateLimitedLog
 
 __all__ = [
     "HANDSHAKE_TIMEOUT_S",
+    "CrlWatch",
     "TlsListener",
     "TlsProtocol",
     "certificate_identity",
     "handshake_done",
+    "handshake_failure_reason",
+    "load_crl",
     "server_ssl_context",
     "start_tls",
     "tls_problems",
@@ -70,6 +90,91 @@ _OUT_OF_RESOURCES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 
 _VERSIONS = {"1.2": ssl.TLSVersion.TLSv1_2, "1.3": ssl.TLSVersion.TLSv1_3}
 
+#: The accepted socket a handshake task is for, in that task's context: where
+#: ``_AlertingSSLObject`` writes the alert of a failed handshake.
+_accepted: contextvars.ContextVar[socket.socket | None] = contextvars.ContextVar(
+    "edgebus_tls_accepted", default=None
+)
+
+#: Verification errors (``X509_V_ERR_*``) by the ``reason`` label they are counted under.
+_VERIFY_REASONS = {
+    2: "unknown_ca",  # unable to get issuer certificate
+    3: "crl_unavailable",  # unable to get certificate CRL
+    9: "certificate_not_yet_valid",
+    10: "certificate_expired",
+    11: "crl_not_yet_valid",
+    12: "crl_expired",
+    18: "unknown_ca",  # self-signed certificate
+    19: "unknown_ca",  # self-signed certificate in chain
+    20: "unknown_ca",  # unable to get local issuer certificate
+    21: "unknown_ca",  # unable to verify the first certificate
+    23: "certificate_revoked",
+}
+
+
+def handshake_failure_reason(exc: BaseException) -> tuple[str, str]:
+    """``(label, text)`` of a failed handshake: a short bounded label for the metric
+    (``certificate_expired``, ``unsupported_protocol``...) and the words for the log
+    (OpenSSL's, e.g. ``certificate has expired``)."""
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        code = exc.verify_code
+        label = _VERIFY_REASONS.get(code, "certificate_invalid")
+        return label, str(exc.verify_message or exc.reason or label)
+    if isinstance(exc, ssl.SSLError):
+        reason = str(exc.reason or type(exc).__name__)
+        return reason.lower(), reason.lower().replace("_", " ")
+    if isinstance(exc, (TimeoutError, ConnectionAbortedError)):  # the loop's timeout
+        return "timeout", f"no handshake within {HANDSHAKE_TIMEOUT_S:.0f} s"
+    return "connection_lost", str(exc) or type(exc).__name__
+
+
+class _AlertingSSLObject(ssl.SSLObject):
+    """The server side of one connection; after a failed ``do_handshake`` it writes the
+    alert OpenSSL put in the outgoing BIO to the accepted socket (``_accepted``), which
+    the loop's SSL protocol closes without writing it. Only ``do_handshake`` differs."""
+
+    _edgebus_outgoing: ssl.MemoryBIO | None = None
+    _edgebus_socket: socket.socket | None = None
+
+    def do_handshake(self) -> None:
+        try:
+            super().do_handshake()
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            raise
+        except ssl.SSLError:
+            self._send_alert()
+            raise
+
+    def _send_alert(self) -> None:
+        outgoing, sock = self._edgebus_outgoing, self._edgebus_socket
+        if outgoing is None or sock is None:
+            return
+        alert = outgoing.read()
+        if not alert:
+            return
+        # A few bytes into the socket's buffer, before the loop closes it: its transport
+        # wrote the earlier flights (what it still held, it drops with the close). The
+        # socket object is the transport's own (asyncio closes it, uvloop detaches it),
+        # so holding it never closes a descriptor twice.
+        with contextlib.suppress(OSError):
+            sock.send(alert)
+
+
+class _ServerContext(ssl.SSLContext):
+    """A server context whose ``SSLObject``s send the alert of a failed handshake."""
+
+    sslobject_class = _AlertingSSLObject
+    crlfile: Path | None = None  # the CRLs loaded (server_ssl_context), read again by CrlWatch
+
+    def wrap_bio(
+        self, incoming: ssl.MemoryBIO, outgoing: ssl.MemoryBIO, *args: Any, **kwargs: Any
+    ) -> ssl.SSLObject:
+        sslobj = super().wrap_bio(incoming, outgoing, *args, **kwargs)
+        if isinstance(sslobj, _AlertingSSLObject):
+            sslobj._edgebus_outgoing = outgoing
+            sslobj._edgebus_socket = _accepted.get()
+        return sslobj
+
 
 def _unreadable(path: Path) -> str | None:
     """Why ``path`` cannot be read, or None."""
@@ -88,18 +193,20 @@ def _load(
     min_version: Literal["1.2", "1.3"],
     ciphers: str | None,
     keyfile_password: str | None,
-) -> tuple[ssl.SSLContext, list[tuple[str, str]]]:
+    crlfile: Path | None = None,
+) -> tuple[_ServerContext, list[tuple[str, str]]]:
     """A server context loaded with the files, and every problem on the way as
     ``(option, message)``: an unreadable file, a file that is not PEM, a key that does not
     match the certificate, needs a ``keyfile_password`` or another one (never asked for
-    on the terminal: ``listeners.keys``), unusable ``ciphers``."""
+    on the terminal: ``listeners.keys``), unusable ``ciphers``, a ``crlfile`` holding no
+    CRL."""
     problems: list[tuple[str, str]] = []
-    files = {"certfile": certfile, "keyfile": keyfile, "cafile": cafile}
+    files = {"certfile": certfile, "keyfile": keyfile, "cafile": cafile, "crlfile": crlfile}
     for option, path in files.items():
         reason = None if path is None else _unreadable(path)
         if reason is not None:
             problems.append((option, f"cannot read {str(path)!r}: {reason}"))
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context = _ServerContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = _VERSIONS[min_version]
     context.options |= ssl.OP_NO_COMPRESSION
     if ciphers is not None:
@@ -117,7 +224,31 @@ def _load(
         except ssl.SSLError as exc:
             message = f"{str(cafile)!r} is not a PEM bundle of CA certificates: {exc}"
             problems.append(("cafile", message))
+    if crlfile is not None and not any(option == "crlfile" for option, _ in problems):
+        crl_problem = load_crl(context, crlfile)
+        if crl_problem is not None:
+            problems.append(("crlfile", crl_problem))
     return context, problems
+
+
+def load_crl(context: ssl.SSLContext, crlfile: Path) -> str | None:
+    """Adds the CRLs of the PEM file ``crlfile`` to ``context`` and checks client
+    certificates against them (``VERIFY_CRL_CHECK_LEAF``); what is wrong with the file,
+    or None. A CRL newer than one loaded before for the same CA replaces it (OpenSSL
+    uses the latest ``lastUpdate``)."""
+    try:
+        with open(crlfile, "rb") as file:
+            data = file.read()
+    except OSError as exc:
+        return f"cannot read {str(crlfile)!r}: {exc.strerror or type(exc).__name__}"
+    if b"-----BEGIN X509 CRL-----" not in data:
+        return f"{str(crlfile)!r} holds no PEM certificate revocation list (X509 CRL)"
+    try:
+        context.load_verify_locations(cafile=crlfile)
+    except ssl.SSLError as exc:
+        return f"{str(crlfile)!r} is not a PEM certificate revocation list: {exc}"
+    context.verify_flags |= ssl.VERIFY_CRL_CHECK_LEAF
+    return None
 
 
 def tls_problems(
@@ -128,11 +259,12 @@ def tls_problems(
     min_version: Literal["1.2", "1.3"] = "1.2",
     ciphers: str | None = None,
     keyfile_password: str | None = None,
+    crlfile: Path | None = None,
 ) -> list[tuple[str, str]]:
     """Every reason ``server_ssl_context`` would refuse these settings, as ``(option,
-    message)`` pairs (``option`` is ``certfile``, ``keyfile``, ``cafile`` or ``ciphers``);
-    empty when it would build a context. Loads the files and keeps nothing."""
-    return _load(certfile, keyfile, cafile, min_version, ciphers, keyfile_password)[1]
+    message)`` pairs (``option`` is ``certfile``, ``keyfile``, ``cafile``, ``crlfile`` or
+    ``ciphers``); empty when it would build a context. Loads the files and keeps nothing."""
+    return _load(certfile, keyfile, cafile, min_version, ciphers, keyfile_password, crlfile)[1]
 
 
 def server_ssl_context(
@@ -145,15 +277,22 @@ def server_ssl_context(
     min_version: Literal["1.2", "1.3"] = "1.2",
     ciphers: str | None = None,
     keyfile_password: str | None = None,
+    crlfile: Path | None = None,
     where: str = "tls",
 ) -> ssl.SSLContext:
     """A server-side ``SSLContext``; ``ConfigError`` names every file or option at fault.
 
     ``where`` prefixes the option names in error messages (e.g. ``listener 'tls:...' tls``).
+    ``crlfile``: PEM CRLs client certificates are checked against (with ``verify_peer``);
+    the listener reads it again when it changes (``CrlWatch``).
     """
-    context, problems = _load(certfile, keyfile, cafile, min_version, ciphers, keyfile_password)
+    context, problems = _load(
+        certfile, keyfile, cafile, min_version, ciphers, keyfile_password, crlfile
+    )
     if verify_peer and cafile is None:
         problems.append(("verify_peer", "needs 'cafile' to verify client certificates"))
+    if crlfile is not None and not verify_peer:
+        problems.append(("crlfile", "only works with 'verify_peer: true'"))
     if problems:
         lines = [f"{where}.{option}: {message}" for option, message in problems]
         raise ConfigError("\n".join(lines), lines)
@@ -161,7 +300,43 @@ def server_ssl_context(
         context.verify_mode = ssl.CERT_REQUIRED if fail_if_no_peer_cert else ssl.CERT_OPTIONAL
     else:
         context.verify_mode = ssl.CERT_NONE
+    context.crlfile = crlfile
     return context
+
+
+def _mtime(path: Path) -> int | None:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return None
+
+
+class CrlWatch:
+    """Reads a listener's ``crlfile`` again when its modification time changes, looked
+    at before each handshake (a ``stat``): a CRL replaced on disk revokes from the next
+    handshake on. A file that cannot be loaded then is logged at ERROR and the CRLs
+    loaded before stay."""
+
+    __slots__ = ("_listener", "_mtime", "context", "path")
+
+    def __init__(self, context: ssl.SSLContext, path: Path, listener: str) -> None:
+        self.context = context
+        self.path = path
+        self._listener = listener
+        self._mtime = _mtime(path)
+
+    def check(self) -> None:
+        mtime = _mtime(self.path)
+        if mtime == self._mtime:
+            return
+        self._mtime = mtime
+        problem = load_crl(self.context, self.path)
+        if problem is None:
+            log.info("listener %s: CRL %s read again", self._listener, self.path)
+        else:
+            log.error(
+                "listener %s: crlfile: %s; the CRLs read before stay", self._listener, problem
+            )
 
 
 class _Handshake:
@@ -234,6 +409,9 @@ class TlsListener:
         self._loop = loop
         self._handshakes: set[asyncio.Task[object]] = set()
         self._closed = False
+        crlfile = getattr(context, "crlfile", None)
+        self._crl = None if crlfile is None else CrlWatch(context, crlfile, settings.name)
+        self._failure_log = RateLimitedLog(log)
         for sock in sockets:
             self._serve(sock)
 
@@ -244,7 +422,7 @@ class TlsListener:
     def _accept(self, listening: socket.socket) -> None:
         for _ in range(ACCEPT_BATCH):
             try:
-                sock, _ = listening.accept()
+                sock, peer = listening.accept()
             except (BlockingIOError, InterruptedError, ConnectionAbortedError):
                 return
             except OSError as exc:
@@ -260,29 +438,62 @@ class TlsListener:
                 self._loop.call_later(ACCEPT_PAUSE_S, self._serve, listening)
                 return
             sock.setblocking(False)
-            self._handshake(sock)
+            self._handshake(sock, peer)
 
-    def _handshake(self, sock: socket.socket) -> None:
+    def _handshake(self, sock: socket.socket, peer: Any) -> None:
+        if self._crl is not None:
+            self._crl.check()
         connection = self._protocol_factory()
+        # The task's context names the socket to the SSLObject (_AlertingSSLObject).
+        context = contextvars.copy_context()
+        context.run(_accepted.set, sock)
         task: asyncio.Task[object] = self._loop.create_task(
             self._loop.connect_accepted_socket(
                 lambda: connection,
                 sock,
                 ssl=self.context,
                 ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S,
-            )
+            ),
+            context=context,
         )
         handshake = connection.handshake = _Handshake(task)  # type: ignore[misc]
         self._handshakes.add(task)
-        task.add_done_callback(lambda done: self._handshake_done(done, connection))
+        task.add_done_callback(lambda done: self._handshake_done(done, connection, peer))
         self.broker.connections.handshake_started(self.settings, handshake)
 
-    def _handshake_done(self, task: asyncio.Task[object], connection: TlsProtocol) -> None:
+    def _handshake_done(
+        self, task: asyncio.Task[object], connection: TlsProtocol, peer: Any
+    ) -> None:
         self._handshakes.discard(task)
         # Still pending as the handshake when it failed, timed out or was evicted.
         handshake_done(connection, self.broker.connections, self.settings)
-        if not task.cancelled() and task.exception() is not None:
-            log.debug("listener %s: TLS handshake failed: %s", self.settings.name, task.exception())
+        if task.cancelled():
+            return  # evicted (counted as the limit hit) or closing
+        exc = task.exception()
+        if exc is not None:
+            self._failed(exc, peer)
+
+    def _failed(self, exc: BaseException, peer: Any) -> None:
+        """Counts a failed handshake by listener and reason, and logs it: at INFO
+        (rate-limited) when TLS refused the client, at DEBUG when the socket went away
+        or timed out (a port scan, a client that gave up)."""
+        label, text = handshake_failure_reason(exc)
+        failures = self.broker.counters.tls_handshake_failures
+        key = (self.settings.name, label)
+        failures[key] = failures.get(key, 0) + 1
+        address = _show_peer(peer)
+        if isinstance(exc, ssl.SSLError):
+            self._failure_log.info(
+                self._loop.time(),
+                "listener %s: TLS handshake from %s failed: %s",
+                self.settings.name,
+                address,
+                text,
+            )
+        else:
+            log.debug(
+                "listener %s: TLS handshake from %s failed: %s", self.settings.name, address, text
+            )
 
     def close(self) -> None:
         """Stops accepting and ends the handshakes under way; connections stay."""
@@ -295,6 +506,13 @@ class TlsListener:
 
     async def wait_closed(self) -> None:
         await asyncio.gather(*self._handshakes, return_exceptions=True)
+
+
+def _show_peer(peer: Any) -> str:
+    if isinstance(peer, tuple) and len(peer) >= 2:
+        host, port = peer[0], peer[1]
+        return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
+    return str(peer)
 
 
 async def start_tls(

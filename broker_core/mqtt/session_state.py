@@ -91,6 +91,7 @@ class Counters:
         "queued_bytes",
         "received_from",
         "shared_redelivered",
+        "tls_handshake_failures",
         "topic_alias_bytes",
     )
 
@@ -118,6 +119,8 @@ class Counters:
         # Messages a shared-subscription member's session owed when it ended, sent to
         # another member of the group (MQTT 5.0 4.8.2).
         self.shared_redelivered = 0
+        # Failed TLS handshakes by (listener name, reason label) (listeners.tls).
+        self.tls_handshake_failures: dict[tuple[str, str], int] = {}
 
     def hit(self, limit: str) -> None:
         """A bound of ``LIMITS`` was reached once."""

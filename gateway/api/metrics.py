@@ -46,6 +46,7 @@ edgebus_router_cache_bytes               gauge    estimated bytes of the router'
 edgebus_login_failures_total             counter  failed logins
 edgebus_login_throttle_tracked           gauge    user names and addresses being throttled
 edgebus_observer_errors_total            counter  broker-event observers that raised
+edgebus_tls_handshake_failures_total     counter  listener, reason; TLS handshakes that failed
 edgebus_component_up                     gauge    kind, type, name, state; 1 running, else 0
 edgebus_component_degraded               gauge    kind, type, name; 1 degraded, else 0 (why: API)
 edgebus_component_restarts_total         counter  kind, type, name; restarts
@@ -109,6 +110,7 @@ from gateway.api.schemas import (
     Metrics,
     QueueMetrics,
     SessionCounts,
+    TlsHandshakeFailures,
 )
 
 __all__ = [
@@ -190,6 +192,10 @@ def snapshot(gateway: GatewayView) -> Metrics:
             login_throttle_tracked=stats.login_throttle_tracked,
         ),
         observer_errors=stats.observer_errors,
+        tls_handshake_failures=[
+            TlsHandshakeFailures(listener=listener, reason=reason, count=count)
+            for (listener, reason), count in sorted(stats.tls_handshake_failures.items())
+        ],
         adapters=adapter_statuses(gateway),
         bridges=bridge_infos(gateway),
         rules=rule_infos(gateway),
@@ -345,6 +351,14 @@ class BrokerCollector(Collector):
             "Broker-event observers that raised",
             value=m.observer_errors,
         )
+        tls_failures = CounterMetricFamily(
+            "edgebus_tls_handshake_failures",
+            "TLS handshakes that failed, by listener and reason",
+            labels=["listener", "reason"],
+        )
+        for failure in m.tls_handshake_failures:
+            tls_failures.add_metric([failure.listener, failure.reason], failure.count)
+        yield tls_failures
         up = GaugeMetricFamily(
             "edgebus_adapter_up", "1 when the adapter runs", labels=["adapter", "type", "state"]
         )

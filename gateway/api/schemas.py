@@ -39,6 +39,7 @@ __all__ = [
     "SessionCounts",
     "SubscriptionInfo",
     "SubscriptionPage",
+    "TlsHandshakeFailures",
     "TopicNode",
     "TopicTree",
     "UserProperty",
@@ -392,6 +393,16 @@ class LimitMetrics(BaseModel):
     )
 
 
+class TlsHandshakeFailures(BaseModel):
+    listener: str
+    reason: str = Field(
+        description="`certificate_expired`, `certificate_revoked`, `unknown_ca`,"
+        " `unsupported_protocol`, `peer_did_not_return_a_certificate`, `timeout`,"
+        " `connection_lost`, ... (docs/security.md)."
+    )
+    count: int
+
+
 class Metrics(BaseModel):
     node: str
     uptime_s: float
@@ -405,6 +416,10 @@ class Metrics(BaseModel):
     store_pending_writes: int
     limits: LimitMetrics
     observer_errors: int = Field(description="Broker-event observers that raised.")
+    tls_handshake_failures: list[TlsHandshakeFailures] = Field(
+        default_factory=list,
+        description="Failed TLS handshakes by listener and reason (docs/security.md).",
+    )
     adapters: list[AdapterStatus]
     bridges: list[ComponentInfo]
     rules: list[RuleInfo]

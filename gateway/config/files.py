@@ -60,6 +60,7 @@ def tls_file_problems(
     min_version: Any,
     ciphers: str | None,
     keyfile_password: str | None,
+    crlfile: Path | None = None,
 ) -> list[tuple[str, str]]:
     """``(option, message)`` for every reason the listener's TLS context cannot be built."""
     from broker_core.listeners.tls import tls_problems
@@ -71,6 +72,7 @@ def tls_file_problems(
         min_version=min_version,
         ciphers=ciphers,
         keyfile_password=keyfile_password,
+        crlfile=crlfile,
     )
 
 

@@ -53,6 +53,14 @@ class TlsConfig(ConfigModel):
         default=None,
         description="PEM bundle of the CAs that client certificates are verified against.",
     )
+    crlfile: Annotated[Path, PathSpec()] | None = Field(
+        default=None,
+        description="PEM file of certificate revocation lists (X509 CRL) client"
+        " certificates are checked against (with `verify_peer`): a revoked one fails the"
+        " handshake with the `certificate_revoked` alert. The CA of every client"
+        " certificate needs a CRL in it, and a CRL past its next update refuses every"
+        " client. Read again when the file changes, without a restart (docs/security.md).",
+    )
     verify_peer: bool = Field(
         default=False,
         description="Request a certificate from every client and verify it against"
@@ -112,7 +120,15 @@ class TlsConfig(ConfigModel):
         cls, data: Mapping[str, Any], failed: frozenset[str], context: Any
     ) -> list[tuple[tuple[str | int, ...], str]]:
         """The files, when a key that does not name them (``verify_peer``) has a problem."""
-        keys = ("certfile", "keyfile", "cafile", "min_version", "ciphers", "keyfile_password")
+        keys = (
+            "certfile",
+            "keyfile",
+            "cafile",
+            "crlfile",
+            "min_version",
+            "ciphers",
+            "keyfile_password",
+        )
         if not checks_files(context) or failed & set(keys):
             return []
         try:
@@ -127,12 +143,16 @@ class TlsConfig(ConfigModel):
             values["min_version"],
             values["ciphers"],
             None if password is None else password.get_secret_value(),
+            values["crlfile"],
         )
         return [((option,), message) for option, message in found]
 
     @model_validator(mode="after")
     def _files(self, info: ValidationInfo) -> Self:
         problems: list[tuple[tuple[str | int, ...], str]] = []
+        # crlfile comes before verify_peer (beside cafile): judged once both are read
+        if self.crlfile is not None and not self.verify_peer:
+            problems.append((("crlfile",), "only works with 'verify_peer: true'"))
         if checks_files(info.context):
             password = self.keyfile_password
             found = tls_file_problems(
@@ -142,6 +162,7 @@ class TlsConfig(ConfigModel):
                 self.min_version,
                 self.ciphers,
                 None if password is None else password.get_secret_value(),
+                self.crlfile,
             )
             problems += [((option,), message) for option, message in found]
         if problems:

@@ -119,6 +119,7 @@ def test_other_section_defaults() -> None:
         "certfile": Path("a.crt"),
         "keyfile": Path("a.key"),
         "cafile": None,
+        "crlfile": None,
         "verify_peer": False,
         "fail_if_no_peer_cert": False,
         "use_identity_as_username": False,
