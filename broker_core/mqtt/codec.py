@@ -176,7 +176,9 @@ class Decoder:
                     # Fail on the fixed header, before waiting for a body that may
                     # never come (a non-MQTT peer, a corrupt stream).
                     self._decode(b0, buf, pos, pos, pos)
-                # Remaining Length (MQTT 5.0 2.1.4): at most 4 bytes, minimally encoded.
+                # Remaining Length (MQTT 5.0 2.1.4, 3.1.1 2.2.3): at most 4 bytes; MQTT 5
+                # alone requires the minimal encoding [MQTT-1.5.5-1], checked on the rare
+                # branch (a last byte 0) and for a CONNECT once its level is known.
                 rl = buf[pos + 1]
                 i = pos + 2
                 if rl & 0x80:
@@ -188,7 +190,7 @@ class Decoder:
                         i += 1
                         rl |= (byte & 0x7F) << shift
                         if not byte & 0x80:
-                            if not byte:
+                            if not byte and self.protocol_level == 5:
                                 raise MalformedPacket("remaining length is not minimally encoded")
                             complete = True
                             break
@@ -243,7 +245,12 @@ class Decoder:
         if flags != required:
             raise MalformedPacket(f"reserved flags 0x{flags:X} in packet type {ptype}")
         if ptype == 1:
-            return _connect(self, buf, pos, end)
+            connect = _connect(self, buf, pos, end)
+            # The level was not known when the length was read: MQTT 5's minimal
+            # encoding [MQTT-1.5.5-1] is checked now; 3.1 / 3.1.1 have no such rule.
+            if self.protocol_level == 5 and pos - start > 1 + len(wire.encode_varint(end - pos)):
+                raise MalformedPacket("remaining length is not minimally encoded")
+            return connect
         level = self.protocol_level or 4
         if ptype == 15 and level < 5:
             raise MalformedPacket("AUTH packet before MQTT 5")

@@ -49,7 +49,10 @@ def encode_varint(value: int) -> bytes:
 
 
 def read_varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
-    """Reads a Variable Byte Integer; more than 4 bytes is malformed [MQTT-1.5.5-1]."""
+    """Reads a Variable Byte Integer of MQTT 5 (properties); more than 4 bytes, or more
+    than the value needs, is malformed [MQTT-1.5.5-1]. The Remaining Length, the one
+    such integer of MQTT 3.1 / 3.1.1 (2.2.3, no minimal-encoding rule), is read by the
+    decoder (``codec.Decoder.feed``), minimal for MQTT 5 only."""
     value = 0
     shift = 0
     for i in range(4):

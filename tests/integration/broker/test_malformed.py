@@ -61,21 +61,25 @@ def _big_publish(size: int, proto: int) -> bytes:
 
 
 CASES = [
-    # -- Remaining Length: at most four bytes, minimally encoded (5.0 1.5.5 [MQTT-1.5.5-1],
-    #    2.1.4; 3.1.1 2.2.3) -----------------------------------------------------------------
+    # -- Remaining Length: at most four bytes (5.0 2.1.4; 3.1.1 2.2.3), minimally encoded in
+    #    MQTT 5 only (5.0 1.5.5 [MQTT-1.5.5-1]; 3.1.1: test_remaining_length_non_minimal.py) --
     Case("remaining-length-5-bytes", lambda p: b"\x30" + mb.varint(268_435_456), MALFORMED),
     Case(
         "remaining-length-5-bytes-padded",
         lambda p: mb.raw_packet(0xC0, b"", width=5),
         MALFORMED,
     ),
-    Case("remaining-length-non-minimal", lambda p: mb.raw_packet(0xC0, b"", width=2), MALFORMED),
+    Case(
+        "remaining-length-non-minimal",
+        lambda p: mb.raw_packet(0xC0, b"", width=2),
+        MALFORMED,
+        protos=(5,),
+    ),
     Case(
         "remaining-length-non-minimal-publish",
-        lambda p: mb.raw_packet(
-            0x30, mb.utf8("a/b") + (b"\x00" if p == 5 else b"") + b"x", width=3
-        ),
+        lambda p: mb.raw_packet(0x30, mb.utf8("a/b") + b"\x00x", width=3),
         MALFORMED,
+        protos=(5,),
     ),
     Case(
         "remaining-length-5-bytes-connect",

@@ -14,7 +14,8 @@ PROTOCOL = 0x82
 # (id, decoder level (None: server before CONNECT), bytes, error class, reason code)
 CASES: list[tuple[str, int | None, bytes, type[ProtocolError], int]] = [
     ("remaining-length-5-bytes", 4, b"\x30\xff\xff\xff\xff\x01", MalformedPacket, MALFORMED),
-    ("remaining-length-not-minimal", 4, b"\x30\x80\x00", MalformedPacket, MALFORMED),
+    # MQTT 5 only [MQTT-1.5.5-1]; 3.1.1 accepts it (test_remaining_length_non_minimal.py)
+    ("remaining-length-not-minimal", 5, b"\x30\x80\x00", MalformedPacket, MALFORMED),
     ("reserved-packet-type-0", 4, b"\x00\x00", MalformedPacket, MALFORMED),
     ("auth-before-mqtt5", 4, mb.gen_auth(), MalformedPacket, MALFORMED),
     ("connect-header-flags", None, mb.gen_connect("c", header_flags=1), MalformedPacket, MALFORMED),
