@@ -22,6 +22,7 @@ import socket
 import ssl
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -50,7 +51,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     return Pki.create(tmp_path_factory.mktemp("pki"))
 
 
-def mtls(pki: Pki, crl: Path) -> dict[str, object]:
+def mtls(pki: Pki, crl: Path) -> dict[str, Any]:
     return {
         "cafile": str(pki.ca),
         "crlfile": str(crl),

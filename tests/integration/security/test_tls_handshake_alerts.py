@@ -16,6 +16,7 @@ import logging
 import ssl
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -36,7 +37,7 @@ TLS_LOGGER = "broker_core.listeners.tls"
 V12, V13 = ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3
 
 
-def mtls(pki: Pki) -> dict[str, object]:
+def mtls(pki: Pki) -> dict[str, Any]:
     return {"cafile": str(pki.ca), "verify_peer": True, "fail_if_no_peer_cert": True}
 
 
@@ -159,3 +160,18 @@ def test_a_valid_client_still_connects_and_nothing_is_counted(
         text = metrics_text(gw)
         assert "# TYPE edgebus_tls_handshake_failures_total counter" in text
         assert metric(text, "edgebus_tls_handshake_failures_total", listener="tls") is None
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_wss_listener_sends_the_alert_too(
+    tmp_path: Path, pki: Pki, caplog: pytest.LogCaptureFixture, loop: str
+) -> None:
+    """A ``wss`` listener accepts through the same TLS listener and context."""
+    caplog.set_level(logging.INFO, logger=TLS_LOGGER)
+    expired = expired_client(pki, "expired-ws-device")
+    with tls_gateway(tmp_path, pki, loop, kind="wss", **mtls(pki)) as gw:
+        for _ in range(2):  # the first connection loads the WebSocket listener
+            answer = tls_probe(gw.address("tls"), client(pki, expired, V12), b"GET / HTTP/1.1")
+            assert answer == "TLS refused: SSLV3_ALERT_CERTIFICATE_EXPIRED"
+        wait_for_log(caplog, "listener tls", "certificate has expired")
+        assert wait_for_failures(gw, "certificate_expired", 2) == 2

@@ -75,12 +75,14 @@ def tls_gateway(
     tmp_path: Path,
     pki: Pki,
     loop: str = "asyncio",
+    kind: str = "tls",
     **tls: Any,
 ) -> Iterator[RunningGateway]:
-    """A gateway with one TLS listener named ``tls`` (``pki``'s server certificate, the
-    ``tls`` options given) and its HTTP API on 127.0.0.1:0."""
+    """A gateway with one listener of ``kind`` (``tls`` or ``wss``) named ``tls``
+    (``pki``'s server certificate, the ``tls`` options given) and its HTTP API on
+    127.0.0.1:0."""
     listener = {
-        "type": "tls",
+        "type": kind,
         "name": "tls",
         "bind": "127.0.0.1:0",
         "tls": {"certfile": str(pki.server.cert), "keyfile": str(pki.server.key), **tls},
