@@ -93,6 +93,7 @@ from bridge.queue_file import (
     marker_path,
     open_file,
     read_rows,
+    unreadable,
     write_rows,
 )
 from bridge.queue_index import QueueIndex
@@ -176,6 +177,8 @@ class DiskQueue:
         error = self.error
         if isinstance(error, BridgeError):
             raise error
+        if isinstance(error, sqlite3.Error):
+            raise unreadable(self.path or Path(self.name), error, f", and {self._marker()},")
         if error is not None:
             raise BridgeError(
                 f"{self.path or self.name}: cannot read the bridge queue ({error}); move it"
@@ -297,18 +300,28 @@ class DiskQueue:
                 mark_closing(self.path)
             except BridgeError as exc:
                 log.warning("%s", exc)
+        checkpointed = closed = False
         try:
             # Into the database file, synced, and the WAL emptied; closing removes it.
             self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            checkpointed = True
+        except sqlite3.Error as exc:
+            # A full disk: the WAL keeps every row (a checkpoint copies it into the file,
+            # it never moves it), and the next open reads it.
+            log.warning("%s: checkpointing the queue as it closes failed: %s", self.name, exc)
+        try:
+            # Closed whatever the checkpoint did: the connection holds the file's
+            # exclusive lock, which would refuse every later open in this process
+            # ("database is locked"), the next run's too, until the gateway restarts.
             self._conn.close()
+            closed = True
         except sqlite3.Error as exc:
             log.warning("%s: closing the queue failed: %s", self.name, exc)
-        else:
-            if self.path is not None:
-                try:
-                    mark_closed(self.path)
-                except BridgeError as exc:
-                    log.warning("%s", exc)
+        if checkpointed and closed and self.path is not None:
+            try:
+                mark_closed(self.path)
+            except BridgeError as exc:
+                log.warning("%s", exc)
         log.debug(
             "%s: %d checkpoints, commits waited %.3f s for the thread in all",
             self.name,

@@ -55,6 +55,7 @@ __all__ = [
     "open_file",
     "queued_row",
     "read_rows",
+    "unreadable",
     "write_rows",
 ]
 
@@ -69,9 +70,44 @@ class QueueDamaged(BridgeError):
 _DAMAGE_CODES = frozenset({11, 26})
 
 
+#: SQLite's result codes for a file that cannot be read or written now, not for what it
+#: holds: SQLITE_BUSY, SQLITE_LOCKED (another connection has it), SQLITE_NOMEM,
+#: SQLITE_READONLY, SQLITE_IOERR, SQLITE_FULL, SQLITE_CANTOPEN, SQLITE_PROTOCOL.
+_PASSING_CODES = frozenset({5, 6, 7, 8, 10, 13, 14, 15})
+_LOCKED_CODES = frozenset({5, 6})
+
+
+def _code(exc: sqlite3.Error) -> int | None:
+    """The primary result code of ``exc`` (its extended code's low byte)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return None if code is None else code & 0xFF
+
+
 def is_damage(exc: sqlite3.Error) -> bool:
     """Whether ``exc`` says the file is damaged (not locked, read-only, full, ...)."""
-    return getattr(exc, "sqlite_errorcode", None) in _DAMAGE_CODES
+    return _code(exc) in _DAMAGE_CODES
+
+
+def unreadable(path: Path, exc: sqlite3.Error, and_marker: str) -> BridgeError:
+    """The error of a queue ``path`` that SQLite cannot read (``exc``, not its damage):
+    when the cause passes (a lock, a full disk, an I/O error) the bridge tries again as
+    it backs off, the queue kept as it is; otherwise (not a queue of this edgebus) it
+    says to move the file away, ``and_marker`` (", and <marker>,") with it."""
+    code = _code(exc)
+    if code in _PASSING_CODES:
+        held = (
+            "another connection holds its lock (another gateway with the same data_dir?);"
+            if code in _LOCKED_CODES
+            else "its files are left as they are;"
+        )
+        return BridgeError(
+            f"{path}: cannot read the bridge queue now ({exc}); {held} the bridge tries"
+            " again as it backs off"
+        )
+    return BridgeError(
+        f"{path}: cannot read the bridge queue ({exc}); move it away{and_marker} to start"
+        " with an empty queue"
+    )
 
 
 #: 2 added ``queue.released``; a file of version 1 is brought to 2 when it opens (its
@@ -269,8 +305,9 @@ def _refuse_lost_queue(path: Path) -> bool:
 
 def _refuse_torn(path: Path) -> None:
     """Raises ``QueueDamaged`` when ``path`` is an SQLite file cut short: its size is not
-    a whole number of its pages, or less than its header says. Checked before SQLite
-    opens it, so that the damaged file is kept as it was (an open would write to it)."""
+    a whole number of its pages, or less than its header says, and its write-ahead log
+    does not hold the pages missing (``_logged_pages``). Checked before SQLite opens it,
+    so that the damaged file is kept as it was (an open would write to it)."""
     try:
         with open(path, "rb") as file:
             header = file.read(100)
@@ -285,11 +322,59 @@ def _refuse_torn(path: Path) -> None:
     page = 65536 if page == 1 else page
     pages = int.from_bytes(header[28:32], "big")
     valid = header[24:28] == header[92:96]  # the header's page count is up to date
-    if page and (size % page or (valid and size < pages * page)):
-        raise QueueDamaged(
-            f"{path}: the bridge queue is damaged (the file is {size} bytes, not the"
-            f" {pages} pages of {page} bytes its header counts: it was cut short)"
-        )
+    if not page or not (size % page or (valid and size < pages * page)):
+        return
+    # Pages a write-ahead log holds are not missing: a checkpoint that failed part way (a
+    # full disk) wrote the first page, the header counting every page, but not the
+    # pages the file had no room for; SQLite reads those from the log, which a checkpoint
+    # copies and never empties before the file holds them all.
+    missing = range(size // page + 1, max(pages, -(-size // page)) + 1)
+    logged = _logged_pages(wal_path(path), page)
+    if len(missing) <= len(logged) and all(number in logged for number in missing):
+        return
+    raise QueueDamaged(
+        f"{path}: the bridge queue is damaged (the file is {size} bytes, not the"
+        f" {pages} pages of {page} bytes its header counts, and its write-ahead log does"
+        " not hold the pages missing: it was cut short)"
+    )
+
+
+#: A write-ahead log's header and a frame's, in bytes; its magic numbers.
+_WAL_HEADER = 32
+_FRAME_HEADER = 24
+_WAL_MAGIC = (0x377F0682, 0x377F0683)
+
+
+def _logged_pages(wal: Path, page: int) -> set[int]:
+    """The numbers of the pages the write-ahead log ``wal`` holds for a database of pages
+    of ``page`` bytes: those of its frames up to its last commit that carry the log's
+    salt (a frame of an earlier generation of the log, or one written after the last
+    commit, is not read by SQLite); empty when there is no such log."""
+    found: set[int] = set()
+    try:
+        with open(wal, "rb") as file:
+            header = file.read(_WAL_HEADER)
+            if len(header) < _WAL_HEADER or int.from_bytes(header[:4], "big") not in _WAL_MAGIC:
+                return found
+            if int.from_bytes(header[8:12], "big") != page:
+                return found
+            salt = header[16:24]
+            end = file.seek(0, 2)
+            at = _WAL_HEADER
+            uncommitted: set[int] = set()
+            while at + _FRAME_HEADER + page <= end:
+                file.seek(at)
+                frame = file.read(_FRAME_HEADER)
+                at += _FRAME_HEADER + page
+                if len(frame) < _FRAME_HEADER or frame[8:16] != salt:
+                    return found
+                uncommitted.add(int.from_bytes(frame[:4], "big"))
+                if int.from_bytes(frame[4:8], "big"):  # a commit frame
+                    found |= uncommitted
+                    uncommitted = set()
+    except OSError:
+        pass
+    return found
 
 
 def _mark(path: Path, state: str) -> None:
@@ -329,8 +414,15 @@ def open_file(path: Path) -> tuple[sqlite3.Connection, int]:
     created = _refuse_lost_queue(path)
     _refuse_torn(path)
     try:
+        # No busy timeout: the open runs on the event loop, and a lock is held by another
+        # gateway on the same queue (the only other opener), which no wait outlasts;
+        # refused at once, the bridge tries again as it backs off.
         conn = sqlite3.connect(
-            path, isolation_level=None, check_same_thread=False, cached_statements=_STATEMENTS
+            path,
+            timeout=0,
+            isolation_level=None,
+            check_same_thread=False,
+            cached_statements=_STATEMENTS,
         )
     except (OSError, sqlite3.Error) as exc:
         raise BridgeError(f"{path}: cannot open the bridge queue: {exc}") from exc
@@ -373,10 +465,7 @@ def open_file(path: Path) -> tuple[sqlite3.Connection, int]:
         conn.close()
         if is_damage(exc):
             raise QueueDamaged(f"{path}: the bridge queue is damaged ({exc})") from exc
-        raise BridgeError(
-            f"{path}: cannot read the bridge queue ({exc}); move it away"
-            f"{_and_marker(path, created)} to start with an empty queue"
-        ) from exc
+        raise unreadable(path, exc, _and_marker(path, created)) from exc
     except BridgeError:
         conn.close()
         raise

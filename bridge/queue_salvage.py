@@ -228,7 +228,7 @@ def _rows_of(path: Path, sink: _Sink) -> int:
     try:
         conn = sqlite3.connect(uri, uri=True)
     except sqlite3.Error as exc:
-        raise _nothing(path, exc) from exc
+        raise (_nothing(path, exc) if is_damage(exc) else _read_failed(path, exc)) from exc
     conn.text_factory = bytes  # a damaged topic is bytes that are not UTF-8: checked here
     try:
         failure: BridgeError | None = None
@@ -252,7 +252,9 @@ def _tree_rows(path: Path, conn: sqlite3.Connection, sink: _Sink) -> int:
     try:
         names = [row[1] for row in conn.execute("PRAGMA table_info(queue)")]
     except sqlite3.DatabaseError as exc:
-        raise _nothing(path, exc) from exc
+        # Locked (another connection holds the file), an I/O error: not the damage, and
+        # no reason to give the file up.
+        raise (_nothing(path, exc) if is_damage(exc) else _read_failed(path, exc)) from exc
     if not names:
         raise _nothing(path, "it has no readable queue table")
     released = b"released" in names or "released" in names

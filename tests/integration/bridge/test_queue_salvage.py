@@ -192,8 +192,9 @@ bridges:
 def test_a_queue_another_connection_holds_is_not_taken_for_a_damaged_one(
     tmp_path: Path,
 ) -> None:
-    """A second opener waits for the lock (SQLite's 5 s, twice) and is refused with its
-    own error: never salvaged."""
+    """A second opener is refused with its own error, never salvaged, and not told to
+    move the file away: the bridge tries again (its open waits for no lock; the marker
+    check, ``broker_core.store.marker``, still waits SQLite's 5 s)."""
     queue = tmp_path / "queue.db"
     conn, _ = open_file(queue)  # exclusive locking mode, held
     try:
@@ -201,6 +202,8 @@ def test_a_queue_another_connection_holds_is_not_taken_for_a_damaged_one(
             open_file(queue)
         assert not isinstance(refused.value, QueueDamaged)
         assert "locked" in str(refused.value)
+        assert "move it away" not in str(refused.value)
+        assert "tries again" in str(refused.value)
     finally:
         conn.close()
 
