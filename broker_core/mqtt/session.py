@@ -231,17 +231,15 @@ class Session:
         self._held: list[Packet] | None = None  # while CONNECTING, built on the first
         self._held_bytes = 0  # PUBLISH payload and topic bytes in _held
         self._out: list[bytes] = []  # shared with the Outgoing; emptied in place
-        # When the last packet arrived once CONNECTED (keep alive); before that, when the
-        # connection opened: the CONNECT must arrive within connect_timeout_s of it.
+        # When the last complete packet arrived once CONNECTED (keep alive); before that,
+        # when the connection opened: the CONNECT must arrive within connect_timeout_s of it.
         self._last_rx = now
 
     # -- driver interface -------------------------------------------------------------
 
     def receive_data(self, data: bytes, now: float) -> None:
         conn_state = self.conn_state
-        if conn_state is ConnState.CONNECTED:
-            self._last_rx = now
-        elif conn_state is ConnState.CLOSED:
+        if conn_state is ConnState.CLOSED:
             return
         elif (
             conn_state is ConnState.AWAIT_CONNECT
@@ -257,6 +255,11 @@ class Session:
         except ProtocolError as exc:
             self._fail(exc)
             return
+        if packets and conn_state is ConnState.CONNECTED:
+            # Keep alive restarts with a complete Control Packet, not with any byte:
+            # a packet dribbled a byte at a time does not keep a client connected
+            # (MQTT 3.1.1 [MQTT-3.1.2-24], MQTT 5.0 [MQTT-3.1.2-22]).
+            self._last_rx = now
         self._handle_all(packets, now)
         error = self.decoder.error
         if error is not None and self.conn_state is not ConnState.CLOSED:
