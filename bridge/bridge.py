@@ -48,6 +48,7 @@ from bridge.mapping import Outbound
 from bridge.queue import DiskQueue
 from bridge.queue_file import QueueDamaged
 from bridge.queue_salvage import salvage
+from broker_core.clock import now as clock_now
 from broker_core.errors import AdapterError, BridgeError
 from broker_core.mqtt.packets import (
     Auth,
@@ -332,7 +333,7 @@ class MqttBridge:
             "connect_failures": self.connect_failures,
         }
         if self.forwarder is not None:
-            out.update(self.forwarder.stats(time.time()))
+            out.update(self.forwarder.stats(clock_now()))  # ages of received_at
         if self.receiver is not None:
             out.update(self.receiver.stats())
         if self._refusal is not None:

@@ -58,7 +58,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections import deque
 from typing import Protocol
 
@@ -66,6 +65,8 @@ from bridge.mapping import MappingError, Outbound, Queued, expiry_left
 from bridge.qos2_release import Releases
 from bridge.queue import DiskQueue
 from bridge.rate_limit import RateLimit
+from broker_core.clock import BASE as _CLOCK_BASE
+from broker_core.clock import monotonic as _monotonic
 from broker_core.context import Context
 from broker_core.mqtt.encoder import encode, fixed_header
 from broker_core.mqtt.packets import Pubrel, new_publish
@@ -432,7 +433,7 @@ class Forwarder:
         room = self.window - queue.pending_deletes
         level = wire.level
         limit = self.rate_limit.allowance()
-        now = time.time()
+        now = _CLOCK_BASE + _monotonic()  # the broker's clock, as received_at
         dup_upto = self.dup_upto
         max_packet = self.max_packet
         topics = self._topic_bytes
@@ -524,7 +525,7 @@ class Forwarder:
         """``properties``: as given (a Message Expiry Interval of 0 sent at once), else
         with the expiry interval left (an expired message is not sent)."""
         if properties is None:
-            properties = expiry_left(item.properties, item.received_at, time.time())
+            properties = expiry_left(item.properties, item.received_at, _CLOCK_BASE + _monotonic())
             if properties is None:
                 self._drop("expired")
                 return

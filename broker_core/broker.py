@@ -24,7 +24,6 @@ the acknowledgements wait for (``broker_core.acks``).
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import replace
 from typing import Any
@@ -33,6 +32,9 @@ from broker_core.acks import Acknowledgements, Durable
 from broker_core.acl import DENY_DISCONNECT, DENY_IGNORE, PUBLISH, Acl
 from broker_core.auth import Authenticator, ListenerPolicy
 from broker_core.auth_exchange import AuthExchanges
+from broker_core.clock import BASE as _CLOCK_BASE
+from broker_core.clock import monotonic as _monotonic
+from broker_core.clock import now as clock_now
 from broker_core.connect import handle_connect
 from broker_core.context import EMPTY_META, Context, Origin, new_context, next_message_id
 from broker_core.delayed import DELAYED_PREFIX, DelayedPublisher, parse_delayed_topic
@@ -89,7 +91,7 @@ class Broker:
         self._max_topic_levels = limits.max_topic_levels  # read on every publish
         self.node_name = node_name
         self.write_high_water = write_high_water
-        self.started_at = time.time()
+        self.started_at = clock_now()
         self.counters = Counters()
         self.observers = Observers()
         self.router = Router(self.counters.hit)
@@ -145,7 +147,7 @@ class Broker:
         subscribers of its protocol family at QoS 0 (see ``PublishReceived``).
         """
         if now is None:
-            now = time.time()
+            now = _CLOCK_BASE + _monotonic()  # broker_core.clock, inline (per message)
         observers = self.observers
         if observers.message_hooks:
             for hook in observers.message_hooks:  # not in a method: no frame per message
@@ -255,7 +257,7 @@ class Broker:
         when accepted. Refusals are counted once, here, in ``publish_denied``.
         """
         if now is None:
-            now = time.time()
+            now = _CLOCK_BASE + _monotonic()  # broker_core.clock, inline (per message)
         topic = context.topic
         delay = None
         if topic[0] == "$":
@@ -351,7 +353,7 @@ class Broker:
         send_retained: bool,
     ) -> None:
         options = SubscriptionOptions(qos, no_local, retain_as_published)
-        now = time.time()
+        now = clock_now()
         for topic_filter in filters:
             shared = parse_shared(topic_filter)
             validate_topic_filter(shared.topic_filter if shared else topic_filter)
@@ -559,7 +561,7 @@ class Broker:
             # Its lifetime passed while it waited here: no delivery starts at once
             # (MQTT 5.0 3.3.2.3.3). A retained one still replaces the topic's, and
             # expires with it (``retained.clears``).
-            now = time.time()
+            now = clock_now()
             if context.retain:
                 self._retain(context, now)
             self.counters.dropped_expired += 1

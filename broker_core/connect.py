@@ -51,13 +51,13 @@ once accepted.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Coroutine
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from broker_core.acl import PUBLISH
 from broker_core.auth import AuthRequest, AuthResult, new_auth_request
+from broker_core.clock import now as clock_now
 from broker_core.context import Origin
 from broker_core.delayed import DELAYED_PREFIX, parse_delayed_topic
 from broker_core.errors import ProtocolError
@@ -200,7 +200,7 @@ class _Answer:
     def answered(self, reason_code: int) -> None:
         observers = self.broker.observers
         if observers.client_connack:
-            observers.emit(ClientConnack(*self._asked(), reason_code, time.time()))
+            observers.emit(ClientConnack(*self._asked(), reason_code, clock_now()))
 
     def refuse(self, reason_code: int) -> None:
         self.session.reject(reason_code)
@@ -511,7 +511,7 @@ def _accept(
                 expiry,
                 present,
                 answer.listener,
-                time.time(),
+                clock_now(),
             )
         )
 

@@ -5,20 +5,22 @@ bridge, a rule, the API) and shared by reference after that: hooks, rules, the r
 session queues, bridges and the stream log all hold the same object, so the payload is
 never copied between stages. Change one only with ``dataclasses.replace``.
 
-``received_at`` defaults to the wall clock: the one reason this module reads a clock,
-and why the sans-I/O ``mqtt`` package never imports it (the broker builds the Context
-of a client's PUBLISH from the session's ``PublishReceived``).
+``received_at`` defaults to now on the broker's clock (``broker_core.clock``: Unix
+time in ns that a wall-clock step does not move; a Message Expiry Interval counts from
+it): the one reason this module reads a clock, and why the sans-I/O ``mqtt`` package
+never imports it (the broker builds the Context of a client's PUBLISH from the
+session's ``PublishReceived``).
 """
 
 from __future__ import annotations
 
 import itertools
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from broker_core.clock import now_ns
 from broker_core.mqtt.fastinit import frozen_factory
 from broker_core.mqtt.properties import EMPTY, Properties
 from broker_core.origin import Origin
@@ -44,10 +46,10 @@ class Context:
     origin: Origin = LOCAL
     meta: Mapping[str, Any] = field(default_factory=lambda: EMPTY_META)
     id: int = field(default_factory=next_message_id)
-    received_at: int = field(default_factory=time.time_ns)
+    received_at: int = field(default_factory=now_ns)
 
     def expiry_remaining(self, now: float) -> int | None:
-        """Seconds of Message Expiry Interval left at wall time ``now``.
+        """Seconds of Message Expiry Interval left at ``now`` (the broker's clock).
 
         ``None`` when the message never expires; ``0`` or less when it has expired.
         """

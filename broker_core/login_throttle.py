@@ -26,12 +26,12 @@ user name, which is what stops a guesser spread over many addresses.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from broker_core.auth import Authenticator, AuthRequest, AuthResult
+from broker_core.clock import now as clock_now
 from broker_core.mqtt.reason_codes import ReasonCode
 
 __all__ = ["LoginThrottle", "ThrottleSettings"]
@@ -91,7 +91,7 @@ class LoginThrottle:
         if result.allowed:
             self.succeeded(request.username)
         elif result.reason_code in _FAILURES:
-            self.failed(request.username, address, time.time())
+            self.failed(request.username, address, clock_now())
         return result
 
     @staticmethod

@@ -65,11 +65,11 @@ event (``NAME``)            when
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from broker_core.clock import now as clock_now
 from broker_core.context import Context
 from broker_core.mqtt.fastinit import frozen_factory
 from broker_core.mqtt.reason_codes import ReasonCode
@@ -504,5 +504,5 @@ class Observers:
         username: str | None,
         now: float | None,
     ) -> None:
-        at = time.time() if now is None else now
+        at = clock_now() if now is None else now
         self.emit(MessageDropped(reason, client_id, username, context, at))

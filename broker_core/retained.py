@@ -33,10 +33,10 @@ expiry interval cost nothing of this.
 from __future__ import annotations
 
 import heapq
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
+from broker_core.clock import now as clock_now
 from broker_core.context import Context
 from broker_core.mqtt.session_state import message_size
 from broker_core.router import walk_levels
@@ -143,7 +143,7 @@ class RetainedStore:
         if not due:
             return 0
         if now is None:
-            now = time.time()
+            now = clock_now()
         expires = self._expires
         removed = 0
         while due and due[0][0] <= now and (limit is None or removed < limit):
@@ -272,7 +272,7 @@ class RetainedStore:
 
     def _expired(self, message: Context, now: float | None) -> bool:
         at = _expires_at(message)
-        return at is not None and at <= (time.time() if now is None else now)
+        return at is not None and at <= (clock_now() if now is None else now)
 
     def _find(self, topic: str) -> Context | None:
         node = self._root
@@ -293,7 +293,7 @@ class RetainedStore:
         if not self._expires:
             return out
         if now is None:
-            now = time.time()
+            now = clock_now()
         expired = [m for m in out if self._expired(m, now)]
         for message in expired:
             self._remove_expired(message)

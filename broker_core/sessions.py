@@ -32,6 +32,7 @@ from collections import deque
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from broker_core.clock import now as clock_now
 from broker_core.lograte import RateLimitedLog
 from broker_core.mqtt.limits import ServerLimits
 from broker_core.mqtt.reason_codes import ReasonCode
@@ -207,7 +208,7 @@ class SessionRegistry:
         state = self.get(client_id)
         if state is None:
             return False
-        now = time.time() if now is None else now
+        now = clock_now() if now is None else now
         session = state.connection
         username = None if session is None else session.origin.username
         if session is not None:
@@ -241,11 +242,11 @@ class SessionRegistry:
             self._redistribute(owed)
         observers = self.observers
         if observers.session_terminated:
-            observers.emit(SessionTerminated(state.client_id, username, reason, time.time()))
+            observers.emit(SessionTerminated(state.client_id, username, reason, clock_now()))
 
     def _redistribute(self, owed: list[tuple[str, Delivery]]) -> None:
         """Each message to the next member of its shared group, if the group has one."""
-        now = time.time()
+        now = clock_now()
         for topic_filter, delivery in owed:
             group = self.router.shared_group(topic_filter)
             member = None if group is None else group.pick()

@@ -23,11 +23,11 @@ nothing is kept twice and nothing is sampled in the background.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sized
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from broker_core.clock import now as clock_now
 from broker_core.mqtt.session_state import SessionState
 from broker_core.version import VERSION
 
@@ -151,7 +151,7 @@ def collect_stats(broker: Broker) -> BrokerStats:
 
     received = {"mqtt": counters.messages_received, "api": 0, **counters.received_from}
     throttle = broker.login_throttle
-    now = time.time()
+    now = clock_now()
     broker.retained.expire(now)  # count no expired message
     return BrokerStats(
         node=broker.node_name,

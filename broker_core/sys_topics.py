@@ -34,10 +34,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from broker_core.clock import now as clock_now
 from broker_core.context import Context, Origin
 from broker_core.observe import ClientConnected, ClientDisconnected
 
@@ -93,7 +93,7 @@ class SysTopics:
         }
 
     def publish_statistics(self) -> None:
-        now = time.time()
+        now = clock_now()
         for name, value in self.statistics().items():
             context = Context(
                 self.prefix + name,
@@ -159,7 +159,7 @@ class SysTopics:
         self._publish(f"clients/{_level(client_id)}/{what}", body)
 
     def _publish(self, path: str, body: dict[str, object]) -> None:
-        now = time.time()
+        now = clock_now()
         context = Context(
             self.prefix + path,
             json.dumps(body, separators=(",", ":")).encode(),

@@ -29,11 +29,11 @@ lowered since its CONNECT) is published at once instead of after its delay, and
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, NamedTuple
 
+from broker_core.clock import now as clock_now
 from broker_core.context import Context, Origin
 from broker_core.mqtt.packets import Will
 from broker_core.mqtt.properties import EMPTY
@@ -161,4 +161,4 @@ class WillScheduler:
             self.bytes -= entry.size
             if entry.stored:
                 self._store.will_deleted(client_id)
-            self._publish(will_context(entry.will, entry.origin, time.time()))
+            self._publish(will_context(entry.will, entry.origin, clock_now()))

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from broker_core.broker import VERSION, Broker
+from broker_core.clock import now as clock_now
 from broker_core.errors import ConfigError
 from broker_core.listeners.settings import ListenerSettings, Listening
 from broker_core.mqtt.limits import ServerLimits
@@ -368,7 +369,7 @@ class Gateway:
 
     async def run(self) -> None:
         started = time.monotonic()
-        self.broker.restore(self.store.open(), time.time())
+        self.broker.restore(self.store.open(), clock_now())
         try:
             async with asyncio.TaskGroup() as tg:
                 self._tg = tg

@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from typing import Any
@@ -51,6 +50,8 @@ from typing import Any
 from broker_core.acks import Durable
 from broker_core.acl import SUBSCRIBE
 from broker_core.broker import Broker
+from broker_core.clock import BASE as _CLOCK_BASE
+from broker_core.clock import monotonic as _monotonic
 from broker_core.context import Context, Origin
 from broker_core.errors import AdapterError
 from broker_core.local import LocalSubscription
@@ -258,7 +259,7 @@ class HubClient:
         broker = hub.broker
         self.published += 1
         broker.counters.count_received(self.origin.protocol)
-        now = time.time()
+        now = _CLOCK_BASE + _monotonic()  # broker_core.clock, inline (per message)
         problem = topic_name_problem(context.topic)
         if problem is None:
             if (len(context.payload) > hub.payload_unchecked

@@ -28,11 +28,13 @@ import math
 import socket
 import sys
 import termios
-import time
 from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Protocol
 
+from broker_core.clock import BASE as _CLOCK_BASE
+from broker_core.clock import monotonic as _monotonic
+from broker_core.clock import now as _clock_now
 from broker_core.errors import MalformedPacket, ProtocolError, ProtocolViolation
 from broker_core.listeners.certificates import certificate_identity
 from broker_core.listeners.settings import ListenerSettings
@@ -193,7 +195,8 @@ class MqttConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         peer_text = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else None
         broker = self.broker
-        session = Session(broker.limits, time.time(), peer_text, broker.counters, broker.observers)
+        now = _CLOCK_BASE + _monotonic()
+        session = Session(broker.limits, now, peer_text, broker.counters, broker.observers)
         session.waker = self
         self.session = session
         ssl_object = transport.get_extra_info("ssl_object")
@@ -211,7 +214,7 @@ class MqttConnection(asyncio.Protocol):
             # pause takes effect.)
             self._backlog.append(data)
             return
-        now = time.time()
+        now = _CLOCK_BASE + _monotonic()  # the broker's clock (broker_core.clock), inline
         session = self.session
         # What the session answers (CONNACK, acknowledgements) leaves in one write at
         # the end of this input: no flush scheduled for later in the turn (``wakeup``).
@@ -315,11 +318,11 @@ class MqttConnection(asyncio.Protocol):
         that sends without reading (PINGREQ, QoS 1 PUBLISH) cannot make the broker
         buffer its answers without bound: TCP holds it back."""
         self.broker.counters.hit("write_high_water")
-        self.session.set_writable(False, time.time())
+        self.session.set_writable(False, _clock_now())
         self._pause(_WRITE)
 
     def resume_writing(self) -> None:
-        self.session.set_writable(True, time.time())
+        self.session.set_writable(True, _clock_now())
         self._resume(_WRITE)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -335,7 +338,7 @@ class MqttConnection(asyncio.Protocol):
         when the transport reports the close on a later loop turn, after the store may
         have closed (MQTT 3.1.1 [MQTT-3.1.2-8])."""
         self.session.disconnect(reason_code)
-        self.after_session_update(time.time())  # a DISCONNECT written, then the close
+        self.after_session_update(_clock_now())  # a DISCONNECT written, then the close
         transport = self.transport
         if transport is not None:  # closing, not ended yet (nothing written, or TLS)
             if not transport.is_closing():
@@ -351,7 +354,7 @@ class MqttConnection(asyncio.Protocol):
         if task is not None and not task.done():
             task.cancel()
         self.broker.connections.closed(self)
-        self.broker.connection_closed(self.session, time.time())
+        self.broker.connection_closed(self.session, _clock_now())
         self.transport = None  # it refers to us: no cycle left (freed without the GC)
 
     # -- session driving ---------------------------------------------------------------------
@@ -399,7 +402,7 @@ class MqttConnection(asyncio.Protocol):
         if backlog is None:
             return
         if not session.closed:  # after a DISCONNECT, the rest is not read
-            now = time.time()
+            now = _clock_now()
             session.receive_data(
                 b"" if session.input_pending or not backlog else backlog.popleft(), now
             )
@@ -423,7 +426,7 @@ class MqttConnection(asyncio.Protocol):
             return
         if transport.is_closing() and self._ending != _LOST:
             return  # closed by us or reset by the peer: what waited goes with it
-        now = time.time()
+        now = _clock_now()
         while held and self._held is None:
             try:
                 self._dispatch(held.popleft(), now)
@@ -490,7 +493,7 @@ class MqttConnection(asyncio.Protocol):
             return
         finally:
             self._connect_task = None  # a done task and its frame: ~600 bytes a client
-        self.after_session_update(time.time())
+        self.after_session_update(_clock_now())
 
     def _fail(self, exc: BaseException) -> None:
         code = reason_for_exception(exc)

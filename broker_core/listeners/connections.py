@@ -13,7 +13,9 @@
   ``connection_rate`` CONNECTs a second (0x9F Connection rate exceeded, limit
   ``connection_rate``); the CONNECT policy (``broker_core.connect``) sends the refusal;
 - the sweep: keep alive and connect timeouts of every connection, every
-  ``sweep_interval_s`` (``run``);
+  ``sweep_interval_s`` (``run``), on the broker's clock (``broker_core.clock``: a
+  wall-clock step moves no deadline); a deadline that falls before the next sweep gets
+  a timer of its own, so a connection is closed on time, not up to a sweep late;
 - memory freed by closed connections given back to the system (``broker_core.memory``);
 - the sockets lingering after the broker closed them, at most ``LINGER_MAX``
   (``listeners.linger``, limit ``lingering``).
@@ -27,6 +29,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Protocol
 
+from broker_core.clock import now as clock_now
 from broker_core.listeners.linger import Lingering
 from broker_core.listeners.pending import PendingSockets
 from broker_core.memory import TRIM_INTERVAL_S, release_free_memory
@@ -39,6 +42,8 @@ if TYPE_CHECKING:
     from broker_core.listeners.settings import ListenerSettings
 
 __all__ = ["Connections", "Unconnected"]
+
+_EARLY_S = 0.001  # a deadline's timer (``Connections._check``) may run this much early
 
 
 class Unconnected(Protocol):
@@ -140,16 +145,37 @@ class Connections:
                 connecting[conn.listener.name] += 1
         return connected, connecting
 
-    def sweep(self, now: float) -> None:
-        """Keep alive and connect timeouts of every connection."""
+    def sweep(self, now: float, interval_s: float | None = None) -> None:
+        """Keep alive and connect timeouts of every connection. With ``interval_s`` (the
+        time to the next sweep), a deadline due before then is checked at its time."""
+        soon = None if interval_s is None else now + interval_s
         for conn in list(self._open):
-            session = conn.session
-            deadline = session.next_deadline()
-            if deadline is not None and now >= deadline:
-                if conn.input_held_back():
-                    continue  # it did send: its packets wait until the broker reads on
-                session.handle_timeout(now)
-                conn.after_session_update(now)
+            deadline = conn.session.next_deadline()
+            if deadline is None:
+                continue
+            if now >= deadline:
+                self._expire(conn, now)
+            elif soon is not None and deadline < soon:
+                asyncio.get_running_loop().call_later(deadline - now, self._check, conn)
+
+    def _check(self, conn: MqttConnection) -> None:
+        """A timer at a connection's deadline (``sweep``): it may have moved meanwhile."""
+        if conn not in self._open:
+            return
+        deadline = conn.session.next_deadline()
+        if deadline is None:
+            return
+        # The loop's timers may run a hair early (its clock's resolution).
+        now = clock_now()
+        if now >= deadline - _EARLY_S:
+            self._expire(conn, max(now, deadline))
+
+    @staticmethod
+    def _expire(conn: MqttConnection, now: float) -> None:
+        if conn.input_held_back():
+            return  # it did send: its packets wait until the broker reads on
+        conn.session.handle_timeout(now)
+        conn.after_session_update(now)
 
     async def run(
         self, sweep_interval_s: float = 0.5, also: Callable[[float], None] | None = None
@@ -160,8 +186,8 @@ class Connections:
         trimmed_at = time.monotonic()
         while True:
             await asyncio.sleep(sweep_interval_s)
-            now = time.time()
-            self.sweep(now)
+            now = clock_now()
+            self.sweep(now, sweep_interval_s)
             if also is not None:
                 also(now)
             if self._closed_since_trim and time.monotonic() - trimmed_at >= TRIM_INTERVAL_S:

@@ -5,8 +5,9 @@ and what to write with ``data_to_send()``; answer events with the commands
 (``accept``, ``reject``, ``acknowledge``, ``suback``, ``unsuback``, ``disconnect``).
 Application messages for the client go to its ``SessionState`` (``deliver``), which
 passes them to this connection's ``Outgoing`` flow while it is connected. It never
-reads a clock: ``now`` (wall-clock seconds) is passed in and ``next_deadline()`` says
-when ``handle_timeout`` is next due.
+reads a clock: ``now`` (seconds on the broker's clock, ``broker_core.clock``) is passed
+in and ``next_deadline()`` says when ``handle_timeout`` is next due. Keep alive counts
+from the last complete Control Packet received, not from the last byte.
 
 Connection states (MQTT 5.0 sections 3.1, 3.14, 4.1, 4.13; 3.1.1 sections 3.1, 3.14):
 
@@ -286,7 +287,7 @@ class Session:
         return data
 
     def next_deadline(self) -> float | None:
-        """Wall-clock time at which ``handle_timeout`` must run, or None."""
+        """The time (the ``now`` passed in) at which ``handle_timeout`` must run, or None."""
         if self.conn_state is ConnState.CLOSED:
             return None
         if self.conn_state is not ConnState.CONNECTED:

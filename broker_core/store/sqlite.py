@@ -34,6 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from broker_core.clock import now as clock_now
 from broker_core.context import Context, Origin
 from broker_core.errors import ProtocolError
 from broker_core.mqtt.packets import SubscriptionOptions, Will
@@ -294,7 +295,7 @@ class SqliteStore:
         it, so that a session saved after the last ``alive`` is not counted offline from
         before its connection should the process die."""
         self._op((_SAVE_SESSION, (state.client_id, state.expiry_interval, None)))
-        now = time.time()
+        now = clock_now()
         self._alive_at = now
         self._op((_ALIVE, (repr(now),)))
 
@@ -360,7 +361,7 @@ class SqliteStore:
                 ),
             )
         )
-        now = time.time()
+        now = clock_now()
         self._alive_at = now
         self._op((_ALIVE, (repr(now),)))
 
@@ -538,7 +539,7 @@ class SqliteStore:
                 conn.execute("DELETE FROM held_wills")
             return
         if last_alive is None:  # written with every held will: only a damaged store
-            last_alive = time.time()
+            last_alive = clock_now()
         conn.execute("BEGIN")
         try:
             conn.execute(

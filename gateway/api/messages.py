@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import base64
 import binascii
-import time
 
+from broker_core.clock import now_ns
 from broker_core.context import Context, Origin
 from broker_core.delayed import DELAYED_PREFIX, parse_delayed_topic
 from broker_core.mqtt.properties import EMPTY, Properties
@@ -124,7 +124,7 @@ def context_of(request: PublishRequest, origin: Origin, topic: str | None = None
         request.retain,
         properties,
         origin,
-        received_at=time.time_ns(),
+        received_at=now_ns(),
     )
 
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import time
-
 from fastapi import APIRouter
 
 from broker_core.broker import VERSION
+from broker_core.clock import now as clock_now
 from gateway.api.deps import Gw
 from gateway.api.schemas import BrokerInfo, HealthStatus, ListenerInfo
 from gateway.config import BindAddress
@@ -20,7 +19,7 @@ router = APIRouter(tags=["broker"])
 async def health(gateway: Gw) -> HealthStatus:
     broker = gateway.broker
     return HealthStatus(
-        status="ok", node=broker.node_name, uptime_s=round(time.time() - broker.started_at, 3)
+        status="ok", node=broker.node_name, uptime_s=round(clock_now() - broker.started_at, 3)
     )
 
 
@@ -35,7 +34,7 @@ async def brokers(gateway: Gw) -> list[BrokerInfo]:
         BrokerInfo(
             node=broker.node_name,
             version=VERSION,
-            uptime_s=int(time.time() - broker.started_at),
+            uptime_s=int(clock_now() - broker.started_at),
             started_at=broker.started_at,
             listeners=listeners,
         )

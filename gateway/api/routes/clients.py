@@ -9,11 +9,11 @@ session then lives on or ends as its expiry interval says, like after any discon
 from __future__ import annotations
 
 import logging
-import time
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, Response, status
 
+from broker_core.clock import now as clock_now
 from broker_core.listeners.connection import MqttConnection
 from broker_core.mqtt.session_state import SessionState
 from gateway.api.components import GatewayView
@@ -128,5 +128,5 @@ async def kick_client(gateway: Gw, caller: Caller, clientid: str) -> Response:
     log.info("client %s kicked through the API by %s", clientid, caller.name)
     gateway.broker.discard_session(clientid)
     if conn is not None:
-        conn.after_session_update(time.time())  # flush the DISCONNECT, close the socket
+        conn.after_session_update(clock_now())  # flush the DISCONNECT, close the socket
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -15,11 +15,11 @@ once, as MQTT's is fire-and-forget.
 
 from __future__ import annotations
 
-import time
 from typing import Annotated, NoReturn
 
 from fastapi import APIRouter, Body, HTTPException, status
 
+from broker_core.clock import now as clock_now
 from broker_core.context import Context, Origin
 from broker_core.mqtt.session_state import message_size
 from broker_core.retained import is_broker_own, retained_size
@@ -165,7 +165,7 @@ class _Quotas:
 def _send(gateway: GatewayView, context: Context, delay: int | None) -> PublishResult:
     """Publishes a message whose quotas were checked (``_Quotas``)."""
     broker = gateway.broker
-    now = time.time()
+    now = clock_now()
     if delay is not None:
         if not broker.delayed.schedule(context, delay, now):  # checked: cannot happen
             raise HTTPException(

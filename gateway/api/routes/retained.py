@@ -10,11 +10,11 @@ subscriber gets it.
 from __future__ import annotations
 
 import logging
-import time
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, Response, status
 
+from broker_core.clock import now as clock_now
 from broker_core.context import Context
 from broker_core.mqtt.topics import topic_filter_problem
 from broker_core.retained import as_of
@@ -54,7 +54,7 @@ async def list_retained(
     ] = None,
 ) -> RetainedPage:
     store = gateway.broker.retained
-    now = time.time()
+    now = clock_now()
     found: list[Context]
     if topic is None:
         found = list(store)
@@ -74,7 +74,7 @@ async def list_retained(
 
 @router.get("/retained/{topic:path}", summary="One retained message", responses=_NOT_FOUND)
 async def get_retained(gateway: Gw, topic: str) -> Message:
-    now = time.time()
+    now = clock_now()
     context = gateway.broker.retained.get(topic, now) if topic else None
     if context is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no retained message for {topic!r}")

@@ -1,0 +1,133 @@
+"""broker_core.clock: the broker's time, moved by the monotonic clock only; and the keep
+alive a ``Session`` counts on it, from complete Control Packets."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+import pytest
+
+from broker_core import clock
+from broker_core.listeners.connections import Connections
+from broker_core.mqtt.events import ConnectRequested
+from broker_core.mqtt.limits import ServerLimits
+from broker_core.mqtt.session import Session
+from broker_core.mqtt.session_state import Counters, SessionState
+from tests.helpers import mqtt_builder as mb
+
+T0 = 1_000_000.0
+
+
+def test_now_is_the_base_plus_the_monotonic_clock() -> None:
+    before = time.monotonic()
+    now = clock.now()
+    after = time.monotonic()
+    assert clock.BASE + before <= now <= clock.BASE + after
+
+
+def test_a_wall_clock_step_does_not_move_the_broker_clock(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real = time.time
+    start = time.monotonic()
+    first = clock.now()
+    for step in (3600.0, -3600.0, -86400.0 * 365):
+        monkeypatch.setattr(time, "time", lambda step=step: real() + step)
+        now = clock.now()
+        elapsed = time.monotonic() - start
+        assert first <= now <= first + elapsed
+
+
+def connected(keep_alive: int) -> Session:
+    limits = ServerLimits()
+    session = Session(limits, T0, "peer")
+    session.receive_data(mb.gen_connect("c", proto_ver=5, keepalive=keep_alive), T0)
+    [event] = session.events()
+    assert isinstance(event, ConnectRequested)
+    session.accept(SessionState("c", limits, Counters()), False, T0)
+    session.data_to_send()
+    return session
+
+
+def test_bytes_of_an_unfinished_packet_do_not_restart_keep_alive() -> None:
+    # MQTT 5.0 [MQTT-3.1.2-22], 3.1.1 [MQTT-3.1.2-24]: a Control Packet within 1.5 x
+    # Keep Alive, not any byte.
+    session = connected(keep_alive=2)
+    assert session.next_deadline() == T0 + 3
+    publish = mb.gen_publish("t", b"x" * 1000)
+    for i in range(10):
+        session.receive_data(publish[i : i + 1], T0 + 0.25 * (i + 1))
+    assert session.next_deadline() == T0 + 3
+    session.handle_timeout(T0 + 3)
+    assert session.closed
+    assert session.data_to_send() == mb.gen_disconnect(0x8D, proto_ver=5)
+
+
+def test_the_input_completing_a_packet_restarts_keep_alive() -> None:
+    session = connected(keep_alive=2)
+    ping = mb.gen_pingreq()
+    session.receive_data(ping[:1], T0 + 1)
+    assert session.next_deadline() == T0 + 3
+    session.receive_data(ping[1:], T0 + 2)
+    assert session.data_to_send() == mb.gen_pingresp()
+    assert session.next_deadline() == T0 + 5
+
+
+@dataclass
+class _Listener:
+    name: str = "tcp"
+    max_pending_connections: int = 10
+
+
+@dataclass
+class _Session:
+    deadline: float
+    timed_out: list[float] = field(default_factory=list)
+
+    def next_deadline(self) -> float | None:
+        return None if self.timed_out else self.deadline
+
+    def handle_timeout(self, now: float) -> None:
+        if now >= self.deadline:
+            self.timed_out.append(now)
+
+
+@dataclass(eq=False)
+class _Connection:
+    session: _Session
+    listener: _Listener = field(default_factory=_Listener)
+    updated: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def has_unread_input(self) -> bool:
+        return False
+
+    def evict(self) -> None:
+        raise AssertionError("not evicted here")
+
+    def input_held_back(self) -> bool:
+        return False
+
+    def after_session_update(self, now: float) -> None:
+        self.updated.set()
+
+
+def test_a_deadline_before_the_next_sweep_gets_a_timer_of_its_own() -> None:
+    # The sweep runs every sweep_interval_s; a deadline due in between is not left
+    # for the next sweep (up to an interval late) but checked at its time.
+    async def main() -> None:
+        connections = Connections(Counters())
+        now = clock.now()
+        soon = _Connection(_Session(now + 0.05))
+        later = _Connection(_Session(now + 3600))
+        for conn in (soon, later):
+            connections.opened(conn)  # type: ignore[arg-type]
+        connections.sweep(now, 3600)  # no further sweep in this test
+        assert soon.session.timed_out == []
+        await asyncio.wait_for(soon.updated.wait(), 30)
+        assert len(soon.session.timed_out) == 1
+        assert soon.session.timed_out[0] >= soon.session.deadline
+        assert later.session.timed_out == []
+
+    asyncio.run(main())
