@@ -93,6 +93,7 @@ class _Held:
         self.dropped: dict[str, int] = {}
         self.salvages = 0
         self.salvaged_rows = 0
+        self.refused = 0  # refused_no_queue so far
 
     def close(self) -> None:
         self.tap.close()
@@ -136,6 +137,10 @@ class MqttBridge:
         #: (``bridge.queue_salvage``); carried to the runs that take its queue over.
         self.salvages = 0
         self.salvaged_rows = 0
+        #: QoS 1/2 messages refused while no run could open the queue, by refusals closed
+        #: since (a run opened it); the open refusal (``_refusal``) counts on from there,
+        #: and a refusal kept for the next run carries the whole count (``refused``).
+        self._refused_earlier = 0
 
     # -- the component -------------------------------------------------------------------
 
@@ -156,6 +161,8 @@ class MqttBridge:
         refusal = held.refusal if isinstance(held, _Damaged) else held
         refusal = refusal if isinstance(refusal, Refusal) else None
         held = held if isinstance(held, _Held) else None
+        if refusal is not None:
+            self._refusal = refusal  # counts on from the last run's count
         outbound = Outbound(config)
         if held is None:
             queue_path, name = host.data_dir / "queue.db", f"bridge-{config.name}"
@@ -183,6 +190,7 @@ class MqttBridge:
         else:
             queue, early = held.queue, held.dropped
             self.salvages, self.salvaged_rows = held.salvages, held.salvaged_rows
+            self._refused_earlier = held.refused
         queue.on_error = self._queue_failed
         tap = None
         forwarder = None
@@ -200,7 +208,8 @@ class MqttBridge:
                 held.tap.close()
             if refusal is not None:  # the same loop turn as the tap: nothing escapes both
                 refusal.close()
-                refusal = None
+                self._refused_earlier += refusal.refused
+                self._refusal = refusal = None
             await queue.loaded()
             forwarder = self.forwarder = Forwarder(config, queue, outbound)
             for reason, count in early.items():
@@ -218,6 +227,7 @@ class MqttBridge:
             if tap is not None and queue.error is None:
                 kept = _Held(queue, tap, outbound)
                 kept.salvages, kept.salvaged_rows = self.salvages, self.salvaged_rows
+                kept.refused = self._refused_earlier
                 self._hand_over(hub, host, kept)
             else:
                 # The queue failed (or the run failed before it tapped): until a run opens
@@ -256,6 +266,10 @@ class MqttBridge:
         refusal = self._tap_refusal(hub, outbound)
         if held is not None:
             held.close()  # after the new one is in place: nothing escapes both
+            if refusal is not None:  # the count goes on with the new one
+                refusal.refused += held.refused
+            else:
+                self._refused_earlier += held.refused
         self._refusal = refusal
         if damaged:
             kept = _Damaged(refusal)
@@ -276,6 +290,8 @@ class MqttBridge:
             return None
         assert refusal.hook is not None
         hub.keep_open(refusal.hook)
+        # It carries the count on (kept for the next run, which starts from it).
+        refusal.refused, self._refused_earlier = self._refused_earlier, 0
         self._refusal = refusal
         return refusal
 
@@ -336,8 +352,11 @@ class MqttBridge:
             out.update(self.forwarder.stats(clock_now()))  # ages of received_at
         if self.receiver is not None:
             out.update(self.receiver.stats())
-        if self._refusal is not None:
-            out["refused_no_queue"] = self._refusal.refused
+        # A counter since the gateway started (carried across the bridge's runs; a pause
+        # ends it, as it ends the refusal): always there, 0 until a message is refused.
+        out["refused_no_queue"] = self._refused_earlier + (
+            0 if self._refusal is None else self._refusal.refused
+        )
         out["queue_salvages"] = self.salvages
         out["queue_salvaged_rows"] = self.salvaged_rows
         return out
