@@ -101,7 +101,7 @@ def unreadable(path: Path, exc: sqlite3.Error, and_marker: str) -> BridgeError:
             else "its files are left as they are;"
         )
         return BridgeError(
-            f"{path}: cannot read the bridge queue now ({exc}); {held} the bridge tries"
+            f"{path}: cannot use the bridge queue now ({exc}); {held} the bridge tries"
             " again as it backs off"
         )
     return BridgeError(
