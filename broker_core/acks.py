@@ -92,12 +92,18 @@ class Acknowledgements:
             return 0
         return sum(1 if held.more is None else 1 + len(held.more) for held in queue)
 
-    def after(self, owner: object, callback: Callable[[bool], None]) -> None:
+    def after(
+        self, owner: object, callback: Callable[[bool], None], also: Durable | None = None
+    ) -> None:
         """Calls ``callback(ok)`` once everything handed over so far is durable, after
-        ``owner``'s earlier callbacks."""
+        ``owner``'s earlier callbacks; with ``also``, once that is too (a write that must
+        wait for the participants' commits before it is handed over: the broker's record
+        of a QoS 2 packet id received)."""
         waiting = [p for p in self.participants if p.pending]
         if self.store.pending:
             waiting.append(self.store)
+        if also is not None:
+            waiting.append(also)
         queue = self._held.get(owner)
         if not waiting and queue is None:
             callback(True)

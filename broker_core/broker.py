@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 from broker_core.acks import Acknowledgements, Durable
 from broker_core.acl import DENY_DISCONNECT, DENY_IGNORE, PUBLISH, Acl
@@ -67,7 +67,7 @@ from broker_core.tap import Tap
 from broker_core.version import VERSION
 from broker_core.will import WillScheduler
 
-__all__ = ["VERSION", "Broker"]
+__all__ = ["VERSION", "Broker", "Refuser"]
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +77,9 @@ _NO_MATCHING_SUBSCRIBERS = int(ReasonCode.NO_MATCHING_SUBSCRIBERS)
 _NOT_AUTHORIZED = int(ReasonCode.NOT_AUTHORIZED)
 _TOPIC_NAME_INVALID = int(ReasonCode.TOPIC_NAME_INVALID)
 _QUOTA_EXCEEDED = int(ReasonCode.QUOTA_EXCEEDED)
+_UNSPECIFIED_ERROR = int(ReasonCode.UNSPECIFIED_ERROR)
+# For ``Broker.when_durable``: not a packet but the DISCONNECT of a refused QoS 2 message.
+_REFUSED = b""
 
 
 class Broker:
@@ -103,6 +106,12 @@ class Broker:
         )
         self.store: Store = store if store is not None else MemoryStore()
         self.acks = Acknowledgements(self.store)
+        # Durable components that cannot take what they should (a bridge whose queue
+        # cannot be opened: ``gateway.components.refusal``): a QoS 1/2 message one of them
+        # ``refuses`` is refused whole before the retained store and routing, 0x80.
+        self.refusals: list[Refuser] = []
+        # Every session's ``when_durable`` (connect): one bound method, not one a client.
+        self.when_durable_hook = self.when_durable
         self.wills = WillScheduler(
             self._publish_will,
             self.store,
@@ -254,7 +263,9 @@ class Broker:
         refused (Quota exceeded, 0x97) when the publisher ``can_refuse`` (not MQTT 3.1.1,
         which has no reason codes: delivered, not retained, counted). Returns the reason
         code of the publisher's acknowledgement: Success or No matching subscribers (0x10)
-        when accepted. Refusals are counted once, here, in ``publish_denied``.
+        when accepted. Refusals are counted once, here, in ``publish_denied``; a QoS 1/2
+        message a durable component ``refuses`` (``refusals``) is Unspecified error (0x80),
+        neither retained nor routed, counted by that component.
         """
         if now is None:
             now = _CLOCK_BASE + _monotonic()  # broker_core.clock, inline (per message)
@@ -288,6 +299,10 @@ class Broker:
                 self.retained.refuse(limit)
                 self._dropped(context, "retained_limit", now)
                 return _QUOTA_EXCEEDED
+        if self.refusals and context.qos:
+            for refusal in self.refusals:
+                if refusal.refuses(context):
+                    return _UNSPECIFIED_ERROR
         if delay is not None:
             if self.delayed.schedule(context, delay[0], now):
                 return _SUCCESS
@@ -427,21 +442,53 @@ class Broker:
         )
         v5 = session.protocol_level == 5
         code = self.publish_checked(context, origin, session.state, now, event.frame, v5, v5)
-        if (
-            code == _NOT_AUTHORIZED
-            and self.acl_deny_action == DENY_DISCONNECT
-            and not context.topic.startswith("$SYS")
-        ):
-            session.disconnect(ReasonCode.NOT_AUTHORIZED)
-            return
+        if code >= 0x80:
+            if code == _UNSPECIFIED_ERROR:
+                # Refused whole by a durable component (``refusals``): not acknowledged,
+                # the packet id not received; the client is disconnected (0x80), after
+                # its earlier acknowledgements, to send it again, as after a failed write.
+                if qos == 2 and session.state is not None:
+                    session.state.remove_incoming(packet.packet_id or 0)
+                self.when_durable(session, _REFUSED)
+                return
+            if (
+                code == _NOT_AUTHORIZED
+                and self.acl_deny_action == DENY_DISCONNECT
+                and not context.topic.startswith("$SYS")
+            ):
+                session.disconnect(ReasonCode.NOT_AUTHORIZED)
+                return
         if qos:
-            self._acknowledge(session, packet.packet_id or 0, qos, code)
+            if qos == 2:
+                self._acknowledge_qos2(session, packet.packet_id or 0, code)
+            else:
+                self._acknowledge(session, packet.packet_id or 0, qos, code)
 
-    def _acknowledge(self, session: Session, packet_id: int, qos: int, code: int) -> None:
+    def _acknowledge_qos2(self, session: Session, packet_id: int, code: int) -> None:
+        """PUBREC, after the packet id is recorded as received (a persistent session):
+        in the store's commit that holds the message's queue entries, or, when durable
+        participants (a bridge queue, the stream log) took it too, once they committed
+        it (``_ReceivedMark``). Either way a kill never leaves the id received and the
+        message missing where it went: the publisher's resend is routed again."""
+        state = session.state
+        if state is not None and state.journal is not None:
+            participants = self.acks.participants
+            waiting = [p for p in participants if p.pending] if participants else None
+            if waiting:
+                mark = _ReceivedMark(state, packet_id, waiting, self.store)
+                self._acknowledge(session, packet_id, 2, code, mark)
+                return
+            state.record_incoming(packet_id)
+        self._acknowledge(session, packet_id, 2, code)
+
+    def _acknowledge(
+        self, session: Session, packet_id: int, qos: int, code: int, mark: Durable | None = None
+    ) -> None:
         """PUBACK/PUBREC once what the message changed is durable, in arrival order."""
         acks = self.acks
         if (
-            not session.acks_held
+            mark is None
+            and not session.acks_held
             and not self.store.pending
             and (not acks.participants or acks.idle())
         ):
@@ -453,10 +500,40 @@ class Broker:
             session.acks_held -= 1
             if ok:
                 session.acknowledge(packet_id, qos, code)
+            elif qos == 2 and session.state is not None:
+                # Refused (a failed write, a refusal): the packet id is not received,
+                # so that the client's resend is routed again, not taken for a
+                # duplicate; the client is told (DISCONNECT) once that is committed.
+                session.state.remove_incoming(packet_id)
+                self.when_durable(session, _REFUSED)
             else:
                 session.disconnect(ReasonCode.UNSPECIFIED_ERROR, "store write failed")
 
-        self.acks.after(session, committed)
+        self.acks.after(session, committed, mark)
+
+    def when_durable(self, session: Session, data: bytes) -> None:
+        """Sends ``data``, a QoS 2 flow's PUBCOMP or PUBREL (``Session.when_durable``),
+        once what the packet changed in the store is committed, in order with the
+        session's held acknowledgements; a failed write disconnects instead, as for a
+        PUBACK. ``_REFUSED``: the DISCONNECT of a refused QoS 2 message."""
+        acks = self.acks
+        if data is not _REFUSED and (
+            not session.acks_held
+            and not self.store.pending
+            and (not acks.participants or acks.idle())
+        ):
+            session.send_acknowledgement(data)
+            return
+        session.acks_held += 1
+
+        def committed(ok: bool) -> None:
+            session.acks_held -= 1
+            if ok and data is not _REFUSED:
+                session.send_acknowledgement(data)
+            else:
+                session.disconnect(ReasonCode.UNSPECIFIED_ERROR, "store write failed")
+
+        acks.after(session, committed)
 
     def on_subscribe(self, session: Session, packet: Subscribe, now: float) -> None:
         handle_subscribe(self, session, packet, now)
@@ -574,6 +651,58 @@ class Broker:
         refused, the ACL, ``$delayed/``); nobody is left to refuse: a retained one over
         the retained store's bounds is delivered, not retained."""
         self.publish_checked(context, context.origin, can_refuse=False)
+
+
+class Refuser(Protocol):
+    """A durable component's stand-in while its store cannot be opened (``refusals``)."""
+
+    def refuses(self, context: Context) -> bool: ...
+
+
+class _ReceivedMark:
+    """The record of a QoS 2 packet id received (``SessionState.record_incoming``), as a
+    durable participant of its PUBREC (``Acknowledgements.after``): handed to the store
+    once every durable participant the message went to has committed it, then done with
+    the store's commit. A participant that failed: nothing recorded, False."""
+
+    __slots__ = ("_callback", "_left", "_ok", "_packet_id", "_state", "_store")
+
+    pending = 1
+
+    def __init__(
+        self, state: SessionState, packet_id: int, participants: list[Durable], store: Durable
+    ) -> None:
+        self._state = state
+        self._packet_id = packet_id
+        self._store = store
+        self._left = len(participants)
+        self._ok = True
+        self._callback: Callable[[bool], None] | None = None
+        # Asked first, before the acknowledgement's own barriers: a participant that
+        # answers only its first barrier with its failure (a ``Refusal``) answers this.
+        for participant in participants:
+            participant.barrier(self._committed)
+
+    def barrier(self, callback: Callable[[bool], None]) -> None:
+        self._callback = callback
+        if self._left <= 0:  # the participants answered already
+            self._record()
+
+    def _committed(self, ok: bool) -> None:
+        if not ok:
+            self._ok = False
+        self._left -= 1
+        if self._left <= 0 and self._callback is not None:
+            self._record()
+
+    def _record(self) -> None:
+        callback = self._callback
+        assert callback is not None
+        if not self._ok:
+            callback(False)
+            return
+        self._state.record_incoming(self._packet_id)
+        self._store.barrier(callback)
 
 
 def _unsendable(context: Context, what: str, max_levels: int) -> bool:

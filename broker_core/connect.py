@@ -464,6 +464,7 @@ def _accept(
     expiry = granted_expiry(connect, broker.limits)
     state.expiry_interval = expiry
     sessions.persist(state)
+    session.when_durable = broker.when_durable_hook
     if not session.accept(
         state,
         present,

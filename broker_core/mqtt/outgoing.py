@@ -22,7 +22,7 @@ state            input                                     action               
 QUEUED           window opens (PUBACK, PUBREC >= 0x80,     PUBLISH (QoS 0: no id)     IN_FLIGHT
                  PUBCOMP) or the transport drains                                     (QoS 0: done)
 IN_FLIGHT        PUBACK, QoS 1                             MessageAcked               done
-IN_FLIGHT        PUBREC < 0x80, QoS 2                      PUBREL                     RELEASED
+IN_FLIGHT        PUBREC < 0x80, QoS 2                      PUBREL (once committed)    RELEASED
 IN_FLIGHT        PUBREC >= 0x80, QoS 2                     the flow ends (4.3.3)      done
 RELEASED         PUBCOMP                                   MessageAcked               done
 IN_FLIGHT        session resumed [MQTT-4.4.0-1]            PUBLISH again, DUP set,    IN_FLIGHT
@@ -38,6 +38,9 @@ at least one is in flight: a larger message still goes alone), or all queues and
 in-flight messages would pass ``max_queued_bytes_total`` (then the queue's overflow
 policy decides). Sizes are ``Delivery.size``, computed once per routed message and
 shared by its recipients through the fan-out's ``cache``.
+
+A persistent session's PUBREL goes out once its ``released`` mark is committed (the
+session's ``when_durable``): a kill before that resends the PUBLISH, never after.
 
 A PUBACK, PUBREC or PUBCOMP for a packet id not in flight is ignored, except that a
 PUBREC gets PUBREL 0x92 (MQTT 5). Drops are counted in the broker's ``Counters`` and
@@ -247,7 +250,14 @@ class Outgoing:
             self.drain(now)
             return
         state.release(delivery)
-        self._send(bytes((0x62, 2, pid >> 8, pid & 0xFF)))
+        data = bytes((0x62, 2, pid >> 8, pid & 0xFF))
+        when_durable = self.client.when_durable
+        if when_durable is not None and state.journal is not None:
+            # Only once the release is committed: a kill before it would resend the
+            # PUBLISH, a duplicate, where the receiver owns the message (4.3.3).
+            when_durable(self.client, data)
+        else:
+            self._send(data)
 
     def on_pubcomp(self, packet: Pubcomp, now: float) -> None:
         state = self.state

@@ -164,6 +164,7 @@ class Session:
         "qos1_unacked",
         "state",
         "waker",
+        "when_durable",
         "will",
         "will_size",
         "writable",
@@ -212,6 +213,11 @@ class Session:
         self.waker: Waker | None = None
         self.outgoing: Outgoing | None = None  # built by accept()
         self.acks_held = 0  # acknowledgements waiting for the store to commit
+        # Sends a QoS 2 flow's PUBCOMP or PUBREL (``send_acknowledgement``) once what the
+        # packet changed in the store is committed, in order with the PUBACK / PUBREC
+        # held for the same reason (the broker's ``Broker.when_durable``, set before
+        # ``accept``); None: at once (no store, a unit test).
+        self.when_durable: Callable[[Session, bytes], None] | None = None
         # QoS 1 PUBLISH packets received and not PUBACKed yet, from an MQTT 5 client
         # (told the Receive Maximum in CONNACK): with the QoS 2 ones not PUBCOMPed
         # (``SessionState.incoming_qos2``) at most ``receive_maximum`` (3.3.4).
@@ -457,14 +463,30 @@ class Session:
             else:
                 data = bytes((0x40, 2, packet_id >> 8, packet_id & 0xFF))
         elif qos == 2:
-            if reason_code >= 0x80 and self.state is not None:
-                self.state.remove_incoming(packet_id)
             if reason_code and self._v5:
                 data = encode(Pubrec(packet_id, reason_code), 5)
             else:
                 data = bytes((0x50, 2, packet_id >> 8, packet_id & 0xFF))
+            state = self.state
+            if reason_code >= 0x80 and state is not None:
+                # A refusing PUBREC ends the flow and frees the packet id: once that
+                # is committed (as PUBCOMP, ``_on_pubrel``).
+                state.remove_incoming(packet_id)
+                when_durable = self.when_durable
+                if when_durable is not None and state.journal is not None:
+                    when_durable(self, data)
+                    return
         else:
             return
+        if self.conn_state is not ConnState.CLOSED:
+            self._send(data)
+        elif self._late_acks >= 0:
+            self._send_before_close(data)
+
+    def send_acknowledgement(self, data: bytes) -> None:
+        """A PUBCOMP or PUBREL held by ``when_durable``, now committed: sent unless the
+        connection closed meanwhile (the next one resends the PUBREL; the client its
+        PUBREL, answered then)."""
         if self.conn_state is not ConnState.CLOSED:
             self._send(data)
         elif self._late_acks >= 0:
@@ -677,11 +699,20 @@ class Session:
             carried = self._carried_qos2
             if carried:
                 carried.discard(pid)
-            self._send(bytes((0x70, 2, pid >> 8, pid & 0xFF)))
+            data = bytes((0x70, 2, pid >> 8, pid & 0xFF))
         elif self._v5:
-            self._send(encode(Pubcomp(pid, ReasonCode.PACKET_IDENTIFIER_NOT_FOUND), 5))
+            data = encode(Pubcomp(pid, ReasonCode.PACKET_IDENTIFIER_NOT_FOUND), 5)
         else:
-            self._send(bytes((0x70, 2, pid >> 8, pid & 0xFF)))
+            data = bytes((0x70, 2, pid >> 8, pid & 0xFF))
+        when_durable = self.when_durable
+        if when_durable is not None and state.journal is not None:
+            # PUBCOMP frees the packet id for the client's next message: only once its
+            # removal is committed, else a kill brings the id back as "awaiting PUBREL"
+            # and that next message, resent with DUP, would be taken for a duplicate
+            # (never routed). Unknown ids too: their removal may still be on its way.
+            when_durable(self, data)
+        else:
+            self._send(data)
 
     def _on_subscribe(self, packet: Subscribe, now: float) -> None:
         self._event(SubscribeRequested(packet))

@@ -516,10 +516,17 @@ class SessionState:
             self.journal.completed(self, delivery)
 
     def add_incoming(self, packet_id: int) -> None:
+        """A QoS 2 PUBLISH arrived: its packet id awaits PUBREL. Not journaled here: the
+        broker records it (``record_incoming``) once the message is in every durable
+        store it went to, else a kill could leave the id received, the message missing
+        there, and the publisher's resend taken for a duplicate."""
         if self.incoming_qos2 is None:
             self.incoming_qos2 = set()
         self.incoming_qos2.add(packet_id)
-        if self.journal is not None:
+
+    def record_incoming(self, packet_id: int) -> None:
+        """Journals that ``packet_id`` awaits PUBREL (``add_incoming``)."""
+        if self.journal is not None and packet_id in (self.incoming_qos2 or ()):
             self.journal.incoming_added(self, packet_id)
 
     def remove_incoming(self, packet_id: int) -> None:

@@ -13,6 +13,12 @@ not acknowledged, and its MQTT publisher is disconnected (``0x80``) to send it a
 when a write of an open store fails. Other messages, and QoS 0 ones, go on as if the
 component were not configured.
 
+The message is refused whole, before anything takes it: the broker asks every open
+refusal (``Broker.refusals``, ``refuses``) before the retained store and routing, so a
+refused message reaches no subscriber, no other component and no log, once per resend,
+and a QoS 2 one's packet id is not recorded as received (its resend is refused again
+until the store opens, then delivered once). A hub client's publish gets ``0x80``.
+
 The caller decides what it sees: ``hook_into(hub)`` hooks every message (the stream
 log), ``tap_into(hub, filters)`` taps the filters the component would tap (a bridge's
 ``forwards``, under the bridge's ACL identity); ``matches(topic)`` then says which of
@@ -34,6 +40,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable
 
+from broker_core.broker import Refuser
 from broker_core.context import Context
 from broker_core.tap import Tap
 from gateway.hub import HubClient, HubHook
@@ -53,6 +60,7 @@ class Refusal:
         self._scheduled = False
         self._matches = matches
         self._origins = frozenset(origins)
+        self._refusals: list[Refuser] | None = None  # the broker's, while hooked
 
     def select(self, matches: Callable[[str], bool], origins: Iterable[str] = ()) -> None:
         """Refuses what ``matches`` (and ``origins``) select from now on (a run with a new
@@ -63,10 +71,32 @@ class Refusal:
     def hook_into(self, hub: HubClient) -> None:
         """Hooks every message (``hub.hook``), this refusal their durable participant."""
         self.hook = hub.hook(self.take, durable=self)
+        self._ask_before_routing(hub)
 
     def tap_into(self, hub: HubClient, filters: Iterable[str]) -> None:
         """Taps ``filters`` (``hub.tap``), this refusal their durable participant."""
         self.hook = hub.tap(*filters, callback=self.take, durable=self)
+        self._ask_before_routing(hub)
+
+    def _ask_before_routing(self, hub: HubClient) -> None:
+        refusals = self._refusals = hub.hub.broker.refusals
+        refusals.append(self)
+
+    def refuses(self, context: Context) -> bool:
+        """Before routing (``Broker.refusals``): whether ``context`` is one ``take``
+        would refuse; counted in ``refused`` when it is (the broker then routes it to
+        no one)."""
+        if not context.qos or not self._matches(context.topic):
+            return False
+        if self._origins and context.origin.protocol not in self._origins:
+            return False
+        hook = self.hook
+        if isinstance(hook, Tap) and hook.no_local:
+            origin, own = context.origin, hook.origin
+            if origin is own or (origin.name == own.name and origin.protocol == own.protocol):
+                return False  # the tap would not see it (its own messages)
+        self.refused += 1
+        return True
 
     def take(self, context: Context) -> None:
         """The hook: a QoS 1 or 2 message the store would take is refused."""
@@ -103,6 +133,11 @@ class Refusal:
     def close(self) -> None:
         """Unhooks (or untaps); what was refused and not answered yet is answered
         (refused)."""
+        refusals = self._refusals
+        if refusals is not None:
+            self._refusals = None
+            if self in refusals:
+                refusals.remove(self)
         if self.hook is not None:
             self.hook.close()
         self._settle()
