@@ -155,9 +155,10 @@ def _count_tables(conn: sqlite3.Connection, tables: tuple[str, ...]) -> bool:
 
 def _has_tables(path: Path, tables: tuple[str, ...]) -> bool:
     """True when the database (with its log) holds ``tables``, or when a read-only look
-    cannot tell (the caller's read-write open reports what is wrong)."""
+    cannot tell (the caller's read-write open reports what is wrong: a lock another
+    opener holds is not waited for, since the check runs on the event loop)."""
     try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=0)
     except sqlite3.Error:
         return True
     try:
