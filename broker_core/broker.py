@@ -471,7 +471,12 @@ class Broker:
         it (``_ReceivedMark``). Either way a kill never leaves the id received and the
         message missing where it went: the publisher's resend is routed again."""
         state = session.state
-        if state is not None and state.journal is not None:
+        if code >= 0x80:
+            # A refusing PUBREC ends the flow: the id is free once its removal is
+            # committed, which this acknowledgement then waits for (as PUBCOMP does).
+            if state is not None:
+                state.remove_incoming(packet_id)
+        elif state is not None and state.journal is not None:
             participants = self.acks.participants
             waiting = [p for p in participants if p.pending] if participants else None
             if waiting:

@@ -468,9 +468,14 @@ class Session:
             else:
                 data = bytes((0x50, 2, packet_id >> 8, packet_id & 0xFF))
             state = self.state
-            if reason_code >= 0x80 and state is not None:
+            if (
+                reason_code >= 0x80
+                and state is not None
+                and packet_id in (state.incoming_qos2 or ())
+            ):
                 # A refusing PUBREC ends the flow and frees the packet id: once that
-                # is committed (as PUBCOMP, ``_on_pubrel``).
+                # is committed (as PUBCOMP, ``_on_pubrel``). The broker has usually
+                # removed it already, and waited for that with the PUBREC.
                 state.remove_incoming(packet_id)
                 when_durable = self.when_durable
                 if when_durable is not None and state.journal is not None:

@@ -137,3 +137,37 @@ def test_no_publish_again_after_pubrec_across_sigkill(tmp_path: Path) -> None:
             sub.disconnect()
     finally:
         broker.stop()
+
+
+@pytest.mark.timeout(180)
+def test_a_packet_id_freed_by_a_refusing_pubrec_stays_free_across_sigkill(
+    tmp_path: Path,
+) -> None:
+    """A refusing PUBREC (0x90, a topic deeper than max_topic_levels) ends the flow and
+    frees the id; B reuses it at once, kill; B resent with DUP is routed."""
+    config = PERSISTENCE + "\nmqtt:\n  max_topic_levels: 3\n"
+    broker = start_edgebus(tmp_path, config)
+    sub = connect(broker, "q2x-sub", clean=True)
+    sub.subscribe("q2x/#", 2)
+    sub.disconnect()
+    for trial in range(TRIALS):
+        pub = connect(broker, "q2x-pub", clean=trial == 0)
+        pub.send(mb.gen_publish("q2x/too/deep/here", f"A{trial}", qos=2, mid=1, proto_ver=5))
+        pubrec = pub.wait_for(lambda p: p.type == mb.PacketType.PUBREC, what="PUBREC")
+        assert pubrec.reason_code == 0x90
+        pub.send(mb.gen_publish("q2x/x", f"B{trial}", qos=2, mid=1, proto_ver=5))
+        kill(broker)
+        pub.close()
+        broker = start_edgebus(tmp_path, config)
+        pub = connect(broker, "q2x-pub", clean=False)
+        pub.send(mb.gen_publish("q2x/x", f"B{trial}", qos=2, dup=True, mid=1, proto_ver=5))
+        pubrec, pubcomp = pubrec_then_pubcomp(pub, 1)
+        assert (pubrec.reason_code or 0, pubcomp.reason_code or 0) == (0, 0)
+        pub.disconnect()
+    try:
+        sub = connect(broker, "q2x-sub", clean=False)
+        received = [sub.recv_publish(unit(10)).payload.decode() for _ in range(TRIALS)]
+        assert received == [f"B{t}" for t in range(TRIALS)]
+        sub.close()
+    finally:
+        broker.stop()
