@@ -80,7 +80,8 @@ class Refusal:
 
     def _ask_before_routing(self, hub: HubClient) -> None:
         refusals = self._refusals = hub.hub.broker.refusals
-        refusals.append(self)
+        if self not in refusals:
+            refusals.append(self)
 
     def refuses(self, context: Context) -> bool:
         """Before routing (``Broker.refusals``): whether ``context`` is one ``take``
