@@ -40,7 +40,8 @@ policy decides). Sizes are ``Delivery.size``, computed once per routed message a
 shared by its recipients through the fan-out's ``cache``.
 
 A persistent session's PUBREL goes out once its ``released`` mark is committed (the
-session's ``when_durable``): a kill before that resends the PUBLISH, never after.
+session's ``when_durable``): a kill before that resends the PUBLISH, never after. A new
+QoS 2 PUBLISH to it likewise goes out once its packet id is committed (``_send_qos2``).
 
 A PUBACK, PUBREC or PUBCOMP for a packet id not in flight is ignored, except that a
 PUBREC gets PUBREL 0x92 (MQTT 5). Drops are counted in the broker's ``Counters`` and
@@ -298,8 +299,12 @@ class Outgoing:
         if len(prefix) + 2 + len(suffix) > self.max_packet_size:
             self._drop(context, "too_large", now)
             return
-        pid = self.state.track(Delivery(context, qos, retain, subscription_ids, size))
-        self._send(prefix + bytes((pid >> 8, pid & 0xFF)) + suffix)
+        state = self.state
+        pid = state.track(Delivery(context, qos, retain, subscription_ids, size))
+        if qos == 2 and state.journal is not None:
+            self._send_qos2(prefix + bytes((pid >> 8, pid & 0xFF)) + suffix)
+        else:
+            self._send(prefix + bytes((pid >> 8, pid & 0xFF)) + suffix)
         counters.messages_sent += 1
         if self.observer.message_delivered:
             self.observer.report_delivered(self.client, context, qos, retain, now)
@@ -328,10 +333,25 @@ class Outgoing:
                 state.discard(delivery)
             return
         pid = delivery.packet_id if dup else state.track(delivery)
-        self._send(prefix + bytes((pid >> 8, pid & 0xFF)) + suffix)
+        if delivery.qos == 2 and not dup and state.journal is not None:
+            self._send_qos2(prefix + bytes((pid >> 8, pid & 0xFF)) + suffix)
+        else:
+            self._send(prefix + bytes((pid >> 8, pid & 0xFF)) + suffix)
         self.counters.messages_sent += 1
         if not dup and self.observer.message_delivered:
             self.observer.report_delivered(self.client, context, delivery.qos, delivery.retain, now)
+
+    def _send_qos2(self, data: bytes) -> None:
+        """A persistent session's new QoS 2 PUBLISH: once its packet id is committed
+        (``SessionState.track``). Sent before, a kill could leave the client holding the
+        id (PUBREC sent, awaiting PUBREL) while the restarted broker, which never
+        recorded it, gives the id to another message, which the client then takes for a
+        duplicate (lost), and sends the first message again under a new id."""
+        when_durable = self.client.when_durable
+        if when_durable is not None:
+            when_durable(self.client, data)
+        else:
+            self._send(data)
 
     def _resend_inflight(self, now: float) -> None:
         """Unacknowledged PUBLISH (DUP set) and PUBREL, original ids [MQTT-4.4.0-1]."""

@@ -171,3 +171,68 @@ def test_a_packet_id_freed_by_a_refusing_pubrec_stays_free_across_sigkill(
         sub.close()
     finally:
         broker.stop()
+
+
+@pytest.mark.timeout(180)
+def test_a_packet_id_a_subscriber_holds_is_not_given_to_another_message(
+    tmp_path: Path,
+) -> None:
+    """The subscriber gets a QoS 2 PUBLISH (id 2), answers PUBREC and holds the id until
+    PUBREL; kill at once. The restarted broker must know it sent that id: the next
+    message must not reuse it (the subscriber, an exactly-once receiver, would take it
+    for the held one's resend: lost)."""
+    broker = start_edgebus(tmp_path, PERSISTENCE)
+    try:
+        for trial in range(TRIALS):
+            topic = f"q2o/{trial}"
+            sub = connect(broker, f"q2o-sub{trial}", clean=True)
+            sub.subscribe(f"{topic}/#", 2)
+            pub = connect(broker, f"q2o-pub{trial}", clean=True)
+            assert pub.publish(f"{topic}/x", "M0", qos=2, mid=1) is not None
+            assert sub.recv_publish().payload == b"M0"  # id 1, completed
+            pub.send(mb.gen_publish(f"{topic}/x", "M1", qos=2, mid=2, proto_ver=5))
+            held = sub.wait_for(lambda p: p.type == mb.PacketType.PUBLISH, what="PUBLISH")
+            kill(broker)
+            awaiting = {held.packet_id}  # PUBREC answered: held until PUBREL
+            delivered = [held.payload.decode()]
+            answered = pub.collect(unit(2))
+            sub.close()
+            pub.close()
+            broker = start_edgebus(tmp_path, PERSISTENCE)
+            pub = connect(broker, f"q2o-pub{trial}", clean=False)
+            if any(p.type == mb.PacketType.PUBREC and p.packet_id == 2 for p in answered):
+                pub.send(mb.gen_pubrel(2, proto_ver=5))
+                pub.wait_for(lambda p: p.type == mb.PacketType.PUBCOMP, what="PUBCOMP")
+            else:
+                pub.send(mb.gen_publish(f"{topic}/x", "M1", qos=2, dup=True, mid=2, proto_ver=5))
+                pubrec_then_pubcomp(pub, 2)
+            assert pub.publish(f"{topic}/x", "M2", qos=2, mid=3) is not None
+            pub.disconnect()
+            sub = connect(broker, f"q2o-sub{trial}", clean=False)
+            suppressed: list[str] = []
+            while "M2" not in delivered:
+                try:
+                    packet = sub.wait_for(
+                        lambda p: p.type in (mb.PacketType.PUBLISH, mb.PacketType.PUBREL),
+                        unit(5),
+                        "PUBLISH",
+                    )
+                except AssertionError:
+                    raise AssertionError(
+                        f"trial {trial}: M2 never delivered; held id {held.packet_id}, "
+                        f"delivered {delivered}, taken for resends {suppressed}"
+                    ) from None
+                mid = packet.packet_id or 0
+                if packet.type == mb.PacketType.PUBREL:
+                    awaiting.discard(mid)
+                    sub.send(mb.gen_pubcomp(mid, proto_ver=5))
+                    continue
+                if mid in awaiting:
+                    suppressed.append(packet.payload.decode())
+                else:
+                    awaiting.add(mid)
+                    delivered.append(packet.payload.decode())
+                sub.send(mb.gen_pubrec(mid, proto_ver=5))
+            sub.disconnect()
+    finally:
+        broker.stop()
