@@ -342,25 +342,7 @@ class SqliteStore:
 
     def will_held(self, client_id: str, will: Will, origin: Origin, delay_s: float) -> None:
         """With ``last_alive``, as ``session_saved``: a kill soon after counts from now."""
-        props = will.properties
-        self._op(
-            (
-                _HOLD_WILL,
-                (
-                    client_id,
-                    delay_s,
-                    will.topic,
-                    will.payload,
-                    will.qos,
-                    int(will.retain),
-                    b"\x00" if props is EMPTY else props.encoded(),
-                    origin.protocol,
-                    origin.name,
-                    origin.peer,
-                    origin.username,
-                ),
-            )
-        )
+        self._op((_HOLD_WILL, _will_row(client_id, delay_s, will, origin)))
         now = clock_now()
         self._alive_at = now
         self._op((_ALIVE, (repr(now),)))
@@ -369,25 +351,7 @@ class SqliteStore:
         self._op((_RELEASE_WILL, (client_id,)))
 
     def will_saved(self, client_id: str, due_at: float, will: Will, origin: Origin) -> None:
-        props = will.properties
-        self._op(
-            (
-                _SAVE_WILL,
-                (
-                    client_id,
-                    due_at,
-                    will.topic,
-                    will.payload,
-                    will.qos,
-                    int(will.retain),
-                    b"\x00" if props is EMPTY else props.encoded(),
-                    origin.protocol,
-                    origin.name,
-                    origin.peer,
-                    origin.username,
-                ),
-            )
-        )
+        self._op((_SAVE_WILL, _will_row(client_id, due_at, will, origin)))
 
     def will_deleted(self, client_id: str) -> None:
         """Also a held will restored as due at once for a client without a session
@@ -657,3 +621,21 @@ class SqliteStore:
             conn.executemany(_DELETE_MESSAGE, orphans)
         snapshot.sessions = list(sessions.values())
         return snapshot
+
+
+def _will_row(client_id: str, when: float, will: Will, origin: Origin) -> tuple[Any, ...]:
+    """A row of ``wills`` (``when``: its due time) or ``held_wills`` (its delay)."""
+    props = will.properties
+    return (
+        client_id,
+        when,
+        will.topic,
+        will.payload,
+        will.qos,
+        int(will.retain),
+        b"\x00" if props is EMPTY else props.encoded(),
+        origin.protocol,
+        origin.name,
+        origin.peer,
+        origin.username,
+    )
