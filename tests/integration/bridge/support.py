@@ -30,6 +30,7 @@ from tests.helpers import mqtt_builder as mb
 from tests.helpers.brokers import BrokerHandle, free_port, start_mosquitto
 from tests.helpers.raw_client import RawClient
 from tests.helpers.timeouts import unit
+from tests.integration.api.support import Http
 from tests.integration.components.support import wait_for
 from tests.integration.listeners.pki import Pki
 
@@ -277,3 +278,14 @@ def settles(what: Callable[[], T], quiet_s: float = 0.5, seconds: float = 10) ->
         return before == after, after
 
     return wait_until(quiet, lambda q: q[0], seconds)[1]
+
+
+def bridge_reply(http: Http, name: str = "cloud") -> dict[str, Any]:
+    """``GET /api/v1/bridges/<name>``'s answer; {} while the gateway does not answer
+    (restarting, stopped) or answers with an error."""
+    try:
+        reply = http.get(f"/api/v1/bridges/{name}")
+    except OSError:
+        return {}
+    found: dict[str, Any] = reply.json() if reply.status == 200 else {}
+    return found

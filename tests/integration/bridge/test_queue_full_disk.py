@@ -23,7 +23,13 @@ from tests.helpers.raw_client import RawClient
 from tests.helpers.small_fs import fill, small_filesystem
 from tests.helpers.timeouts import unit
 from tests.integration.api.support import KEY, Http, bearer
-from tests.integration.bridge.support import Collector, Remote, StreamPublisher, wait_until
+from tests.integration.bridge.support import (
+    Collector,
+    Remote,
+    StreamPublisher,
+    bridge_reply,
+    wait_until,
+)
 
 COUNT = 100
 PAYLOAD = 1000  # bytes a message: each commit needs new pages of the log
@@ -106,12 +112,7 @@ bridges:
 """
 
     def bridge() -> dict[str, Any]:
-        try:
-            reply = http.get("/api/v1/bridges/cloud")
-        except OSError:
-            return {}
-        found: dict[str, Any] = reply.json() if reply.status == 200 else {}
-        return found
+        return bridge_reply(http)
 
     with remote:  # the remote's subscriber has a persistent session: it waits there
         cloud = Collector(remote.port, "cloud/#", "cloud-sub")

@@ -30,7 +30,13 @@ from tests.helpers.brokers import free_port, start_edgebus
 from tests.helpers.gateway import RunningGateway, running_gateway
 from tests.helpers.raw_client import RawClient
 from tests.integration.api.support import KEY, Http, bearer
-from tests.integration.bridge.support import Collector, Remote, StreamPublisher, wait_until
+from tests.integration.bridge.support import (
+    Collector,
+    Remote,
+    StreamPublisher,
+    bridge_reply,
+    wait_until,
+)
 from tests.integration.components.support import http_of, status_of
 
 COUNT = 100
@@ -139,12 +145,7 @@ def test_a_queue_whose_wal_was_lost_after_kill_9_is_refused(tmp_path: Path) -> N
     http = Http(f"http://127.0.0.1:{api_port}", bearer(KEY))
 
     def bridge() -> dict[str, Any]:
-        try:
-            reply = http.get("/api/v1/bridges/cloud")
-        except OSError:
-            return {}
-        found: dict[str, Any] = reply.json() if reply.status == 200 else {}
-        return found
+        return bridge_reply(http)
 
     start_edgebus(workdir, extra).stop()  # SIGTERM: a clean stop
     assert queue.exists() and not queue.with_name("queue.db-wal").exists()

@@ -28,6 +28,7 @@ from tests.integration.bridge.support import (
     Collector,
     Remote,
     StreamPublisher,
+    bridge_reply,
     first_occurrences,
     wait_until,
 )
@@ -121,12 +122,7 @@ bridges:
     http = Http(f"http://127.0.0.1:{api_port}", bearer(KEY))
 
     def bridge() -> dict[str, Any]:
-        try:
-            reply = http.get("/api/v1/bridges/cloud")
-        except OSError:
-            return {}
-        found: dict[str, Any] = reply.json() if reply.status == 200 else {}
-        return found
+        return bridge_reply(http)
 
     def stats() -> dict[str, Any]:
         found: dict[str, Any] = bridge().get("stats", {})
