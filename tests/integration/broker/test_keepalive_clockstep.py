@@ -5,13 +5,11 @@ client is still disconnected after 1.5 times its keep alive (broker_core.clock).
 ``edgebus run`` runs in a subprocess whose ``time.time()`` / ``time.time_ns()`` (the
 wall clock, CLOCK_REALTIME) carry an offset read from a file, as an NTP step moves
 them; ``time.monotonic()``, which asyncio's timers use, is untouched, as in a real
-step. Run as a module (``python -m tests.integration.broker.test_keepalive_clockstep
-run -c cfg.yaml``) this file is that wrapper (the ``__main__`` block at the end).
+step (``tests.helpers.clock_offset``).
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Iterator
@@ -21,28 +19,13 @@ import pytest
 
 from tests.helpers import mqtt_builder as mb
 from tests.helpers.brokers import BrokerHandle, start_edgebus
+from tests.helpers.clock_offset import CLOCK_OFFSET_MAIN, OFFSET_ENV, ClockStep
 from tests.helpers.raw_client import RawClient
 from tests.helpers.timeouts import unit
 
-OFFSET_ENV = "EDGEBUS_TEST_CLOCK_OFFSET_FILE"
 HOUR = 3600.0
 HEALTHY_KEEP_ALIVE = 2  # seconds; protocol time, not scaled
 PING_EVERY_S = 0.5
-
-
-class _Step:
-    """The wall-clock offset of the broker's process, in seconds."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.set(0.0)
-
-    def set(self, offset: float) -> None:
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(repr(offset))
-        tmp.replace(self.path)
-        # The broker's process polls the file every 20 ms: wait past a few polls.
-        time.sleep(0.2)
 
 
 class _Pinger(threading.Thread):
@@ -90,13 +73,13 @@ class _Pinger(threading.Thread):
 @pytest.fixture
 def stepped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[tuple[BrokerHandle, _Step]]:
-    step = _Step(tmp_path / "clock_offset")
+) -> Iterator[tuple[BrokerHandle, ClockStep]]:
+    step = ClockStep(tmp_path / "clock_offset")
     monkeypatch.setenv(OFFSET_ENV, str(step.path))
     broker = start_edgebus(
         tmp_path / "edgebus",
         "persistence: memory\n",
-        main="tests.integration.broker.test_keepalive_clockstep",
+        main=CLOCK_OFFSET_MAIN,
     )
     with broker:
         yield broker, step
@@ -151,7 +134,7 @@ def _end(watcher: RawClient, healthy: list[RawClient], pinger: _Pinger) -> None:
 
 
 def test_a_wall_clock_step_forward_closes_no_healthy_client(
-    stepped: tuple[BrokerHandle, _Step],
+    stepped: tuple[BrokerHandle, ClockStep],
 ) -> None:
     broker, step = stepped
     watcher, healthy, pinger = _healthy(broker)
@@ -176,7 +159,7 @@ def test_a_wall_clock_step_forward_closes_no_healthy_client(
 
 
 def test_a_wall_clock_step_back_keeps_no_silent_client(
-    stepped: tuple[BrokerHandle, _Step],
+    stepped: tuple[BrokerHandle, ClockStep],
 ) -> None:
     broker, step = stepped
     step.set(HOUR)  # from +1 h to 0 below: a step of -1 h
@@ -197,32 +180,3 @@ def test_a_wall_clock_step_back_keeps_no_silent_client(
     finally:
         pinger.stop()
     _end(watcher, healthy, pinger)
-
-
-def _run_with_offset() -> None:
-    """``edgebus`` with the wall clock offset by the number in $EDGEBUS_TEST_CLOCK_OFFSET_FILE."""
-    path = os.environ[OFFSET_ENV]
-    real_time, real_time_ns, real_sleep = time.time, time.time_ns, time.sleep
-    offset = [0.0]
-
-    def poll() -> None:
-        while True:
-            try:
-                with open(path) as handle:
-                    offset[0] = float(handle.read().strip() or 0)
-            except (OSError, ValueError):
-                pass
-            real_sleep(0.02)
-
-    poll_once = threading.Thread(target=poll, name="clock-offset", daemon=True)
-    poll_once.start()
-    time.time = lambda: real_time() + offset[0]
-    time.time_ns = lambda: real_time_ns() + int(offset[0] * 1e9)
-
-    from gateway.cli import main
-
-    main()
-
-
-if __name__ == "__main__":
-    _run_with_offset()
