@@ -18,6 +18,16 @@ the wall clock differ by the step until the next start, so a time written after 
 step of +1 h reads, after a restart, as written 1 h earlier than it was (a session
 expires 1 h sooner), and after a step back 1 h later (docs/broker.md: Clock).
 
+Times a user sees (a stream record's time, a rule's ``timestamp`` and
+``publish_received_at``, the API's ``received_at``, ``connected_at``, ...) are not
+shown on this clock: they are converted to the wall clock when they leave the broker
+(``to_wall``, ``to_wall_ns``), with the offset between the two clocks at the moment
+of the conversion (``wall_offset_ns``). So they follow the corrected wall clock after
+a step, even a time stamped before it: a message received while the wall clock was a
+day behind (a device booted without a real-time clock, before NTP set it) and read or
+recorded after the step shows the corrected time it was received at, not a day off.
+A time converted before a step (a record already written) keeps the offset of then.
+
 CLOCK_MONOTONIC does not count time suspended (Linux): after a suspend the broker's
 clock runs behind the wall clock by the time suspended, as after a step back.
 
@@ -29,7 +39,18 @@ from __future__ import annotations
 
 import time
 
-__all__ = ["BASE", "BASE_NS", "monotonic", "monotonic_ns", "now", "now_ns"]
+__all__ = [
+    "BASE",
+    "BASE_NS",
+    "monotonic",
+    "monotonic_ns",
+    "now",
+    "now_ns",
+    "to_wall",
+    "to_wall_ns",
+    "wall_offset",
+    "wall_offset_ns",
+]
 
 monotonic = time.monotonic
 monotonic_ns = time.monotonic_ns
@@ -38,6 +59,9 @@ monotonic_ns = time.monotonic_ns
 BASE_NS: int = time.time_ns() - monotonic_ns()
 #: The same in seconds: ``now() == BASE + monotonic()``.
 BASE: float = BASE_NS / 1e9
+
+_MS = 1_000_000
+_HALF_MS = _MS // 2
 
 
 def now() -> float:
@@ -48,3 +72,36 @@ def now() -> float:
 def now_ns() -> int:
     """``now()`` in ns: a message's ``received_at`` (``Context``)."""
     return BASE_NS + monotonic_ns()
+
+
+def wall_offset_ns() -> int:
+    """The wall clock minus the broker's clock, now, in ns, rounded to the ms: 0 until
+    the wall clock is stepped, the step after it (and the time spent suspended).
+
+    Added to a broker-clock time it gives that time on the wall clock as it reads now:
+    a time stamped before a step comes out corrected by the step. Read it once for
+    many times (a batch of stream records) and add it to each.
+
+    The two clocks run at the same rate (NTP slews both alike); only a step or a
+    suspend moves one against the other. Reading both, here and at the start, leaves
+    µs of noise: rounded away, so that without a step a time converts to itself,
+    exactly, and times converted apart keep their order."""
+    raw = time.time_ns() - (BASE_NS + monotonic_ns())
+    return (raw + _HALF_MS) // _MS * _MS
+
+
+def wall_offset() -> float:
+    """``wall_offset_ns()`` in seconds."""
+    return wall_offset_ns() / 1e9
+
+
+def to_wall_ns(t: int) -> int:
+    """The broker-clock time ``t`` (ns, a ``received_at``) on the wall clock as it reads
+    now (``wall_offset_ns``): the time a user is shown."""
+    return t + wall_offset_ns()
+
+
+def to_wall(t: float) -> float:
+    """The broker-clock time ``t`` (seconds) on the wall clock as it reads now
+    (``wall_offset``): the time a user is shown."""
+    return t + wall_offset()

@@ -70,6 +70,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from broker_core.clock import now as clock_now
+from broker_core.clock import to_wall_ns
 from broker_core.context import Context
 from broker_core.mqtt.fastinit import frozen_factory
 from broker_core.mqtt.reason_codes import ReasonCode
@@ -271,8 +272,9 @@ class _MessageFields:
 
     @property
     def publish_received_at(self) -> float:
-        """When the message entered the broker, wall-clock seconds."""
-        return self.message.received_at / 1e9
+        """When the message entered the broker, wall-clock seconds (its ``received_at``,
+        on the broker's clock, converted: ``broker_core.clock.to_wall_ns``)."""
+        return to_wall_ns(self.message.received_at) / 1e9
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from broker_core.clock import now as clock_now
+from broker_core.clock import to_wall
 from broker_core.mqtt.session_state import SessionState
 from broker_core.version import VERSION
 
@@ -156,7 +157,7 @@ def collect_stats(broker: Broker) -> BrokerStats:
     return BrokerStats(
         node=broker.node_name,
         version=VERSION,
-        started_at=broker.started_at,
+        started_at=to_wall(broker.started_at),  # shown: on the wall clock (broker_core.clock)
         uptime_s=now - broker.started_at,
         connected=broker.sessions.online,
         connected_max=broker.sessions.online_max,

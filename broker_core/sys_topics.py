@@ -38,6 +38,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from broker_core.clock import now as clock_now
+from broker_core.clock import to_wall
 from broker_core.context import Context, Origin
 from broker_core.observe import ClientConnected, ClientDisconnected
 
@@ -133,7 +134,7 @@ class SysTopics:
                     "proto_ver": event.protocol_level,
                     "keepalive": event.keep_alive,
                     "clean_start": event.clean_start,
-                    "connected_at": int(event.at * 1000),
+                    "connected_at": int(to_wall(event.at) * 1000),
                 },
             )
         else:
@@ -144,7 +145,7 @@ class SysTopics:
                     "clientid": event.client_id,
                     "username": event.username,
                     "reason_code": event.reason_code,
-                    "disconnected_at": int(event.at * 1000),
+                    "disconnected_at": int(to_wall(event.at) * 1000),
                 },
             )
 

@@ -12,5 +12,6 @@ def encode_columns(
     topics: list[str] | None = None,
     joined: str | None = None,
     payloads: list[bytes] | None = None,
+    offset: int = 0,
 ) -> Encoded: ...
 def reads_slots() -> bool: ...

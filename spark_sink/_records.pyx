@@ -128,8 +128,9 @@ cdef Py_ssize_t _empty(Py_ssize_t count, list parts):
     return _padded(parts, 4 * (count + 1))
 
 
-def encode_columns(contexts, topics=None, joined=None, payloads=None):
-    """``records.encode_columns``: the columns of ``contexts`` (see records.py)."""
+def encode_columns(contexts, topics=None, joined=None, payloads=None, int64_t offset=0):
+    """``records.encode_columns``: the columns of ``contexts`` (see records.py); ``offset``
+    is added to every ``received_at``."""
     cdef Py_ssize_t count = len(contexts), i, size, number
     cdef bytes ids = PyBytes_FromStringAndSize(NULL, 8 * count)
     cdef bytes ts = PyBytes_FromStringAndSize(NULL, 8 * count)
@@ -156,6 +157,7 @@ def encode_columns(contexts, topics=None, joined=None, payloads=None):
         c = contexts[i]
         id_out[i] = _field(c, _ID, "id")
         t = _field(c, _TS, "received_at")
+        t += offset
         ts_out[i] = t
         if i == 0 or t > ts_max:
             ts_max = t

@@ -252,15 +252,19 @@ def python_encode_columns(
     topics: list[str] | None = None,
     joined: str | None = None,
     payloads: list[bytes] | None = None,
+    offset: int = 0,
 ) -> Encoded:
     """The columns of ``contexts`` (the batch without its header); ``topics`` (and
     ``joined``, them joined) and ``payloads``: theirs, when the caller has them already.
+    ``offset``: ns added to every ``received_at`` (on the broker's clock), the record's
+    time: ``broker_core.clock.wall_offset_ns()`` read once for the batch, so the stream
+    records wall-clock times (``segments.encode_chunks``).
 
     It runs on the broker's loop for every message recorded: one pass per field, each a
     comprehension or a C call, and numbers packed with ``struct`` (see ``_packer``)."""
     count = len(contexts)
     parts: list[bytes] = []
-    ts = [c.received_at for c in contexts]
+    ts = [c.received_at + offset for c in contexts]
     parts.append(_packer("q", count)(*[c.id for c in contexts]))
     parts.append(_packer("q", count)(*ts))
     if [c.qos or c.retain for c in contexts].count(0) == count:  # the common case

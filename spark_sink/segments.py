@@ -68,6 +68,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from broker_core.clock import wall_offset_ns
 from broker_core.context import Context
 from spark_sink.log_errors import DamagedBatch, RecordsDeleted, StreamLogError
 from spark_sink.log_files import (
@@ -529,14 +530,20 @@ def encode_chunks(
     contexts: Sequence[Context], topics: list[str] | None = None, joined: str | None = None
 ) -> list[Encoded]:
     """``contexts`` encoded in batches of at most ``MAX_BATCH_RECORDS`` records and about
-    ``MAX_BATCH_BYTES`` of payload; ``topics`` and ``joined``: as for ``encode_columns``."""
+    ``MAX_BATCH_BYTES`` of payload; ``topics`` and ``joined``: as for ``encode_columns``.
+
+    A record's time is its ``received_at`` (the broker's clock) on the wall clock: the
+    offset between the two (``broker_core.clock.wall_offset_ns``) is read once here and
+    added to every record, so a message received before an NTP step and written after
+    it is recorded at its corrected time."""
     count = len(contexts)
     if not count:
         return []
+    offset = wall_offset_ns()
     if count <= MAX_BATCH_RECORDS:
         payloads = [c.payload for c in contexts]
         if sum(map(len, payloads)) <= MAX_BATCH_BYTES:  # the common case: one batch
-            return [encode_columns(contexts, topics, joined, payloads)]
+            return [encode_columns(contexts, topics, joined, payloads, offset)]
     lengths = [len(c.payload) for c in contexts]
     batches = []
     start = 0
@@ -544,9 +551,9 @@ def encode_chunks(
     for index, length in enumerate(lengths):
         size += length
         if size >= MAX_BATCH_BYTES or index - start + 1 >= MAX_BATCH_RECORDS:
-            batches.append(encode_columns(contexts[start : index + 1]))
+            batches.append(encode_columns(contexts[start : index + 1], offset=offset))
             start = index + 1
             size = 0
     if start < count:
-        batches.append(encode_columns(contexts[start:]))
+        batches.append(encode_columns(contexts[start:], offset=offset))
     return batches

@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 
-from broker_core.clock import now_ns
+from broker_core.clock import now_ns, to_wall_ns
 from broker_core.context import Context, Origin
 from broker_core.delayed import DELAYED_PREFIX, parse_delayed_topic
 from broker_core.mqtt.properties import EMPTY, Properties
@@ -151,5 +151,6 @@ def message_of(context: Context) -> Message:
             ],
         ),
         origin=OriginInfo(protocol=context.origin.protocol, name=context.origin.name),
-        received_at=context.received_at / 1e9,
+        # received_at is on the broker's clock: shown on the wall clock (broker_core.clock)
+        received_at=to_wall_ns(context.received_at) / 1e9,
     )

@@ -38,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from broker_core.clock import wall_offset_ns
 from broker_core.context import Context
 from gateway.rules.fields import MESSAGE_COLUMNS, Row
 from gateway.rules.functions import to_text
@@ -70,8 +71,9 @@ _CONTEXT_COLUMNS = {
     "retain": "c.retain",
     "clientid": "c.origin.name",
     "origin": "c.origin.protocol",
-    "timestamp": "c.received_at // 1000000",
-    "publish_received_at": "c.received_at // 1000000",
+    # received_at is on the broker's clock: shown on the wall clock (broker_core.clock)
+    "timestamp": "(c.received_at + wall_offset_ns()) // 1000000",
+    "publish_received_at": "(c.received_at + wall_offset_ns()) // 1000000",
 }
 
 _PYTHON_OPERATORS = {"=": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
@@ -123,6 +125,7 @@ class _Generator:
             "truthy": truthy,
             "walk": walk,
             "like_value": _like_value,
+            "wall_offset_ns": wall_offset_ns,
         }
         self.needs_row = False
         self._temps = 0

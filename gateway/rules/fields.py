@@ -23,6 +23,7 @@ from collections.abc import Callable
 from operator import attrgetter
 from typing import Any
 
+from broker_core.clock import to_wall, to_wall_ns
 from broker_core.context import Context
 from broker_core.mqtt.properties import Properties
 from broker_core.observe import (
@@ -114,8 +115,9 @@ MESSAGE_COLUMNS: dict[str, Callable[[Context], Any]] = {
     "peerhost": lambda c: (c.origin.peer or "").rpartition(":")[0] or None,
     "peername": attrgetter("origin.peer"),
     "origin": attrgetter("origin.protocol"),
-    "timestamp": lambda c: c.received_at // 1_000_000,
-    "publish_received_at": lambda c: c.received_at // 1_000_000,
+    # received_at is on the broker's clock: shown on the wall clock (broker_core.clock)
+    "timestamp": lambda c: to_wall_ns(c.received_at) // 1_000_000,
+    "publish_received_at": lambda c: to_wall_ns(c.received_at) // 1_000_000,
     "event": lambda c: "message.publish",
     "meta": lambda c: dict(c.meta),
     "properties": lambda c: properties_fields(c.properties),
@@ -171,7 +173,8 @@ class EventRow(Row):
 
 
 def _ms(seconds: float) -> int:
-    return int(seconds * 1000)
+    """A broker-clock time (an event's ``at``) in ms on the wall clock (broker_core.clock)."""
+    return int(to_wall(seconds) * 1000)
 
 
 def _message_columns(context: Context) -> dict[str, Any]:
@@ -184,7 +187,7 @@ def _message_columns(context: Context) -> dict[str, Any]:
         "qos": context.qos,
         "retain": context.retain,
         "payload": _text(context.payload),
-        "publish_received_at": context.received_at // 1_000_000,
+        "publish_received_at": to_wall_ns(context.received_at) // 1_000_000,
         "meta": dict(context.meta),
         "properties": properties_fields(context.properties),
     }

@@ -6,6 +6,7 @@ from fastapi import APIRouter
 
 from broker_core.broker import VERSION
 from broker_core.clock import now as clock_now
+from broker_core.clock import to_wall
 from gateway.api.deps import Gw
 from gateway.api.schemas import BrokerInfo, HealthStatus, ListenerInfo
 from gateway.config import BindAddress
@@ -35,7 +36,7 @@ async def brokers(gateway: Gw) -> list[BrokerInfo]:
             node=broker.node_name,
             version=VERSION,
             uptime_s=int(clock_now() - broker.started_at),
-            started_at=broker.started_at,
+            started_at=to_wall(broker.started_at),  # the broker's clock, shown on the wall clock
             listeners=listeners,
         )
     ]

@@ -40,6 +40,34 @@ def test_a_wall_clock_step_does_not_move_the_broker_clock(
         assert first <= now <= first + elapsed
 
 
+def test_without_a_step_a_time_converts_to_itself() -> None:
+    # The offset is rounded to the ms: the µs of noise in reading two clocks go away.
+    for _ in range(1000):
+        assert clock.wall_offset_ns() == 0
+    stamp = clock.now_ns()
+    assert clock.to_wall_ns(stamp) == stamp
+    assert clock.to_wall(1_700_000_000.5) == 1_700_000_000.5
+
+
+def test_a_time_converts_to_the_wall_clock_as_it_reads_now(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The wall clock steps a day back, then NTP sets it right: a time stamped in
+    # between converts with the offset of the moment it is read (a day, then none).
+    real_ns = time.time_ns
+    day_ns = 86_400 * 10**9
+    monkeypatch.setattr(time, "time_ns", lambda: real_ns() - day_ns)
+    monkeypatch.setattr(time, "time", lambda: (real_ns() - day_ns) / 1e9)
+    stamped = clock.now_ns()  # the broker's clock does not follow the wall clock
+    assert clock.wall_offset_ns() == -day_ns
+    assert abs(clock.to_wall_ns(stamped) - time.time_ns()) < 10**9
+    monkeypatch.setattr(time, "time_ns", real_ns)  # the step: NTP sets it right
+    monkeypatch.setattr(time, "time", lambda: real_ns() / 1e9)
+    assert clock.wall_offset_ns() == 0
+    assert abs(clock.to_wall_ns(stamped) - real_ns()) < 10**9
+    assert abs(clock.to_wall(stamped / 1e9) - real_ns() / 1e9) < 1
+
+
 def connected(keep_alive: int) -> Session:
     limits = ServerLimits()
     session = Session(limits, T0, "peer")
