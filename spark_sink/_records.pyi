@@ -5,7 +5,9 @@ from collections.abc import Sequence
 from broker_core.context import Context
 from spark_sink.records import Encoded
 
-__all__ = ["encode_columns", "reads_slots"]
+__all__ = ["API", "encode_columns", "reads_slots"]
+
+API: int
 
 def encode_columns(
     contexts: Sequence[Context],

@@ -27,7 +27,11 @@ from spark_sink import records as _py
 if sys.byteorder != "little":  # the columns are written in the machine's order
     raise ImportError("the compiled stream encoder writes little-endian machines only")
 
-__all__ = ["encode_columns", "reads_slots"]
+__all__ = ["API", "encode_columns", "reads_slots"]
+
+#: The version of ``encode_columns``'s arguments (2: ``offset``); records.py uses a
+#: build of another version (one not rebuilt since the source changed) as not built.
+API = 2
 
 cdef bytes _PAD = bytes(8)
 

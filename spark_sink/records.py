@@ -41,6 +41,7 @@ while writing it); it is cut back to the last whole batch (``segments``).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import struct
 import zlib
@@ -422,12 +423,23 @@ def decode_batch(data: bytes | memoryview, verify: bool = True) -> Columns:
     return Columns(header.first, n, ids, ts, qos, retain, origin, origins, strings)
 
 
+#: The ``API`` the compiled encoder must have (``_records.pyx``).
+_COMPILED_API = 2
+
+
 def _compiled() -> Callable[..., Encoded] | None:
     """The compiled ``encode_columns`` (``spark_sink/_records.pyx``), or None when it is
-    not built (an install without a C compiler, or a big-endian machine)."""
+    not built (an install without a C compiler, or a big-endian machine) or was built
+    from an older source (a checkout updated without ``make``: its arguments differ)."""
     try:
         from spark_sink import _records
     except ImportError:
+        return None
+    if getattr(_records, "API", 1) != _COMPILED_API:
+        logging.getLogger(__name__).warning(
+            "the compiled stream encoder was built from an older source; the Python one"
+            " is used until it is rebuilt (make)"
+        )
         return None
     encode: Callable[..., Encoded] = _records.encode_columns
     return encode
