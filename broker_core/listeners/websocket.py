@@ -27,6 +27,9 @@ Handshake rules (MQTT 5.0 section 6, MQTT 3.1.1 section 6):
 
 - Only ``path`` (default ``/mqtt``; the query string is ignored) is served; any other
   path gets HTTP 404.
+- A ``Sec-WebSocket-Version`` other than 13 (or none) gets the library's HTTP 400 with a
+  ``Sec-WebSocket-Version: 13`` header added, the versions the server speaks
+  (RFC 6455 4.2.2, 4.4), so a client can retry with one.
 - Subprotocol: ``mqtt`` if offered, else ``mqttv3.1`` if offered. A client offering
   neither, or no subprotocol at all, is still accepted, without a
   ``Sec-WebSocket-Protocol`` response header (as NanoMQ and EMQX do): RFC 6455 lets the
@@ -54,6 +57,7 @@ import ssl
 from collections.abc import Sequence
 from typing import Any
 
+from websockets.exceptions import InvalidHeader
 from websockets.frames import CloseCode, Frame, Opcode
 from websockets.http11 import Request
 from websockets.protocol import State
@@ -63,7 +67,7 @@ from websockets.typing import Subprotocol
 from broker_core.listeners.connection import MqttConnection
 from broker_core.listeners.connection import Server as MqttServer
 from broker_core.listeners.settings import ListenerSettings
-from broker_core.listeners.tls import TlsListener, TlsProtocol, handshake_done
+from broker_core.listeners.tls import ServerTls, TlsListener, TlsProtocol, handshake_done
 
 __all__ = [
     "CLOSE_TIMEOUT_S",
@@ -231,6 +235,11 @@ class WebSocketConnection(TlsProtocol):
             response = ws.reject(http.HTTPStatus.NOT_FOUND, "Not Found\n")
         else:
             response = ws.accept(request)
+            exc = ws.handshake_exc
+            if isinstance(exc, InvalidHeader) and exc.name == "Sec-WebSocket-Version":
+                # The library answers 400 and no more; RFC 6455 4.2.2 (and 4.4) asks for
+                # the versions the server speaks, so the client can retry with one.
+                response.headers["Sec-WebSocket-Version"] = "13"
         ws.send_response(response)
         self._upgrade_over()
         if ws.state is not State.OPEN:
@@ -396,7 +405,7 @@ async def start_websocket(
     port: int,
     settings: ListenerSettings,
     path: str = "/mqtt",
-    ssl_context: ssl.SSLContext | None = None,
+    ssl_context: ssl.SSLContext | ServerTls | None = None,
     backlog: int = 1024,
     sock: socket.socket | None = None,
 ) -> WebSocketListener:

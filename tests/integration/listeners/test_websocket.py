@@ -120,6 +120,32 @@ def test_other_paths_get_http_404(tmp_path: Path, path: str) -> None:
         assert connections(gw) == 0
 
 
+@pytest.mark.parametrize("version", ["8", None])
+def test_unsupported_version_is_told_the_supported_one(tmp_path: Path, version: str | None) -> None:
+    """RFC 6455 4.2.2 / 4.4: a handshake whose Sec-WebSocket-Version the server does not
+    speak (or that has none) is refused with the version(s) it does speak."""
+    head = (
+        "GET /mqtt HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+        "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+        "Sec-WebSocket-Protocol: mqtt\r\n"
+    )
+    if version is not None:
+        head += f"Sec-WebSocket-Version: {version}\r\n"
+    with running_gateway(tmp_path, ws_config()) as gw:
+        with socket.create_connection(gw.address("ws"), timeout=unit(5)) as sock:
+            sock.sendall((head + "\r\n").encode())
+            answer = b""
+            while b"\r\n\r\n" not in answer:
+                chunk = sock.recv(4096)
+                assert chunk, f"closed before a whole response: {answer!r}"
+                answer += chunk
+        status, *lines = answer.partition(b"\r\n\r\n")[0].decode().split("\r\n")
+        headers = {k.strip().lower(): v.strip() for k, _, v in (x.partition(":") for x in lines)}
+        assert status.split()[1] == "400"
+        assert headers.get("sec-websocket-version") == "13"
+        assert connections(gw) == 0
+
+
 def test_query_string_is_ignored(tmp_path: Path) -> None:
     with (
         running_gateway(tmp_path, ws_config()) as gw,
