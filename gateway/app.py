@@ -36,6 +36,7 @@ from gateway.lazy_listener import LazyServer, listening_socket
 from gateway.security import build_security
 
 if TYPE_CHECKING:
+    from broker_core.listeners.tls_context import ServerTls
     from gateway.api import ApiServer
     from gateway.config import GatewayConfig, ListenerConfig, MqttConfig
     from gateway.config.validate import ValidConfig
@@ -123,6 +124,7 @@ class Gateway:
             limits_from_config(config.mqtt),
             node_name=config.node_name,
             write_high_water=config.mqtt.write_high_water,
+            write_timeout_s=config.mqtt.write_timeout,
             store=self.store,
         )
         self.sys_topics = SysTopics(self.broker, VERSION, config.sys.interval, config.sys.events)
@@ -149,6 +151,7 @@ class Gateway:
         self._stop = asyncio.Event()
         self._servers: list[Listening] = []
         self._lazy: list[asyncio.Task[None]] = []  # listeners waiting for a first connection
+        self._tls: list[ServerTls] = []  # the TLS listeners' contexts (reload)
         self._clients_closed = False  # the listeners closed, every client connection ended
         self._tg: asyncio.TaskGroup | None = None
         self.api: ApiServer | None = None
@@ -211,7 +214,8 @@ class Gateway:
         self._stop.set()
 
     def reload(self) -> list[str]:
-        """Re-reads the configuration file: adapter mappings, ACL, credentials.
+        """Re-reads the configuration file: adapter mappings, ACL, credentials; and the
+        certificate, key, CA and CRL files of the TLS listeners (new handshakes use them).
 
         Clients stay connected. Components (adapters, bridges, sinks) whose configuration
         changed restart; new ones start, removed ones stop. Rules are judged against
@@ -257,10 +261,16 @@ class Gateway:
             raise ConfigError("\n".join(problems), problems)
         return valid
 
+    def _reload_tls(self) -> list[str]:
+        """Builds each TLS listener's context again from its files when one of them
+        changed (a renewed certificate); a file that cannot be loaded keeps the context in
+        use, logged at ERROR by ``ServerTls``."""
+        return [f"listener {tls.name} TLS files" for tls in self._tls if tls.reload()]
+
     def _reload(self) -> list[str]:
         if self.config_path is None:
             self.security.reload()
-            return ["password_file", "acl_cache"]
+            return ["password_file", "acl_cache", *self._reload_tls()]
         valid = self._checked(self.config_path)
         new = valid.config
         passwords = self.security.passwords
@@ -271,6 +281,7 @@ class Gateway:
             done.append("acl")
         if passwords is not None and passwords._users != users_before:
             done.append("password_file")
+        done += self._reload_tls()  # the files the running listeners name
         specs = registry.specs_from_config(new)[0]
         done += self.components.reconcile(specs)
         done += self.components.rejudge()  # the new ACL, as at their start
@@ -428,10 +439,10 @@ class Gateway:
         settings = listener_settings(listener)
         context = None
         if listener.tls is not None:  # tls, wss
-            from broker_core.listeners.tls import server_ssl_context
+            from broker_core.listeners.tls_context import ServerTls, server_ssl_context
 
             tls, password = listener.tls, listener.tls.keyfile_password
-            context = server_ssl_context(
+            built = server_ssl_context(
                 tls.certfile,
                 tls.keyfile,
                 cafile=tls.cafile,
@@ -443,6 +454,8 @@ class Gateway:
                 crlfile=tls.crlfile,
                 where=f"listener {listener.name!r} tls",
             )
+            context = ServerTls(built, listener.name)  # reloaded with the configuration
+            self._tls.append(context)
         server: Listening
         if listener.type == "tcp":
             from broker_core.listeners.tcp import start_tcp

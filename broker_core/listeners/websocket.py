@@ -67,7 +67,7 @@ from websockets.typing import Subprotocol
 from broker_core.listeners.connection import MqttConnection
 from broker_core.listeners.connection import Server as MqttServer
 from broker_core.listeners.settings import ListenerSettings
-from broker_core.listeners.tls import TlsListener, TlsProtocol, handshake_done
+from broker_core.listeners.tls import ServerTls, TlsListener, TlsProtocol, handshake_done
 
 __all__ = [
     "CLOSE_TIMEOUT_S",
@@ -405,7 +405,7 @@ async def start_websocket(
     port: int,
     settings: ListenerSettings,
     path: str = "/mqtt",
-    ssl_context: ssl.SSLContext | None = None,
+    ssl_context: ssl.SSLContext | ServerTls | None = None,
     backlog: int = 1024,
     sock: socket.socket | None = None,
 ) -> WebSocketListener:

@@ -135,6 +135,40 @@ def test_a_new_crl_file_revokes_without_restart(
     assert sum(f"CRL {crl} read again" in m for m in messages) == 2, messages
 
 
+def crls_loaded(gw: RunningGateway) -> int:
+    """The CRLs in the store of the context the listener's next handshake uses."""
+    [tls] = gw.gateway._tls
+    return int(gw.call(lambda: tls.for_handshake().cert_store_stats()["crl"]))
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_crl_no_longer_listing_a_certificate_admits_it_without_restart(
+    tmp_path: Path, pki: Pki, loop: str
+) -> None:
+    """The CRL file replaced by one that does not list the certificate any more, but
+    is not newer than the one loaded (the CA's CRL from before the revocation, put
+    back; a hold released by a CA that keeps its lastUpdate): the next handshake is
+    accepted. Before, each change added the file's CRL to the running context's store,
+    OpenSSL went on using the latest lastUpdate (the revoking one) until a restart, and
+    the store grew by one CRL per change."""
+    device = pki.client("device-on-hold")
+    crl = write_crl(pki, tmp_path / "ca.crl", [device], age_s=60)
+    with tls_gateway(tmp_path, pki, loop, **mtls(pki, crl)) as gw:
+        stamp = time.time()
+        for change in range(1, 4):
+            assert probe(gw, pki, device, V12) == REVOKED
+            older = write_crl(pki, tmp_path / "ca.crl.new", [], age_s=600)
+            os.replace(older, crl)
+            os.utime(crl, (stamp + 10 * change, stamp + 10 * change))
+            assert accepted(probe(gw, pki, device, V12)), f"change {change}"
+            assert accepted(probe(gw, pki, device, V13)), f"change {change}"
+            # and revoked again by the file as it was
+            revoking = write_crl(pki, tmp_path / "ca.crl.new", [device], age_s=60)
+            os.replace(revoking, crl)
+            os.utime(crl, (stamp + 10 * change + 5, stamp + 10 * change + 5))
+            assert crls_loaded(gw) == 1
+
+
 @pytest.mark.parametrize("loop", ["asyncio"])
 def test_an_unreadable_new_crl_keeps_the_one_loaded(
     tmp_path: Path, pki: Pki, caplog: pytest.LogCaptureFixture, loop: str
@@ -154,8 +188,8 @@ def test_an_unreadable_new_crl_keeps_the_one_loaded(
         if r.name == TLS_LOGGER and r.levelno == logging.ERROR
     ]
     assert errors == [
-        f"listener tls: crlfile: {str(crl)!r} holds no PEM certificate revocation list"
-        " (X509 CRL); the CRLs read before stay"
+        f"listener tls: tls.crlfile: {str(crl)!r} holds no PEM certificate revocation list"
+        " (X509 CRL); the TLS files read before stay in use"
     ]
 
 

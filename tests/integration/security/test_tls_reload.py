@@ -1,0 +1,186 @@
+"""A reload (``SIGHUP``) of ``edgebus run`` reads a TLS listener's certificate and key
+again: a renewed server certificate (certbot / ACME rotation: new files written over
+the old ones) is served from the next handshake, without a restart, and connections
+already up stay. A file that cannot be loaded refuses the reload (ERROR "reload refused:
+FILE:LINE listeners[0].tls.certfile: ...") and keeps the certificate in use; the
+listener goes on serving.
+
+Before, the listener's context was built once at start: after the files were replaced
+and SIGHUP sent, new connections were still served the old certificate until a restart.
+
+A real ``edgebus run`` process, a ``tls`` listener on 127.0.0.1:0 (its port read from
+the JSON log), Python's ssl client; certificates made with ``cryptography``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography import x509
+
+from tests.helpers import mqtt_builder as mb
+from tests.helpers.timeouts import unit
+from tests.integration.listeners.pki import CertPair, Pki
+from tests.interop.mosquitto.tools import REPO_ROOT, edgebus_command
+
+LOOPBACK = "127.0.0.1"
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return Pki.create(tmp_path_factory.mktemp("pki"))
+
+
+def _entries(log: Path) -> list[dict[str, Any]]:
+    if not log.exists():
+        return []
+    return [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+
+
+def _wait_logged(log: Path, text: str, process: subprocess.Popen[bytes]) -> dict[str, Any]:
+    deadline = time.monotonic() + unit(20)
+    while True:
+        found = [entry for entry in _entries(log) if text in entry["message"]]
+        if found:
+            return found[0]
+        assert process.poll() is None, f"edgebus ended: {_entries(log)[-5:]}"
+        assert time.monotonic() < deadline, f"{text!r} not logged: {_entries(log)[-5:]}"
+        time.sleep(0.05)
+
+
+@contextmanager
+def edgebus_tls(tmp_path: Path, cert: Path, key: Path) -> Iterator[tuple[Any, Path, int]]:
+    """``edgebus run`` with one tls listener serving ``cert`` and ``key``; yields the
+    process, its JSON log and the listener's port."""
+    log = tmp_path / "gw.log"
+    config = tmp_path / "edgebus.yaml"
+    config.write_text(
+        "listeners:\n"
+        "  - type: tls\n"
+        "    name: tls\n"
+        f"    bind: {LOOPBACK}:0\n"
+        "    tls:\n"
+        f"      certfile: {cert}\n"
+        f"      keyfile: {key}\n"
+        "persistence: memory\n"
+        f"data_dir: {tmp_path / 'data'}\n"
+        "api: {enabled: false}\n"
+        f"logging: {{format: json, file: {log}}}\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    with (tmp_path / "stderr.log").open("wb") as stderr:
+        process = subprocess.Popen(
+            [*edgebus_command(), "run", "-c", str(config)],
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            stdout=stderr,
+            stderr=stderr,
+            env=env,
+        )
+    try:
+        bound = _wait_logged(log, "listener tls (TLS) bound to", process)["message"]
+        match = re.search(r"bound to \('127\.0\.0\.1', (\d+)\)", bound)
+        assert match is not None, bound
+        yield process, log, int(match.group(1))
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(unit(10)) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(unit(5))
+
+
+def served_serial(pki: Pki, port: int) -> int:
+    """The serial number of the certificate a new TLS connection is served."""
+    context = pki.client_context()
+    with (
+        socket.create_connection((LOOPBACK, port), timeout=unit(5)) as raw,
+        context.wrap_socket(raw, server_hostname=LOOPBACK) as tls,
+    ):
+        der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    return x509.load_der_x509_certificate(der).serial_number
+
+
+def serial_of(pair: CertPair) -> int:
+    return x509.load_pem_x509_certificate(pair.cert.read_bytes()).serial_number
+
+
+def install(pair: CertPair, cert: Path, key: Path) -> None:
+    """Writes ``pair`` over the served files, each renamed into place (as certbot's
+    links switch), the key first."""
+    for source, target in ((pair.key, key), (pair.cert, cert)):
+        shutil.copyfile(source, target.with_suffix(".new"))
+        os.replace(target.with_suffix(".new"), target)
+
+
+def read_packet(tls: ssl.SSLSocket) -> mb.Packet:
+    data = b""
+    while (split := mb.split_packet(data)) is None:
+        chunk = tls.recv(65536)
+        assert chunk, f"closed after {data!r}"
+        data += chunk
+    return mb.parse_packet(split[0])
+
+
+def test_sighup_serves_a_renewed_certificate_and_keeps_it_on_a_bad_file(
+    tmp_path: Path, pki: Pki
+) -> None:
+    cert, key = tmp_path / "server.crt", tmp_path / "server.key"
+    shutil.copyfile(pki.server.cert, cert)
+    shutil.copyfile(pki.server.key, key)
+    old = serial_of(pki.server)
+    renewed = pki.server_for("server-renewed", "127.0.0.1", "localhost")
+    new = serial_of(renewed)
+    assert new != old
+    with (
+        edgebus_tls(tmp_path, cert, key) as (process, log, port),
+        socket.create_connection((LOOPBACK, port), timeout=unit(5)) as raw,
+        pki.client_context().wrap_socket(raw, server_hostname=LOOPBACK) as up,
+    ):
+        up.sendall(mb.gen_connect("up-before"))
+        assert read_packet(up).name == "CONNACK"
+        assert served_serial(pki, port) == old
+        # A broken certificate file: the reload is refused naming it (file, line, key),
+        # and the old certificate is still served.
+        cert.write_text("not a certificate\n")
+        process.send_signal(signal.SIGHUP)
+        error = _wait_logged(log, "reload refused", process)
+        assert error["level"] == "ERROR"
+        assert error["message"].startswith(
+            f"reload refused: {tmp_path / 'edgebus.yaml'}:6 listeners[0].tls.certfile:"
+            f" cannot load {str(cert)!r}"
+        )
+        assert served_serial(pki, port) == old
+        # The renewed pair: served from the next handshake on.
+        install(renewed, cert, key)
+        process.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + unit(20)
+        while (serial := served_serial(pki, port)) != new:
+            assert serial == old
+            assert time.monotonic() < deadline, "the renewed certificate is not served"
+            time.sleep(0.05)
+        info = _wait_logged(log, "TLS files read again", process)
+        assert info["message"] == (
+            f"listener tls: TLS files read again ({cert}, {key}); new handshakes use them"
+        )
+        reloaded = _wait_logged(log, "listener tls TLS files", process)
+        assert reloaded["message"].startswith(f"configuration reloaded from {tmp_path}")
+        # the connection made before stays, on its old session
+        up.sendall(mb.gen_pingreq())
+        assert read_packet(up).name == "PINGRESP"
+        assert up.getpeercert(binary_form=True) is not None
+    assert (tmp_path / "stderr.log").read_text() == ""
