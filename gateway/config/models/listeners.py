@@ -44,7 +44,9 @@ class TlsConfig(ConfigModel):
     """TLS settings of a `tls` or `wss` listener."""
 
     certfile: Annotated[Path, PathSpec()] = Field(
-        description="PEM file with the server certificate (and its chain)."
+        description="PEM file with the server certificate (and its chain). Read again,"
+        " with the key, CA and CRL files, on a reload (SIGHUP): a renewed certificate is"
+        " served from the next handshake (docs/listeners.md)."
     )
     keyfile: Annotated[Path, PathSpec()] = Field(
         description="PEM file with the server certificate's private key."
