@@ -11,7 +11,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 from xml.sax.saxutils import quoteattr
@@ -36,9 +37,11 @@ __all__ = [
     "DdsQosProfile",
     "DdsToMqtt",
     "FromMqttOptions",
+    "IdlSchema",
     "MqttToDds",
     "QosChoice",
     "ToMqttOptions",
+    "TypeUse",
     "check_profiles",
     "idl_problems",
     "is_pattern",
@@ -316,85 +319,139 @@ def idl_problems(
     asks, naming the IDL file declaring the union), a ``to_mqtt`` template naming a member
     the type does not have. Only the IDL parser runs (pure Python; no cyclonedds). A None
     mapping (one with problems of its own) is not checked."""
-    from idl_codegen.cyclone_limits import cyclone_misreads
-    from idl_codegen.diagnostics import IdlErrors  # the parser: imported when needed
-    from idl_codegen.frontend import compile_idl
-    from idl_codegen.model import EnumType, Schema, StructType, UnionType
-
-    problems: Problems = []
-    for index, file in enumerate(idl_files):
-        if not file.is_file():
-            why = "is not a file" if file.exists() else "no such file"
-            problems.append((("idl_files", index), f"cannot read {str(file)!r}: {why}"))
-    if problems:
-        return problems
-    mappings: list[tuple[str, Sequence[DdsToMqtt | MqttToDds | None]]] = [
-        ("dds_to_mqtt", dds_to_mqtt),
-        ("mqtt_to_dds", mqtt_to_dds),
+    uses = [
+        TypeUse((section, index), entry.type, f"DDS type {entry.type!r}",
+                entry.to_mqtt if isinstance(entry, DdsToMqtt) else None)
+        for section, entries in (("dds_to_mqtt", dds_to_mqtt), ("mqtt_to_dds", mqtt_to_dds))
+        for index, entry in enumerate(entries)
+        if entry is not None and entry.type != AUTO
     ]
-    named = [m for _, entries in mappings for m in entries if m is not None and m.type != AUTO]
-    declared_in: dict[str, str] = {}
-    if not idl_files:
-        schema = Schema()
-    else:
+    schema = IdlSchema.compile(idl_files, include_dirs, idl_files)
+    if schema.problems or not uses:
+        return schema.problems
+    return schema.use_problems(
+        uses, _META, lambda use, choices: f"unknown DDS type {use.type!r} ({choices})"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class TypeUse:
+    """A mapping's DDS type, for ``IdlSchema.use_problems``: the mapping's YAML path
+    (``("dds_to_mqtt", 0)``), the DDS type name, how messages call it (``DDS type
+    'a::S'``) and the mapping's ``to_mqtt`` template (None: none to check)."""
+
+    at: tuple[str | int, ...]
+    type: str
+    shown: str
+    to_mqtt: str | None = None
+
+
+@dataclass(slots=True)
+class IdlSchema:
+    """IDL files parsed for a configuration check (``idl_problems``, and the ``ros2``
+    adapter's), or the problems that kept them from parsing. Only the IDL parser runs
+    (pure Python; no cyclonedds)."""
+
+    schema: Any = None  # idl_codegen.model.Schema; None when problems kept it from parsing
+    declared_in: dict[str, str] = field(default_factory=dict)  # type -> file, as shown
+    problems: Problems = field(default_factory=list)
+
+    @classmethod
+    def compile(
+        cls,
+        files: Sequence[Path],
+        include_dirs: Sequence[Path],
+        idl_files: Sequence[Path],
+        made: Mapping[Path, tuple[tuple[str | int, ...], str]] | None = None,
+    ) -> IdlSchema:
+        """Parses ``files`` (``#include`` searched in ``include_dirs``). ``idl_files``,
+        the files of the configuration among them, are checked to exist first; an IDL
+        error is reported at the YAML path of the one it is in (``idl_files[1]``; else
+        ``idl_files``). ``made``: files made from others (the ``ros2`` adapter's
+        converted ``msg_files``), by resolved path: the YAML path and the name an error
+        in one is reported with."""
+        from idl_codegen.diagnostics import IdlErrors  # the parser: imported when needed
+        from idl_codegen.frontend import compile_idl
+        from idl_codegen.model import Schema
+
+        problems: Problems = []
+        for index, file in enumerate(idl_files):
+            if not file.is_file():
+                why = "is not a file" if file.exists() else "no such file"
+                problems.append((("idl_files", index), f"cannot read {str(file)!r}: {why}"))
+        if problems:
+            return cls(problems=problems)
+        if not files:
+            return cls(Schema())
         try:
-            compiled = compile_idl(list(idl_files), list(include_dirs))
-            schema = compiled.schema
-            shown: dict[str, str] = {}
-            for source in compiled.files:  # the file as the configuration or #include names it
-                shown.setdefault(source.provenance, source.display)
-            declared_in = {name: shown.get(origin, origin)
-                           for name, origin in schema.origins.items()}
+            compiled = compile_idl(list(files), list(include_dirs))
         except IdlErrors as exc:
             resolved = [p.resolve() for p in idl_files]
             for error in exc.errors:
                 at: tuple[str | int, ...] = ("idl_files",)
+                text = str(error)
                 with contextlib.suppress(OSError, ValueError):
-                    at = ("idl_files", resolved.index(Path(error.file).resolve()))
-                problems.append((at, str(error)))
-            return problems
+                    path = Path(error.file).resolve()
+                    if made and path in made:
+                        at, name = made[path]
+                        text = f"{name}:{error.line}:{error.column}: {error.message}"
+                    else:
+                        at = ("idl_files", resolved.index(path))
+                problems.append((at, text))
+            return cls(problems=problems)
         except (OSError, UnicodeDecodeError) as exc:
-            return [(("idl_files",), f"cannot read the IDL: {exc}")]
-    if not named:
-        return problems
-    known = {
-        name: declared
-        for name, declared in schema.types.items()
-        if isinstance(declared, StructType | UnionType | EnumType)
-    }
-    choices = _type_choices(known)
-    for section, entries in mappings:
-        for index, entry in enumerate(entries):
-            if entry is None or entry.type == AUTO:
+            return cls(problems=[(("idl_files",), f"cannot read the IDL: {exc}")])
+        schema = compiled.schema
+        shown: dict[str, str] = {}
+        for source in compiled.files:  # the file as the configuration or #include names it
+            shown.setdefault(source.provenance, source.display)
+        declared_in = {name: shown.get(origin, origin) for name, origin in schema.origins.items()}
+        return cls(schema, declared_in)
+
+    def use_problems(
+        self,
+        uses: Sequence[TypeUse],
+        meta: Sequence[str],
+        unknown: Callable[[TypeUse, str], str],
+    ) -> Problems:
+        """What the adapter would refuse at start in the mappings' ``uses`` of the parsed
+        types: a type not declared (``unknown(use, "known: a::S, …")`` says so), a type
+        using a union Cyclone DDS misreads (``idl_codegen.cyclone_limits``, the function
+        the adapter asks), a ``to_mqtt`` template naming a member the type does not have
+        (``meta``: the names it may use besides the members)."""
+        from idl_codegen.cyclone_limits import cyclone_misreads
+        from idl_codegen.model import EnumType, StructType, UnionType
+
+        schema = self.schema
+        if schema is None:
+            return []
+        known = {
+            name: declared
+            for name, declared in schema.types.items()
+            if isinstance(declared, StructType | UnionType | EnumType)
+        }
+        problems: Problems = []
+        for use in uses:
+            at = (*use.at, "type")
+            if use.type not in known:
+                problems.append((at, unknown(use, _type_choices(known))))
                 continue
-            if entry.type not in known:
-                problems.append(
-                    ((section, index, "type"), f"unknown DDS type {entry.type!r} ({choices})")
-                )
-                continue
-            misread = cyclone_misreads(schema, entry.type, declared_in)
+            misread = cyclone_misreads(schema, use.type, self.declared_in)
             if misread is not None:  # the adapter would refuse it at start (codec.TypeSupport)
-                problems.append(
-                    ((section, index, "type"),
-                     f"DDS type {entry.type!r} is not supported: {misread}")
-                )
+                problems.append((at, f"{use.shown} is not supported: {misread}"))
                 continue
-            if not isinstance(entry, DdsToMqtt):
+            if use.to_mqtt is None:
                 continue
-            template = TopicTemplate(entry.to_mqtt)
-            for field in template.fields:
-                if field in _META:
+            for name in TopicTemplate(use.to_mqtt).fields:
+                if name in meta:
                     continue
-                path = field.partition(".")[2] if field.startswith(("payload.", "key.")) else field
-                problem = member_problem(schema, entry.type, path)
+                path = name.partition(".")[2] if name.startswith(("payload.", "key.")) else name
+                problem = member_problem(schema, use.type, path)
                 if problem is not None:
                     problems.append(
-                        (
-                            (section, index, "to_mqtt"),
-                            f"topic template {entry.to_mqtt!r}: {problem}",
-                        )
+                        ((*use.at, "to_mqtt"), f"topic template {use.to_mqtt!r}: {problem}")
                     )
-    return problems
+        return problems
 
 
 #: How many type names an unknown ``type`` lists.

@@ -54,9 +54,12 @@ from adapters.ros2.codec import (
     with_header,
 )
 from adapters.ros2.config import (
+    BUILTIN_IDL,
     MqttToRosService,
     Ros2AdapterConfig,
     RosServiceToMqtt,
+    type_files,
+    type_uses,
 )
 from broker_core.context import Context
 from broker_core.errors import AdapterError
@@ -70,8 +73,6 @@ __all__ = ["BUILTIN_IDL", "Ros2Adapter", "ServiceCaller", "ServiceResponder", "w
 
 log = logging.getLogger(__name__)
 
-#: The IDL of the built-in message and service types (std_msgs, geometry_msgs, ...).
-BUILTIN_IDL = Path(__file__).resolve().parent / "idl"
 _SERVICE_QOS = DdsQos(reliability="reliable", durability="volatile", history="all")
 _UINT64 = (1 << 64) - 1
 _ids = itertools.count(1)
@@ -324,41 +325,24 @@ class Ros2Adapter:
         self._bridge: DdsBridge | None = None
         self._stats: dict[str, int] = {}
 
-    def _needed_types(self) -> list[str]:
-        config = self.config
-        used = [m.type for m in config.ros_to_mqtt] + [m.type for m in config.mqtt_to_ros]
-        names = [dds_type(name) for name in used if name != AUTO]
-        services = [m.type for m in config.mqtt_to_ros_services]
-        services += [m.type for m in config.ros_services_to_mqtt]
-        for service in services:
-            names += service_types(service)
-        return names
-
     def _load(self, data_dir: Path) -> TypeRegistry:
-        """Converts ``msg_files``, finds the IDL of every type used, loads it (blocking)."""
+        """Converts ``msg_files``, finds the IDL of every type used, loads it (blocking).
+        The configuration check parses the same files (``config.idl_problems``)."""
         config = self.config
         converted = data_dir / "idl"
         if config.msg_files:
             convert(config.msg_files, converted)
-        search = [converted, *config.include_dirs, BUILTIN_IDL]
-        files: list[Path] = list(config.idl_files)
-        missing: list[str] = []
-        for name in self._needed_types():
-            package, kind, _, type_name = name.split("::")
-            if kind == "srv":
-                type_name = type_name.rsplit("_", 2)[0] + "_"
-            relative = Path(package, kind, "dds_", f"{type_name}.idl")
-            found = next((d / relative for d in search if (d / relative).is_file()), None)
-            if found is not None:
-                files.append(found)
-            elif not config.idl_files:
-                missing.append(ros_type(name))
-        if missing:
-            raise AdapterError(f"no definition of {', '.join(sorted(set(missing)))}: add its"
-                               " .msg/.srv file to msg_files")
+        uses = type_uses(config.ros_to_mqtt, config.mqtt_to_ros, config.mqtt_to_ros_services,
+                         config.ros_services_to_mqtt)
+        files, search, missing = type_files([use.type for use in uses], config.idl_files,
+                                            config.include_dirs, converted)
+        if missing and not config.idl_files:
+            shown = sorted({ros_type(name) for name in missing})
+            raise AdapterError(f"no definition of {', '.join(shown)}: add its .msg/.srv file"
+                               " to msg_files")
         if not files:
             return TypeRegistry()
-        schema = idl_codegen.load(sorted(set(files)), include_dirs=search)
+        schema = idl_codegen.load(files, include_dirs=search)
         return TypeRegistry(schema.types)
 
     def plans(self, types_: TypeRegistry, origin: Any) -> tuple[list[OutPlan], list[InPlan]]:

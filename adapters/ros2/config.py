@@ -4,23 +4,35 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import AfterValidator, Field, PrivateAttr, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from adapters.dds.config import (
+    AUTO,
     DdsNetworkConfig,
     DdsQos,
     DdsQosProfile,
     FromMqttOptions,
+    IdlSchema,
     QosChoice,
     ToMqttOptions,
+    TypeUse,
     check_profiles,
     profile_problems_as_written,
     sources_digest,
 )
+from adapters.ros2.codec import dds_type, ros_type, service_types
 from gateway.config.errors import FieldProblems
 from gateway.config.introspect import Loc
 from gateway.config.models.adapter_base import (
@@ -28,18 +40,25 @@ from gateway.config.models.adapter_base import (
     check_filter_template,
     check_topic_template,
 )
-from gateway.config.models.base import ConfigModel
+from gateway.config.models.base import ConfigModel, valid_as_written, valid_items
 from gateway.config.values import DurationSpec, PathSpec
 
 __all__ = [
+    "BUILTIN_IDL",
     "PROFILES",
     "MqttToRos",
     "MqttToRosService",
     "Ros2AdapterConfig",
     "RosServiceToMqtt",
     "RosToMqtt",
+    "idl_problems",
     "msg_problems",
+    "type_files",
 ]
+
+#: The IDL of the built-in interfaces (``std_msgs``, ``geometry_msgs``, ...), by type:
+#: ``std_msgs/msg/dds_/String_.idl``.
+BUILTIN_IDL = Path(__file__).resolve().parent / "idl"
 
 #: The ROS 2 QoS profiles (rclcpp / rclpy presets), by name.
 PROFILES: dict[str, DdsQos] = {
@@ -90,6 +109,118 @@ def msg_problems(msg_files: Sequence[Path]) -> list[tuple[tuple[str | int, ...],
         except IdlErrors as exc:
             problems += [((index,), str(error)) for error in exc.errors]
     return problems
+
+
+def type_files(
+    dds_types: Iterable[str], idl_files: Sequence[Path], include_dirs: Sequence[Path],
+    converted: Path,
+) -> tuple[list[Path], list[Path], list[str]]:
+    """The IDL the adapter loads for ``dds_types`` (``pkg::msg::dds_::T_``): the files
+    (``idl_files``, then the file of each type, ``pkg/msg/dds_/T_.idl``, from the
+    ``msg_files`` converted into ``converted``, from ``include_dirs`` or from the built-in
+    interfaces), the ``#include`` search path, and the types no file was found for."""
+    search = [converted, *include_dirs, BUILTIN_IDL]
+    files: list[Path] = list(idl_files)
+    missing: list[str] = []
+    for name in dds_types:
+        package, kind, _, type_name = name.split("::")
+        if kind == "srv":
+            type_name = type_name.rsplit("_", 2)[0] + "_"
+        relative = Path(package, kind, "dds_", f"{type_name}.idl")
+        found = next((d / relative for d in search if (d / relative).is_file()), None)
+        if found is not None:
+            files.append(found)
+        else:
+            missing.append(name)
+    return sorted(set(files)), search, missing
+
+
+#: The metadata a ``to_mqtt`` template may name besides the message's members.
+_META = ("ros.topic", "ros.type", "dds.topic", "dds.type")
+
+
+def type_uses(
+    ros_to_mqtt: Sequence[RosToMqtt | None],
+    mqtt_to_ros: Sequence[MqttToRos | None],
+    mqtt_to_ros_services: Sequence[MqttToRosService | None] = (),
+    ros_services_to_mqtt: Sequence[RosServiceToMqtt | None] = (),
+) -> list[TypeUse]:
+    """The DDS types the mappings name (not ``auto``), with their YAML paths: a message
+    type ``pkg/msg/T`` is ``pkg::msg::dds_::T_``, a service type its request and response
+    types. None mappings (with problems of their own) are left out."""
+    uses: list[TypeUse] = []
+    topics: list[tuple[str, Sequence[RosToMqtt | MqttToRos | None]]] = [
+        ("ros_to_mqtt", ros_to_mqtt), ("mqtt_to_ros", mqtt_to_ros)]
+    for section, entries in topics:
+        for index, entry in enumerate(entries):
+            if entry is None or entry.type == AUTO:
+                continue
+            uses.append(TypeUse((section, index), dds_type(entry.type),
+                                f"ROS 2 type {entry.type!r}",
+                                entry.to_mqtt if isinstance(entry, RosToMqtt) else None))
+    services: list[tuple[str, Sequence[MqttToRosService | RosServiceToMqtt | None]]] = [
+        ("mqtt_to_ros_services", mqtt_to_ros_services),
+        ("ros_services_to_mqtt", ros_services_to_mqtt)]
+    for section, calls in services:
+        for index, call in enumerate(calls):
+            if call is None:
+                continue
+            for name in service_types(call.type):
+                uses.append(TypeUse((section, index), name,
+                                    f"ROS 2 service type {call.type!r} ({ros_type(name)})"))
+    return uses
+
+
+def idl_problems(
+    msg_files: Sequence[Path], idl_files: Sequence[Path], include_dirs: Sequence[Path],
+    uses: Sequence[TypeUse],
+) -> list[tuple[tuple[str | int, ...], str]]:
+    """What keeps the adapter from loading its types at start, as the ``dds`` adapter's
+    check reports it (``adapters.dds.config.IdlSchema``, the same code): the same files
+    the adapter loads (``type_files``; ``msg_files`` converted into a temporary
+    directory) are parsed, and an ``idl_files`` entry that cannot be read, an IDL error
+    (with the IDL file, line and column), a type no file declares, a type using a union
+    Cyclone DDS misreads (``idl_codegen.cyclone_limits``) and a ``to_mqtt`` template
+    naming a member the type does not have are problems at their YAML paths. Only the
+    parsers run (pure Python; no cyclonedds, no rclpy). ``msg_files`` are assumed valid
+    (``msg_problems`` reports theirs)."""
+    if not uses and not idl_files:
+        return []
+    from idl_codegen.diagnostics import IdlErrors  # the parsers: imported when needed
+    from idl_codegen.ros_msg import convert
+
+    with tempfile.TemporaryDirectory(prefix="edgebus-check-") as directory:
+        converted = Path(directory).resolve()
+        made: dict[Path, tuple[tuple[str | int, ...], str]] = {}
+        if msg_files:
+            try:
+                written = convert(msg_files, converted)
+            except (IdlErrors, OSError):  # reported by msg_problems
+                return []
+            for index, (source, idl) in enumerate(zip(msg_files, written, strict=True)):
+                shown = f"{source} (as IDL: {idl.relative_to(converted)})"
+                made[idl.resolve()] = (("msg_files", index), shown)
+        files, search, _ = type_files([use.type for use in uses], idl_files, include_dirs,
+                                      converted)
+        parsed = IdlSchema.compile(files, search, idl_files, made)
+        if parsed.problems or not uses:
+            return parsed.problems
+        problems = parsed.use_problems(uses, _META, _no_definition)
+    unknown: set[tuple[str | int, ...]] = set()  # a service's request and response: once
+    kept = []
+    for at, message in problems:
+        if message.startswith("no definition of "):
+            if at in unknown:
+                continue
+            unknown.add(at)
+        kept.append((at, message))
+    return kept
+
+
+def _no_definition(use: TypeUse, known: str) -> str:
+    del known  # the ROS 2 types are not listed (the built-in interfaces alone are many)
+    return (f"no definition of {use.shown}: add its .msg/.srv file to msg_files, or an IDL"
+            f" file declaring {use.type} to idl_files")
 
 
 FilterTemplateText = Annotated[str, AfterValidator(check_filter_template)]
@@ -226,7 +357,9 @@ class Ros2AdapterConfig(AdapterConfigBase):
         " built-in types need none.",
     )
     idl_files: tuple[Annotated[Path, PathSpec()], ...] = Field(
-        default=(), description="Further IDL files with `pkg::msg::dds_::T_` types."
+        default=(),
+        description="Further IDL files with `pkg::msg::dds_::T_` types, parsed with the"
+        " types the mappings name when the configuration is validated (`edgebus check`).",
     )
     include_dirs: tuple[Annotated[Path, PathSpec()], ...] = Field(
         default=(), description="Directories searched by `#include` in `idl_files`."
@@ -272,7 +405,8 @@ class Ros2AdapterConfig(AdapterConfigBase):
     def checks_as_written(
         cls, data: Mapping[str, Any], failed: frozenset[str], context: Any
     ) -> list[tuple[Loc, str]]:
-        """The profile and namespace checks when another key has a problem."""
+        """The profile, namespace and IDL checks when another key has a problem (the IDL:
+        against the mappings that are valid themselves)."""
         sections = (("ros_to_mqtt", RosToMqtt), ("mqtt_to_ros", MqttToRos))
         problems = profile_problems_as_written(cls, data, failed, context, sections, PROFILES)
         namespace = data.get("namespace")
@@ -281,7 +415,19 @@ class Ros2AdapterConfig(AdapterConfigBase):
             problems.append(
                 (("namespace",), f"expected an absolute name like /robot, got {namespace!r}")
             )
-        return problems
+        if failed & {"msg_files", "idl_files", "include_dirs"}:
+            return problems
+        try:
+            msg_files, idl_files, include_dirs = (
+                valid_as_written(cls, key, data, context)
+                for key in ("msg_files", "idl_files", "include_dirs"))
+        except ValidationError:
+            return problems
+        uses = type_uses(*(valid_items(entry, data.get(key), context) for key, entry in (
+            ("ros_to_mqtt", RosToMqtt), ("mqtt_to_ros", MqttToRos),
+            ("mqtt_to_ros_services", MqttToRosService),
+            ("ros_services_to_mqtt", RosServiceToMqtt))))
+        return problems + idl_problems(msg_files, idl_files, include_dirs, uses)
 
     @model_validator(mode="after")
     def _check(self) -> Self:
@@ -298,6 +444,13 @@ class Ros2AdapterConfig(AdapterConfigBase):
         if not self.namespace.startswith("/"):
             problems.append((("namespace",), f"expected an absolute name like /robot,"
                                              f" got {self.namespace!r}"))
+        # on every validation (check, run, reload): IDL the adapter could not load fails
+        # here, with the configuration's other problems, not at start with a backoff
+        problems += idl_problems(
+            self.msg_files, self.idl_files, self.include_dirs,
+            type_uses(self.ros_to_mqtt, self.mqtt_to_ros, self.mqtt_to_ros_services,
+                      self.ros_services_to_mqtt),
+        )
         if problems:
             raise FieldProblems(problems)
         self._digest = sources_digest([*self.msg_files, *self.idl_files])
