@@ -33,6 +33,7 @@ from typing import Any, cast
 
 from broker_core.errors import BridgeError, ProtocolError
 from broker_core.listeners.keys import load_key_pair
+from broker_core.listeners.tls_context import load_crl
 from broker_core.mqtt.codec import MAX_PACKET_SIZE, Decoder
 from broker_core.mqtt.encoder import encode
 from broker_core.mqtt.packets import (
@@ -100,6 +101,10 @@ def tls_context(config: BridgeConfig) -> ssl.SSLContext | None:
         if problem is not None:
             option, message = problem
             raise BridgeError(f"bridge {config.name}: TLS files: tls.{option}: {message}")
+    if tls.crlfile is not None and tls.verify:  # read with each connection: a new CRL counts
+        crl_problem = load_crl(context, tls.crlfile)
+        if crl_problem is not None:
+            raise BridgeError(f"bridge {config.name}: TLS files: tls.crlfile: {crl_problem}")
     if not tls.verify:
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
@@ -115,6 +120,8 @@ _DATES = {9, 10}  # CERT_NOT_YET_VALID, CERT_HAS_EXPIRED
 # UNABLE_TO_GET_ISSUER_CERT, DEPTH_ZERO_SELF_SIGNED_CERT, SELF_SIGNED_CERT_IN_CHAIN,
 # UNABLE_TO_GET_ISSUER_CERT_LOCALLY, UNABLE_TO_VERIFY_LEAF_SIGNATURE
 _UNTRUSTED = {2, 18, 19, 20, 21}
+# UNABLE_TO_GET_CRL, CRL_NOT_YET_VALID, CRL_HAS_EXPIRED, CERT_REVOKED: with tls.crlfile
+_CRL = {3, 11, 12, 23}
 
 
 def certificate_refused(
@@ -139,6 +146,12 @@ def certificate_refused(
     if code in _UNTRUSTED:
         trusted = "the system's CAs" if tls.cafile is None else f"tls.cafile '{tls.cafile}'"
         return f"{text}; its issuer is not among the CAs trusted: {trusted}"
+    if code in _CRL and tls.crlfile is not None:
+        if code == 23:
+            return f"{text}; tls.crlfile '{tls.crlfile}' lists it"
+        if code == 3:
+            return f"{text}; tls.crlfile '{tls.crlfile}' has no CRL of its issuer"
+        return f"{text}; check tls.crlfile '{tls.crlfile}' (its dates) and this machine's clock"
     return text
 
 

@@ -81,9 +81,28 @@ def client_tls_file_problems(
     certfile: Path | None,
     keyfile: Path | None,
     keyfile_password: str | None = None,
+    crlfile: Path | None = None,
 ) -> list[tuple[str, str]]:
     """``(option, message)`` for every reason a client TLS context (a bridge's, a
     webhook's) could not load these files, in the words of ``tls_file_problems``."""
+    problems = _client_tls_problems(cafile, certfile, keyfile, keyfile_password)
+    if crlfile is not None:
+        import ssl
+
+        from broker_core.listeners.tls_context import load_crl
+
+        problem = load_crl(ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT), crlfile)
+        if problem is not None:
+            problems.append(("crlfile", problem))
+    return problems
+
+
+def _client_tls_problems(
+    cafile: Path | None,
+    certfile: Path | None,
+    keyfile: Path | None,
+    keyfile_password: str | None,
+) -> list[tuple[str, str]]:
     if certfile is not None and keyfile is not None:
         return tls_file_problems(certfile, keyfile, cafile, "1.2", None, keyfile_password)
     if cafile is None:

@@ -227,6 +227,13 @@ class BridgeTlsConfig(ConfigModel):
         description="Password of an encrypted `keyfile` (empty = none); write it as"
         " `${ENV_VAR}`, not in clear.",
     )
+    crlfile: Annotated[Path, PathSpec()] | None = Field(
+        default=None,
+        description="PEM file of certificate revocation lists (X509 CRL) the server's"
+        " certificate is checked against (with `verify`): a revoked one is refused. The"
+        " CA that issued the server's certificate needs a CRL in it. Read with each"
+        " connection (docs/bridges.md).",
+    )
     verify: bool = Field(default=True, description="Verify the server's certificate and name.")
     server_name: str | None = Field(
         default=None, description="Name to verify and send as SNI; null: the server's host."
@@ -251,8 +258,15 @@ class BridgeTlsConfig(ConfigModel):
     @model_validator(mode="after")
     def _key_pair_and_files(self, info: ValidationInfo) -> Self:
         problems = _tls_problems(
-            self.cafile, self.certfile, self.keyfile, self.keyfile_password, info.context
+            self.cafile,
+            self.certfile,
+            self.keyfile,
+            self.keyfile_password,
+            info.context,
+            self.crlfile,
         )
+        if self.crlfile is not None and not self.verify:
+            problems.append((("crlfile",), "only works with 'verify: true'"))
         if problems:
             raise FieldProblems(problems)
         return self
@@ -263,16 +277,16 @@ class BridgeTlsConfig(ConfigModel):
     ) -> Problems:
         """The key pair and the files, when a key that does not name them (``verify``,
         ``alpn``) has a problem."""
-        keys = ("cafile", "certfile", "keyfile", "keyfile_password")
+        keys = ("cafile", "certfile", "keyfile", "keyfile_password", "crlfile")
         if failed & set(keys):
             return []
         try:
-            cafile, certfile, keyfile, password = (
+            cafile, certfile, keyfile, password, crlfile = (
                 valid_as_written(cls, key, data, context) for key in keys
             )
         except ValidationError:
             return []
-        return _tls_problems(cafile, certfile, keyfile, password, context)
+        return _tls_problems(cafile, certfile, keyfile, password, context, crlfile)
 
 
 def _tls_problems(
@@ -281,6 +295,7 @@ def _tls_problems(
     keyfile: Path | None,
     password: SecretStr | None,
     context: Any,
+    crlfile: Path | None = None,
 ) -> Problems:
     """``BridgeTlsConfig``'s checks between keys: the key pair, and (``edgebus check``,
     ``run``) its files."""
@@ -290,7 +305,7 @@ def _tls_problems(
         problems.append(((missing,), "certfile and keyfile go together"))
     if checks_files(context):
         secret = (None if password is None else password.get_secret_value()) or None
-        found = client_tls_file_problems(cafile, certfile, keyfile, secret)
+        found = client_tls_file_problems(cafile, certfile, keyfile, secret, crlfile)
         problems += [((option,), message) for option, message in found]
     return problems
 
