@@ -38,7 +38,7 @@ from broker_core.clock import now as clock_now
 from broker_core.connect import handle_connect
 from broker_core.context import EMPTY_META, Context, Origin, new_context, next_message_id
 from broker_core.delayed import DELAYED_PREFIX, DelayedPublisher, parse_delayed_topic
-from broker_core.listeners.connections import Connections
+from broker_core.listeners.connections import WRITE_TIMEOUT_S, Connections
 from broker_core.listeners.settings import ListenerSettings
 from broker_core.local import LocalSubscription
 from broker_core.login_throttle import LoginThrottle
@@ -88,6 +88,7 @@ class Broker:
         limits: ServerLimits | None = None,
         node_name: str = "edgebus",
         write_high_water: int = 1024 * 1024,
+        write_timeout_s: float = WRITE_TIMEOUT_S,
         store: Store | None = None,
     ) -> None:
         self.limits = limits = limits or ServerLimits()
@@ -121,7 +122,7 @@ class Broker:
         self.sessions = SessionRegistry(
             limits, self.counters, self.observers, self.router, self.store, self.wills
         )
-        self.connections = Connections(self.counters)
+        self.connections = Connections(self.counters, write_timeout_s)
         self.delayed = DelayedPublisher(
             self._publish_delayed,
             self.store,

@@ -124,6 +124,7 @@ class Gateway:
             limits_from_config(config.mqtt),
             node_name=config.node_name,
             write_high_water=config.mqtt.write_high_water,
+            write_timeout_s=config.mqtt.write_timeout,
             store=self.store,
         )
         self.sys_topics = SysTopics(self.broker, VERSION, config.sys.interval, config.sys.events)

@@ -7,7 +7,9 @@ satisfies): it imports no broker module. It registers itself with the server's
 decides on its CONNECT's quota before the server's CONNECT policy runs.
 Writes are batched: a session with new output schedules one flush per event-loop
 turn, so a subscriber receiving many messages in a turn gets one ``write``. The
-transport's high-water mark pauses delivery (the session queues instead, bounded).
+transport's high-water mark pauses delivery (the session queues instead, bounded) and
+reading; a client that then drains nothing for ``mqtt.write_timeout`` is aborted
+(``Connections``, the write timeout).
 
 A connection the broker closes with a DISCONNECT or a refusing CONNACK ends with a FIN
 rather than a reset, whatever the client still sends (``listeners.linger``), so the
@@ -317,13 +319,26 @@ class MqttConnection(asyncio.Protocol):
         queue, and the client's input waits until it reads what it was sent, so a client
         that sends without reading (PINGREQ, QoS 1 PUBLISH) cannot make the broker
         buffer its answers without bound: TCP holds it back."""
-        self.broker.counters.hit("write_high_water")
-        self.session.set_writable(False, _clock_now())
+        broker = self.broker
+        broker.counters.hit("write_high_water")
+        now = _clock_now()
+        self.session.set_writable(False, now)
         self._pause(_WRITE)
+        broker.connections.write_paused(self, now)  # the write timeout runs
 
     def resume_writing(self) -> None:
+        self.broker.connections.write_resumed(self)
         self.session.set_writable(True, _clock_now())
         self._resume(_WRITE)
+
+    def abort(self) -> None:
+        """The write timeout (``Connections``): the client has read nothing for too long,
+        so nothing written (no DISCONNECT) would reach it. The transport is dropped and
+        the connection ends now, its will handled as after any lost connection."""
+        transport = self.transport
+        if transport is not None:
+            transport.abort()
+            self._end()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._ending == _EOF and exc is None and self._input_waits():

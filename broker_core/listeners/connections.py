@@ -16,6 +16,15 @@
   ``sweep_interval_s`` (``run``), on the broker's clock (``broker_core.clock``: a
   wall-clock step moves no deadline); a deadline that falls before the next sweep gets
   a timer of its own, so a connection is closed on time, not up to a sweep late;
+- the write timeout (``mqtt.write_timeout``): a connection whose write buffer went over
+  the high-water mark (``write_paused``: the broker stops writing to it and reading from
+  it) and from which nothing drained for ``write_timeout_s`` is aborted by the sweep
+  (up to one sweep late), counted in limit ``write_timeout`` and logged at INFO. Such
+  a client reads nothing: no DISCONNECT could reach it. Keep alive cannot close it: its
+  own input waits unread in the paused socket, so it is not silent (``_expire``), and
+  with keep alive 0 there is none. Its will goes out as after any lost connection.
+  Only paused connections are looked at, one dict entry each while paused: the
+  deliveries' path pays nothing;
 - memory freed by closed connections given back to the system (``broker_core.memory``);
 - the sockets lingering after the broker closed them, at most ``LINGER_MAX``
   (``listeners.linger``, limit ``lingering``).
@@ -24,6 +33,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -32,6 +42,7 @@ from typing import TYPE_CHECKING, Protocol
 from broker_core.clock import now as clock_now
 from broker_core.listeners.linger import Lingering
 from broker_core.listeners.pending import PendingSockets
+from broker_core.lograte import RateLimitedLog
 from broker_core.memory import TRIM_INTERVAL_S, release_free_memory
 from broker_core.mqtt.reason_codes import ReasonCode
 from broker_core.mqtt.session_state import Counters
@@ -41,7 +52,12 @@ if TYPE_CHECKING:
     from broker_core.listeners.connection import MqttConnection
     from broker_core.listeners.settings import ListenerSettings
 
-__all__ = ["Connections", "Unconnected"]
+__all__ = ["WRITE_TIMEOUT_S", "Connections", "Unconnected"]
+
+log = logging.getLogger(__name__)
+
+#: ``mqtt.write_timeout``'s default: seconds a paused connection may drain nothing.
+WRITE_TIMEOUT_S = 60.0
 
 _EARLY_S = 0.001  # a deadline's timer (``Connections._check``) may run this much early
 
@@ -59,8 +75,13 @@ def _has_unread_input(socket: Unconnected) -> bool:
 
 
 class Connections:
-    def __init__(self, counters: Counters) -> None:
+    def __init__(self, counters: Counters, write_timeout_s: float = WRITE_TIMEOUT_S) -> None:
         self.counters = counters
+        self.write_timeout_s = write_timeout_s
+        # Connections over their write high-water mark: (since when nothing drained, the
+        # bytes waiting then).
+        self._write_paused: dict[MqttConnection, tuple[float, int]] = {}
+        self._write_timeout_log = RateLimitedLog(log)
         self.pending: PendingSockets[Unconnected] = PendingSockets()
         #: Closed sockets dropping their peer's last input (``listeners.linger``).
         self.lingering = Lingering(counters.hit)
@@ -123,6 +144,7 @@ class Connections:
 
     def closed(self, conn: MqttConnection) -> None:
         self._open.discard(conn)
+        self._write_paused.pop(conn, None)
         self._closed_since_trim += 1
         if conn.counted:
             self._counted[conn.listener.name] -= 1
@@ -145,9 +167,22 @@ class Connections:
                 connecting[conn.listener.name] += 1
         return connected, connecting
 
+    def write_paused(self, conn: MqttConnection, now: float) -> None:
+        """``conn``'s write buffer is over its high-water mark: the write timeout runs."""
+        transport = conn.transport
+        if transport is not None:
+            self._write_paused[conn] = (now, transport.get_write_buffer_size())
+
+    def write_resumed(self, conn: MqttConnection) -> None:
+        """``conn``'s write buffer drained below its low-water mark."""
+        self._write_paused.pop(conn, None)
+
     def sweep(self, now: float, interval_s: float | None = None) -> None:
-        """Keep alive and connect timeouts of every connection. With ``interval_s`` (the
-        time to the next sweep), a deadline due before then is checked at its time."""
+        """Keep alive and connect timeouts of every connection, and the write timeout
+        of the paused ones. With ``interval_s`` (the time to the next sweep), a keep
+        alive or connect deadline due before then is checked at its time."""
+        if self._write_paused:
+            self._check_writes(now)
         soon = None if interval_s is None else now + interval_s
         for conn in list(self._open):
             deadline = conn.session.next_deadline()
@@ -169,6 +204,35 @@ class Connections:
         now = clock_now()
         if now >= deadline - _EARLY_S:
             self._expire(conn, max(now, deadline))
+
+    def _check_writes(self, now: float) -> None:
+        """Aborts the paused connections from which nothing drained for
+        ``write_timeout_s``; one that drained some starts its time again."""
+        limit = self.write_timeout_s
+        paused = self._write_paused
+        for conn, (since, waiting) in list(paused.items()):
+            transport = conn.transport
+            if transport is None:
+                del paused[conn]
+                continue
+            left = transport.get_write_buffer_size()
+            if left < waiting:
+                paused[conn] = (now, left)  # the client read some: it is slow, not gone
+            elif now - since >= limit:
+                del paused[conn]
+                self.counters.hit("write_timeout")
+                session = conn.session
+                state = session.state
+                self._write_timeout_log.info(
+                    now,
+                    "client %s (%s) closed: it read nothing of the %d bytes waiting for it"
+                    " for %.0f s (mqtt.write_timeout)",
+                    "-" if state is None else state.client_id,
+                    session.peer,
+                    left,
+                    now - since,
+                )
+                conn.abort()
 
     @staticmethod
     def _expire(conn: MqttConnection, now: float) -> None:

@@ -67,6 +67,7 @@ LIMITS = (
     "login_throttle",  # a login delayed or refused, 0x9F (auth.login_throttle)
     "lingering",  # a closed socket reset at once: LINGER_MAX linger (listeners.linger)
     "write_high_water",  # reading paused until the client reads (mqtt.write_high_water)
+    "write_timeout",  # a client closed: it read nothing for mqtt.write_timeout
     "router_cache",  # the router's match cache emptied at its bound (router._CACHE_BYTES)
 )
 

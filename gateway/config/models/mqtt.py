@@ -209,6 +209,14 @@ class MqttConfig(ConfigModel):
         " pauses and messages queue instead, and reading from it pauses until it has read"
         " them.",
     )
+    write_timeout: Annotated[float, DurationSpec(gt=0)] = Field(
+        default=60.0,
+        description="How long a client whose socket buffer is over `write_high_water` may"
+        " read nothing of it: past that the connection is closed (reset: nothing can"
+        " reach a client that does not read, no DISCONNECT either), its will published,"
+        " and the limit hit `write_timeout` counted. A client that reads some starts its"
+        " time again. EMQX closes after 15 s (`send_timeout`); mosquitto and NanoMQ never.",
+    )
     max_delayed_messages: int = Field(
         default=100000,
         ge=0,

@@ -84,6 +84,7 @@ def test_mqtt_defaults() -> None:
         "publish_rate": None,
         "publish_burst": None,
         "write_high_water": 1_000_000,
+        "write_timeout": 60.0,
         "max_delayed_messages": 100000,
         "max_delayed_bytes": 64_000_000,
     }

@@ -1,0 +1,104 @@
+"""``mqtt.write_timeout``: a client that stopped reading is closed once nothing it was
+sent has drained for that long (``listeners.connections``).
+
+Past ``mqtt.write_high_water`` the broker stops writing to a client and stops reading
+from it (flow control). A client that reads nothing more would then hold its buffers,
+queue and session for ever: with keep alive 0 nothing times it out, and with a keep
+alive its own bytes, unread in the paused socket, keep it from expiring. Each test
+fills a raw subscriber's socket (it reads nothing after its SUBACK) and waits, with a
+generous deadline, for the broker to close it: its will goes out, the limit hit
+``write_timeout`` is counted in ``/metrics``.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import mqtt_builder as mb
+from tests.helpers.gateway import RunningGateway, running_gateway
+from tests.helpers.raw_client import RawClient
+from tests.helpers.timeouts import unit
+from tests.integration.api.support import KEY
+from tests.integration.broker.support import wait_until
+from tests.integration.components.support import http_of, metric
+
+CONFIG = json.dumps(
+    {
+        "listeners": [{"type": "tcp", "name": "tcp", "bind": "127.0.0.1:0"}],
+        "mqtt": {"write_high_water": "64KB", "write_timeout": "1s"},
+        "api": {"keys": [KEY]},
+    }
+)
+
+
+def stalled(gw: RunningGateway, client_id: str) -> bool | None:
+    """None once the client's connection is gone; else whether its writes are paused."""
+
+    def look() -> bool | None:
+        for conn in gw.broker.connections:
+            state = conn.session.state
+            if state is not None and state.client_id == client_id:
+                return not conn.session.writable
+        return None
+
+    return gw.call(look)
+
+
+def fill(gw: RunningGateway, client_id: str, publisher: RawClient) -> None:
+    """Publishes 32 KB QoS 0 messages until the broker stops writing to ``client_id``."""
+    payload = bytes(32 * 1024)
+    deadline = time.monotonic() + unit(20)
+    sent = 0
+    while not stalled(gw, client_id):
+        assert time.monotonic() < deadline, f"{client_id} never paused after {sent} messages"
+        for _ in range(10):
+            publisher.send(mb.gen_publish("stall/t", payload))
+            sent += 1
+
+
+@pytest.mark.parametrize(
+    ("keepalive", "ping"),
+    [(0, False), (2, True)],
+    ids=["keepalive-0", "keepalive-2-with-unread-pingreq"],
+)
+def test_a_client_that_reads_nothing_is_closed(tmp_path: Path, keepalive: int, ping: bool) -> None:
+    """keepalive-0: nothing else would time it out. keepalive-2: its PINGREQ waits unread
+    in the paused socket, which keeps its keep alive from expiring (it is not silent),
+    for ever before ``write_timeout``."""
+    with running_gateway(tmp_path, CONFIG) as gw:
+        host, port = gw.address("tcp")
+        with (
+            RawClient(host, port) as watcher,
+            RawClient(host, port) as publisher,
+            RawClient(host, port) as stuck,
+        ):
+            # A small receive buffer (set before anything arrived): filled sooner.
+            stuck.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            watcher.do_connect("watcher", proto_ver=5)
+            watcher.subscribe("stall/will", 0)
+            publisher.do_connect("flooder", proto_ver=5)
+            stuck.do_connect(
+                "stuck",
+                proto_ver=5,
+                keepalive=keepalive,
+                will_topic="stall/will",
+                will_payload=b"gone",
+            )
+            stuck.subscribe("stall/t", 0)
+            # From here the subscriber reads nothing.
+            fill(gw, "stuck", publisher)
+            if ping:
+                stuck.send(mb.gen_pingreq())
+            wait_until(lambda: stalled(gw, "stuck") is None, unit(20), "the stuck client closed")
+            will = watcher.expect_packet(mb.PacketType.PUBLISH, unit(10))
+            assert (will.topic, will.payload) == ("stall/will", b"gone")
+            text = http_of(gw).get("/metrics").text
+            assert metric(text, "edgebus_limit_hits_total", limit="write_timeout") == 1
+            # The publisher and the other clients were not touched.
+            publisher.ping()
+            watcher.ping()
