@@ -191,9 +191,7 @@ def _load(files: TlsFiles) -> tuple[_ServerContext, list[tuple[str, str]]]:
         if crl_problem is not None:
             problems.append(("crlfile", crl_problem))
     if files.verify_peer:
-        context.verify_mode = (
-            ssl.CERT_REQUIRED if files.fail_if_no_peer_cert else ssl.CERT_OPTIONAL
-        )
+        context.verify_mode = ssl.CERT_REQUIRED if files.fail_if_no_peer_cert else ssl.CERT_OPTIONAL
     else:
         context.verify_mode = ssl.CERT_NONE
     context.files = files

@@ -15,6 +15,7 @@ the JSON log), Python's ssl client; certificates made with ``cryptography``.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
@@ -34,6 +35,7 @@ from cryptography import x509
 from tests.helpers import mqtt_builder as mb
 from tests.helpers.timeouts import unit
 from tests.integration.listeners.pki import CertPair, Pki
+from tests.integration.security.tls_support import tls_gateway
 from tests.interop.mosquitto.tools import REPO_ROOT, edgebus_command
 
 LOOPBACK = "127.0.0.1"
@@ -184,3 +186,37 @@ def test_sighup_serves_a_renewed_certificate_and_keeps_it_on_a_bad_file(
         assert read_packet(up).name == "PINGRESP"
         assert up.getpeercert(binary_form=True) is not None
     assert (tmp_path / "stderr.log").read_text() == ""
+
+
+@pytest.mark.parametrize("kind", ["tls", "wss"])
+def test_a_reload_without_a_file_rebuilds_tls_and_keeps_it_on_a_bad_certificate(
+    tmp_path: Path, pki: Pki, caplog: pytest.LogCaptureFixture, kind: str
+) -> None:
+    """A gateway started without a configuration file (``Gateway.reload`` re-reads only
+    the password file and the TLS files): a certificate that cannot be loaded is logged
+    at ERROR naming it and the one in use stays; a renewed pair is served from the next
+    handshake, on ``tls`` and ``wss`` listeners alike."""
+    caplog.set_level(logging.INFO, logger="broker_core.listeners.tls")
+    cert, key = tmp_path / "server.crt", tmp_path / "server.key"
+    shutil.copyfile(pki.server.cert, cert)
+    shutil.copyfile(pki.server.key, key)
+    old = serial_of(pki.server)
+    renewed = pki.server_for(f"server-renewed-{kind}", "127.0.0.1")
+    with tls_gateway(tmp_path, pki, kind=kind, certfile=str(cert), keyfile=str(key)) as gw:
+        port = gw.address("tls")[1]
+        assert served_serial(pki, port) == old
+        cert.write_text("not a certificate\n")
+        assert gw.call(gw.gateway.reload) == ["password_file", "acl_cache"]
+        assert served_serial(pki, port) == old
+        install(renewed, cert, key)
+        assert gw.call(gw.gateway.reload) == [
+            "password_file",
+            "acl_cache",
+            "listener tls TLS files",
+        ]
+        assert served_serial(pki, port) == serial_of(renewed)
+        assert gw.call(gw.gateway.reload) == ["password_file", "acl_cache"]  # nothing new
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1, errors
+    assert errors[0].startswith(f"listener tls: tls.certfile: cannot load {str(cert)!r}")
+    assert errors[0].endswith("; the TLS files read before stay in use")
