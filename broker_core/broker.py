@@ -50,6 +50,7 @@ from broker_core.mqtt.reason_codes import ReasonCode
 from broker_core.mqtt.session import Session
 from broker_core.mqtt.session_state import Counters, SessionState
 from broker_core.mqtt.topics import (
+    SHARE_PREFIX,
     abbreviate,
     parse_shared,
     too_deep,
@@ -258,10 +259,13 @@ class Broker:
 
         ``$delayed/<s>/<topic>`` is scheduled (Quota exceeded, 0x97, past the limit; an
         invalid one is Topic Name invalid, 0x90); ``$SYS`` belongs to the broker (Not
-        authorized, 0x87, MQTT 4.7.2); a topic deeper than ``max_topic_levels`` is Topic
-        Name invalid (0x90, limit ``topic_levels``); the ACL checks ``publisher`` (0x87); then the
-        message is routed. A QoS 1/2 retained message over the retained store's bounds is
-        refused (Quota exceeded, 0x97) when the publisher ``can_refuse`` (not MQTT 3.1.1,
+        authorized, 0x87, MQTT 4.7.2); ``$share/...`` is Topic Name invalid (0x90: the
+        form of a shared subscription, ``mqtt.topics``); a topic deeper than
+        ``max_topic_levels`` is Topic Name invalid (0x90, limit ``topic_levels``); the ACL
+        checks ``publisher`` (0x87); then the message is routed (an MQTT 3.1.1 or 3.1
+        client's PUBLISH refused Topic Name invalid closes its connection: ``on_publish``).
+        A QoS 1/2 retained message over the retained store's bounds is refused (Quota
+        exceeded, 0x97) when the publisher ``can_refuse`` (not MQTT 3.1.1,
         which has no reason codes: delivered, not retained, counted). Returns the reason
         code of the publisher's acknowledgement: Success or No matching subscribers (0x10)
         when accepted. Refusals are counted once, here, in ``publish_denied``; a QoS 1/2
@@ -283,6 +287,9 @@ class Broker:
             elif topic.startswith("$SYS"):
                 self.counters.publish_denied += 1
                 return _NOT_AUTHORIZED
+            elif topic.startswith(SHARE_PREFIX):
+                self.counters.publish_denied += 1
+                return _TOPIC_NAME_INVALID  # a shared subscription's form (topics)
         # topics.too_deep, inlined (the hot path): a topic shorter than the bound pays one
         # comparison. Before the retained store (a trie node per level) and the router.
         max_levels = self._max_topic_levels
@@ -452,6 +459,14 @@ class Broker:
                     session.state.remove_incoming(packet.packet_id or 0)
                 self.when_durable(session, _REFUSED)
                 return
+            if code == _TOPIC_NAME_INVALID and not v5:
+                # MQTT 3.1.1 and 3.1 have no reason code to refuse it with, and a PUBACK
+                # would say it was taken: not acknowledged, the connection closes
+                # ([MQTT-3.3.5-2]), the packet id not received (a resend is judged again).
+                if qos == 2 and session.state is not None:
+                    session.state.remove_incoming(packet.packet_id or 0)
+                session.disconnect(ReasonCode.TOPIC_NAME_INVALID)
+                return
             if (
                 code == _NOT_AUTHORIZED
                 and self.acl_deny_action == DENY_DISCONNECT
@@ -466,11 +481,15 @@ class Broker:
                 self._acknowledge(session, packet.packet_id or 0, qos, code)
 
     def _acknowledge_qos2(self, session: Session, packet_id: int, code: int) -> None:
-        """PUBREC, after the packet id is recorded as received (a persistent session):
-        in the store's commit that holds the message's queue entries, or, when durable
-        participants (a bridge queue, the stream log) took it too, once they committed
-        it (``_ReceivedMark``). Either way a kill never leaves the id received and the
-        message missing where it went: the publisher's resend is routed again."""
+        """PUBREC, after the packet id is recorded as received (a persistent session) in
+        the store's commit that holds what the message changed there (its queue entries
+        for persistent subscribers, its retained copy): the same loop turn, so one commit
+        (``store.held``). When durable participants (a bridge queue, the stream log) took
+        it, that commit waits until they committed it (``Store.incoming_added_after``).
+        A kill thus leaves the id received and the message everywhere it went, or neither:
+        the publisher's resend (DUP) is then routed again, and QoS 2 subscribers of
+        persistent sessions, whose PUBLISH waits for that commit (``Outgoing._send_qos2``),
+        get the message once [MQTT-4.3.3]."""
         state = session.state
         if code >= 0x80:
             # A refusing PUBREC ends the flow: the id is free once its removal is
@@ -481,19 +500,21 @@ class Broker:
             participants = self.acks.participants
             waiting = [p for p in participants if p.pending] if participants else None
             if waiting:
-                mark = _ReceivedMark(state, packet_id, waiting, self.store)
-                self._acknowledge(session, packet_id, 2, code, mark)
+                # Also waited for: a participant that failed (the record left out)
+                # answers only its first barrier, the record's (``Refusal``).
+                record = self.store.incoming_added_after(state, packet_id, waiting)
+                self._acknowledge(session, packet_id, 2, code, record)
                 return
             state.record_incoming(packet_id)
         self._acknowledge(session, packet_id, 2, code)
 
     def _acknowledge(
-        self, session: Session, packet_id: int, qos: int, code: int, mark: Durable | None = None
+        self, session: Session, packet_id: int, qos: int, code: int, record: Durable | None = None
     ) -> None:
         """PUBACK/PUBREC once what the message changed is durable, in arrival order."""
         acks = self.acks
         if (
-            mark is None
+            record is None
             and not session.acks_held
             and not self.store.pending
             and (not acks.participants or acks.idle())
@@ -515,7 +536,7 @@ class Broker:
             else:
                 session.disconnect(ReasonCode.UNSPECIFIED_ERROR, "store write failed")
 
-        self.acks.after(session, committed, mark)
+        self.acks.after(session, committed, record)
 
     def when_durable(self, session: Session, data: bytes) -> None:
         """Sends ``data``, a QoS 2 flow's PUBCOMP or PUBREL (``Session.when_durable``),
@@ -663,52 +684,6 @@ class Refuser(Protocol):
     """A durable component's stand-in while its store cannot be opened (``refusals``)."""
 
     def refuses(self, context: Context) -> bool: ...
-
-
-class _ReceivedMark:
-    """The record of a QoS 2 packet id received (``SessionState.record_incoming``), as a
-    durable participant of its PUBREC (``Acknowledgements.after``): handed to the store
-    once every durable participant the message went to has committed it, then done with
-    the store's commit. A participant that failed: nothing recorded, False."""
-
-    __slots__ = ("_callback", "_left", "_ok", "_packet_id", "_state", "_store")
-
-    pending = 1
-
-    def __init__(
-        self, state: SessionState, packet_id: int, participants: list[Durable], store: Durable
-    ) -> None:
-        self._state = state
-        self._packet_id = packet_id
-        self._store = store
-        self._left = len(participants)
-        self._ok = True
-        self._callback: Callable[[bool], None] | None = None
-        # Asked first, before the acknowledgement's own barriers: a participant that
-        # answers only its first barrier with its failure (a ``Refusal``) answers this.
-        for participant in participants:
-            participant.barrier(self._committed)
-
-    def barrier(self, callback: Callable[[bool], None]) -> None:
-        self._callback = callback
-        if self._left <= 0:  # the participants answered already
-            self._record()
-
-    def _committed(self, ok: bool) -> None:
-        if not ok:
-            self._ok = False
-        self._left -= 1
-        if self._left <= 0 and self._callback is not None:
-            self._record()
-
-    def _record(self) -> None:
-        callback = self._callback
-        assert callback is not None
-        if not self._ok:
-            callback(False)
-            return
-        self._state.record_incoming(self._packet_id)
-        self._store.barrier(callback)
 
 
 def _unsendable(context: Context, what: str, max_levels: int) -> bool:

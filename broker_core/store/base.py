@@ -14,10 +14,11 @@ back at once; ``open()`` finds nothing to restore.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from broker_core.acks import Durable
 from broker_core.context import Context, Origin
 from broker_core.mqtt.packets import Will
 from broker_core.mqtt.session_state import Delivery, SessionState, Subscription
@@ -86,6 +87,14 @@ class Store(Protocol):
 
     def incoming_added(self, state: SessionState, packet_id: int) -> None: ...
 
+    # ``incoming_added`` in the commit of the current loop turn's other writes, that commit
+    # after every one of ``participants`` has committed what it holds now (left out if one
+    # failed; ``store.held``): the QoS 2 packet id of a message the durable taps took.
+    # Returns what its PUBREC waits on besides the store (False: left out).
+    def incoming_added_after(
+        self, state: SessionState, packet_id: int, participants: Sequence[Durable]
+    ) -> Durable: ...
+
     def incoming_removed(self, state: SessionState, packet_id: int) -> None: ...
 
     # Sessions and subscriptions
@@ -127,6 +136,18 @@ class Store(Protocol):
     def delayed_removed(self, key: int) -> None: ...
 
 
+class _Recorded:
+    """Nothing to wait for (``MemoryStore.incoming_added_after``)."""
+
+    pending = 0
+
+    def barrier(self, callback: Callable[[bool], None]) -> None:
+        callback(True)
+
+
+_RECORDED = _Recorded()
+
+
 class MemoryStore:
     """``persistence: memory``: nothing is written, nothing survives a restart."""
 
@@ -162,6 +183,11 @@ class MemoryStore:
 
     def incoming_added(self, state: SessionState, packet_id: int) -> None:
         pass
+
+    def incoming_added_after(
+        self, state: SessionState, packet_id: int, participants: Sequence[Durable]
+    ) -> Durable:
+        return _RECORDED
 
     def incoming_removed(self, state: SessionState, packet_id: int) -> None:
         pass

@@ -30,10 +30,11 @@ import contextlib
 import logging
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from broker_core.acks import Durable
 from broker_core.clock import now as clock_now
 from broker_core.context import Context, Origin
 from broker_core.errors import ProtocolError
@@ -41,6 +42,7 @@ from broker_core.mqtt.packets import SubscriptionOptions, Will
 from broker_core.mqtt.properties import EMPTY, PacketKind, decode_properties
 from broker_core.mqtt.session_state import Delivery, SessionState, Subscription
 from broker_core.store.base import RestoredSession, RestoredWill, Snapshot
+from broker_core.store.held import HeldWrites
 from broker_core.store.marker import stopped_cleanly
 from broker_core.store.schema import StoreError, checkpoint, close, connect, marker_path
 from broker_core.store.writer import Barrier, Writer
@@ -189,6 +191,7 @@ class SqliteStore:
         self._message_keys: dict[int, int] = {}  # Context.id -> messages.id
         self._message_refs: dict[int, int] = {}  # messages.id -> live deliveries
         self._alive_at = 0.0  # the last ``last_alive`` written
+        self._held = HeldWrites(self._submit, self._left_out)  # ``incoming_added_after``
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -238,6 +241,7 @@ class SqliteStore:
         if self._writer is None:
             return
         self._flush()
+        self._held.release_all()
         self._writer.close()
         self._writer = None
 
@@ -284,6 +288,18 @@ class SqliteStore:
 
     def incoming_added(self, state: SessionState, packet_id: int) -> None:
         self._op((_INSERT_INCOMING, (state.client_id, packet_id)))
+
+    def incoming_added_after(
+        self, state: SessionState, packet_id: int, participants: Sequence[Durable]
+    ) -> Durable:
+        """``incoming_added``, in the commit of this loop turn's other writes (the
+        message's queue entries, its retained copy), which goes to the writer once every
+        one of ``participants`` has committed what it holds now; left out if one failed.
+        Later writes wait behind it, in order (``store.held``). Returns what the PUBREC
+        waits on besides the store: called back False when the record was left out."""
+        op = (_INSERT_INCOMING, (state.client_id, packet_id))
+        self._op(op)
+        return self._held.hold(op, participants)
 
     def incoming_removed(self, state: SessionState, packet_id: int) -> None:
         self._op((_DELETE_INCOMING, (state.client_id, packet_id)))
@@ -418,7 +434,17 @@ class SqliteStore:
             return
         self._ops = []
         self._pending += len(ops)
+        held = self._held
+        if (held.turn is not None or held.queue) and held.flush(ops):
+            return  # waits for durable participants (``incoming_added_after``)
         self._writer.submit(ops)
+
+    def _submit(self, ops: list[Op]) -> None:
+        if self._writer is not None:
+            self._writer.submit(ops)
+
+    def _left_out(self, count: int) -> None:
+        self._pending -= count
 
     def _committed(self, count: int, barriers: list[Barrier], ok: bool) -> None:
         self._pending -= count

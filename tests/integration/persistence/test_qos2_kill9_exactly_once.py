@@ -1,0 +1,213 @@
+"""QoS 2 exactly once across SIGKILL: a persistent subscriber gets every message the
+publisher sent, once, however often the gateway is killed (docs/broker.md, "Persistence").
+
+The publisher (a persistent session) keeps 40 QoS 2 messages in flight; each kill is
+made on a wire event (a PUBREC read), so messages are between routing and commits; after
+each restart it resumes its session and sends again what had no PUBREC (DUP, same id)
+and the PUBRELs. The subscriber (persistent, QoS 2) is offline meanwhile: its queue is in
+the store. At the end it drains the queue as an exactly-once receiver.
+
+With the stream log (a durable participant: the message goes to the log, then its
+packet id is recorded), the id was recorded in a store commit after the one holding the
+message's queue entry: a kill between them left the message queued and its id unknown, so
+the resend was routed again and queued twice (the probe found 3-27 duplicates a run).
+Now the record and the queue entries are in one commit, made once the log committed.
+Without a durable participant that was so already; it stays so.
+"""
+
+from __future__ import annotations
+
+import collections
+import random
+import signal
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import mqtt_builder as mb
+from tests.helpers.brokers import BrokerHandle, start_edgebus
+from tests.helpers.raw_client import RawClient
+from tests.helpers.timeouts import unit
+
+SESSION = {"session_expiry_interval": 3600}
+WINDOW = 40
+KILLS = 6
+TOPIC = "x2k/s"
+STREAM = "stream:\n  enabled: true\n  fsync: always\n  segment_bytes: 64KB\n"
+
+
+def _start(tmp_path: Path, stream: bool) -> BrokerHandle:
+    config = (
+        "persistence: sqlite\n"
+        "mqtt:\n  receive_maximum: 64\n  max_queued_messages: 100000\n" + (STREAM if stream else "")
+    )
+    return start_edgebus(tmp_path, config)
+
+
+def _connect(broker: BrokerHandle, client_id: str, clean: bool) -> RawClient:
+    client = RawClient(broker.host, broker.port, protocol_level=5)
+    client.do_connect(client_id, proto_ver=5, clean_session=clean, properties=SESSION)
+    return client
+
+
+class Publisher:
+    """Numbered QoS 2 messages, ``WINDOW`` in flight, across restarts of its session."""
+
+    def __init__(self) -> None:
+        self.seq = 0
+        self.unreceived: dict[int, int] = {}  # packet id -> seq: sent, no PUBREC yet
+        self.released: dict[int, int] = {}  # packet id -> seq: PUBREC read, PUBREL sent
+        self.client: RawClient | None = None
+
+    def connect(self, broker: BrokerHandle, first: bool) -> None:
+        client = self.client = _connect(broker, "x2k-pub", first)
+        for mid, seq in self.unreceived.items():  # [MQTT-4.4.0-1]: resent, DUP set
+            client.send(mb.gen_publish(TOPIC, str(seq), qos=2, dup=True, mid=mid, proto_ver=5))
+        for mid in self.released:
+            client.send(mb.gen_pubrel(mid, proto_ver=5))
+
+    def run(self, pubrecs: int) -> None:
+        """Publishes until ``pubrecs`` PUBRECs were read (then returns at once)."""
+        read = 0
+        while read < pubrecs:
+            while len(self.unreceived) + len(self.released) < WINDOW:
+                self.seq += 1
+                mid = self.seq % 60000 + 1
+                self.unreceived[mid] = self.seq
+                self._send(mb.gen_publish(TOPIC, str(self.seq), qos=2, mid=mid, proto_ver=5))
+            read += self._answer()
+
+    def finish(self) -> None:
+        """Waits until nothing is in flight."""
+        while self.unreceived or self.released:
+            self._answer()
+
+    def _send(self, data: bytes) -> None:
+        assert self.client is not None
+        self.client.send(data)
+
+    def _answer(self) -> int:
+        assert self.client is not None
+        packet = self.client.recv_packet(unit(10))
+        mid = packet.packet_id or 0
+        if packet.type == mb.PacketType.PUBREC and mid in self.unreceived:
+            assert (packet.reason_code or 0) == 0, packet
+            self.released[mid] = self.unreceived.pop(mid)
+            self._send(mb.gen_pubrel(mid, proto_ver=5))
+            return 1
+        if packet.type == mb.PacketType.PUBCOMP:
+            self.released.pop(mid, None)
+        return 0
+
+
+def _drain(sub: RawClient, last: str) -> list[str]:
+    """Every message delivered until ``last``, as an exactly-once receiver: a PUBLISH
+    of a packet id held between PUBREC and PUBREL is a resend, not delivered again."""
+    delivered: list[str] = []
+    awaiting: set[int] = set()
+    while last not in delivered:
+        packet = sub.wait_for(
+            lambda p: p.type in (mb.PacketType.PUBLISH, mb.PacketType.PUBREL),
+            unit(20),
+            f"PUBLISH (delivered {len(delivered)}, the last {delivered[-3:]})",
+        )
+        mid = packet.packet_id or 0
+        if packet.type == mb.PacketType.PUBREL:
+            awaiting.discard(mid)
+            sub.send(mb.gen_pubcomp(mid, proto_ver=5))
+            continue
+        if mid not in awaiting:
+            awaiting.add(mid)
+            delivered.append(packet.payload.decode())
+        sub.send(mb.gen_pubrec(mid, proto_ver=5))
+    return delivered
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("stream", [True, False], ids=["stream_log", "store_only"])
+def test_a_persistent_subscriber_gets_each_qos2_message_once_across_sigkill(
+    tmp_path: Path, stream: bool
+) -> None:
+    rng = random.Random(20)
+    gateway = _start(tmp_path, stream)
+    publisher = Publisher()
+    try:
+        sub = _connect(gateway, "x2k-sub", clean=True)
+        sub.subscribe("x2k/#", 2)
+        sub.disconnect()
+        publisher.connect(gateway, first=True)
+        for _ in range(KILLS):
+            publisher.run(rng.randint(50, 150))
+            gateway.process.send_signal(signal.SIGKILL)
+            gateway.process.wait(unit(10))
+            gateway.stop()
+            assert publisher.client is not None
+            publisher.client.close()
+            gateway = _start(tmp_path, stream)
+            publisher.connect(gateway, first=False)
+        publisher.finish()
+        publisher.seq += 1
+        last = str(publisher.seq)
+        assert publisher.client is not None
+        assert publisher.client.publish(TOPIC, last, qos=2, mid=1) is not None
+        publisher.client.disconnect()
+        sub = _connect(gateway, "x2k-sub", clean=False)
+        delivered = _drain(sub, last)
+        sub.disconnect()
+    finally:
+        gateway.stop()
+    counts = collections.Counter(int(payload) for payload in delivered)
+    twice = sorted(seq for seq, count in counts.items() if count > 1)
+    missing = sorted(set(range(1, publisher.seq + 1)) - set(counts))
+    assert twice == [], f"delivered more than once: {twice}"
+    assert missing == [], f"never delivered: {missing}"
+    assert publisher.seq >= KILLS * 50
+
+
+@pytest.mark.timeout(120)
+def test_a_later_qos1_or_qos0_message_does_not_overtake_a_qos2_one(tmp_path: Path) -> None:
+    """A QoS 2 message whose packet id waits for the log's commit before it is recorded
+    is routed at once, as the QoS 1 and 0 messages after it are: none overtakes it in
+    the publisher's acknowledgements (PUBREC, then PUBACK), nor toward a subscriber that
+    gets them all at QoS 1 or 0, nor in an offline session's queue, whose messages of each
+    QoS come in order (MQTT 5.0 4.6 [MQTT-4.6.0-5]: the same topic and QoS). Across QoS
+    levels they do not: a QoS 2 PUBLISH to a persistent session waits for the commit of
+    its packet id (``Outgoing._send_qos2``), a QoS 1 one after it does not."""
+    rounds = 30
+    gateway = _start(tmp_path, stream=True)
+    try:
+        offline = _connect(gateway, "x2o-offline", clean=True)
+        offline.subscribe("x2o/#", 2)
+        offline.disconnect()
+        online = _connect(gateway, "x2o-online", clean=True)
+        online.subscribe("x2o/#", 1)
+        pub = _connect(gateway, "x2o-pub", clean=True)
+        received: list[str] = []
+        for r in range(rounds):
+            pub.send(
+                mb.gen_publish("x2o/t", f"{r}a", qos=2, mid=1, proto_ver=5)
+                + mb.gen_publish("x2o/t", f"{r}b", qos=1, mid=2, proto_ver=5)
+                + mb.gen_publish("x2o/t", f"{r}c", qos=0, proto_ver=5)
+            )
+            acks = [pub.recv_packet(unit(10)), pub.recv_packet(unit(10))]
+            assert [(p.type, p.packet_id) for p in acks] == [
+                (mb.PacketType.PUBREC, 1),
+                (mb.PacketType.PUBACK, 2),
+            ]
+            pub.send(mb.gen_pubrel(1, proto_ver=5))
+            pub.wait_for(lambda p: p.type == mb.PacketType.PUBCOMP, unit(10), "PUBCOMP")
+            for _ in range(3):
+                publish = online.recv_publish(unit(10))
+                received.append(publish.payload.decode())
+        assert received == [f"{r}{x}" for r in range(rounds) for x in "abc"]
+        pub.disconnect()
+        online.disconnect()
+        offline = _connect(gateway, "x2o-offline", clean=False)
+        queued = _drain(offline, f"{rounds - 1}a")
+        while f"{rounds - 1}b" not in queued:
+            queued += _drain(offline, f"{rounds - 1}b")
+        offline.disconnect()
+    finally:
+        gateway.stop()
+    for qos, x in ((2, "a"), (1, "b")):
+        assert [m for m in queued if m.endswith(x)] == [f"{r}{x}" for r in range(rounds)], qos
