@@ -12,12 +12,12 @@
 4. the will: a topic it could never be published to refuses the client, with the code
    a PUBLISH to it would get (``Broker.publish_checked``; ``will_topic_refusal``):
    0x90 Topic Name invalid (MQTT 5.0 3.2.2.2) for more levels than
-   ``max_topic_levels`` (counted in limit ``topic_levels``) or a ``$delayed/`` topic
-   that is not a valid one, 0x87 Not authorized for a ``$SYS`` topic, which belongs to
-   the broker; then, when an ACL is configured, a topic the client may not publish to
-   (as judged for its PUBLISH: its username, client id and address; a ``$delayed/``
-   topic by the topic it names) refuses it with 0x87 Not authorized; a QoS or
-   retain the server does not offer refuses an MQTT 5 client (0x9B, 0x9A
+   ``max_topic_levels`` (counted in limit ``topic_levels``), a ``$share/`` topic or a
+   ``$delayed/`` topic that is not a valid one, 0x87 Not authorized for a ``$SYS``
+   topic, which belongs to the broker; then, when an ACL is configured, a topic the
+   client may not publish to (as judged for its PUBLISH: its username, client id and
+   address; a ``$delayed/`` topic by the topic it names) refuses it with 0x87 Not
+   authorized; a QoS or retain the server does not offer refuses an MQTT 5 client (0x9B, 0x9A
    [MQTT-3.2.2-12, -13]); an MQTT 3.1.1 client's will is lowered to what it offers; a
    will ``max_will_bytes_total`` has no room for refuses the client (0x97). That bound
    counts the wills held for connected clients (``Session.will_size``) with the pending
@@ -67,7 +67,7 @@ from broker_core.mqtt.packets import Connect
 from broker_core.mqtt.reason_codes import ReasonCode
 from broker_core.mqtt.session import Session
 from broker_core.mqtt.session_state import NEVER_EXPIRES, SessionState
-from broker_core.mqtt.topics import abbreviate
+from broker_core.mqtt.topics import SHARE_PREFIX, abbreviate
 from broker_core.observe import ClientConnack, ClientConnect, new_client_connected
 from broker_core.origin import new_origin
 from broker_core.resume import restrict_to_owner
@@ -111,10 +111,11 @@ def granted_expiry(connect: Connect, limits: ServerLimits) -> int:
 def will_topic_refusal(topic: str, max_levels: int) -> int | None:
     """The reason code refusing a will on ``topic``, the code a PUBLISH to it would get
     (``Broker.publish_checked``), or None when a PUBLISH could use it: Topic Name invalid
-    for a ``$delayed/`` topic that is no valid one, or a topic (the one a ``$delayed/``
-    topic names) of more than ``max_levels`` levels (``topics.too_deep``: a topic
-    shorter than ``max_levels`` pays one comparison); Not authorized for a ``$SYS``
-    topic. The ACL is the caller's (``will_target`` names the topic it judges)."""
+    for a ``$delayed/`` topic that is no valid one, a ``$share/`` topic, or a topic (the
+    one a ``$delayed/`` topic names) of more than ``max_levels`` levels
+    (``topics.too_deep``: a topic shorter than ``max_levels`` pays one comparison); Not
+    authorized for a ``$SYS`` topic. The ACL is the caller's (``will_target`` names the
+    topic it judges)."""
     if topic[0] == "$":
         if topic.startswith(DELAYED_PREFIX):
             delayed = parse_delayed_topic(topic)
@@ -123,6 +124,8 @@ def will_topic_refusal(topic: str, max_levels: int) -> int | None:
             topic = delayed[1]
         elif topic.startswith("$SYS"):
             return ReasonCode.NOT_AUTHORIZED
+        elif topic.startswith(SHARE_PREFIX):
+            return ReasonCode.TOPIC_NAME_INVALID
     if len(topic) >= max_levels and topic.count("/") >= max_levels:
         return ReasonCode.TOPIC_NAME_INVALID
     return None
@@ -290,7 +293,7 @@ def _decide(answer: _Answer, client_id: str, assigned: str | None, result: AuthR
         if topic[0] == "$" or len(topic) >= max_levels:
             refusal = will_topic_refusal(topic, max_levels)
             if refusal is not None:
-                if refusal == ReasonCode.TOPIC_NAME_INVALID:
+                if refusal == ReasonCode.TOPIC_NAME_INVALID and not topic.startswith(SHARE_PREFIX):
                     broker.counters.hit("topic_levels")
                 answer.refuse(refusal)
                 return

@@ -6,6 +6,13 @@ raises ``ProtocolViolation``. A PUBLISH's topic meets the other rules of a topic
 construction (the decoder reads at most 65535 bytes of well-formed UTF-8 without NUL);
 a topic made in the process (a rule's or an adapter's template) is checked with
 ``topic_name_problem`` before it is routed.
+
+A Topic Name starting ``$share/`` (``SHARE_PREFIX``), the form of a shared subscription's
+filter (4.8.2), is refused by the publish policy (``Broker.publish_checked``: 0x90 Topic
+Name invalid; MQTT 3.1.1 and 3.1: the connection closes), not by the decoder: no
+subscription could match it (a filter starting ``$share/`` is a shared one, matching the
+filter after its group), and $ topics are not for clients to exchange messages (4.7.2).
+mosquitto 2.0.11 refuses it as an ACL denial (0x87; 3.1.1: a PUBACK, the message dropped).
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from typing import NamedTuple
 from broker_core.errors import MalformedPacket, ProtocolViolation
 
 __all__ = [
+    "SHARE_PREFIX",
     "SharedFilter",
     "abbreviate",
     "filter_matches",
@@ -46,10 +54,13 @@ def topic_name_problem(topic: str) -> str | None:
 
     At least one character [MQTT-4.7.3-1], well-formed UTF-8 (no surrogate code points)
     of at most 65535 bytes [MQTT-1.5.4-1, MQTT-1.5.4-2: no U+0000], no wildcard
-    [MQTT-3.3.2-2]. An ASCII topic costs no encoding (``str.isascii`` is O(1)).
+    [MQTT-3.3.2-2], not ``$share/...`` (see above). An ASCII topic costs no encoding
+    (``str.isascii`` is O(1)).
     """
     if not topic:
         return "a topic name must not be empty"
+    if topic[0] == "$" and topic.startswith(SHARE_PREFIX):
+        return "a topic name must not start with $share/ (the form of a shared subscription)"
     if topic.isascii():
         size = len(topic)
     else:

@@ -66,7 +66,19 @@ def test_shared_subscription_parsing() -> None:
 
 
 @pytest.mark.parametrize(
-    "topic", ["a", "/", "a/b", "$SYS/x", "é" * 32767 + "a", "a" * 65535, "日本/温度", "😀"]
+    "topic",
+    [
+        "a",
+        "/",
+        "a/b",
+        "$SYS/x",
+        "é" * 32767 + "a",
+        "a" * 65535,
+        "日本/温度",
+        "😀",
+        "$share",
+        "$shared/x",
+    ],
 )
 def test_valid_topic_names(topic: str) -> None:
     assert topic_name_problem(topic) is None
@@ -82,6 +94,8 @@ def test_valid_topic_names(topic: str) -> None:
         ("a/\0", "NUL"),
         ("a/+", "wildcards"),
         ("a/#", "wildcards"),
+        ("$share/g/x", "$share/"),  # a shared subscription's form (4.8.2)
+        ("$share/", "$share/"),
     ],
 )
 def test_invalid_topic_names(topic: str, problem: str) -> None:
