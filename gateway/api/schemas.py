@@ -243,6 +243,15 @@ class PublishResult(BaseModel):
     topic: str
     reached: int = Field(description="Subscribers it was delivered or queued to.")
     delayed: bool = Field(description="Scheduled with `$delayed/`: reached is 0 for now.")
+    stored: bool | None = Field(
+        default=None,
+        description="QoS 1/2: true when what it changed is written (the store, bridge queues,"
+        " the stream log); false when a write failed (the answer is 202: it was published"
+        " all the same, `detail` says what that means). null for QoS 0 (not waited for).",
+    )
+    detail: str | None = Field(
+        default=None, description="When `stored` is false: what was done and what was not."
+    )
 
 
 # -- components -----------------------------------------------------------------------------

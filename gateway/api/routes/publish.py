@@ -9,15 +9,29 @@ governs MQTT clients and adapters, does not apply. The message's origin is
 A QoS 1 or 2 message is acknowledged as an MQTT PUBACK is: the answer comes once what it
 changed is durable, in the broker's store and every durable participant (a bridge's
 queue, the stream log; ``broker_core.acks``). A batch waits once, after its last message.
-When a write fails the answer is 503 and nothing is acknowledged. QoS 0 is answered at
-once, as MQTT's is fire-and-forget.
+QoS 0 is answered at once, as MQTT's is fire-and-forget.
+
+The status says whether the message was published, so that a client knows whether to
+send it again:
+
+- 4xx and 503: nothing was published. A 503 is a refusal before anything took the
+  message: a broker quota (``$delayed/``, retained bounds), or a durable component that
+  cannot store it now (``Broker.refusals``: a bridge queue or stream log that cannot be
+  opened; an MQTT client's QoS 1/2 message there is refused whole too, 0x80).
+- 200: published, and stored (QoS 1/2: ``stored`` true).
+- 202: published (routed: the subscribers online may have it, the offline ones have it
+  queued in memory, a retained one is retained in memory), but a write failed once it
+  was routed (a full disk): not durable (``stored`` false, ``detail`` says so). The
+  failure is known only after routing, and a routed message cannot be taken back; a
+  503 there made a client that retries deliver it twice and one that does not believe
+  it was not delivered. Publishing it again delivers it again.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, NoReturn
 
-from fastapi import APIRouter, Body, HTTPException, status
+from fastapi import APIRouter, Body, HTTPException, Response, status
 
 from broker_core.clock import now as clock_now
 from broker_core.context import Context, Origin
@@ -40,10 +54,12 @@ _ERRORS: Responses = {
     400: {"description": "The message cannot be published (the detail says why)"},
     413: {"description": "The payload is larger than `mqtt.max_packet_size`"},
     503: {
-        "description": "Over `mqtt.max_delayed_messages` or `_bytes`, or the retained bounds,"
-        " or the store could not write a QoS 1/2 message"
+        "description": "Nothing was published: over `mqtt.max_delayed_messages` or `_bytes`,"
+        " or the retained bounds, or a QoS 1/2 message a durable component cannot store now"
+        " (a bridge queue or the stream log that cannot be opened)"
     },
 }
+_NOT_STORED = "Published but not stored: a write failed after routing (`stored` false)"
 
 
 def _prepare(
@@ -162,6 +178,20 @@ class _Quotas:
         )
 
 
+def _check_refusals(gateway: GatewayView, context: Context, where: str) -> None:
+    """Refuses, before anything takes it, a QoS 1/2 message a durable component cannot
+    store now (``Broker.refusals``: its queue or log cannot be opened), as the broker
+    refuses an MQTT client's (``publish_checked``); counted by that component."""
+    for refusal in gateway.broker.refusals if context.qos else ():
+        if refusal.refuses(context):
+            raise HTTPException(
+                status.HTTP_503_SERVICE_UNAVAILABLE,
+                f"{where}topic: a durable component cannot store QoS {context.qos} messages of"
+                " this topic now (a bridge queue or the stream log that cannot be opened:"
+                " /components and the gateway's log say which); nothing was published",
+            )
+
+
 def _send(gateway: GatewayView, context: Context, delay: int | None) -> PublishResult:
     """Publishes a message whose quotas were checked (``_Quotas``)."""
     broker = gateway.broker
@@ -181,25 +211,38 @@ def _send(gateway: GatewayView, context: Context, delay: int | None) -> PublishR
     )
 
 
-@router.post("/publish", summary="Publish one message", responses=_ERRORS)
-async def publish(gateway: Gw, caller: Caller, message: PublishRequest) -> PublishResult:
+@router.post(
+    "/publish",
+    summary="Publish one message",
+    responses={**_ERRORS, 202: {"model": PublishResult, "description": _NOT_STORED}},
+)
+async def publish(
+    gateway: Gw, caller: Caller, message: PublishRequest, response: Response
+) -> PublishResult:
     context, delay = _prepare(gateway, message, Origin("api", caller.name))
     _Quotas(gateway).check(context, delay, "")
+    _check_refusals(gateway, context, "")
     result = _send(gateway, context, delay)
     if context.qos:
-        await _acknowledge(gateway, "the message")
+        [result] = await _acknowledge(gateway, [(context, result)], response)
     return result
 
 
-@router.post("/publish/batch", summary="Publish several messages, in order", responses=_ERRORS)
+@router.post(
+    "/publish/batch",
+    summary="Publish several messages, in order",
+    responses={**_ERRORS, 202: {"model": list[PublishResult], "description": _NOT_STORED}},
+)
 async def publish_batch(
     gateway: Gw,
     caller: Caller,
     messages: Annotated[list[PublishRequest], Body(min_length=1, max_length=MAX_BATCH)],
+    response: Response,
 ) -> list[PublishResult]:
     """Every message is checked before the first is published, the broker's quotas
-    (``$delayed/``, retained bounds) included, as the messages before it would use them:
-    when one is refused (400, 413, 503, its index in the detail), none was published."""
+    (``$delayed/``, retained bounds) and refusals included, as the messages before it
+    would use them: when one is refused (400, 413, 503, its index in the detail), none
+    was published."""
     origin = Origin("api", caller.name)
     quotas = _Quotas(gateway)
     prepared = []
@@ -207,20 +250,45 @@ async def publish_batch(
         where = f"[{index}]."
         context, delay = _prepare(gateway, message, origin, where)
         quotas.check(context, delay, where)
+        _check_refusals(gateway, context, where)
         prepared.append((context, delay))
-    results = [_send(gateway, context, delay) for context, delay in prepared]
-    if any(context.qos for context, _ in prepared):
-        await _acknowledge(gateway, "the messages")
+    sent = [(context, _send(gateway, context, delay)) for context, delay in prepared]
+    if any(context.qos for context, _ in sent):
+        return await _acknowledge(gateway, sent, response)
+    return [result for _, result in sent]
+
+
+async def _acknowledge(
+    gateway: GatewayView, sent: list[tuple[Context, PublishResult]], response: Response
+) -> list[PublishResult]:
+    """The results of the messages just published, once their QoS 1/2 ones are durable
+    (``stored`` true). When a write failed they are published all the same (routed, not
+    to be taken back), not stored: ``stored`` false with a ``detail``, status 202."""
+    ok = await written(gateway.broker)
+    if not ok:
+        response.status_code = status.HTTP_202_ACCEPTED
+    results = []
+    for context, result in sent:
+        if not context.qos:
+            results.append(result)
+        elif ok:
+            results.append(result.model_copy(update={"stored": True}))
+        else:
+            results.append(result.model_copy(update={"stored": False, "detail": _detail(result)}))
     return results
 
 
-async def _acknowledge(gateway: GatewayView, what: str) -> None:
-    """Returns once the QoS 1/2 messages just published are durable; 503 when a write
-    failed (they may have reached subscribers online, but are not stored)."""
-    if not await written(gateway.broker):
-        raise HTTPException(
-            status.HTTP_503_SERVICE_UNAVAILABLE,
-            f"the store could not write {what} (the gateway's log says why, e.g. the disk is"
-            " full); not acknowledged: subscribers online may have received them, but they"
-            " are not stored; publish again once the store can write",
-        )
+def _detail(result: PublishResult) -> str:
+    done = (
+        "scheduled ($delayed/)"
+        if result.delayed
+        else f"published: routed to {result.reached} subscriber(s) (those online may have"
+        " received it, the offline ones have it queued in memory; retained in memory when"
+        " retained)"
+    )
+    return (
+        f"{done}, but not stored: the store could not write it (the gateway's log says why,"
+        " e.g. a full disk). It does not survive a restart, and a bridge queue or the stream"
+        " log whose write failed may not have it. Publishing it again delivers it again"
+        " to those that have it."
+    )
