@@ -21,22 +21,77 @@ T0 = 1_000_000.0
 
 
 def test_now_is_the_base_plus_the_monotonic_clock() -> None:
-    before = time.monotonic()
+    before = clock.monotonic()
     now = clock.now()
-    after = time.monotonic()
+    after = clock.monotonic()
     assert clock.BASE + before <= now <= clock.BASE + after
+
+
+@pytest.mark.skipif(not hasattr(time, "CLOCK_BOOTTIME"), reason="no CLOCK_BOOTTIME here")
+def test_the_clock_counts_time_suspended_where_the_system_can() -> None:
+    """Linux: the broker's clock is CLOCK_BOOTTIME, which runs on while the machine is
+    suspended (CLOCK_MONOTONIC, ``time.monotonic()``, stops). A test cannot suspend the
+    machine: it checks that the clock read is that one, in seconds and in ns."""
+    assert clock.CLOCK_NAME == "CLOCK_BOOTTIME"
+    boot = time.CLOCK_BOOTTIME
+    before = time.clock_gettime(boot)
+    read = clock.monotonic()
+    after = time.clock_gettime(boot)
+    assert before <= read <= after
+    before_ns = time.clock_gettime_ns(boot)
+    read_ns = clock.monotonic_ns()
+    after_ns = time.clock_gettime_ns(boot)
+    assert before_ns <= read_ns <= after_ns
+    before = time.clock_gettime(boot)
+    now = clock.now()
+    after = time.clock_gettime(boot)
+    assert clock.BASE + before <= now <= clock.BASE + after
+
+
+def test_without_boottime_the_clock_is_time_monotonic(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delattr(time, "CLOCK_BOOTTIME", raising=False)
+    assert clock._pick() == ("monotonic", time.monotonic, time.monotonic_ns)
+
+
+def test_a_boottime_the_kernel_refuses_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refused(clock_id: int) -> float:
+        raise OSError(22, "Invalid argument")
+
+    monkeypatch.setattr(time, "CLOCK_BOOTTIME", 7, raising=False)
+    monkeypatch.setattr(time, "clock_gettime", refused)
+    assert clock._pick() == ("monotonic", time.monotonic, time.monotonic_ns)
+
+
+def test_every_hot_path_reads_the_broker_clock() -> None:
+    """The modules that add ``BASE + monotonic()`` inline (the clock read per packet, per
+    message) read this clock, not one of their own: every deadline compared against
+    ``now()`` is on the same clock (a module reading ``time.monotonic()`` would not
+    count a suspend that the others count)."""
+    import bridge.forward
+    import broker_core.broker
+    import broker_core.listeners.connection
+    import gateway.hub
+
+    for module in (
+        broker_core.listeners.connection,
+        broker_core.broker,
+        gateway.hub,
+        bridge.forward,
+    ):
+        assert module._monotonic is clock.monotonic, module.__name__
+        assert module._CLOCK_BASE == clock.BASE, module.__name__
 
 
 def test_a_wall_clock_step_does_not_move_the_broker_clock(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     real = time.time
-    start = time.monotonic()
+    start = clock.monotonic()
     first = clock.now()
     for step in (3600.0, -3600.0, -86400.0 * 365):
         monkeypatch.setattr(time, "time", lambda step=step: real() + step)
         now = clock.now()
-        elapsed = time.monotonic() - start
+        elapsed = clock.monotonic() - start
         assert first <= now <= first + elapsed
 
 
