@@ -16,10 +16,15 @@ the action and the topic decides, else ``default_allow``:
   ``bridge:cloud``), the adapter or bridge instance of that name, which never matches an
   MQTT client. ``network`` contains the peer's IP address (no peer: no match).
 - Topics: MQTT wildcards, ``%u`` (username) and ``%c`` (client id; an adapter's or
-  bridge's instance name) substituted per origin. A rule whose placeholder has no value
-  for the origin (``%u`` without username), or whose value contains ``/``, ``+`` or
-  ``#``, does not match that origin. ``eq <filter>`` matches that exact string only,
-  without placeholders (``eq #`` matches a subscription to ``#``, not every topic).
+  bridge's instance name) substituted per origin, verbatim as mosquitto substitutes them
+  in its ``pattern`` lines: a value with ``/`` fills several levels (client ``c1/x``:
+  ``dev/%c/#`` is ``dev/c1/x/#``). A topic whose placeholder has no value for the
+  origin (``%u`` without username) does not match it. A value with ``+`` or ``#`` would
+  widen the topic: the origin is denied from that topic of that rule onwards, whatever
+  the action (the rules after it are not tried), as mosquitto denies every pattern to a
+  client with such an id or username; the rules and topics before it still decide.
+  ``eq <filter>`` matches that exact string only, without placeholders (``eq #``
+  matches a subscription to ``#``, not every topic).
 - PUBLISH: the topic matches the rule's filter as a subscription would ([MQTT-4.7.2-1]:
   a leading wildcard does not match ``$`` topics).
 - SUBSCRIBE: the requested filter must be covered by the rule's filter, i.e. every topic
@@ -186,14 +191,24 @@ def _peer_address(peer: str | None) -> IPv4Address | IPv6Address | None:
         return None
 
 
+# ``_substitute``'s answer for a value with a wildcard: the origin is denied from there.
+_WIDENS = "\0widens"
+# Every action: what a ``_WIDENS`` topic denies.
+_ALL_ACTIONS = frozenset({PUBLISH, SUBSCRIBE})
+
+
 def _substitute(topic: str, origin: Origin) -> str | None:
-    """``topic`` with %u / %c filled in for ``origin``; None when the rule cannot apply."""
+    """``topic`` with %u / %c filled in verbatim for ``origin``; None when a placeholder
+    has no value for it (the topic does not match it); ``_WIDENS`` when a value holds
+    ``+`` or ``#`` (mosquitto's "dangerous" client id or username)."""
     if "%" not in topic:
         return topic
     for placeholder, value in (("%u", origin.username), ("%c", origin.name)):
         if placeholder in topic:
-            if not value or "/" in value or "+" in value or "#" in value:
+            if not value:
                 return None
+            if "+" in value or "#" in value:
+                return _WIDENS
             topic = topic.replace(placeholder, value)
     return topic
 
@@ -242,6 +257,8 @@ class RuleAcl:
         for allow, actions, patterns in self._rules_for(origin):
             if action not in actions:
                 continue
+            if not patterns:
+                return allow  # denied from a placeholder whose value widens it
             for is_eq, literal, pattern in patterns:
                 if is_eq:
                     hit = literal == topic
@@ -266,15 +283,22 @@ class RuleAcl:
             if not rule.applies_to(origin, address):
                 continue
             patterns: list[_Pattern] = []
+            widens = False
             for text in rule.topics:
                 if text.startswith("eq "):
                     patterns.append((True, text[3:], ()))
                     continue
                 substituted = _substitute(text, origin)
+                if substituted is _WIDENS:
+                    widens = True
+                    break
                 if substituted is not None:
                     patterns.append((False, substituted, tuple(substituted.split("/"))))
             if patterns:
                 result.append((rule.allow, rule.actions, tuple(patterns)))
+            if widens:
+                result.append((False, _ALL_ACTIONS, ()))  # denies whatever comes to it
+                break  # no rule after it is reached
         compiled = tuple(result)
         if len(self._per_origin) >= self.cache_size:
             self._per_origin.clear()

@@ -196,12 +196,44 @@ def test_adapter_placeholders_use_the_instance_name() -> None:
     assert acl.allows(DDS, PUBLISH, "adapters/other/speed") is False
 
 
-@pytest.mark.parametrize("username", ["a/b", "a+", "#", ""])
-def test_placeholder_values_that_would_widen_the_rule_do_not_match(username: str) -> None:
-    acl = RuleAcl([rule("allow", "users/%u/#")], default_allow=False)
+def test_placeholders_are_substituted_verbatim() -> None:
+    # As mosquitto's pattern lines: a value with "/" fills several levels.
+    acl = RuleAcl([rule("allow", "users/%u/#", "dev/%c/#")], default_allow=False)
+    origin = Origin("mqtt", "c1/x", None, "a/b")
+    assert acl.allows(origin, PUBLISH, "users/a/b/x") is True
+    assert acl.allows(origin, PUBLISH, "users/a/x") is False
+    assert acl.allows(origin, SUBSCRIBE, "dev/c1/x/#") is True
+    assert acl.allows(origin, SUBSCRIBE, "dev/c1/#") is False
+
+
+@pytest.mark.parametrize("username", ["a+", "#", "a/#"])
+def test_a_placeholder_value_with_a_wildcard_denies_from_its_topic_on(username: str) -> None:
+    # mosquitto denies a client with + or # in its username or client id every pattern.
+    rules = [
+        rule("allow", "early/#"),
+        rule("allow", "mid/#", "users/%u/#"),
+        rule("allow", "#"),
+        rule("allow", "$SYS/#"),
+    ]
+    acl = RuleAcl(rules, default_allow=True)
     origin = Origin("mqtt", "c", None, username)
-    assert acl.allows(origin, PUBLISH, f"users/{username}/x") is False
+    assert acl.allows(origin, PUBLISH, "early/x") is True  # decided before
+    assert acl.allows(origin, PUBLISH, "mid/x") is True  # a topic before it in its rule
+    assert acl.allows(origin, PUBLISH, "users/a/x") is False
+    assert acl.allows(origin, PUBLISH, "other") is False  # rules after it are not reached
+    assert acl.allows(origin, PUBLISH, "$SYS/x") is False
     assert acl.allows(origin, SUBSCRIBE, "users/+/x") is False
+    assert acl.allows(origin, SUBSCRIBE, "other/#") is False
+    other = Origin("mqtt", "c", None, "alice")
+    assert acl.allows(other, PUBLISH, "other") is True
+
+
+def test_a_placeholder_without_a_value_does_not_match() -> None:
+    acl = RuleAcl([rule("allow", "users/%u/#"), rule("allow", "x")], default_allow=False)
+    for username in (None, ""):
+        origin = Origin("mqtt", "c", None, username)
+        assert acl.allows(origin, SUBSCRIBE, "users/+/x") is False
+        assert acl.allows(origin, PUBLISH, "x") is True  # the next rule still decides
 
 
 def test_publish_wildcards_and_dollar_topics() -> None:
