@@ -13,6 +13,7 @@ generous deadline, for the broker to close it: its will goes out, the limit hit
 from __future__ import annotations
 
 import json
+import os
 import socket
 import time
 from pathlib import Path
@@ -102,3 +103,57 @@ def test_a_client_that_reads_nothing_is_closed(tmp_path: Path, keepalive: int, p
             # The publisher and the other clients were not touched.
             publisher.ping()
             watcher.ping()
+
+
+def ws_frame(payload: bytes) -> bytes:
+    """One masked binary WebSocket frame (RFC 6455 5.2), as a client sends it."""
+    mask = os.urandom(4)
+    size = len(payload)
+    head = bytes([0x82]) + (
+        bytes([0x80 | size]) if size < 126 else bytes([0x80 | 126]) + size.to_bytes(2, "big")
+    )
+    return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+def test_a_websocket_client_that_reads_nothing_is_closed(tmp_path: Path) -> None:
+    """The same over ``ws``: the TCP transport under the WebSocket pauses, the MQTT
+    connection on it times out."""
+    config = json.loads(CONFIG)
+    config["listeners"].append({"type": "ws", "name": "ws", "bind": "127.0.0.1:0"})
+    with running_gateway(tmp_path, json.dumps(config)) as gw:
+        host, port = gw.address("tcp")
+        with (
+            RawClient(host, port) as watcher,
+            RawClient(host, port) as publisher,
+            socket.create_connection(gw.address("ws"), timeout=unit(5)) as stuck,
+        ):
+            stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            watcher.do_connect("watcher", proto_ver=5)
+            watcher.subscribe("stall/will", 0)
+            publisher.do_connect("flooder", proto_ver=5)
+            stuck.sendall(
+                b"GET /mqtt HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+                b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: mqtt\r\n\r\n"
+            )
+            answer = b""
+            while b"\r\n\r\n" not in answer:
+                chunk = stuck.recv(1)  # the upgrade's answer only, not a byte more
+                assert chunk, f"closed during the upgrade: {answer!r}"
+                answer += chunk
+            assert answer.startswith(b"HTTP/1.1 101"), answer
+            connect = mb.gen_connect(
+                "stuck", proto_ver=5, keepalive=0, will_topic="stall/will", will_payload=b"gone"
+            )
+            stuck.sendall(
+                ws_frame(connect) + ws_frame(mb.gen_subscribe(1, "stall/t", 0, proto_ver=5))
+            )
+            # From here the subscriber reads nothing (its CONNACK and SUBACK included).
+            wait_until(lambda: stalled(gw, "stuck") is not None, unit(10), "stuck connected")
+            fill(gw, "stuck", publisher)
+            wait_until(lambda: stalled(gw, "stuck") is None, unit(20), "the stuck client closed")
+            will = watcher.expect_packet(mb.PacketType.PUBLISH, unit(10))
+            assert (will.topic, will.payload) == ("stall/will", b"gone")
+            text = http_of(gw).get("/metrics").text
+            assert metric(text, "edgebus_limit_hits_total", limit="write_timeout") == 1
+            publisher.ping()
