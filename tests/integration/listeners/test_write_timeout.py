@@ -13,6 +13,7 @@ generous deadline, for the broker to close it: its will goes out, the limit hit
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import time
@@ -67,10 +68,13 @@ def fill(gw: RunningGateway, client_id: str, publisher: RawClient) -> None:
     [(0, False), (2, True)],
     ids=["keepalive-0", "keepalive-2-with-unread-pingreq"],
 )
-def test_a_client_that_reads_nothing_is_closed(tmp_path: Path, keepalive: int, ping: bool) -> None:
+def test_a_client_that_reads_nothing_is_closed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, keepalive: int, ping: bool
+) -> None:
     """keepalive-0: nothing else would time it out. keepalive-2: its PINGREQ waits unread
     in the paused socket, which keeps its keep alive from expiring (it is not silent),
-    for ever before ``write_timeout``."""
+    for ever before ``write_timeout``. One INFO line says why it was closed."""
+    caplog.set_level(logging.INFO, logger="broker_core.listeners.connections")
     with running_gateway(tmp_path, CONFIG) as gw:
         host, port = gw.address("tcp")
         with (
@@ -100,6 +104,10 @@ def test_a_client_that_reads_nothing_is_closed(tmp_path: Path, keepalive: int, p
             assert (will.topic, will.payload) == ("stall/will", b"gone")
             text = http_of(gw).get("/metrics").text
             assert metric(text, "edgebus_limit_hits_total", limit="write_timeout") == 1
+            lines = [r for r in caplog.records if "mqtt.write_timeout" in r.getMessage()]
+            assert [(r.levelno, "client stuck" in r.getMessage()) for r in lines] == [
+                (logging.INFO, True)
+            ]
             # The publisher and the other clients were not touched.
             publisher.ping()
             watcher.ping()
