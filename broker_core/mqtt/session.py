@@ -25,6 +25,8 @@ CONNECTING      auth_continue() / AUTH           AUTH 0x18 / AuthReceived (4.12)
 CONNECTING      other packets                    held, handled once accepted            CONNECTING
 any             second CONNECT                   protocol error [MQTT-3.1.0-2]          CLOSED
 CONNECTED       PUBLISH, SUBSCRIBE, ...          events; acks (4.3, 4.4)                CONNECTED
+CONNECTED       3.1.1 QoS 2 PUBLISH over         held with what follows, in order,      CONNECTED
+                receive_maximum                  until a PUBREL makes room (_Waiting)
 CONNECTED       DISCONNECT                       DisconnectReceived (3.14.4)            CLOSED
 CONNECTED       1.5 x keep alive of silence      v5 DISCONNECT 0x8D; close              CLOSED
                                                  [MQTT-3.1.2-22] (3.1.1: -24)
@@ -95,6 +97,26 @@ __all__ = ["ConnState", "Session"]
 # Packets held while CONNECT awaits the broker's answer: at most this many, and PUBLISH
 # packets of at most twice the maximum packet size together.
 _HELD_LIMIT = 1000
+
+
+class _Waiting(Exception):
+    """Internal: an MQTT 3.1.1 or 3.1 client's QoS 2 PUBLISH found ``receive_maximum``
+    QoS 2 messages awaiting PUBREL (``Session._on_publish``); ``_handle_all`` holds it and
+    what follows (``Session._hold``)."""
+
+
+class _Held:
+    """The packets held behind a 3.1.1 client's QoS 2 PUBLISH over ``receive_maximum``:
+    at most ``_HELD_LIMIT``, and PUBLISH topics and payloads of at most twice the maximum
+    packet size together (as before CONNACK)."""
+
+    __slots__ = ("bytes", "packets")
+
+    def __init__(self) -> None:
+        self.packets: list[Packet] = []
+        self.bytes = 0
+
+
 # Protocol errors that are a bound reached, by reason code: counted in Counters.limit_hits.
 _LIMITS: dict[int, str] = {
     ReasonCode.PACKET_TOO_LARGE: "packet_size",
@@ -145,6 +167,7 @@ class Session:
         "_out",
         "_v5",
         "_v5_expiry_asked",
+        "_waiting",
         "acks_held",
         "acks_received",
         "clean_start",
@@ -238,6 +261,9 @@ class Session:
         self._held: list[Packet] | None = None  # while CONNECTING, built on the first
         self._held_bytes = 0  # PUBLISH payload and topic bytes in _held
         self._out: list[bytes] = []  # shared with the Outgoing; emptied in place
+        # An MQTT 3.1.1 / 3.1 client's packets held from a QoS 2 PUBLISH over
+        # receive_maximum until a PUBREL makes room (``_hold``); None: none held.
+        self._waiting: _Held | None = None
         # When the last complete packet arrived once CONNECTED (keep alive); before that,
         # when the connection opened: the CONNECT must arrive within connect_timeout_s of it.
         self._last_rx = now
@@ -566,6 +592,9 @@ class Session:
             events.append(event)
 
     def _handle_all(self, packets: list[Packet], now: float) -> None:
+        if self._waiting is not None:
+            self._hold(packets, now)
+            return
         connected = ConnState.CONNECTED
         on_publish = self._on_publish
         try:
@@ -577,8 +606,62 @@ class Session:
                     return
                 else:
                     self._handle(packet, now)
+        except _Waiting:
+            self._waiting = _Held()
+            self._hold(packets[_index(packets, packet) :], now)
         except ProtocolError as exc:
             self._fail(exc)
+
+    def _hold(self, packets: list[Packet], now: float) -> None:
+        """Flow control of an MQTT 3.1.1 / 3.1 client, told no Receive Maximum: from a
+        QoS 2 PUBLISH that found ``receive_maximum`` QoS 2 messages awaiting PUBREL, its
+        packets wait unanswered, in order, until a PUBREL makes room (``_release``); its
+        in-flight window slows it down meanwhile. PUBREL, PINGREQ and acknowledgements of
+        the outgoing flow are handled at once (the PUBREL making room comes after the held
+        packets; each one tries them again); a DISCONNECT drops the held packets (never
+        acknowledged) and ends the connection. Past ``_Held``'s bounds the connection
+        closes (limit ``receive_maximum_waiting``)."""
+        for i, packet in enumerate(packets):
+            waiting = self._waiting
+            if waiting is None:  # a PUBREL released them all: the rest as usual
+                self._handle_all(packets[i:], now)
+                return
+            if self.conn_state is ConnState.CLOSED:
+                return
+            kind = type(packet)
+            try:
+                if kind is Pubrel:
+                    self._handle(packet, now)
+                    if self._waiting is not None and self.conn_state is ConnState.CONNECTED:
+                        self._release(now)
+                elif kind is Pingreq or kind in _ACKNOWLEDGEMENTS:
+                    self._handle(packet, now)
+                elif kind is Disconnect:
+                    self._waiting = None
+                    self._handle(packet, now)
+                else:
+                    if type(packet) is Publish:
+                        waiting.bytes += len(packet.payload) + len(packet.topic)
+                    if (
+                        len(waiting.packets) >= _HELD_LIMIT
+                        or waiting.bytes > 2 * self.limits.max_packet_size
+                    ):
+                        self.counters.hit("receive_maximum_waiting")
+                        raise ProtocolError(
+                            "too many packets waiting for PUBREL", ReasonCode.QUOTA_EXCEEDED
+                        )
+                    waiting.packets.append(packet)
+            except ProtocolError as exc:
+                self._fail(exc)
+                return
+
+    def _release(self, now: float) -> None:
+        """A PUBREL while packets are held: handle them in order; a QoS 2 PUBLISH among
+        them that still finds no room holds the rest again."""
+        waiting = self._waiting
+        assert waiting is not None
+        self._waiting = None
+        self._handle_all(waiting.packets, now)
 
     def _handle(self, packet: Packet, now: float) -> None:
         state = self.conn_state
@@ -660,6 +743,9 @@ class Session:
             if carried:
                 held -= len(carried)
             if held + self.qos1_unacked >= self.limits.receive_maximum:
+                if not self._v5:  # told no Receive Maximum: it waits (_hold)
+                    self.counters.hit("receive_maximum")
+                    raise _Waiting
                 self._receive_maximum_exceeded()
             state.add_incoming(pid)
         elif qos and self._v5:
@@ -780,6 +866,7 @@ class Session:
         """CLOSED: the state stops sending through this connection's flow."""
         self.conn_state = ConnState.CLOSED
         self.closed = True
+        self._waiting = None  # never acknowledged: dropped
         state = self.state
         if state is not None and state.sending is self.outgoing:
             state.sending = None
@@ -801,3 +888,8 @@ _HANDLERS: dict[type, Callable[[Session, Any, float], None]] = {
     Disconnect: Session._on_disconnect,
     Auth: Session._on_auth,
 }
+
+
+def _index(packets: list[Packet], packet: Packet) -> int:
+    """The position of ``packet`` itself in ``packets`` (an equal one may come before)."""
+    return next(i for i, p in enumerate(packets) if p is packet)

@@ -50,7 +50,8 @@ LIMITS = (
     "packets_before_connack",  # more than 1000 packets while CONNECT is decided, 0x97
     "packet_size",  # packet larger than max_packet_size, 0x95
     "connack_size",  # no CONNACK fits the client's Maximum Packet Size: closed without one
-    "receive_maximum",  # QoS 1 not PUBACKed + QoS 2 not PUBCOMPed beyond it, 0x93
+    "receive_maximum",  # QoS 1 not PUBACKed + QoS 2 not PUBCOMPed beyond it, 0x93 (3.1.1: waits)
+    "receive_maximum_waiting",  # 3.1.1 packets held behind it beyond 1000: closed
     "topic_alias",  # topic alias 0 or beyond max_topic_alias, 0x94
     "packet_properties",  # packet refused, 0x97 (max_packet_properties / _bytes)
     "topic_alias_bytes",  # client disconnected, 0x97 (max_topic_alias_bytes)
