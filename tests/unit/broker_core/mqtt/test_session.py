@@ -171,6 +171,26 @@ def test_receive_maximum_exceeded() -> None:
     assert session.data_to_send().endswith(mb.gen_disconnect(0x93, proto_ver=5)) is True
 
 
+@pytest.mark.parametrize("level", [3, 4])
+def test_mqtt311_qos2_over_receive_maximum_waits_for_a_pubrel(level: int) -> None:
+    # 3.1.1 has no Receive Maximum: the third QoS 2 PUBLISH and what follows it wait,
+    # in order, while PINGREQ and PUBREL are answered; a PUBREL lets them through.
+    session = connected(level, ServerLimits(receive_maximum=2))
+    data = b"".join(mb.gen_publish("a", b"%d" % m, qos=2, mid=m) for m in (1, 2, 3))
+    session.receive_data(data + mb.gen_publish("a", b"q0") + mb.gen_pingreq(), T0)
+    assert [e.packet.payload for e in session.events()] == [b"1", b"2"]  # type: ignore[attr-defined]
+    assert session.data_to_send() == mb.gen_pingresp()
+    assert not session.closed
+    session.receive_data(mb.gen_pubrel(1), T0)
+    assert session.data_to_send() == mb.gen_pubcomp(1)
+    assert [e.packet.payload for e in session.events()] == [b"3", b"q0"]  # type: ignore[attr-defined]
+    session.receive_data(mb.gen_publish("a", b"4", qos=2, mid=4), T0)  # 2 and 3 await PUBREL
+    assert session.events() == ()
+    session.receive_data(mb.gen_disconnect(), T0)
+    assert session.closed
+    assert [type(e) for e in session.events()] == [DisconnectReceived]  # 4 dropped
+
+
 def test_topic_alias_set_then_used() -> None:
     session = connected(5)
     session.receive_data(
