@@ -90,6 +90,19 @@ MAX_TURN_S = 0.02
 WORKER_BATCH = 16
 
 
+class _Retirement:
+    """Queued behind the results of a replaced rule (``RuleEngine._retire``): when the
+    action worker takes it, those results were acted on, and the rule's client closes.
+    Like a deleted rule it has no client, so the worker's one check finds it."""
+
+    __slots__ = ("rule", "taken")
+    client = None
+
+    def __init__(self, rule: Rule) -> None:
+        self.rule = rule
+        self.taken = 0
+
+
 class RuleEngine:
     def __init__(
         self,
@@ -202,6 +215,8 @@ class RuleEngine:
             self._running = False
             for rule in list(self._rules.values()):
                 self._discard(rule)
+            for waiting in [item for item in self._queue if type(item) is _Retirement]:
+                self._retirement_reached(waiting)  # type: ignore[arg-type]
             for tables in self._tables.values():
                 tables.close()
             self._tables.clear()
@@ -226,7 +241,9 @@ class RuleEngine:
                 for _ in range(batch):
                     rule, item = queue.popleft(), results.popleft()
                     rule.taken += 1
-                    if rule.client is None:  # deleted or disabled since
+                    if rule.client is None:  # deleted or disabled since, or a retirement
+                        if type(rule) is _Retirement:
+                            self._retirement_reached(rule)
                         continue
                     if type(item) is dict:  # an event's, built when it was evaluated
                         out = item
@@ -369,14 +386,49 @@ class RuleEngine:
         self._retired += rule.queued
 
     def _uninstall(self, rule: Rule) -> None:
-        self._leave_group(rule)
+        self._detach(rule)
         if rule.client is not None:
             rule.client.close()
             rule.client = None
+
+    def _detach(self, rule: Rule) -> None:
+        """Stops ``rule`` evaluating (its tap, its observers) and forgets it; its hub
+        client and actions stay (``_uninstall`` closes them)."""
+        self._leave_group(rule)
         for undo in rule.undo:
             undo()
         rule.undo.clear()
-        self._rules.pop(rule.name, None)
+        if self._rules.get(rule.name) is rule:
+            self._rules.pop(rule.name)
+
+    def _retire(self, rule: Rule) -> None:
+        """Ends a rule replaced by a new one of the same name (``update``, a reload):
+        detached already, it evaluates nothing more, but the results it queued before
+        are still acted on by its actions, in their turn: a ``_Retirement`` queued
+        behind them closes its client when the worker reaches it. Without it, the
+        worker skipped them (a swap under load lost messages)."""
+        self._retired += rule.queued
+        if rule.client is None:
+            return
+        if not rule.actions:
+            rule.client.close()
+            rule.client = None
+            return
+        self._queue.append(_Retirement(rule))  # type: ignore[arg-type]
+        self._results.append({})
+        self._retired += 1  # counted as queued, so that ``dropped`` stays right
+        if self._idle:
+            self._wake_worker()
+
+    def _retirement_reached(self, retirement: _Retirement) -> None:
+        """The worker took every result the retired rule queued (or the full queue
+        dropped them): its client closes. The marker itself is not a result."""
+        self.processed -= 1
+        self._retired -= 1
+        rule = retirement.rule
+        if rule.client is not None:
+            rule.client.close()
+            rule.client = None
 
     # -- managing (the API, reloads) ----------------------------------------------------
 
@@ -398,15 +450,25 @@ class RuleEngine:
         """Replaces a rule (counters start over); KeyError when there is none."""
         old = self._rules[config.name]
         new = Rule(config, source or old.source)  # a bad statement raises before any change
-        self._uninstall(old)
+        self._replace(old, new)
+        return new
+
+    def _replace(self, old: Rule, new: Rule) -> None:
+        """Installs ``new`` in place of ``old`` (same name) in one step of the loop: no
+        message is routed between; the results ``old`` queued before are acted on
+        by its actions (``_retire``). Raises what installing ``new`` raises, ``old`` then
+        back as it was."""
+        self._detach(old)
         try:
             self._install(new)
         except Exception:
             self._uninstall(new)
+            if old.client is not None:
+                old.client.close()
+                old.client = None
             self._reinstall(old)
             raise
-        self._retired += old.queued
-        return new
+        self._retire(old)
 
     def enable(self, name: str, enabled: bool) -> Rule:
         """Starts or stops evaluating a rule; its counters go on. The choice holds
@@ -468,8 +530,9 @@ class RuleEngine:
                 self._install_configured(config)
                 changes.append(f"rule: added {name}")
             elif installed.config != config or installed.source != CONFIG:
-                self._discard(installed)
+                self._detach(installed)
                 self._install_configured(config)
+                self._retire(installed)
                 changes.append(f"rule: updated {name}")
         return changes
 
