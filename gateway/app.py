@@ -252,6 +252,15 @@ class Gateway:
             log.exception("reload: checking %s failed", path)
             message = f"{path}: the file could not be checked ({type(exc).__name__}: {exc})"
             raise ConfigError(message) from None
+        if valid.empty:
+            # An editor that truncates before it writes, a failed copy: read as the
+            # embedded defaults, it would remove every component and rule and open the
+            # ACL. A start on an empty file is the defaults; a reload is refused.
+            message = (
+                f"{path} is empty (no YAML document, only comments or null): not reloaded,"
+                " nothing changed (to run on the embedded defaults, restart with it)"
+            )
+            raise ConfigError(message, [message])
         problems = (
             self._unknown_webhooks(valid)
             + self._dangling_api_rules(valid)
@@ -276,6 +285,7 @@ class Gateway:
         passwords = self.security.passwords
         users_before = None if passwords is None else passwords._users
         self.security.reload(new.acl)
+        self._warn_acl_opened(valid)
         done: list[str] = []
         if not same_config(new.acl, self.config.acl):
             done.append("acl")
@@ -309,6 +319,19 @@ class Gateway:
             f"; waiting for a restart: {', '.join(fixed)}" if fixed else "",
         )
         return done
+
+    def _warn_acl_opened(self, valid: ValidConfig) -> None:
+        """A WARNING when the reloaded ACL allows by default what the running one denied:
+        a file that lost its ``acl`` section (``acl.default`` is ``allow`` by default)
+        opens every topic to every client."""
+        before, after = self.config.acl.default, valid.config.acl.default
+        if before == "deny" and after == "allow":
+            written = valid.document is not None and ("acl",) in valid.document.lines
+            log.warning(
+                "reload: acl.default changes deny -> allow%s: topics no rule names are"
+                " open to every client",
+                "" if written else f" ({valid.filename} has no acl section)",
+            )
 
     def _unknown_webhooks(self, valid: ValidConfig) -> list[str]:
         """A problem for each action of the new rules naming a webhook this gateway does

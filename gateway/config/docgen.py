@@ -84,7 +84,9 @@ that is missing or not PEM, or an encrypted key without its password (never aske
 on the terminal), is an error here, for a bridge whether `enabled` or not, although at
 run time it would only leave that bridge degraded. `edgebus check FILE` reports all of
 that without starting anything, and warns about configured components whose type this
-release does not run; `edgebus run` checks the same before it writes anything. YAML
+release does not run and about an empty file (no YAML document: the embedded defaults,
+which a start serves and a reload refuses); `edgebus run` checks the same before it
+writes anything. YAML
 syntax errors name the line and column, with a hint (`line 3 is indented more than line 2, ...`).
 
 ## Values

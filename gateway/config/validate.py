@@ -71,9 +71,21 @@ class ValidConfig:
         key the file does not write."""
         return where(self.filename, None if self.document is None else self.document.lines, path)
 
+    @property
+    def empty(self) -> bool:
+        """The file holds no YAML document (nothing, only comments, or null): the
+        embedded defaults. A start serves them; a reload refuses such a file."""
+        return self.document is not None and self.document.data is None
+
     def warnings(self) -> list[str]:
         """One line per warning, each naming file, line and path."""
-        return [
+        empty = (
+            [f"{self.filename}: warning: the file is empty: the embedded defaults apply"
+             " (a reload of a running gateway refuses it)"]
+            if self.empty
+            else []
+        )  # fmt: skip
+        return empty + [
             f"{self.where(path)}: warning: {message}"
             for path, message in [*inactive_sections(self.config), *profile_warnings(self.config)]
         ]

@@ -39,7 +39,8 @@ BALLAST = '      - {type: republish, topic: "ballast/x", qos: 1, payload: "{payl
 def _entries(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines()]
+    # the lines written whole: the gateway may be writing the last one
+    return [json.loads(line) for line in path.read_text().split("\n")[:-1]]
 
 
 def _wait_for_count(path: Path, text: str, count: int) -> list[dict[str, Any]]:
