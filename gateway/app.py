@@ -213,6 +213,11 @@ class Gateway:
     def stop(self) -> None:
         self._stop.set()
 
+    @property
+    def stopping(self) -> bool:
+        """``stop`` was called: the gateway is shutting down (or has stopped)."""
+        return self._stop.is_set()
+
     def reload(self) -> list[str]:
         """Re-reads the configuration file: adapter mappings, ACL, credentials; and the
         certificate, key, CA and CRL files of the TLS listeners (new handshakes use them).

@@ -91,6 +91,9 @@ def _reload(gateway: Gateway) -> None:
     """SIGHUP: re-read the configuration; a broken file changes nothing."""
     # A refusal is logged by Gateway.reload (ERROR "reload refused: ...", one record per
     # problem), through the configured handler: JSON, the log file.
+    if gateway.stopping:  # SIGTERM came first: nothing starts any more
+        log.info("reload ignored: the gateway is stopping")
+        return
     try:
         gateway.reload()
     except ConfigError:
@@ -134,6 +137,10 @@ def run_gateway(config_path: Path | None) -> None:
                 collect_less()
             else:
                 ready.cancel()
+        # Closing the loop would give SIGHUP back its default action, which ends the
+        # process: one arriving in the last moments of a shutdown is ignored instead.
+        loop.remove_signal_handler(signal.SIGHUP)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
     try:
         with asyncio.Runner(loop_factory=_new_loop) as runner:
