@@ -268,6 +268,7 @@ class Gateway:
             raise ConfigError(message, [message])
         problems = (
             self._unknown_webhooks(valid)
+            + self._api_rules_renamed(valid)
             + self._dangling_api_rules(valid)
             + self._too_deep_for_running(valid)
         )
@@ -374,6 +375,23 @@ class Gateway:
             for path, message in found
         ]
 
+    def _api_rules_renamed(self, valid: ValidConfig) -> list[str]:
+        """A problem for each rule of the file named as a rule created through the API
+        but written differently: a reload keeps the API's rules, and replacing one
+        silently by the file's would be a surprise. The same rule written in the file
+        (to keep it across restarts) is taken over by it (``RuleEngine.reconcile``)."""
+        if self._rules is None:
+            return []
+        api = {config.name: config for config in self._rules.api_rules()}
+        return [
+            f"{valid.where(('rules', index, 'name'))}: rule {rule.name!r} was created"
+            " through the API and runs with another configuration; a reload keeps the"
+            " API's rules: delete that rule first (DELETE /api/v1/rules/"
+            f"{rule.name}), or write it in the file as it runs, or rename this one"
+            for index, rule in enumerate(valid.config.rules)
+            if rule.name in api and api[rule.name] != rule
+        ]
+
     def _dangling_api_rules(self, valid: ValidConfig) -> list[str]:
         """A problem for each action of a rule created through the API (a reload keeps
         those rules) that would name a bridge the new file does not have (bridges added
@@ -385,7 +403,7 @@ class Gateway:
         from gateway.config.models.rules import action_reference_problems
 
         new = valid.config
-        configured = {rule.name for rule in new.rules}  # these replace the API's rule
+        configured = {rule.name for rule in new.rules}  # the file takes these over
         kept = [rule for rule in self._rules.api_rules() if rule.name not in configured]
         actions = ((i, j, action) for i, rule in enumerate(kept)
                    for j, action in enumerate(rule.actions))  # fmt: skip

@@ -514,7 +514,11 @@ class RuleEngine:
         return True
 
     def reconcile(self, configs: Iterable[RuleConfig]) -> list[str]:
-        """Applies the rules of a reloaded configuration; the API's rules stay."""
+        """Applies the rules of a reloaded configuration; the API's rules stay. A rule
+        of the file written as a rule of the API runs is taken over by the file (source
+        ``config``; it keeps running, its counters go on); one of the same name written
+        otherwise leaves the API's rule as it is, with a WARNING (the gateway's reload
+        refuses such a file first)."""
         wanted = {config.name: config for config in configs}
         self._configured = list(wanted.values())
         if not self._running:
@@ -529,7 +533,18 @@ class RuleEngine:
             if installed is None:
                 self._install_configured(config)
                 changes.append(f"rule: added {name}")
-            elif installed.config != config or installed.source != CONFIG:
+            elif installed.source == API:
+                if installed.config == config:
+                    installed.source = CONFIG
+                    log.info("rule %s: taken over by the configuration", name)
+                    changes.append(f"rule: {name} now configured")
+                else:
+                    log.warning(
+                        "rule %s: created through the API, kept; the configuration's"
+                        " rule of that name is not installed",
+                        name,
+                    )
+            elif installed.config != config:
                 self._detach(installed)
                 self._install_configured(config)
                 self._retire(installed)
