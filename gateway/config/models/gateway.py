@@ -104,6 +104,18 @@ def _names_as_written(data: Mapping[str, Any], sections: set[str]) -> list[tuple
     return problems
 
 
+def _reported(exc: ValidationError) -> set[tuple[Loc, str]]:
+    """The ``(path, message)`` problems a field validator of ``exc`` reported through
+    ``FieldProblems`` (``_unique_names``): not to be reported again as written."""
+    reported: set[tuple[Loc, str]] = set()
+    for error in exc.errors(include_url=False):
+        found = error.get("ctx", {}).get("error")
+        if isinstance(found, FieldProblems):
+            loc = tuple(error["loc"])
+            reported.update(((*loc, *path), message) for path, message in found.problems)
+    return reported
+
+
 def _servers_as_written(data: Mapping[str, Any]) -> list[Bound]:
     """The listeners (each valid one; the defaults when the file has none) and the API."""
     servers: list[Bound] = []
@@ -293,7 +305,8 @@ class GatewayConfig(ConfigModel):
             failed = {str(error["loc"][0]) for error in exc.errors() if error["loc"]}
             found = _references_as_written(data, info.context)
             if isinstance(data, Mapping):
-                found += _names_as_written(data, failed)
+                reported = _reported(exc)  # a section that failed only for its names
+                found += [p for p in _names_as_written(data, failed) if p not in reported]
                 if "listeners" in failed:
                     found += _api_collisions_as_written(data)
             found += _binds_as_written(data)
