@@ -80,13 +80,17 @@ def test_drops_are_exact_per_rule_and_engine_through_deletes_and_resizes() -> No
             assert _counts(engine)["b"] == (12, 12, 9, 3)
 
             # two rules on the same FROM share a tap, each with its own counts; a rule
-            # replaced keeps its drops in the engine's count
+            # replaced keeps its drops in the engine's count, and what it queued before
+            # is acted on by its actions, then its client closes
             engine.queue_size = 10
             engine.add(_rule("c", "b/#", "WHERE payload = '1'"))
             _publish(broker, "b/x", 5)
             counts = _counts(engine)
             assert (counts["b"], counts["c"]) == ((17, 17, 9, 3), (5, 1, 0, 0))
-            engine.update(_rule("b", "b/#"))  # its 5 waiting results are not acted on
+            old = engine.get("b")
+            assert old is not None and old.actions[0].succeeded == 3
+            engine.update(_rule("b", "b/#"))  # its 5 waiting results are acted on by old
+            assert old.client is not None  # until the worker reached them
             _publish(broker, "b/x", 1)
             assert _counts(engine)["b"] == (1, 1, 0, 0)
             assert engine.stats()["dropped"] == 104
@@ -94,6 +98,7 @@ def test_drops_are_exact_per_rule_and_engine_through_deletes_and_resizes() -> No
             counts = _counts(engine)
             assert (counts["b"], counts["c"]) == ((1, 1, 0, 1), (6, 1, 0, 1))
             assert (engine.stats()["dropped"], engine.stats()["processed"]) == (104, 30)
+            assert (old.actions[0].succeeded, old.client) == (8, None)
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
