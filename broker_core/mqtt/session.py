@@ -735,8 +735,16 @@ class Session:
             assert pid is not None
             if pid in incoming:
                 # A retransmission of a message already received: acknowledge it again,
-                # never deliver it twice (MQTT 5.0 4.3.3).
-                self._send(bytes((0x50, 2, pid >> 8, pid & 0xFF)))
+                # never deliver it twice (MQTT 5.0 4.3.3). A persistent session's, once
+                # the id's record is committed, as the first PUBREC: sent before, a kill
+                # left the id unknown to the restarted broker, and the client, past
+                # PUBREC, sends PUBREL, not the message (lost).
+                data = bytes((0x50, 2, pid >> 8, pid & 0xFF))
+                when_durable = self.when_durable
+                if when_durable is not None and state.journal is not None:
+                    when_durable(self, data)
+                else:
+                    self._send(data)
                 return
             held = len(incoming)
             carried = self._carried_qos2

@@ -20,6 +20,8 @@ from __future__ import annotations
 import collections
 import random
 import signal
+import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -98,6 +100,11 @@ class Publisher:
         if packet.type == mb.PacketType.PUBCOMP:
             self.released.pop(mid, None)
         return 0
+
+
+def _rows(db: sqlite3.Connection, table: str) -> int:
+    query = f"SELECT count(*) FROM {table} WHERE client_id LIKE 'x2r-%'"
+    return int(db.execute(query).fetchone()[0])
 
 
 def _drain(sub: RawClient, last: str) -> list[str]:
@@ -211,3 +218,61 @@ def test_a_later_qos1_or_qos0_message_does_not_overtake_a_qos2_one(tmp_path: Pat
         gateway.stop()
     for qos, x in ((2, "a"), (1, "b")):
         assert [m for m in queued if m.endswith(x)] == [f"{r}{x}" for r in range(rounds)], qos
+
+
+@pytest.mark.timeout(120)
+def test_a_qos2_resend_is_answered_once_its_packet_id_is_committed(tmp_path: Path) -> None:
+    """The publisher's connection drops before its PUBREC and it resends (DUP) at once,
+    while the packet id's record is not committed yet (here: the test holds the store's
+    write lock); then a kill. Before, the resend got PUBREC at once (the id was known in
+    memory): the publisher went on with PUBREL, the restarted broker, which never
+    committed the id nor the message's queue entry, answered PUBCOMP, and the message was
+    lost. Now that PUBREC waits for the commit, as the first one does."""
+    gateway = _start(tmp_path, stream=False)
+    try:
+        sub = _connect(gateway, "x2r-sub", clean=True)
+        sub.subscribe("x2r/#", 2)
+        sub.disconnect()
+        pub = _connect(gateway, "x2r-pub", clean=True)
+        db = sqlite3.connect(tmp_path / "data" / "edgebus.db", timeout=unit(10))
+        db.isolation_level = None
+        # The subscription and both sessions committed (a SUBACK does not wait for that).
+        deadline = time.monotonic() + unit(10)
+        while _rows(db, "subscriptions") < 1 or _rows(db, "sessions") < 2:
+            assert time.monotonic() < deadline, "the subscription was never committed"
+            time.sleep(0.05)
+        db.execute("BEGIN IMMEDIATE")  # nothing the gateway writes is committed meanwhile
+        try:
+            pub.send(mb.gen_publish("x2r/x", "M", qos=2, mid=1, proto_ver=5))
+            pub.close()
+            pub = _connect(gateway, "x2r-pub", clean=False)
+            pub.send(mb.gen_publish("x2r/x", "M", qos=2, dup=True, mid=1, proto_ver=5))
+            answered = pub.collect(unit(1))
+            gateway.process.send_signal(signal.SIGKILL)
+            gateway.process.wait(unit(10))
+            gateway.stop()
+        finally:
+            db.execute("ROLLBACK")
+        pub.close()
+        try:
+            gateway = _start(tmp_path, stream=False)
+        finally:
+            db.close()  # after: the last connection to close would delete the log
+        pub = _connect(gateway, "x2r-pub", clean=False)
+        if any(p.type == mb.PacketType.PUBREC for p in answered):
+            pub.send(mb.gen_pubrel(1, proto_ver=5))
+        else:
+            pub.send(mb.gen_publish("x2r/x", "M", qos=2, dup=True, mid=1, proto_ver=5))
+            pub.wait_for(lambda p: p.type == mb.PacketType.PUBREC, unit(10), "PUBREC")
+            pub.send(mb.gen_pubrel(1, proto_ver=5))
+        pub.wait_for(lambda p: p.type == mb.PacketType.PUBCOMP, unit(10), "PUBCOMP")
+        pub.disconnect()
+        sub = _connect(gateway, "x2r-sub", clean=False)
+        try:
+            delivered = _drain(sub, "M")
+        except AssertionError as exc:
+            raise AssertionError(f"acknowledged (answered {answered}), never delivered") from exc
+        sub.disconnect()
+    finally:
+        gateway.stop()
+    assert delivered == ["M"]
