@@ -34,7 +34,11 @@ an MQTT client.
 
 Every subscription has a bounded queue (``maxsize``, default 10 000) with an overflow
 policy: ``drop_oldest`` (default) or ``drop_new``; drops are counted per client
-(``HubClient.dropped``) and shown in the metrics. A client never receives its own
+(``HubClient.dropped``) and shown in the metrics. When a run of the component ends and
+another follows, its subscriptions are parked, still subscribed (``park``), and the next
+run's ``subscribe`` to the same filters takes one over with what it queued meanwhile;
+the supervisor closes the rest (``release_parked``), counting what they held as dropped
+(``handover_dropped``). A client never receives its own
 messages back (no local, by origin, checked before a message is queued), so an adapter
 that maps topics both ways cannot loop a message through itself.
 """
@@ -222,16 +226,25 @@ class HubClient:
         self._tapped_before = 0
         self._tap_errors_before = 0
         self._subscriptions: list[HubSubscription] = []
+        #: subscriptions of a run that ended, still routed to, for the next run to take
+        #: over (``park``, ``subscribe``); closed by ``release_parked``
+        self._parked: list[HubSubscription] = []
+        #: messages queued for a run that no run took over (``release_parked``)
+        self.handover_dropped = 0
         self._taps: list[Tap] = []
         self._hooks: list[HubHook] = []
 
     @property
     def dropped(self) -> int:
-        return self._dropped_before + sum(s.dropped for s in self._subscriptions)
+        return (
+            self._dropped_before
+            + sum(s.dropped for s in self._subscriptions)
+            + sum(s.dropped for s in self._parked)
+        )
 
     @property
     def queue_depth(self) -> int:
-        return sum(s.depth for s in self._subscriptions)
+        return sum(s.depth for s in self._subscriptions) + sum(s.depth for s in self._parked)
 
     def context(
         self, topic: str, payload: bytes, qos: int = 0, retain: bool = False, **kw: Any
@@ -332,8 +345,32 @@ class HubClient:
         """Subscribes to ``filters``; iterate the result for Contexts.
 
         Raises ``AdapterError`` when the ACL denies one of the filters.
+
+        A subscription of the previous run with the same filters, ``qos`` and
+        ``retained`` that is still parked (``park``) is taken over instead, with what it
+        queued meanwhile (and no retained messages again: it never lapsed).
         """
-        self.check_subscribe(filters)
+        try:
+            self.check_subscribe(filters)
+        except AdapterError:
+            self.release_parked()  # the ACL changed: nothing of it is taken over
+            raise
+        if self._parked and filters:
+            wanted = frozenset(filters)
+            for parked in self._parked:
+                local = parked._local
+                if (
+                    parked._qos == qos
+                    and parked._retained == retained
+                    and frozenset(local.filters) == wanted
+                    and not local.closed
+                ):
+                    self._parked.remove(parked)
+                    local.maxsize = maxsize
+                    local.overflow = overflow
+                    subscription = HubSubscription(local, self.origin, self, qos, retained)
+                    self._subscriptions.append(subscription)
+                    return subscription
         local = self.hub.broker.subscribe(
             self.origin,
             filters,
@@ -452,13 +489,46 @@ class HubClient:
                     f"subscribing to {topic_filter!r}"
                 )
 
+    def park(self) -> None:
+        """A run ended and another follows: its subscriptions stay subscribed and go on
+        queueing (bounded, as before) for the next run, which takes each over by
+        subscribing to the same filters (``subscribe``); its taps and hooks close, as
+        with ``close``. What no run takes over is dropped and counted by
+        ``release_parked``."""
+        for subscription in self._subscriptions:
+            if subscription._local.closed:  # the run closed it itself: nothing to hand over
+                self._close_counted(subscription)
+            else:
+                self._parked.append(subscription)
+        self._subscriptions.clear()
+        self._close_taps_and_hooks()
+
+    def release_parked(self) -> None:
+        """Closes the parked subscriptions no run took over (the next run is up and did
+        not subscribe to their filters, or no run follows); what they held is counted
+        in ``dropped`` and ``handover_dropped``."""
+        parked, self._parked = self._parked, []
+        for subscription in parked:
+            self._close_counted(subscription)
+
+    def _close_counted(self, subscription: HubSubscription) -> None:
+        left = subscription.depth
+        self.handover_dropped += left
+        self._dropped_before += subscription.dropped + left
+        subscription.close()
+
     def close(self) -> None:
-        """Ends every subscription, tap and hook of this client (its iterators stop);
-        the client itself stays usable and keeps its counts."""
+        """Ends every subscription, tap and hook of this client (its iterators stop),
+        parked ones included (what they held counted as dropped); the client itself
+        stays usable and keeps its counts."""
         for subscription in self._subscriptions:
             self._dropped_before += subscription.dropped
             subscription.close()
         self._subscriptions.clear()
+        self.release_parked()
+        self._close_taps_and_hooks()
+
+    def _close_taps_and_hooks(self) -> None:
         for tap in self._taps:
             self._tapped_before += tap.delivered
             self._tap_errors_before += tap.errors
@@ -475,6 +545,7 @@ class HubClient:
             "dropped": self.dropped,
             "too_large": self.too_large,
             "queue_depth": self.queue_depth,
+            "handover_dropped": self.handover_dropped,
             "tapped": self._tapped_before + sum(t.delivered for t in self._taps),
             "tap_errors": self._tap_errors_before + sum(t.errors for t in self._taps),
         }

@@ -59,7 +59,7 @@ edgebus_component_messages_tapped_total  counter  kind, type, name; messages its
 edgebus_component_tap_errors_total       counter  kind, type, name; its tap callbacks that raised
 edgebus_component_stat                   gauge    kind, type, name, stat; its own ``stats()``
 edgebus_adapter_up                       gauge    adapter, type, state; 1 running, 0 otherwise
-edgebus_adapter_restarts_total           counter  adapter; restarts after failures
+edgebus_adapter_restarts_total           counter  adapter; restarts (failures, requests, reloads)
 edgebus_adapter_messages_published_total counter  adapter; messages the adapter published
 edgebus_adapter_messages_dropped_total   counter  adapter; its subscription queues overflowed
 edgebus_adapter_queue_depth              gauge    adapter; messages waiting for the adapter

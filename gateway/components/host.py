@@ -119,6 +119,7 @@ class Host:
         self._inboxes: list[Inbox[Any]] = []
         self._carried = {"accepted": 0, "dropped": 0}  # of the inboxes of earlier runs
         self._kept: tuple[Any, Callable[[], None]] | None = None  # for the next run
+        self._on_up: Callable[[], None] | None = None  # once, at this run's ready/degraded
         self.stopping = asyncio.Event()
 
     @property
@@ -136,6 +137,7 @@ class Host:
             if self.status.state != RUNNING:
                 log.info("%s %s (%s) running", self.kind, self.name, self.type)
             self.status.set(RUNNING)
+            self._up()
 
     def degraded(self, reason: str) -> None:
         """The instance runs but cannot do its job fully; ``reason`` says why."""
@@ -147,6 +149,14 @@ class Host:
                 log.warning("%s %s degraded: %s", self.kind, self.name, reason)
             self.status.set(DEGRADED)
             self.status.reason = reason
+            self._up()
+
+    def _up(self) -> None:
+        """The run is up: ``on_up`` of ``begin_run``, once, on a later loop turn (tasks
+        the run created before it called ``ready()`` take their first step first)."""
+        on_up, self._on_up = self._on_up, None
+        if on_up is not None:
+            self._loop.call_soon(on_up)
 
     def event(self, what: str, body: dict[str, object]) -> None:
         """Publishes ``body`` as JSON on ``$SYS/brokers/<node>/<kind>s/<name>/<what>``
@@ -196,14 +206,18 @@ class Host:
         dropped = self._carried["dropped"] + sum(inbox.dropped for inbox in self._inboxes)
         return {"inbox_depth": depth, "inbox_accepted": accepted, "inbox_dropped": dropped}
 
-    def begin_run(self) -> None:
-        """A new run: a fresh stop request."""
+    def begin_run(self, on_up: Callable[[], None] | None = None) -> None:
+        """A new run: a fresh stop request; ``on_up()`` is called (soon, on the loop)
+        when the run first calls ``ready()`` or ``degraded()``."""
         self.stopping = asyncio.Event()
+        self._on_up = on_up
 
     def end_run(self) -> None:
-        """The run is over: its inboxes close, their counts are kept."""
+        """The run is over: its inboxes close, their counts are kept; items still
+        waiting in them (taken in, never consumed) are counted as dropped."""
+        self._on_up = None
         for inbox in self._inboxes:
             inbox.close()
             self._carried["accepted"] += inbox.accepted
-            self._carried["dropped"] += inbox.dropped
+            self._carried["dropped"] += inbox.dropped + len(inbox)
         self._inboxes.clear()

@@ -13,7 +13,11 @@ Stopping an instance sets ``host.stopping``, awaits its optional ``stop()`` for 
 ``stop_timeout_s`` (drain and flush), then cancels it. What a run hands over to the next
 (``Host.keep``) waits across a restart, an update and the backoff after a failure; it
 is closed when the instance is paused, removed, disabled or unavailable, or the gateway
-stops.
+stops. So are its hub client's subscriptions (``HubClient.park``): they stay subscribed
+while the runs swap, the next run takes over those it subscribes to again, and the
+others close, what they held counted as dropped, once it is up (``ready()``) or when
+no run follows. A restart on request, by ``update`` (a reload) or after a failure
+counts in ``restarts``.
 
 States: ``starting``, ``running`` (it called ``ready()``), ``degraded`` (``degraded(
 reason)``), ``backing_off``, ``stopping``, ``paused``, ``stopped`` (disabled, or the
@@ -191,6 +195,10 @@ class Supervisor:
         if old is None or self._tg is None:
             return False
         self._retire(old)
+        if spec.enabled and old.task is not None and not old.task.done():
+            # A restart on request (docs/api.md: restarts "after failures or on request").
+            log.info("%s %s restarting with a new configuration", spec.kind, spec.name)
+            old.status.restarts += 1
         self._launch(spec, previous=old.task)
         return True
 
@@ -363,7 +371,7 @@ class Supervisor:
         try:
             while not instance.retired:
                 if instance.paused:
-                    instance.host.release()  # paused: nothing is taken in meanwhile
+                    self._release(instance)  # paused: nothing is taken in meanwhile
                     status.set(PAUSED)
                     status.next_attempt_in_s = None
                     await self._next_request(instance)
@@ -376,7 +384,7 @@ class Supervisor:
                     requested = await self._run_once(instance)
                     error: BaseException = RuntimeError(f"the {spec.kind} stopped by itself")
                 except AdapterUnavailable as exc:
-                    instance.host.release()
+                    self._release(instance)
                     status.set(UNAVAILABLE, str(exc))
                     log.error("%s %s unavailable: %s", spec.kind, spec.name, exc)
                     await self._next_request(instance)
@@ -429,7 +437,14 @@ class Supervisor:
                 or successor.host is not instance.host
                 or successor.task is None
             ):
-                instance.host.release()  # no run of this instance follows
+                self._release(instance)  # no run of this instance follows
+
+    @staticmethod
+    def _release(instance: _Instance) -> None:
+        """No run follows, for now: what the last run kept (``Host.keep``) closes, and so
+        do its subscriptions parked for the next run (what they hold counted dropped)."""
+        instance.host.release()
+        instance.client.release_parked()
 
     @staticmethod
     async def _next_request(instance: _Instance) -> None:
@@ -450,7 +465,10 @@ class Supervisor:
             instance.entered.set()
             raise
         host = instance.host
-        host.begin_run()
+        # The last run's subscriptions were parked (``HubClient.park``): this run takes
+        # over those it subscribes to again; once it is up (``ready()`` or ``degraded()``,
+        # and what it started meanwhile has had a turn) the others close, counted.
+        host.begin_run(on_up=instance.client.release_parked)
         try:
             component = instance.component = cls(spec.config)
             run = asyncio.ensure_future(component.run(instance.client, host))
@@ -470,7 +488,9 @@ class Supervisor:
             if not run.done():
                 run.cancel()
                 await asyncio.gather(run, return_exceptions=True)
-            instance.client.close()
+            # A next run (a restart, an update, after a failure) takes the subscriptions
+            # over; when none follows, ``_release`` closes them.
+            instance.client.park()
             host.end_run()
 
     async def _stop(self, instance: _Instance, run: asyncio.Future[None]) -> None:

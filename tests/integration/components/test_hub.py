@@ -109,6 +109,7 @@ def test_a_failing_tap_is_counted_and_routing_goes_on(gw: RunningGateway) -> Non
         "denied": 0,
         "dropped": 0,
         "queue_depth": 0,
+        "handover_dropped": 0,
         "tapped": 1,
         "tap_errors": 1,
         "too_large": 0,
