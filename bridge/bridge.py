@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from bridge.forward import Forwarder
-from bridge.inbound import Receiver
+from bridge.inbound import ReceivedIds, Receiver
 from bridge.link import Link, open_link, reason_name
 from bridge.mapping import Outbound
 from bridge.queue import DiskQueue
@@ -125,6 +125,9 @@ class MqttBridge:
         self.connect_failures = 0
         self.forwarder: Forwarder | None = None
         self.receiver: Receiver | None = None
+        #: The remote's QoS 2 Packet Identifiers held between PUBLISH and PUBREL, across
+        #: runs (recorded in the broker's store; ``bridge.inbound``).
+        self._received_ids: ReceivedIds | None = None
         self.link: Link | None = None
         self._host: Host | None = None
         self._wake: asyncio.Event | None = None
@@ -216,7 +219,12 @@ class MqttBridge:
                 forwarder.dropped[reason] += count
             if tap is not None:
                 tap.callback = forwarder.offer
-            self.receiver = Receiver(config, hub)
+            ids = self._received_ids
+            if ids is None or ids.key != ReceivedIds.key_of(config.name, self.client_id):
+                ids = ReceivedIds(hub.hub.broker.store, config.name, self.client_id)
+                self._received_ids = ids
+            await ids.load()
+            self.receiver = Receiver(config, hub, ids)
             host.degraded(f"connecting to {self.server or 'the AWS IoT Core endpoint'}")
             await self._serve(host)
         finally:

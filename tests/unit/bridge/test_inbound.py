@@ -5,15 +5,18 @@ remote side is a fake link recording the acknowledgements."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bridge.inbound import Receiver
+from bridge.inbound import ReceivedIds, Receiver
 from broker_core.broker import Broker
 from broker_core.errors import ProtocolViolation
 from broker_core.mqtt.packets import Puback, Pubcomp, Publish, Pubrec
 from broker_core.mqtt.properties import Properties
+from broker_core.store.sqlite import SqliteStore
 from gateway.config.models.bridges import BridgeConfig
 from gateway.hub import Hub
 
@@ -113,5 +116,95 @@ def test_topic_aliases_from_the_remote() -> None:
             receiver.publish(Publish("", b"3", 0, properties=Properties(topic_alias=2)))
         with pytest.raises(ProtocolViolation):
             receiver.publish(Publish("x", b"4", 0, properties=Properties(topic_alias=3)))
+
+    asyncio.run(main())
+
+
+async def _until(condition: Any, seconds: float = 10) -> None:
+    deadline = asyncio.get_running_loop().time() + seconds
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline
+        await asyncio.sleep(0.005)
+
+
+def _incoming(path: Path) -> list[tuple[str, int]]:
+    conn = sqlite3.connect(path)
+    try:
+        return list(conn.execute("SELECT client_id, packet_id FROM incoming"))
+    finally:
+        conn.close()
+
+
+def _durable_receiver(data_dir: Path) -> tuple[Receiver, Any, SqliteStore]:
+    store = SqliteStore(data_dir)
+    store.open()
+    config = BridgeConfig.model_validate(
+        {
+            "name": "b",
+            "server": "127.0.0.1:1",
+            "subscriptions": [{"remote": "in/{rest#}", "local": "local/{rest}", "qos": 2}],
+        }
+    )
+    hub = Hub(Broker(store=store))
+    watcher = hub.client("test", "watcher").subscribe("#")
+    ids = ReceivedIds(store, "b", "gw-1")
+    return Receiver(config, hub.client("bridge", "b"), ids), watcher, store
+
+
+def test_qos2_packet_ids_are_recorded_in_the_store_before_pubrec_and_survive_a_restart(
+    tmp_path: Path,
+) -> None:
+    """Method B, durable: PUBREC once the Packet Identifier is committed with the message;
+    the next run reads it back and answers a resent PUBLISH without publishing it again;
+    PUBCOMP once its removal is committed."""
+
+    async def first() -> None:
+        receiver, watcher, store = _durable_receiver(tmp_path)
+        await receiver.ids.load()
+        wire = FakeWire(5)
+        receiver.attach(wire, session_present=True)
+        receiver.publish(Publish("in/a", b"1", 2, False, False, 11))
+        assert wire.sent == []  # not before the record's commit
+        await _until(lambda: wire.sent == [Pubrec(11)])
+        assert _incoming(store.path) == [(ReceivedIds.key_of("b", "gw-1"), 11)]
+        assert watcher.depth == 1
+        store.close()
+
+    async def second() -> None:
+        receiver, watcher, store = _durable_receiver(tmp_path)
+        await receiver.ids.load()
+        wire = FakeWire(5)
+        receiver.attach(wire, session_present=True)
+        receiver.publish(Publish("in/a", b"1", 2, False, True, 11))  # resent after a restart
+        assert wire.sent == [Pubrec(11)]
+        receiver.pubrel(11)
+        assert wire.sent == [Pubrec(11)]  # not before the removal's commit
+        await _until(lambda: wire.sent == [Pubrec(11), Pubcomp(11)])
+        assert _incoming(store.path) == []
+        receiver.publish(Publish("in/a", b"2", 2, False, False, 11))  # a new message, reused id
+        await _until(lambda: len(wire.sent) == 3)
+        await _turns()
+        assert watcher.depth == 1  # the new one only
+        store.close()
+
+    asyncio.run(first())
+    asyncio.run(second())
+
+
+def test_a_new_remote_session_forgets_the_recorded_packet_ids(tmp_path: Path) -> None:
+    async def main() -> None:
+        receiver, watcher, store = _durable_receiver(tmp_path)
+        await receiver.ids.load()
+        wire = FakeWire(4)
+        receiver.attach(wire, session_present=True)
+        receiver.publish(Publish("in/a", b"1", 2, False, False, 7))
+        await _until(lambda: wire.sent == [Pubrec(7)])
+        receiver.detach()
+        wire = FakeWire(4)
+        receiver.attach(wire, session_present=False)  # the remote lost our session
+        receiver.publish(Publish("in/a", b"2", 2, False, False, 7))  # a new message
+        await _until(lambda: wire.sent == [Pubrec(7)])
+        assert watcher.depth == 2
+        store.close()
 
     asyncio.run(main())
