@@ -212,7 +212,13 @@ class NngAdapter(SocketAdapter):
         try:
             await asyncio.get_running_loop().create_future()  # until cancelled
         finally:
-            inbox.close()
+            # The run ends (a restart, a reload, a stop): no new pipe, no new message;
+            # what NNG has already taken in is published before the socket closes.
+            # What is still in flight (the peers' queues, TCP buffers) is lost with it.
+            left = _stop_and_drain(sock, mapping.config.high_water_mark)
+            inbox.close()  # callback mode: what waits in it is handled now
+            for body in left:
+                handle(body)
 
     async def _front(
         self,
@@ -328,3 +334,19 @@ async def _readable(fd: int) -> None:
         await ready
     finally:
         loop.remove_reader(fd)
+
+
+def _stop_and_drain(sock: pynng.Socket, most: int) -> list[bytes]:
+    """Closes the socket's listeners and dialers (their pipes with them: nothing more
+    comes in) and takes, without waiting, what its receive buffer holds (at most
+    ``most`` messages)."""
+    for endpoint in [*sock.listeners, *sock.dialers]:
+        with contextlib.suppress(pynng.NNGException, KeyError):
+            endpoint.close()
+    left: list[bytes] = []
+    while len(left) < most:
+        try:
+            left.append(sock.recv(block=False))
+        except pynng.NNGException:  # TryAgain: none left (or the socket is closed)
+            break
+    return left

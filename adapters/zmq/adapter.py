@@ -196,19 +196,25 @@ class ZmqAdapter(SocketAdapter):
         """``sub`` / ``pull``: every message published to MQTT."""
         sync: zmq.Socket[bytes] = zmq.Socket.shadow(sock.underlying)
         take, decode, publish, origin = mapping.take, codec.decode, hub.publish, hub.origin
-        while True:
-            drained = 0
-            while drained < _BATCH:
-                try:
-                    frames = _recv_frames(sync)
-                except zmq.Again:
-                    break
-                drained += 1
-                take(frames, decode, publish, origin)
-            if drained < _BATCH:
-                await sock.poll(None, zmq.POLLIN)  # type: ignore[call-arg]
-            else:
-                await asyncio.sleep(0)
+        try:
+            while True:
+                drained = 0
+                while drained < _BATCH:
+                    try:
+                        frames = _recv_frames(sync)
+                    except zmq.Again:
+                        break
+                    drained += 1
+                    take(frames, decode, publish, origin)
+                if drained < _BATCH:
+                    await sock.poll(None, zmq.POLLIN)  # type: ignore[call-arg]
+                else:
+                    await asyncio.sleep(0)
+        finally:
+            # The run ends (a restart, a reload, a stop): what ZeroMQ has already taken
+            # in is published before the socket closes; only what is still in flight
+            # (peers' queues, TCP buffers) is lost with it.
+            _drain_received(sync, mapping, hub)
 
     async def _front_rep(
         self,
@@ -506,6 +512,18 @@ async def _recv_message(
         except zmq.Again:
             if discarded is not None:
                 discarded()
+
+
+def _drain_received(sync: zmq.Socket[bytes], mapping: Inbound, hub: HubClient) -> None:
+    """Publishes every whole message the socket holds now, without waiting (as the run
+    ends, before the socket closes); at most its high-water mark of them."""
+    take, decode, publish, origin = mapping.take, codec.decode, hub.publish, hub.origin
+    for _ in range(max(1, mapping.config.high_water_mark)):
+        try:
+            frames = _recv_frames(sync)
+        except (zmq.Again, zmq.ZMQError):  # none left, or the socket is closed already
+            return
+        take(frames, decode, publish, origin)
 
 
 def _recv_frames(sock: zmq.Socket[bytes]) -> list[bytes]:
