@@ -61,6 +61,7 @@ from broker_core.errors import AdapterError
 from broker_core.local import LocalSubscription
 from broker_core.lograte import RateLimitedLog
 from broker_core.mqtt.limits import DROP_OLDEST
+from broker_core.mqtt.packets import SubscriptionOptions
 from broker_core.mqtt.properties import EMPTY
 from broker_core.mqtt.reason_codes import ReasonCode
 from broker_core.mqtt.topics import SHARE_PREFIX, abbreviate, too_deep, topic_name_problem
@@ -346,9 +347,11 @@ class HubClient:
 
         Raises ``AdapterError`` when the ACL denies one of the filters.
 
-        A subscription of the previous run with the same filters, ``qos`` and
-        ``retained`` that is still parked (``park``) is taken over instead, with what it
-        queued meanwhile (and no retained messages again: it never lapsed).
+        A subscription of the previous run with the same filters that is still parked
+        (``park``) is taken over instead, with what it queued meanwhile (and no retained
+        messages again: it never lapsed); a different ``qos`` replaces its granted QoS
+        from then on (what it queued keeps the QoS it was queued with), as an MQTT
+        SUBSCRIBE replaces a subscription.
         """
         try:
             self.check_subscribe(filters)
@@ -359,15 +362,14 @@ class HubClient:
             wanted = frozenset(filters)
             for parked in self._parked:
                 local = parked._local
-                if (
-                    parked._qos == qos
-                    and parked._retained == retained
-                    and frozenset(local.filters) == wanted
-                    and not local.closed
-                ):
+                if frozenset(local.filters) == wanted and not local.closed:
                     self._parked.remove(parked)
                     local.maxsize = maxsize
                     local.overflow = overflow
+                    if parked._qos != qos:  # replaced, as an MQTT SUBSCRIBE replaces one
+                        options = SubscriptionOptions(qos, True, True)
+                        for topic_filter in local.filters:
+                            self.hub.broker.router.subscribe(local, topic_filter, options)
                     subscription = HubSubscription(local, self.origin, self, qos, retained)
                     self._subscriptions.append(subscription)
                     return subscription

@@ -127,9 +127,13 @@ def test_restarts_on_request_and_by_reload_lose_nothing_accepted(tmp_path: Path)
                 since = _status(api_port)["since"]
                 if restart % 2:
                     _api(api_port, "POST", "/components/adapter/lb/restart")
-                else:  # a reload that changes the adapter's configuration
-                    size = 9_000 if restart % 4 == 0 else 10_000
-                    gw.config.write_text(config.replace("queue_size: 10000", f"queue_size: {size}"))
+                else:  # a reload that changes the adapter: its queue size, its mapping's QoS
+                    size, qos = (9_000, 2) if restart % 4 == 0 else (10_000, 1)
+                    gw.config.write_text(
+                        config.replace("queue_size: 10000", f"queue_size: {size}").replace(
+                            "qos: 1", f"qos: {qos}"
+                        )
+                    )
                     reloaded = _api(api_port, "POST", "/reload")["reloaded"]
                     assert reloaded == ["adapter: restarted lb"]
                 _wait_restarted(api_port, since)

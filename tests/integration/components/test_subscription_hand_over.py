@@ -19,21 +19,25 @@ from gateway.hub import Hub, HubClient
 
 #: payloads the consuming runs received, in order
 RECEIVED: list[bytes] = []
+#: and the QoS each came with
+QOS: list[int] = []
 
 
 class Holder:
-    """``hold:<filter>`` subscribes and consumes nothing; ``take:<filter>`` consumes."""
+    """``hold:<filter>`` subscribes (QoS 1) and consumes nothing; ``take:<filter>``
+    consumes; ``take0:<filter>`` subscribes with QoS 0 and consumes."""
 
     def __init__(self, config: str) -> None:
         self.mode, _, self.filter = config.partition(":")
 
     async def run(self, hub: HubClient, host: Host) -> None:
-        subscription = hub.subscribe(self.filter, qos=1)
+        subscription = hub.subscribe(self.filter, qos=0 if self.mode == "take0" else 1)
         host.ready()
         if self.mode == "hold":
             await asyncio.get_running_loop().create_future()  # until cancelled
         async for context in subscription:
             RECEIVED.append(context.payload)
+            QOS.append(context.qos)
 
 
 @pytest.fixture
@@ -42,6 +46,7 @@ def holder() -> Iterator[None]:
         ComponentType(ADAPTER, "test-holder", f"{__name__}:Holder", f"{__name__}:Holder")
     )
     RECEIVED.clear()
+    QOS.clear()
     try:
         yield
     finally:
@@ -93,9 +98,13 @@ def test_queued_messages_reach_the_next_run_or_are_counted(tmp_path: Path) -> No
             supervisor.restart(ADAPTER, "h")  # on request: the next run takes them over
             await next_run_up(before)
             assert (stats()["queue_depth"], stats()["dropped"]) == (5, 0)
-            supervisor.update(spec("take:a/#"))  # a new config takes them over too
-            await _until("received", lambda: len(RECEIVED) == 5)
+            supervisor.update(spec("take0:a/#"))  # a new config takes them over too,
+            await _until("received", lambda: len(RECEIVED) == 5)  # at another QoS
             assert RECEIVED == [b"0", b"1", b"2", b"3", b"4"]
+            publish("a/x", b"x")  # granted QoS 0 from now on; the queued ones kept 1
+            await _until("received", lambda: len(RECEIVED) == 6)
+            assert QOS == [1, 1, 1, 1, 1, 0]
+            del RECEIVED[5:]
             before = supervisor.instance(ADAPTER, "h")
             supervisor.update(spec("hold:a/#"))
             await next_run_up(before)
