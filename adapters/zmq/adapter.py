@@ -24,7 +24,9 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import zmq
@@ -74,15 +76,28 @@ class ZmqAdapter(SocketAdapter):
         self.config = config
         self._sockets: list[zmq.asyncio.Socket] = []
         self._monitors: list[zmq.asyncio.Socket] = []
+        #: this run's mappings with their sockets and monitors: (direction, mapping, ...)
+        self._run_sockets: list[tuple[str, Any, zmq.asyncio.Socket, zmq.asyncio.Socket]] = []
 
     # -- the component -----------------------------------------------------------------
 
     async def run(self, hub: HubClient, host: Host) -> None:
-        context = zmq.asyncio.Context()
+        kept = host.take()  # the last run's plain sockets, when it was restarted
+        context = kept.context if isinstance(kept, _Kept) else zmq.asyncio.Context()
+        reusable = kept.sockets if isinstance(kept, _Kept) else []
         peers = PeerWatch(host)
         try:
-            inbound = [(m, *self._open(context, m.config, m.name)) for m in self.inbound]
-            outbound = [(m, *self._open(context, m.config, m.name)) for m in self.outbound]
+            inbound = [self._reuse(reusable, "in", m) for m in self.inbound]
+            outbound = [self._reuse(reusable, "out", m) for m in self.outbound]
+            await _close_unused(reusable)  # first: a changed mapping may bind the same
+            inbound = [
+                found or await self._open_retrying(context, "in", m)
+                for m, found in zip(self.inbound, inbound, strict=True)
+            ]
+            outbound = [
+                found or await self._open_retrying(context, "out", m)
+                for m, found in zip(self.outbound, outbound, strict=True)
+            ]
             with first_error():
                 async with asyncio.TaskGroup() as tg:
                     for m_in, sock, monitor in inbound:
@@ -94,7 +109,69 @@ class ZmqAdapter(SocketAdapter):
                     peers.start()  # ready(), or degraded when a peer is missing already
         finally:
             peers.stop()
-            await self._close(context)
+            if host.stopping.is_set() and host.restarting:
+                # A restart (on request, or a reload): the next run goes on with the plain
+                # sockets of the mappings it keeps unchanged; their peers stay connected.
+                self._hand_over(host, context)
+            else:
+                await self._close(context)
+
+    def _reuse(
+        self, reusable: list[_Socket], direction: str, mapping: Inbound | Outbound
+    ) -> Any:
+        """The last run's socket of this mapping, unchanged, with its monitor (and its
+        counters taken over), or None."""
+        key = (direction, mapping.name, mapping.config, self.config.linger)
+        for entry in reusable:
+            if entry.key == key:
+                reusable.remove(entry)
+                mapping.counters = entry.counters
+                self._sockets.append(entry.sock)
+                self._monitors.append(entry.monitor)
+                self._ipc_files.extend(entry.ipc_files)
+                self._run_sockets.append((direction, mapping, entry.sock, entry.monitor))
+                return (mapping, entry.sock, entry.monitor)
+        return None
+
+    async def _open_retrying(
+        self, context: zmq.asyncio.Context, direction: str, mapping: Inbound | Outbound
+    ) -> tuple[Any, zmq.asyncio.Socket, zmq.asyncio.Socket]:
+        """``_open``, noted in ``_run_sockets``; an address in use is tried again for up
+        to 2 s (sockets of the last run, just closed: ZeroMQ's I/O thread releases what
+        they bound asynchronously)."""
+        for attempt in itertools.count():
+            try:
+                sock, monitor = self._open(context, mapping.config, mapping.name)
+            except AdapterConnectionError as exc:
+                if attempt >= 40 or "in use" not in str(exc):
+                    raise
+                _close_socket(self._sockets.pop(), self._monitors.pop())
+                await asyncio.sleep(0.05)
+                continue
+            self._run_sockets.append((direction, mapping, sock, monitor))
+            return mapping, sock, monitor
+        raise AssertionError("unreachable")
+
+    def _hand_over(self, host: Host, context: zmq.asyncio.Context) -> None:
+        """Keeps (``host.keep``) the sockets a next run can go on with: those of ``sub``,
+        ``pull``, ``pub`` and ``push`` mappings (no request state, no subscriptions of
+        their own); closes the others."""
+        handed: list[_Socket] = []
+        for direction, mapping, sock, monitor in self._run_sockets:
+            if mapping.config.socket in _HANDED_OVER:
+                ipc = [p for p in self._ipc_files if _binds(mapping.config, p)]
+                key = (direction, mapping.name, mapping.config, self.config.linger)
+                handed.append(_Socket(key, sock, monitor, mapping.counters, ipc))
+        ids = {id(entry.sock) for entry in handed}
+        for sock, monitor in zip(self._sockets, self._monitors, strict=True):
+            if id(sock) not in ids:
+                _close_socket(sock, monitor)
+        for path in self._ipc_files:
+            if not any(path in entry.ipc_files for entry in handed):
+                with contextlib.suppress(OSError):
+                    path.unlink()
+        kept = _Kept(context, handed)
+        host.keep(kept, kept.close)
 
     async def stop(self) -> None:
         """Drains the outbound queues into the sockets; what the sockets hold then gets
@@ -512,6 +589,73 @@ async def _recv_message(
         except zmq.Again:
             if discarded is not None:
                 discarded()
+
+
+#: mapping sockets a restart hands over to the next run (``_hand_over``)
+_HANDED_OVER = frozenset({"sub", "pull", "pub", "push"})
+
+
+class _Socket:
+    """A mapping's socket handed over: what identifies the mapping (direction, name,
+    config, linger), the socket, its monitor, its counters, the ipc files it bound."""
+
+    def __init__(
+        self,
+        key: tuple[str, str, Any, float],
+        sock: zmq.asyncio.Socket,
+        monitor: zmq.asyncio.Socket,
+        counters: Any,
+        ipc_files: list[Path],
+    ) -> None:
+        self.key = key
+        self.sock = sock
+        self.monitor = monitor
+        self.counters = counters
+        self.ipc_files = ipc_files
+
+
+class _Kept:
+    """What a restarted run hands the next: its context and its plain sockets."""
+
+    def __init__(self, context: zmq.asyncio.Context, sockets: list[_Socket]) -> None:
+        self.context = context
+        self.sockets = sockets
+
+    def close(self) -> None:
+        """No run follows (paused, removed, the gateway stops): closes the sockets (with
+        ``linger``) and terminates the context on a thread of its own."""
+        for entry in self.sockets:
+            _close_socket(entry.sock, entry.monitor)
+            for path in entry.ipc_files:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+        self.sockets = []
+        threading.Thread(target=self.context.term, name="zmq-term", daemon=True).start()
+
+
+def _close_socket(sock: zmq.asyncio.Socket, monitor: zmq.asyncio.Socket) -> None:
+    with contextlib.suppress(zmq.ZMQError):
+        sock.disable_monitor()
+    monitor.close(linger=0)
+    sock.close()  # with LINGER: unsent messages get that long
+
+
+async def _close_unused(unused: list[_Socket]) -> None:
+    """Closes the handed-over sockets the new run does not go on with (their mappings
+    changed or went); ZeroMQ's I/O thread releases what they bound asynchronously
+    (``_open_retrying``)."""
+    for entry in unused:
+        _close_socket(entry.sock, entry.monitor)
+        for path in entry.ipc_files:
+            with contextlib.suppress(OSError):
+                path.unlink()
+    if unused:
+        unused.clear()
+        await asyncio.sleep(0)
+
+
+def _binds(config: Any, path: Path) -> bool:
+    return f"ipc://{path}" in config.urls()[1]
 
 
 def _drain_received(sync: zmq.Socket[bytes], mapping: Inbound, hub: HubClient) -> None:

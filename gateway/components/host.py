@@ -9,7 +9,9 @@
 - ``inbox(...)``: a bounded, thread-safe ``Inbox`` for libraries that call back on
   their own threads; its depth and drops reach the API and ``/metrics``.
 - ``stopping``: an ``asyncio.Event`` set when the supervisor asks the instance to stop
-  (shutdown, restart, pause, removal), before its optional ``stop()`` is awaited.
+  (shutdown, restart, pause, removal), before its optional ``stop()`` is awaited;
+  ``restarting`` is True then when the stop is a restart (on request, or a reload with
+  a new config), so that a next run follows.
 - ``event(what, body)``: a JSON event on ``$SYS/brokers/<node>/<kind>s/<name>/<what>``
   (when ``sys.events`` is on), e.g. a bridge's ``connected`` and ``disconnected``.
 - ``keep(value, close)`` and ``take()``: what one run hands over to the next, across a
@@ -121,6 +123,9 @@ class Host:
         self._kept: tuple[Any, Callable[[], None]] | None = None  # for the next run
         self._on_up: Callable[[], None] | None = None  # once, at this run's ready/degraded
         self.stopping = asyncio.Event()
+        #: set with ``stopping`` when the stop is a restart (on request, or by a reload
+        #: with a new config): a next run follows, to which a run may ``keep`` things
+        self.restarting = False
 
     @property
     def data_dir(self) -> Path:
@@ -210,6 +215,7 @@ class Host:
         """A new run: a fresh stop request; ``on_up()`` is called (soon, on the loop)
         when the run first calls ``ready()`` or ``degraded()``."""
         self.stopping = asyncio.Event()
+        self.restarting = False
         self._on_up = on_up
 
     def end_run(self) -> None:

@@ -199,6 +199,7 @@ class Supervisor:
             # A restart on request (docs/api.md: restarts "after failures or on request").
             log.info("%s %s restarting with a new configuration", spec.kind, spec.name)
             old.status.restarts += 1
+            old.host.restarting = True  # the new config's run follows
         self._launch(spec, previous=old.task)
         return True
 
@@ -219,6 +220,7 @@ class Supervisor:
             return False
         instance.paused = False
         instance.restart_requested = True
+        instance.host.restarting = True
         self._request(instance, STARTING)
         return True
 
@@ -228,6 +230,7 @@ class Supervisor:
         if instance is None or instance.task is None:
             return False
         instance.paused = True
+        instance.host.restarting = False
         self._request(instance, PAUSED)
         return True
 
@@ -360,6 +363,7 @@ class Supervisor:
     @staticmethod
     def _retire(instance: _Instance) -> None:
         instance.retired = True
+        instance.host.restarting = False  # update() sets it again: a new run follows
         instance.wake.set()
 
     async def _supervise(self, instance: _Instance, previous: asyncio.Task[None] | None) -> None:
