@@ -89,6 +89,10 @@ class AuthResult:
     reason_code: int = ReasonCode.SUCCESS
     username: str | None = None  # the identity used from now on (ACL %u, origin)
     auth_data: bytes | None = None  # enhanced authentication: CONNACK / AUTH 0x00 data
+    # The password file entry the client proved (the object of the file's table, shared:
+    # no copy); None for every other way in. A reload that removes or changes it
+    # disconnects the client (``broker_core.auth_file.disconnect_revoked``).
+    credential: object | None = None
 
     @classmethod
     def refuse(cls, reason_code: int = ReasonCode.NOT_AUTHORIZED) -> AuthResult:

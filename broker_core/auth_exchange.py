@@ -159,6 +159,7 @@ class AuthExchanges:
             session.disconnect(ReasonCode.NOT_AUTHORIZED)
             return
         assert request.auth_method is not None
+        session.credential = result.credential
         session.auth_continue(request.auth_method, result.auth_data, ReasonCode.SUCCESS)
 
     def cancel(self) -> None:

@@ -17,7 +17,9 @@ client-first-message) runs the same exchange and ends with AUTH 0x00 carrying th
 server-final-message; it must authenticate the same user.
 
 Users and passwords come from the password file: its hashes are SCRAM's SaltedPassword
-(users with a mosquitto hash are unknown to SCRAM).
+(users with a mosquitto hash are unknown to SCRAM). The result carries the entry the
+proof was checked against (``AuthResult.credential``): a reload of the file that removes
+or changes it disconnects the client, as for a plain password login.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import logging
 
 from broker_core.auth import AuthRequest, AuthResult
 from broker_core.mqtt.reason_codes import ReasonCode
-from broker_core.passwords import PasswordFile
+from broker_core.passwords import PasswordFile, PasswordHash
 from broker_core.scram import METHOD, ScramError, ScramServer
 
 __all__ = ["ScramAuthenticator"]
@@ -44,7 +46,15 @@ class ScramAuthenticator:
         exchange = request.exchange
         if exchange is None:
             raise ValueError("SCRAM needs an AUTH exchange")
-        server = ScramServer(self.passwords.scram_lookup)
+        proved: list[PasswordHash] = []  # the entry the exchange checks the proof against
+
+        def lookup(username: str) -> PasswordHash | None:
+            stored = self.passwords.scram_lookup(username)
+            if stored is not None:
+                proved.append(stored)
+            return stored
+
+        server = ScramServer(lookup)
         try:
             server_first = server.client_first(request.auth_data or b"")
             if request.username is not None and request.username != server.username:
@@ -59,4 +69,9 @@ class ScramAuthenticator:
                 extra={"client_id": request.client_id},
             )
             return AuthResult.refuse(ReasonCode.BAD_USER_NAME_OR_PASSWORD)
-        return AuthResult(True, username=server.username, auth_data=server_final)
+        return AuthResult(
+            True,
+            username=server.username,
+            auth_data=server_final,
+            credential=proved[-1] if proved else None,
+        )

@@ -336,6 +336,7 @@ def _decide(answer: _Answer, client_id: str, assigned: str | None, result: AuthR
         return
     if session.closed:
         return  # the client went away while we decided
+    session.credential = result.credential
     _accept(
         broker,
         session,

@@ -344,6 +344,11 @@ class PasswordFile:
         self._refresh()
         return self._users.get(username)
 
+    def users(self) -> Mapping[str, StoredPassword]:
+        """The users as read last (no check of the file): replaced, never changed, by a
+        read, so a caller may keep it to compare with a later one."""
+        return self._users
+
     def scram_lookup(self, username: str) -> PasswordHash | None:
         """The user's SCRAM SaltedPassword; None also for a user with a mosquitto hash."""
         stored = self.lookup(username)

@@ -289,13 +289,13 @@ class Gateway:
         valid = self._checked(self.config_path)
         new = valid.config
         passwords = self.security.passwords
-        users_before = None if passwords is None else passwords._users
+        users_before = None if passwords is None else passwords.users()
         self.security.reload(new.acl)
         self._warn_acl_opened(valid)
         done: list[str] = []
         if not same_config(new.acl, self.config.acl):
             done.append("acl")
-        if passwords is not None and passwords._users != users_before:
+        if passwords is not None and passwords.users() != users_before:
             done.append("password_file")
         done += self._reload_tls()  # the files the running listeners name
         specs = registry.specs_from_config(new)[0]

@@ -6,13 +6,15 @@ certificate identity, the password file, the HTTP service, and each listener's
 ``allow_anonymous``; see ``broker_core.auth``), the ``RuleAcl`` (None when there is
 nothing to check: no rules and default allow) and the deny action. ``install(broker)``
 puts them in the broker, with a ``LoginThrottle`` (``auth.login_throttle``);
-``reload()`` re-reads the password file, forgets cached HTTP answers and ACL
-decisions, and with a new ``acl:`` section installs its rules;
+``reload()`` re-reads the password file and disconnects the clients whose entry it
+removed or changed (``broker_core.auth_file.disconnect_revoked``), forgets cached HTTP
+answers and ACL decisions, and with a new ``acl:`` section installs its rules;
 ``aclose()`` ends re-authentications in progress and closes the HTTP client.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -30,6 +32,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Security", "acl_rules", "build_acl", "build_security"]
 
+log = logging.getLogger(__name__)
+
 _ACTIONS = {
     "publish": frozenset({PUBLISH}),
     "subscribe": frozenset({SUBSCRIBE}),
@@ -45,6 +49,9 @@ class Security:
     passwords: PasswordFile | None = None
     http: HttpAuthProvider | None = None
     throttle: ThrottleSettings | None = None  # None: failed logins are not throttled
+    #: Clients disconnected by reloads because their password file entry was removed or
+    #: changed (``edgebus_credentials_revoked_total``).
+    revoked_disconnects: int = 0
     _brokers: list[Broker] = field(default_factory=list, repr=False)
 
     def install(self, broker: Broker) -> None:
@@ -61,10 +68,13 @@ class Security:
             self._brokers.append(broker)
 
     def reload(self, acl: AclConfig | None = None) -> None:
-        """Re-reads the password file (ConfigError when it is broken; the old users stay),
-        forgets cached HTTP answers and ACL decisions; ``acl`` replaces the rules."""
+        """Re-reads the password file (ConfigError when it is broken; the old users stay,
+        and so do their clients) and disconnects the clients whose entry it removed or
+        changed (``disconnect_revoked``), forgets cached HTTP answers and ACL decisions;
+        ``acl`` replaces the rules."""
         if self.passwords is not None:
             self.passwords.reload()
+            self._disconnect_revoked(self.passwords)
         if self.http is not None:
             self.http.clear_cache()
         if acl is not None:
@@ -74,6 +84,18 @@ class Security:
                 self.install(broker)
         elif self.acl is not None:
             self.acl.reload(self.acl.rules, self.acl.default_allow)
+
+    def _disconnect_revoked(self, passwords: PasswordFile) -> None:
+        from broker_core.auth_file import disconnect_revoked
+
+        count = sum(disconnect_revoked(broker.sessions, passwords) for broker in self._brokers)
+        self.revoked_disconnects += count
+        log.info(
+            "password file %s reloaded: %d client(s) disconnected, their entry removed or"
+            " changed",
+            passwords.path,
+            count,
+        )
 
     async def aclose(self) -> None:
         """Ends re-authentications in progress and closes the HTTP client (shutdown)."""

@@ -176,6 +176,7 @@ class Session:
         "conn_state",
         "connect",
         "counters",
+        "credential",
         "decoder",
         "keep_alive",
         "limits",
@@ -225,6 +226,9 @@ class Session:
         self.clean_start = False  # the CONNECT's clean session / clean start flag
         self._v5_expiry_asked = False  # an MQTT 5 CONNECT asked for a session expiry
         self.origin = _NOT_CONNECTED  # until accept(): nothing reads it before
+        # ``AuthResult.credential`` of the accepted CONNECT (or re-authentication): the
+        # password file entry it proved, shared with the file's table; else None.
+        self.credential: object | None = None
         self.keep_alive = 0
         self.will: Will | None = None
         # What the broker counts of ``will`` in max_will_bytes_total while connected

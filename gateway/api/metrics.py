@@ -44,6 +44,8 @@ edgebus_topic_alias_bytes                gauge    topic characters in client ali
 edgebus_router_cache_entries             gauge    topics in the router's match cache
 edgebus_router_cache_bytes               gauge    estimated bytes of the router's match cache
 edgebus_login_failures_total             counter  failed logins
+edgebus_credentials_revoked_total        counter  clients a reload disconnected: their password
+                                                  file entry was removed or changed
 edgebus_login_throttle_tracked           gauge    user names and addresses being throttled
 edgebus_observer_errors_total            counter  broker-event observers that raised
 edgebus_tls_handshake_failures_total     counter  listener, reason; TLS handshakes that failed
@@ -189,6 +191,9 @@ def snapshot(gateway: GatewayView) -> Metrics:
             router_cache_entries=stats.router_cache_entries,
             router_cache_bytes=stats.router_cache_bytes,
             login_failures=stats.login_failures,
+            credentials_revoked=getattr(
+                getattr(gateway, "security", None), "revoked_disconnects", 0
+            ),
             login_throttle_tracked=stats.login_throttle_tracked,
         ),
         observer_errors=stats.observer_errors,
@@ -345,6 +350,11 @@ class BrokerCollector(Collector):
         yield limit_hits
         yield CounterMetricFamily(
             "edgebus_login_failures", "Failed logins", value=m.limits.login_failures
+        )
+        yield CounterMetricFamily(
+            "edgebus_credentials_revoked",
+            "Clients a reload disconnected: their password file entry was removed or changed",
+            value=m.limits.credentials_revoked,
         )
         yield CounterMetricFamily(
             "edgebus_observer_errors",

@@ -397,6 +397,11 @@ class LimitMetrics(BaseModel):
     router_cache_entries: int = Field(description="Topics in the router's match cache.")
     router_cache_bytes: int = Field(description="Estimated bytes of the router's match cache.")
     login_failures: int = Field(description="Failed logins (wrong or unknown credentials).")
+    credentials_revoked: int = Field(
+        0,
+        description="Clients a reload disconnected because their password file entry was"
+        " removed or changed.",
+    )
     login_throttle_tracked: int = Field(
         description="User names and addresses the login throttle remembers."
     )
