@@ -48,6 +48,7 @@ from bridge.mapping import Outbound
 from bridge.queue import DiskQueue
 from bridge.queue_file import QueueDamaged
 from bridge.queue_salvage import salvage
+from bridge.records import forget_bridge
 from broker_core.clock import now as clock_now
 from broker_core.errors import AdapterError, BridgeError
 from broker_core.mqtt.packets import (
@@ -63,6 +64,7 @@ from broker_core.mqtt.packets import (
     SubscriptionOptions,
     TopicSubscription,
 )
+from broker_core.store.base import Store
 from broker_core.tap import Tap
 from gateway.components import Host
 from gateway.components.refusal import Refusal
@@ -128,6 +130,7 @@ class MqttBridge:
         #: The remote's QoS 2 Packet Identifiers held between PUBLISH and PUBREL, across
         #: runs (recorded in the broker's store; ``bridge.inbound``).
         self._received_ids: ReceivedIds | None = None
+        self._store: Store | None = None  # the broker's, once a run started
         self.link: Link | None = None
         self._host: Host | None = None
         self._wake: asyncio.Event | None = None
@@ -153,6 +156,7 @@ class MqttBridge:
         self._wake = asyncio.Event()
         self._finished = asyncio.Event()
         self.client_id = config.default_client_id(hub.hub.broker.node_name)
+        self._store = hub.hub.broker.store
         for path, message in config.warnings():
             log.warning("bridge %s: %s: %s", config.name, ".".join(map(str, path)), message)
         # The tap before the first await: nothing published while the bridge starts
@@ -349,6 +353,16 @@ class MqttBridge:
             self._wake.set()
         if self._finished is not None:
             await self._finished.wait()
+
+    def forget(self) -> None:
+        """The bridge was removed for good (``DELETE /api/v1/bridges/<name>``, a reload
+        without it, a rename): the supervisor calls this once its last run ended (its
+        link is closed). Its inbound QoS 2 records go with it (``bridge.records``)."""
+        ids = self._received_ids
+        if ids is not None:
+            ids.forget_all()
+        elif self._store is not None:  # the run ended before it read them
+            forget_bridge(self._store, self.config.name)
 
     def stats(self) -> dict[str, int | float]:
         out: dict[str, int | float] = {

@@ -26,7 +26,8 @@ remote send it again rather than lose it:
   never committed without the message everywhere it went (the taps may get a message
   twice, when a kill comes between their commit and the store's: at least once there).
   The store's ``open`` leaves these rows alone (they belong to no session); the bridge
-  reads its own (``load``).
+  reads its own (``load``). They go with the bridge: removed for good, its client id
+  changed, or no longer configured when the gateway starts (``bridge.records``).
 - A refusal (the ACL, ``$SYS``): MQTT 5 acknowledges with its reason code; MQTT 3.1.1
   acknowledges it anyway (the message is dropped and counted in ``refused``). A store
   that failed (0x80) is not acknowledged: the link is closed and the remote sends the
@@ -41,14 +42,14 @@ import sqlite3
 from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol, cast
+from typing import Protocol
 
 from bridge.mapping import Inbound, MappingError, forwarded_properties
+from bridge.records import StoreKey, forget_bridge, forget_other_client_ids, key_of, read_records
 from broker_core.acks import Durable
 from broker_core.errors import ProtocolViolation
 from broker_core.mqtt.packets import Puback, Pubcomp, Publish, Pubrec
 from broker_core.mqtt.reason_codes import ReasonCode
-from broker_core.mqtt.session_state import SessionState
 from broker_core.store.base import Store
 from gateway.config.models.bridges import BridgeConfig
 from gateway.hub import HubClient
@@ -71,16 +72,6 @@ class Wire(Protocol):
     def close(self, reason: str, code: int = ...) -> None: ...
 
 
-class _Key:
-    """What the store's ``incoming_added`` / ``incoming_removed`` read of a session: its
-    client id, here the bridge's key."""
-
-    __slots__ = ("client_id",)
-
-    def __init__(self, client_id: str) -> None:
-        self.client_id = client_id
-
-
 class ReceivedIds:
     """The remote's QoS 2 Packet Identifiers a bridge holds between PUBLISH and PUBREL,
     in memory and recorded in the broker's store; kept by the bridge across its runs (a
@@ -90,7 +81,7 @@ class ReceivedIds:
         self.store = store
         self.name = name
         self.key = self.key_of(name, client_id)
-        self._session = cast(SessionState, _Key(self.key))
+        self._session = StoreKey(self.key).session()
         self.held: dict[int, int] = {}  # Packet Identifier -> _PENDING / _RECEIVED
         #: Counts the remote's sessions: a message safe after the remote started a new
         #: one (it forgot the Packet Identifier) is neither recorded nor acknowledged.
@@ -102,10 +93,7 @@ class ReceivedIds:
         #: QoS 2 messages between PUBLISH and PUBREC, in the order they came.
         self.flows: deque[_Flow] = deque()
 
-    @staticmethod
-    def key_of(name: str, client_id: str) -> str:
-        """U+0000 is in no MQTT client id [MQTT-1.5.4-2]: no session's rows are these."""
-        return f"\0bridge/{name}/{client_id}"
+    key_of = staticmethod(key_of)
 
     async def load(self) -> None:
         """Reads the records of earlier runs (once): a resent PUBLISH with one of them
@@ -126,7 +114,7 @@ class ReceivedIds:
         store.barrier(committed)
         await done
         try:
-            ids = await asyncio.to_thread(_read_ids, Path(path), self.key)
+            records = await asyncio.to_thread(read_records, Path(path), self.name)
         except (OSError, sqlite3.Error) as exc:
             # Not read: a resent PUBLISH of those is published again (at least once).
             log.warning(
@@ -135,8 +123,12 @@ class ReceivedIds:
                 self.name, type(exc).__name__, exc,
             )  # fmt: skip
             return
-        for mid in ids:
-            self.held.setdefault(mid, _RECEIVED)
+        for key, mid in records:
+            if key == self.key:
+                self.held.setdefault(mid, _RECEIVED)
+        # Its name's records under another client id: that remote session is not this
+        # bridge's any more (bridge.records).
+        forget_other_client_ids(self.store, self.name, self.key, records)
 
     def record(self, mid: int) -> None:
         """Hands the record of ``mid`` to the store (in its next commit)."""
@@ -152,6 +144,15 @@ class ReceivedIds:
         """Hands the removal of ``mid``'s record to the store (in its next commit)."""
         self.held.pop(mid, None)
         self.store.incoming_removed(self._session, mid)
+
+    def forget_all(self) -> None:
+        """The bridge was removed for good (``bridge.records``): every record it holds is
+        removed, and the flows still waiting for their commit end unrecorded and
+        unacknowledged (the link is closed)."""
+        self.generation += 1
+        self.wire = None
+        forget_bridge(self.store, self.name, [(self.key, mid) for mid in self.held])
+        self.held.clear()
 
     def new_session(self) -> None:
         """The remote has no session for us: it forgot every Packet Identifier."""
@@ -172,15 +173,6 @@ class _Flow:
         self.record: Durable | None = None  # what else the record waits on
         self.done = False
         self.code: int | None = None  # the PUBREC's reason code; None: no PUBREC
-
-
-def _read_ids(path: Path, key: str) -> list[int]:
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
-    try:
-        rows = conn.execute("SELECT packet_id FROM incoming WHERE client_id = ?", (key,))
-        return [int(mid) for (mid,) in rows]
-    finally:
-        conn.close()
 
 
 class Receiver:
@@ -378,4 +370,11 @@ class Receiver:
         wire.send(packet)
 
     def stats(self) -> dict[str, int]:
-        return {"received": self.received, "refused": self.refused, "unmatched": self.unmatched}
+        return {
+            "received": self.received,
+            "refused": self.refused,
+            "unmatched": self.unmatched,
+            # The remote's QoS 2 Packet Identifiers held (and recorded in the store)
+            # between PUBLISH and PUBREL: at most the Receive Maximum (docs/broker.md).
+            "inbound_qos2_pending": len(self.held),
+        }

@@ -43,6 +43,7 @@ __all__ = [
     "load_api",
     "load_component",
     "load_config_model",
+    "load_forget_absent",
     "lookup",
     "register",
     "specs_from_config",
@@ -60,6 +61,11 @@ class ComponentType:
     library: str | None = None  # the import name of that library
     api: str | None = None  # "module:name" of its APIRouter (or a function returning one)
     protocol: str | None = None  # Origin protocol; default: the type (adapters), the kind
+    #: "module:function" called as ``function(hub, names)`` when the gateway starts its
+    #: components, ``names`` those of the configured instances of every type naming the
+    #: same function: it removes what the type left in the broker's store for instances
+    #: no longer configured (a bridge's inbound QoS 2 records, ``bridge.records``).
+    forget_absent: str | None = None
 
     @property
     def origin_protocol(self) -> str:
@@ -120,6 +126,7 @@ TYPES: dict[tuple[str, str], ComponentType] = {
         "mqtt",
         component="bridge.bridge:MqttBridge",
         config="gateway.config.models.bridges:BridgeConfig",
+        forget_absent="bridge.records:forget_absent",
         api="bridge.api:router",
     ),
     (BRIDGE, "emqx_cloud"): ComponentType(
@@ -127,12 +134,14 @@ TYPES: dict[tuple[str, str], ComponentType] = {
         "emqx_cloud",
         component="bridge.bridge:MqttBridge",
         config="gateway.config.models.bridges:BridgeConfig",
+        forget_absent="bridge.records:forget_absent",
     ),
     (BRIDGE, "aws_iot"): ComponentType(
         BRIDGE,
         "aws_iot",
         component="bridge.bridge:MqttBridge",
         config="gateway.config.models.bridges:BridgeConfig",
+        forget_absent="bridge.records:forget_absent",
     ),
     (SINK, "stream"): ComponentType(
         SINK,
@@ -196,6 +205,11 @@ def load_component(entry: ComponentType) -> Any:
                 f"pip install 'edgebus[{entry.extra}]'"
             ) from exc
         raise
+
+
+def load_forget_absent(entry: ComponentType) -> Any:
+    """The type's ``forget_absent`` function, or None."""
+    return None if entry.forget_absent is None else _import(entry.forget_absent)
 
 
 def load_api(entry: ComponentType) -> Any:

@@ -83,6 +83,9 @@ class _Instance:
         self.paused = False
         self.restart_requested = False
         self.retired = False  # removed, replaced, or the gateway stops
+        #: ``remove()``d: for good, not paused, restarted or replaced; its component's
+        #: optional ``forget()`` is called once its last run ended
+        self.removed = False
 
 
 class Supervisor:
@@ -156,6 +159,7 @@ class Supervisor:
         """Starts every enabled instance given so far; later ones start when added."""
         self._tg = tg
         pending, self._pending = self._pending, []
+        self._forget_absent(pending)
         for spec in pending:
             self.add(spec)
 
@@ -208,6 +212,7 @@ class Supervisor:
         instance = self._instances.pop((kind, name), None)
         if instance is None:
             return False
+        instance.removed = True
         self._retire(instance)
         if instance.task is not None and not instance.task.done():
             self._retiring[(kind, name)] = instance.task
@@ -442,6 +447,38 @@ class Supervisor:
                 or successor.task is None
             ):
                 self._release(instance)  # no run of this instance follows
+            if instance.removed:
+                self._forget(instance)
+
+    def _forget_absent(self, specs: list[Spec]) -> None:
+        """Before the first instance starts: each type's ``forget_absent`` (the registry)
+        removes what it left in the broker's store for instances no longer configured
+        (a bridge's inbound QoS 2 records), given the names of the configured ones."""
+        names: dict[str, tuple[registry.ComponentType, list[str]]] = {}
+        for entry in registry.TYPES.values():
+            if entry.forget_absent is not None:
+                names.setdefault(entry.forget_absent, (entry, []))
+        for spec in specs:
+            found = registry.TYPES.get((spec.kind, spec.type))
+            if found is not None and found.forget_absent is not None:
+                names[found.forget_absent][1].append(spec.name)
+        for path, (entry, configured) in names.items():
+            try:
+                registry.load_forget_absent(entry)(self.hub, configured)
+            except Exception:
+                log.exception("%s failed; what it would remove stays in the store", path)
+
+    @staticmethod
+    def _forget(instance: _Instance) -> None:
+        """A removed instance's last run ended: its component forgets what it kept in
+        shared stores (a bridge's inbound QoS 2 records)."""
+        forget = getattr(instance.component, "forget", None)
+        if not callable(forget):
+            return
+        try:
+            forget()
+        except Exception:
+            log.exception("%s %s: forget() failed", instance.spec.kind, instance.spec.name)
 
     @staticmethod
     def _release(instance: _Instance) -> None:

@@ -67,7 +67,12 @@ def test_a_publish_with_no_link_attached_is_dropped_unacknowledged() -> None:
         receiver.publish(Publish("in/a", b"1", 1, False, False, 10))
         await _turns()
         assert watcher.depth == 0
-        assert receiver.stats() == {"received": 0, "refused": 0, "unmatched": 0}
+        assert receiver.stats() == {
+            "received": 0,
+            "refused": 0,
+            "unmatched": 0,
+            "inbound_qos2_pending": 0,
+        }
 
     asyncio.run(main())
 
@@ -85,7 +90,12 @@ def test_qos1_and_qos2_are_acknowledged_once_safe_and_a_resend_is_published_once
         receiver.pubrel(11)
         assert wire.sent[2:] == [Pubrec(11), Pubcomp(11)]
         assert watcher.depth == 2  # local/a and local/b, each once
-        assert receiver.stats() == {"received": 2, "refused": 0, "unmatched": 0}
+        assert receiver.stats() == {
+            "received": 2,
+            "refused": 0,
+            "unmatched": 0,
+            "inbound_qos2_pending": 0,
+        }
 
     asyncio.run(main())
 
@@ -206,5 +216,64 @@ def test_a_new_remote_session_forgets_the_recorded_packet_ids(tmp_path: Path) ->
         await _until(lambda: wire.sent == [Pubrec(7)])
         assert watcher.depth == 2
         store.close()
+
+    asyncio.run(main())
+
+
+class _HeldStore:
+    """A store whose commits are called back when the test says: each ``barrier``
+    waits in ``barriers`` until called."""
+
+    durable = False
+
+    def __init__(self) -> None:
+        self.barriers: list[Any] = []
+        self.records: list[tuple[str, int]] = []
+
+    def barrier(self, callback: Any) -> None:
+        self.barriers.append(callback)
+
+    def incoming_added(self, state: Any, packet_id: int) -> None:
+        self.records.append(("added", packet_id))
+
+    def incoming_removed(self, state: Any, packet_id: int) -> None:
+        self.records.append(("removed", packet_id))
+
+
+def test_pubrecs_go_in_publish_order_when_a_later_message_is_committed_first() -> None:
+    """[MQTT-4.6.0-3]: PUBREC in the order of the PUBLISHes, also when the second
+    message is safe and its record committed before the first's."""
+
+    async def main() -> None:
+        config = BridgeConfig.model_validate(
+            {
+                "name": "b",
+                "server": "127.0.0.1:1",
+                "subscriptions": [{"remote": "in/{rest#}", "local": "local/{rest}", "qos": 2}],
+            }
+        )
+        store = _HeldStore()
+        ids = ReceivedIds(store, "b", "gw-1")  # type: ignore[arg-type]
+        receiver = Receiver(config, Hub(Broker()).client("bridge", "b"), ids)
+        waiting: dict[str, Any] = {}  # topic -> its on_safe
+
+        def publish(context: Any, on_safe: Any = None) -> bool:
+            waiting[context.topic] = on_safe
+            return True
+
+        receiver.hub.publish = publish  # type: ignore[method-assign]
+        wire = FakeWire(5)
+        receiver.attach(wire, session_present=True)
+        receiver.publish(Publish("in/a", b"1", 2, False, False, 21))
+        receiver.publish(Publish("in/b", b"2", 2, False, False, 22))
+        assert store.records == [("added", 21), ("added", 22)]
+        waiting["local/b"](0)  # the later message is safe first ...
+        assert len(store.barriers) == 1
+        store.barriers.pop()(True)  # ... and its record committed first
+        assert wire.sent == []  # its PUBREC waits for the first's
+        waiting["local/a"](0)
+        store.barriers.pop()(True)
+        assert wire.sent == [Pubrec(21), Pubrec(22)]
+        assert receiver.stats()["inbound_qos2_pending"] == 2  # until their PUBREL
 
     asyncio.run(main())
