@@ -14,7 +14,8 @@ the supervisor's run-time operations:
 - ``PUT /bridges/{name}``: a new configuration; the bridge restarts with it, its queue
   kept; 400 when the body's ``name`` is not the path's;
 - ``DELETE /bridges/{name}``: stops and removes it (204); its queue file stays in the
-  data directory, and a bridge added again under that name sends what it holds. 409,
+  data directory, and a bridge added again under that name sends what it holds; its
+  inbound QoS 2 records go (``bridge.records``). 409,
   naming them, while rules forward through it (their actions would fail on every
   result): delete or change those rules first;
 - ``POST /bridges/{name}/pause`` and ``/resume``: a paused bridge is stopped (it
@@ -74,8 +75,8 @@ class BridgeView(BaseModel):
     stats: dict[str, int | float] = Field(
         default_factory=dict,
         description="`queue_depth`, `queue_bytes`, `oldest_age_s`, `inflight`, `sent`,"
-        " `acked`, `rejected`, `dropped` and `dropped_<reason>`, `received`, `connected`,"
-        " ...",
+        " `acked`, `rejected`, `dropped` and `dropped_<reason>`, `received`,"
+        " `inbound_qos2_pending`, `connected`, ...",
     )
     config: dict[str, Any] = Field(default_factory=dict, description="What it bridges.")
 

@@ -36,3 +36,17 @@ def test_the_table_of_bounds_has_the_bridge_queue() -> None:
 def test_bridges_md_says_a_full_queue_drops_acknowledged_messages() -> None:
     text = " ".join((ROOT / "docs" / "bridges.md").read_text(encoding="utf-8").split())
     assert "So a full queue loses messages that were acknowledged" in text
+
+
+def test_the_table_of_bounds_has_the_bridge_inbound_qos2_records() -> None:
+    text = (ROOT / "docs" / "broker.md").read_text(encoding="utf-8")
+    (row,) = [
+        line
+        for line in text.splitlines()
+        if line.startswith("| ") and "inbound QoS 2 records" in line
+    ]
+    cells = [cell.strip() for cell in row.strip("|").split(" | ")]
+    assert len(cells) == 6, cells  # bound, key, default, when reached, reason code, metric
+    assert "`bridges[].connect_properties.receive_maximum`" in cells[1]
+    assert "65,535" in cells[2]
+    assert 'stat="inbound_qos2_pending"' in cells[5]
