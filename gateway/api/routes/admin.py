@@ -54,12 +54,22 @@ async def get_config(gateway: Gw) -> dict[str, Any]:
     responses={
         400: {"description": "The configuration file has problems; nothing changed"},
         501: {"description": "This gateway cannot reload"},
+        503: {"description": "The gateway is stopping; nothing changed"},
     },
 )
 async def reload(gateway: Gw, caller: Caller) -> ReloadResult:
     reload_fn = getattr(gateway, "reload", None)
     if not callable(reload_fn):
         raise HTTPException(status.HTTP_501_NOT_IMPLEMENTED, "this gateway cannot reload")
+    if getattr(gateway, "stopping", False) is True:
+        # The API serves until the components have stopped: a reload now would start
+        # what the shutdown is stopping (as SIGHUP then, gateway.serve: ignored).
+        log.info(
+            "reload requested through the API by %s ignored: the gateway is stopping", caller.name
+        )
+        raise HTTPException(
+            status.HTTP_503_SERVICE_UNAVAILABLE, "the gateway is stopping: not reloaded"
+        )
     log.info("reload requested through the API by %s", caller.name)
     try:
         result = reload_fn()
