@@ -562,6 +562,30 @@ class Broker:
 
         acks.after(session, committed)
 
+    def when_committed(self, session: Session, send: Callable[[], None]) -> None:
+        """Calls ``send`` (a persistent session's SUBACK or UNSUBACK, ``broker_core.
+        subscribe``) once what the packet changed in the store is committed, in order
+        with the session's held acknowledgements; a failed write disconnects instead, as
+        for a PUBACK."""
+        acks = self.acks
+        if (
+            not session.acks_held
+            and not self.store.pending
+            and (not acks.participants or acks.idle())
+        ):
+            send()
+            return
+        session.acks_held += 1
+
+        def committed(ok: bool) -> None:
+            session.acks_held -= 1
+            if ok:
+                send()
+            else:
+                session.disconnect(ReasonCode.UNSPECIFIED_ERROR, "store write failed")
+
+        acks.after(session, committed)
+
     def on_subscribe(self, session: Session, packet: Subscribe, now: float) -> None:
         handle_subscribe(self, session, packet, now)
 

@@ -8,6 +8,13 @@ Quota exceeded), the granted QoS; then the router and the session's own record
 (persisted for persistent sessions). Retained messages follow the SUBACK, with RETAIN
 set, as the retain handling option says; shared subscriptions get none.
 
+A persistent session's SUBACK and UNSUBACK wait until the store committed the change
+(``Broker.when_committed``), in order with its held PUBACKs, so that what a client was
+told survives a kill -9; the retained messages go with the SUBACK, matched then. Messages
+routed to the new subscription meanwhile may come before the SUBACK (MQTT 5.0 3.8.4).
+A failed write disconnects the client instead (0x80), as for a PUBACK. Other sessions
+are answered at once.
+
 Broker events: ``ClientSubscribe`` / ``ClientUnsubscribe`` for every filter asked for,
 ``SessionSubscribed`` for every filter granted, ``SessionUnsubscribed`` for every
 subscription removed.
@@ -16,9 +23,11 @@ subscription removed.
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING
 
 from broker_core.acl import DENY_DISCONNECT, SUBSCRIBE
+from broker_core.clock import now as clock_now
 from broker_core.mqtt.packets import Subscribe, Unsubscribe
 from broker_core.mqtt.reason_codes import ReasonCode
 from broker_core.mqtt.session import Session
@@ -33,6 +42,7 @@ from broker_core.router import Entry
 
 if TYPE_CHECKING:
     from broker_core.broker import Broker
+    from broker_core.mqtt.session_state import SessionState
 
 __all__ = ["handle_subscribe", "handle_unsubscribe"]
 
@@ -136,8 +146,27 @@ def handle_subscribe(broker: Broker, session: Session, packet: Subscribe, now: f
         handling = options.retain_handling
         if shared is None and (handling == 0 or (handling == 1 and not existed)):
             retained_for.append((topic_filter, granted, sub_id))
-    session.suback(packet.packet_id, codes)
-    # Retained messages follow the SUBACK, with RETAIN set [MQTT-3.3.1-8, -9].
+    packet_id = packet.packet_id
+    if state.journal is None:
+        session.suback(packet_id, codes)
+        _send_retained(broker, state, retained_for, now)
+        return
+
+    def subscribed() -> None:
+        session.suback(packet_id, codes)
+        if retained_for and broker.sessions.get(state.client_id) is state:
+            _send_retained(broker, state, retained_for, clock_now())
+
+    # A persistent session's SUBACK says its subscriptions survive a crash: sent once
+    # their records are committed, in order with its held PUBACKs (``when_committed``).
+    broker.when_committed(session, subscribed)
+
+
+def _send_retained(
+    broker: Broker, state: SessionState, retained_for: list[tuple[str, int, int | None]], now: float
+) -> None:
+    """Retained messages follow the SUBACK, with RETAIN set [MQTT-3.3.1-8, -9]: matched
+    when it goes (a persistent session's waits for a commit), so the latest of each."""
     for topic_filter, granted, sub_id in retained_for:
         ids = (sub_id,) if sub_id else ()
         for retained in broker.retained.match(topic_filter, now):
@@ -175,4 +204,8 @@ def handle_unsubscribe(broker: Broker, session: Session, packet: Unsubscribe, no
                 SessionUnsubscribed(origin.name, origin.username, session.peer, topic_filter, now)
             )
         codes.append(ReasonCode.SUCCESS if removed else ReasonCode.NO_SUBSCRIPTION_EXISTED)
-    session.unsuback(packet.packet_id, codes)
+    if state.journal is None:
+        session.unsuback(packet.packet_id, codes)
+    else:
+        # Once the removals are committed: a kill cannot bring back what it acknowledged.
+        broker.when_committed(session, partial(session.unsuback, packet.packet_id, codes))

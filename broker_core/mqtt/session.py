@@ -519,9 +519,10 @@ class Session:
             self._send_before_close(data)
 
     def send_acknowledgement(self, data: bytes) -> None:
-        """A PUBCOMP or PUBREL held by ``when_durable``, now committed: sent unless the
-        connection closed meanwhile (the next one resends the PUBREL; the client its
-        PUBREL, answered then)."""
+        """A PUBCOMP or PUBREL held by ``when_durable`` (a SUBACK or UNSUBACK by
+        ``Broker.when_committed``), now committed: sent unless the connection closed
+        meanwhile (the next one resends the PUBREL; the client its PUBREL, answered then;
+        a client without its SUBACK subscribes again)."""
         if self.conn_state is not ConnState.CLOSED:
             self._send(data)
         elif self._late_acks >= 0:
@@ -536,10 +537,12 @@ class Session:
         else:
             props = EMPTY
             codes = tuple(c if c <= 2 else 0x80 for c in reason_codes)
-        self._send(encode(Suback(packet_id, codes, props), self.protocol_level))
+        # A persistent session's waits for a commit: the connection may have closed.
+        self.send_acknowledgement(encode(Suback(packet_id, codes, props), self.protocol_level))
 
     def unsuback(self, packet_id: int, reason_codes: list[int]) -> None:
-        self._send(encode(Unsuback(packet_id, tuple(reason_codes)), self.protocol_level))
+        data = encode(Unsuback(packet_id, tuple(reason_codes)), self.protocol_level)
+        self.send_acknowledgement(data)
 
     def disconnect(
         self,

@@ -236,7 +236,8 @@ def test_a_qos2_resend_is_answered_once_its_packet_id_is_committed(tmp_path: Pat
         pub = _connect(gateway, "x2r-pub", clean=True)
         db = sqlite3.connect(tmp_path / "data" / "edgebus.db", timeout=unit(10))
         db.isolation_level = None
-        # The subscription and both sessions committed (a SUBACK does not wait for that).
+        # The subscription and both sessions committed (the SUBACK waited for the
+        # subscription's commit; the publisher's session row may still be pending).
         deadline = time.monotonic() + unit(10)
         while _rows(db, "subscriptions") < 1 or _rows(db, "sessions") < 2:
             assert time.monotonic() < deadline, "the subscription was never committed"
