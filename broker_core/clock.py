@@ -94,8 +94,25 @@ monotonic: Callable[[], float]
 monotonic_ns: Callable[[], int]
 CLOCK_NAME, monotonic, monotonic_ns = _pick()
 
+
+def _base_ns() -> int:
+    """The wall-clock time, in ns, at which the monotonic clock read 0: the wall clock
+    read between two monotonic reads, of the closest of a few tries. One pair of reads
+    is off by however long the process was preempted between them (ms on a loaded
+    machine), and each process would then carry its own error: a will stored with its
+    due time by one run would fall due early or late in the next by the difference."""
+    best_gap, best = -1, 0
+    for _ in range(5):
+        before = monotonic_ns()
+        wall = time.time_ns()
+        after = monotonic_ns()
+        if best_gap < 0 or after - before < best_gap:
+            best_gap, best = after - before, wall - (before + after) // 2
+    return best
+
+
 #: The wall-clock time, in ns, at which the monotonic clock read 0.
-BASE_NS: int = time.time_ns() - monotonic_ns()
+BASE_NS: int = _base_ns()
 #: The same in seconds: ``now() == BASE + monotonic()``.
 BASE: float = BASE_NS / 1e9
 

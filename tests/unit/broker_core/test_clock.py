@@ -48,6 +48,32 @@ def test_the_clock_counts_time_suspended_where_the_system_can() -> None:
     assert clock.BASE + before <= now <= clock.BASE + after
 
 
+def test_the_base_comes_from_the_closest_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process preempted between its wall and monotonic reads at start would carry the
+    preemption in every time it gives (a will stored by one run fell due 0.2 ms early in
+    the next). The base is the wall read between the two monotonic reads of the try
+    that took least; here the first try is preempted 5 ms after its wall read."""
+    walls = iter([10_000_000_000 + i * 1_000 for i in range(5)])
+    monotonics = iter(
+        [
+            1_000,
+            5_001_000,  # the first try, 5 ms between its reads
+            5_002_000,
+            5_002_002,  # the second, 2 ns
+            5_003_000,
+            5_003_010,
+            5_004_000,
+            5_004_010,
+            5_005_000,
+            5_005_010,
+        ]
+    )
+    monkeypatch.setattr(time, "time_ns", lambda: next(walls))
+    monkeypatch.setattr(clock, "monotonic_ns", lambda: next(monotonics))
+    # The second try: wall 10_000_001_000 at monotonic 5_002_001.
+    assert clock._base_ns() == 10_000_001_000 - 5_002_001
+
+
 def test_without_boottime_the_clock_is_time_monotonic(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delattr(time, "CLOCK_BOOTTIME", raising=False)
     assert clock._pick() == ("monotonic", time.monotonic, time.monotonic_ns)
