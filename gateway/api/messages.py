@@ -14,7 +14,7 @@ from broker_core.clock import now_ns, to_wall_ns
 from broker_core.context import Context, Origin
 from broker_core.delayed import DELAYED_PREFIX, parse_delayed_topic
 from broker_core.mqtt.properties import EMPTY, Properties
-from broker_core.mqtt.topics import too_deep
+from broker_core.mqtt.topics import too_deep, topic_name_problem
 from gateway.api.schemas import (
     Message,
     MessageProperties,
@@ -62,10 +62,9 @@ def check_topic(topic: str, max_levels: int | None = None) -> tuple[int, str] | 
     """Raises ``PayloadError`` unless a client could publish to ``topic``; returns
     ``(delay, target)`` for a ``$delayed/`` topic, else None. ``max_levels``: the
     broker's ``mqtt.max_topic_levels`` (of the topic the message is routed to)."""
-    if "+" in topic or "#" in topic:
-        raise PayloadError("topic: a topic name must not contain wildcards (+ or #)")
-    if len(topic.encode("utf-8")) > 65535:
-        raise PayloadError("topic: at most 65535 bytes")
+    problem = topic_name_problem(topic)
+    if problem is not None:
+        raise PayloadError(f"topic: {problem}")
     if max_levels is not None:
         target = topic
         if topic.startswith(DELAYED_PREFIX):

@@ -229,7 +229,9 @@ class PublishRequest(_Request):
     topic: MqttString = Field(
         min_length=1,
         max_length=65535,
-        description="A topic name (no wildcards); `$delayed/<s>/<topic>` delays it.",
+        description=(
+            "A topic name (no wildcards, not `$share/...`); `$delayed/<s>/<topic>` delays it."
+        ),
     )
     payload: str = Field(default="", description="Text, or base64 with `encoding: base64`.")
     encoding: Literal["plain", "base64"] = Field(default="plain")

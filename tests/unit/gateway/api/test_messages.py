@@ -57,7 +57,14 @@ def test_undecodable_payloads(text: str, encoding: str, message: str) -> None:
         ("$SYS/x", "topic: $SYS topics belong to the broker"),
         ("$delayed/x/a", "topic: expected $delayed/<seconds>/<topic>"),
         ("$delayed/5", "topic: expected $delayed/<seconds>/<topic>"),
-        ("é" * 40000, "topic: at most 65535 bytes"),
+        (
+            "é" * 40000,
+            "topic: a topic name must be at most 65535 bytes of UTF-8 (this one has 80000)",
+        ),
+        (
+            "$share/g/x",
+            "topic: a topic name must not start with $share/ (the form of a shared subscription)",
+        ),
     ],
 )
 def test_topics_a_client_could_not_publish(topic: str, message: str) -> None:
