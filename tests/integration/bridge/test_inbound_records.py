@@ -2,7 +2,8 @@
 PUBREL, in the store's ``incoming`` table under ``"\\0bridge/<name>/<client id>"``) go
 with the bridge (docs/bridges.md, "Inbound QoS 2"; ``bridge/records.py``):
 
-- ``DELETE /api/v1/bridges/<name>``: its records are removed;
+- ``DELETE /api/v1/bridges/<name>``: its records are removed (a pause and resume
+  keeps them);
 - a reload (``POST /api/v1/reload``) that renames a bridge, or changes its client id:
   the old name's / old client id's records are removed;
 - a gateway started without a bridge that left records: they are removed, those of a
@@ -179,6 +180,17 @@ def test_delete_through_the_api_removes_the_bridges_records(
         assert _records(gw) == sorted(kept + one)
         assert _pending(gw, "one") == 3
         assert _pending(gw, "kept") == 2
+
+        # A pause keeps them: the resumed bridge reads them back.
+        http = http_of(gw)
+        assert http.post("/api/v1/bridges/one/pause").status == 200
+        wait_until(lambda: http.get("/api/v1/bridges/one").json()["state"], "paused".__eq__)
+        assert http.post("/api/v1/bridges/one/resume").status == 200
+        wait_until(
+            lambda: http.get("/api/v1/bridges/one").json()["link"]["link"], "connected".__eq__
+        )
+        assert _pending(gw, "one") == 3
+        assert _records(gw) == sorted(kept + one)
 
         reply = http_of(gw).delete("/api/v1/bridges/one")
         assert reply.status == 204, reply.text
