@@ -10,7 +10,7 @@ from gateway.config.models.adapter_base import (
     AdapterConfigBase,
     check_codec,
     check_filter_template,
-    check_topic_template,
+    check_publish_topic_template,
 )
 from gateway.config.models.base import ConfigModel
 from gateway.config.models.bridges import check_captures
@@ -26,7 +26,7 @@ class LoopbackMapping(ConfigModel):
         description="Filter template to subscribe to; `{name}` captures one level and"
         " `{name#}` the remaining ones (e.g. `sensors/{room}/{rest#}`)."
     )
-    target: Annotated[str, AfterValidator(check_topic_template)] = Field(
+    target: Annotated[str, AfterValidator(check_publish_topic_template)] = Field(
         description="Topic template to publish to, using the captures (e.g."
         " `building/{room}/{rest}`) and `payload.` fields of a JSON payload."
     )

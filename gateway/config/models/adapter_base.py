@@ -10,11 +10,18 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from broker_core.mqtt.topics import SHARE_PREFIX, topic_name_problem
 from gateway.config.models.base import ConfigModel
 from gateway.config.values import DurationSpec, NameSpec
 from gateway.mapping import FilterTemplate, TopicTemplate, codec
 
-__all__ = ["AdapterConfigBase", "check_codec", "check_filter_template", "check_topic_template"]
+__all__ = [
+    "AdapterConfigBase",
+    "check_codec",
+    "check_filter_template",
+    "check_publish_topic_template",
+    "check_topic_template",
+]
 
 
 class AdapterConfigBase(ConfigModel):
@@ -42,6 +49,26 @@ class AdapterConfigBase(ConfigModel):
 def check_topic_template(value: Any) -> Any:
     if isinstance(value, str):
         TopicTemplate(value)
+    return value
+
+
+def check_publish_topic_template(value: Any) -> Any:
+    """A template of the topic name of a message the gateway publishes into its broker:
+    ``check_topic_template``, and what the broker refuses of a topic name
+    (``topic_name_problem``: ``$share/...``, NUL, size) as far as the template shows
+    it: the whole text without fields, else its text before the first field."""
+    if isinstance(value, str):
+        fields = TopicTemplate(value).fields
+        if not fields:
+            problem = topic_name_problem(value)
+        elif value.startswith(SHARE_PREFIX):
+            problem = topic_name_problem(SHARE_PREFIX)
+        elif "\0" in value:
+            problem = topic_name_problem("\0")
+        else:
+            problem = None
+        if problem is not None:
+            raise ValueError(f"{problem}: {value!r}")
     return value
 
 

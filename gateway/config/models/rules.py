@@ -27,7 +27,7 @@ from pydantic import (
 
 from gateway.config.errors import FieldProblems
 from gateway.config.files import checks_files, client_tls_file_problems
-from gateway.config.models.adapter_base import check_topic_template
+from gateway.config.models.adapter_base import check_publish_topic_template
 from gateway.config.models.base import ConfigModel, with_problems
 from gateway.config.values import (
     DurationSpec,
@@ -84,7 +84,7 @@ class RepublishAction(ConfigModel):
     """Publish the rule's result as a new message."""
 
     type: Literal["republish"] = Field(description="Action type.")
-    topic: Annotated[str, AfterValidator(check_topic_template)] = Field(
+    topic: Annotated[str, AfterValidator(check_publish_topic_template)] = Field(
         description="Topic template over the selected fields, e.g. `alerts/{clientid}`."
     )
     qos: Literal[0, 1, 2] = Field(default=0, description="QoS of the new message.")
@@ -119,7 +119,7 @@ class BridgeAction(ConfigModel):
 
     type: Literal["bridge"] = Field(description="Action type.")
     bridge: str = Field(description="The `name` of an entry of `bridges`.")
-    topic: Annotated[str, AfterValidator(check_topic_template)] = Field(
+    topic: Annotated[str, AfterValidator(check_publish_topic_template)] = Field(
         description="Topic template over the selected fields; the rendered topic must match"
         " one of the bridge's `forwards[].local` filters, or the action fails (counted)."
     )
@@ -139,7 +139,7 @@ class StreamAction(ConfigModel):
     stream log records (`stream.topics`), so its own hook appends it."""
 
     type: Literal["stream"] = Field(description="Action type.")
-    topic: Annotated[str, AfterValidator(check_topic_template)] = Field(
+    topic: Annotated[str, AfterValidator(check_publish_topic_template)] = Field(
         description="Topic template over the selected fields; the rendered topic must match"
         " `stream.topics`, or the action fails (counted)."
     )
