@@ -61,7 +61,8 @@ class TlsConfig(ConfigModel):
         " certificates are checked against (with `verify_peer`): a revoked one fails the"
         " handshake with the `certificate_revoked` alert. The CA of every client"
         " certificate needs a CRL in it, and a CRL past its next update refuses every"
-        " client. Read again when the file changes, without a restart (docs/security.md).",
+        " client. Read again when the file changes, without a restart (docs/listeners.md,"
+        ' "Revoking client certificates").',
     )
     verify_peer: bool = Field(
         default=False,

@@ -49,7 +49,10 @@ class MqttConfig(ConfigModel):
         ge=1,
         le=65535,
         description="QoS 1 and 2 PUBLISH packets a client may have unacknowledged towards"
-        " the broker (advertised to MQTT 5 clients).",
+        " the broker (advertised to MQTT 5 clients, disconnected with 0x93 past it). An"
+        " MQTT 3.1.1/3.1 client is told none and not disconnected: only its QoS 2 PUBLISH"
+        " packets count, and one past it waits, with every packet after it, until a"
+        " PUBREL makes room (docs/broker.md).",
     )
     max_inflight: int = Field(
         default=256,
