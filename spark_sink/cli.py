@@ -1,7 +1,8 @@
 """``edgebus spark``: the Spark tools, under the gateway's command.
 
 ``edgebus spark run ...`` runs the ready job (``spark_sink.job``) with its arguments as
-they are; ``edgebus spark run --help`` lists them. Importing this module imports
+they are; ``edgebus spark run --help`` lists them, pyspark installed or not (the
+arguments are checked before pyspark is imported). Importing this module imports
 neither pyspark nor pyarrow.
 """
 
@@ -10,6 +11,8 @@ from __future__ import annotations
 import click
 
 __all__ = ["spark"]
+
+_PROG = "edgebus spark run"
 
 
 @click.group()
@@ -28,6 +31,10 @@ def run(args: tuple[str, ...]) -> None:
     --gateway URL --out PATH --checkpoint PATH [--trigger 5s | availableNow]
     [--master local[*]]; `edgebus spark run --help` lists every option.
     """
+    from spark_sink.job import parse_args  # argparse only: no pyspark
+
+    # --help and a usage error answer without pyspark: only running the job needs it.
+    parse_args(list(args), prog=_PROG)
     try:
         import pyspark  # noqa: F401
 
@@ -36,4 +43,4 @@ def run(args: tuple[str, ...]) -> None:
         raise click.ClickException(
             f"edgebus spark needs {exc.name}: pip install 'edgebus[spark]'"
         ) from None
-    raise SystemExit(main(list(args), prog="edgebus spark run"))
+    raise SystemExit(main(list(args), prog=_PROG))
