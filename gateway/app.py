@@ -285,7 +285,15 @@ class Gateway:
     def _reload(self) -> list[str]:
         if self.config_path is None:
             self.security.reload()
-            return ["password_file", "acl_cache", *self._reload_tls()]
+            tls = self._reload_tls()
+            passwords = self.security.passwords
+            log.info(
+                "configuration reloaded without a file (the embedded defaults, no -c):"
+                " password file %s; ACL caches emptied; TLS files: %s",
+                "none" if passwords is None else f"{passwords.path} re-read",
+                ", ".join(tls) if tls else f"{len(self._tls)} TLS listener(s), none changed",
+            )
+            return ["password_file", "acl_cache", *tls]
         valid = self._checked(self.config_path)
         new = valid.config
         passwords = self.security.passwords
