@@ -318,7 +318,9 @@ def idl_problems(
     Cyclone DDS misreads, ``idl_codegen.cyclone_limits``: the same function the adapter
     asks, naming the IDL file declaring the union), a ``to_mqtt`` template naming a member
     the type does not have. Only the IDL parser runs (pure Python; no cyclonedds). A None
-    mapping (one with problems of its own) is not checked."""
+    mapping (one with problems of its own) is not checked. A file with errors does not
+    keep the mappings from being checked against the other files' types, in the same run
+    (``IdlSchema.compile``)."""
     uses = [
         TypeUse((section, index), entry.type, f"DDS type {entry.type!r}",
                 entry.to_mqtt if isinstance(entry, DdsToMqtt) else None)
@@ -327,9 +329,7 @@ def idl_problems(
         if entry is not None and entry.type != AUTO
     ]
     schema = IdlSchema.compile(idl_files, include_dirs, idl_files)
-    if schema.problems or not uses:
-        return schema.problems
-    return schema.use_problems(
+    return schema.problems + schema.use_problems(
         uses, _META, lambda use, choices: f"unknown DDS type {use.type!r} ({choices})"
     )
 
@@ -355,6 +355,10 @@ class IdlSchema:
     schema: Any = None  # idl_codegen.model.Schema; None when problems kept it from parsing
     declared_in: dict[str, str] = field(default_factory=dict)  # type -> file, as shown
     problems: Problems = field(default_factory=list)
+    #: The files left out of ``schema`` because they (or a file they include) have errors,
+    #: as problems name them: a type they may declare is not known.
+    left_out: list[str] = field(default_factory=list)
+    left_out_paths: set[Path] = field(default_factory=set)  # the same, resolved
 
     @classmethod
     def compile(
@@ -369,7 +373,9 @@ class IdlSchema:
         error is reported at the YAML path of the one it is in (``idl_files[1]``; else
         ``idl_files``). ``made``: files made from others (the ``ros2`` adapter's
         converted ``msg_files``), by resolved path: the YAML path and the name an error
-        in one is reported with."""
+        in one is reported with. When some files have errors, the others are still
+        parsed (together, as the adapter would), so that the mappings are checked against
+        their types in the same run (``left_out``: the files without their types)."""
         from idl_codegen.diagnostics import IdlErrors  # the parser: imported when needed
         from idl_codegen.frontend import compile_idl
         from idl_codegen.model import Schema
@@ -379,34 +385,41 @@ class IdlSchema:
             if not file.is_file():
                 why = "is not a file" if file.exists() else "no such file"
                 problems.append((("idl_files", index), f"cannot read {str(file)!r}: {why}"))
-        if problems:
-            return cls(problems=problems)
-        if not files:
-            return cls(Schema())
-        try:
-            compiled = compile_idl(list(files), list(include_dirs))
-        except IdlErrors as exc:
-            resolved = [p.resolve() for p in idl_files]
-            for error in exc.errors:
-                at: tuple[str | int, ...] = ("idl_files",)
-                text = str(error)
-                with contextlib.suppress(OSError, ValueError):
-                    path = Path(error.file).resolve()
-                    if made and path in made:
-                        at, name = made[path]
-                        text = f"{name}:{error.line}:{error.column}: {error.message}"
-                    else:
-                        at = ("idl_files", resolved.index(path))
-                problems.append((at, text))
-            return cls(problems=problems)
-        except (OSError, UnicodeDecodeError) as exc:
-            return cls(problems=[(("idl_files",), f"cannot read the IDL: {exc}")])
+        missing = [file for file in idl_files if not file.is_file()]
+        files = [file for file in files if file not in missing]
+        shown = [str(file) for file in missing]
+        remaining = list(files)
+        errors: list[Any] = []
+        while remaining:
+            try:
+                compiled = compile_idl(remaining, list(include_dirs))
+                break
+            except IdlErrors as exc:
+                found = [_idl_problem(error, idl_files, made) for error in exc.errors]
+                if errors:  # found once files with errors were left out: said so
+                    found = [(at, f"{text} (checked without {', '.join(shown)})")
+                             for at, text in found]
+                problems += found
+                errors = exc.errors
+            except (OSError, UnicodeDecodeError) as exc:
+                problems.append((("idl_files",), f"cannot read the IDL: {exc}"))
+                return cls(problems=problems)
+            broken = _files_in_error(remaining, include_dirs, errors)
+            if not broken:  # an error no file can be blamed for: no types known
+                return cls(problems=problems)
+            remaining = [file for file in remaining if file not in broken]
+            shown += [made[file.resolve()][1] if made and file.resolve() in made else str(file)
+                      for file in broken]
+        else:
+            return cls(Schema(), problems=problems, left_out=shown,
+                       left_out_paths={file.resolve() for file in files})
         schema = compiled.schema
-        shown: dict[str, str] = {}
+        names: dict[str, str] = {}
         for source in compiled.files:  # the file as the configuration or #include names it
-            shown.setdefault(source.provenance, source.display)
-        declared_in = {name: shown.get(origin, origin) for name, origin in schema.origins.items()}
-        return cls(schema, declared_in)
+            names.setdefault(source.provenance, source.display)
+        declared_in = {name: names.get(origin, origin) for name, origin in schema.origins.items()}
+        left = {file.resolve() for file in files if file not in remaining}
+        return cls(schema, declared_in, problems, shown, left)
 
     def use_problems(
         self,
@@ -418,7 +431,9 @@ class IdlSchema:
         types: a type not declared (``unknown(use, "known: a::S, …")`` says so), a type
         using a union Cyclone DDS misreads (``idl_codegen.cyclone_limits``, the function
         the adapter asks), a ``to_mqtt`` template naming a member the type does not have
-        (``meta``: the names it may use besides the members)."""
+        (``meta``: the names it may use besides the members). With files ``left_out`` (their
+        errors are reported), a type not declared in the others is said to be so "not
+        counting" them, as they may declare it; when no file parsed, it is not reported."""
         from idl_codegen.cyclone_limits import cyclone_misreads
         from idl_codegen.model import EnumType, StructType, UnionType
 
@@ -434,7 +449,13 @@ class IdlSchema:
         for use in uses:
             at = (*use.at, "type")
             if use.type not in known:
-                problems.append((at, unknown(use, _type_choices(known))))
+                if self.left_out and not known:  # no file parsed: its error says enough
+                    continue
+                message = unknown(use, _type_choices(known))
+                if self.left_out:  # it may be declared there: say so, not just "unknown"
+                    message += (f"; not counting {', '.join(self.left_out)}, which cannot"
+                                f" be parsed")
+                problems.append((at, message))
                 continue
             misread = cyclone_misreads(schema, use.type, self.declared_in)
             if misread is not None:  # the adapter would refuse it at start (codec.TypeSupport)
@@ -452,6 +473,47 @@ class IdlSchema:
                         ((*use.at, "to_mqtt"), f"topic template {use.to_mqtt!r}: {problem}")
                     )
         return problems
+
+
+def _idl_problem(
+    error: Any,
+    idl_files: Sequence[Path],
+    made: Mapping[Path, tuple[tuple[str | int, ...], str]] | None,
+) -> tuple[tuple[str | int, ...], str]:
+    """An ``IdlError`` as a problem at the YAML path of the file it is in (``IdlSchema``)."""
+    at: tuple[str | int, ...] = ("idl_files",)
+    text = str(error)
+    with contextlib.suppress(OSError, ValueError):
+        path = Path(error.file).resolve()
+        if made and path in made:
+            at, name = made[path]
+            text = f"{name}:{error.line}:{error.column}: {error.message}"
+        else:
+            at = ("idl_files", [p.resolve() for p in idl_files].index(path))
+    return at, text
+
+
+def _files_in_error(
+    files: Sequence[Path], include_dirs: Sequence[Path], errors: Sequence[Any]
+) -> list[Path]:
+    """The ``files`` that ``errors`` are in: the file itself or a file it ``#include``s
+    (only the preprocessor runs, for each file alone)."""
+    from idl_codegen.diagnostics import Diagnostics
+    from idl_codegen.preprocess import Preprocessor
+
+    where: set[Path] = set()
+    for error in errors:
+        with contextlib.suppress(OSError, ValueError):
+            where.add(Path(error.file).resolve())
+    broken: list[Path] = []
+    for file in files:
+        try:
+            read = Preprocessor(include_dirs, Diagnostics()).run([file]).files
+        except (OSError, ValueError):
+            read = []
+        if file.resolve() in where or any(source.path.resolve() in where for source in read):
+            broken.append(file)
+    return broken
 
 
 #: How many type names an unknown ``type`` lists.

@@ -123,11 +123,7 @@ def type_files(
     files: list[Path] = list(idl_files)
     missing: list[str] = []
     for name in dds_types:
-        package, kind, _, type_name = name.split("::")
-        if kind == "srv":
-            type_name = type_name.rsplit("_", 2)[0] + "_"
-        relative = Path(package, kind, "dds_", f"{type_name}.idl")
-        found = next((d / relative for d in search if (d / relative).is_file()), None)
+        found = _type_file(name, search)
         if found is not None:
             files.append(found)
         else:
@@ -182,8 +178,10 @@ def idl_problems(
     (with the IDL file, line and column), a type no file declares, a type using a union
     Cyclone DDS misreads (``idl_codegen.cyclone_limits``) and a ``to_mqtt`` template
     naming a member the type does not have are problems at their YAML paths. Only the
-    parsers run (pure Python; no cyclonedds, no rclpy). ``msg_files`` are assumed valid
-    (``msg_problems`` reports theirs)."""
+    parsers run (pure Python; no cyclonedds, no rclpy). A ``msg_files`` entry that
+    cannot be converted (``msg_problems`` reports it) is left out; the types it defines
+    are not reported again, nor is a missing ``#include`` of its IDL. A file with
+    errors does not keep the others from being checked (``IdlSchema.compile``)."""
     if not uses and not idl_files:
         return []
     from idl_codegen.diagnostics import IdlErrors  # the parsers: imported when needed
@@ -192,20 +190,30 @@ def idl_problems(
     with tempfile.TemporaryDirectory(prefix="edgebus-check-") as directory:
         converted = Path(directory).resolve()
         made: dict[Path, tuple[tuple[str | int, ...], str]] = {}
-        if msg_files:
+        unmade: set[str] = set()  # the IDL of a msg_files entry with problems: pkg/msg/dds_/T_.idl
+        for index, source in enumerate(msg_files):
             try:
-                written = convert(msg_files, converted)
-            except (IdlErrors, OSError):  # reported by msg_problems
-                return []
-            for index, (source, idl) in enumerate(zip(msg_files, written, strict=True)):
-                shown = f"{source} (as IDL: {idl.relative_to(converted)})"
-                made[idl.resolve()] = (("msg_files", index), shown)
+                (idl,) = convert([source], converted)
+            except (IdlErrors, OSError, ValueError):  # reported by msg_problems
+                unmade.add(f"{source.parent.parent.name}/{source.parent.name}/dds_/"
+                           f"{source.stem}_.idl")
+                continue
+            shown = f"{source} (as IDL: {idl.relative_to(converted)})"
+            made[idl.resolve()] = (("msg_files", index), shown)
+        uses = [use for use in uses if _idl_of(use.type) not in unmade]
         files, search, _ = type_files([use.type for use in uses], idl_files, include_dirs,
                                       converted)
         parsed = IdlSchema.compile(files, search, idl_files, made)
-        if parsed.problems or not uses:
-            return parsed.problems
-        problems = parsed.use_problems(uses, _META, _no_definition)
+        problems = [
+            (at, message) for at, message in parsed.problems
+            if not any(f'cannot find include file "{name}"' in message for name in unmade)
+        ]
+        # a type whose own file is left out (its errors, or those of a file it includes,
+        # are reported): not reported again
+        uses = [use for use in uses
+                if (found := _type_file(use.type, search)) is None
+                or found.resolve() not in parsed.left_out_paths]
+        problems += parsed.use_problems(uses, _META, _no_definition)
     unknown: set[tuple[str | int, ...]] = set()  # a service's request and response: once
     kept = []
     for at, message in problems:
@@ -215,6 +223,20 @@ def idl_problems(
             unknown.add(at)
         kept.append((at, message))
     return kept
+
+
+def _type_file(dds_type_name: str, search: Sequence[Path]) -> Path | None:
+    """The IDL file of a type in the first of the ``search`` directories that has it."""
+    relative = Path(_idl_of(dds_type_name))
+    return next((d / relative for d in search if (d / relative).is_file()), None)
+
+
+def _idl_of(dds_type_name: str) -> str:
+    """The IDL file of a type, as ``type_files`` looks for it: ``pkg/msg/dds_/T_.idl``."""
+    package, kind, _, type_name = dds_type_name.split("::")
+    if kind == "srv":
+        type_name = type_name.rsplit("_", 2)[0] + "_"
+    return f"{package}/{kind}/dds_/{type_name}.idl"
 
 
 def _no_definition(use: TypeUse, known: str) -> str:
@@ -415,7 +437,7 @@ class Ros2AdapterConfig(AdapterConfigBase):
             problems.append(
                 (("namespace",), f"expected an absolute name like /robot, got {namespace!r}")
             )
-        if failed & {"msg_files", "idl_files", "include_dirs"}:
+        if failed & {"idl_files", "include_dirs"}:
             return problems
         try:
             msg_files, idl_files, include_dirs = (
