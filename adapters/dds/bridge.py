@@ -52,8 +52,10 @@ class DdsBridge:
     def __init__(self, name: str, hub: HubClient, host: Host, bus: DdsBus,
                  types: TypeRegistry, *, queue_size: int, discovery_timeout_s: float,
                  max_writers: int,
-                 sections: tuple[str, str] = ("dds_to_mqtt", "mqtt_to_dds")) -> None:
+                 sections: tuple[str, str] = ("dds_to_mqtt", "mqtt_to_dds"),
+                 kind: str = "dds") -> None:
         self.name = name
+        self.kind = kind  # the adapter type the log lines name (ros2 runs this bridge too)
         self.hub = hub
         self.host = host
         self.bus = bus
@@ -115,8 +117,8 @@ class DdsBridge:
                 handle(data, info)
             except Exception as exc:  # a bug of ours: the rest of the batch goes on
                 counts["malformed_dds"] += 1
-                self.unexpected(exc, "dds %s: a DDS sample failed unexpectedly; dropped",
-                                self.name)  # fmt: skip
+                self.unexpected(exc, "%s %s: a DDS sample failed unexpectedly; dropped",
+                                self.kind, self.name)  # fmt: skip
 
     def _read(self, index: int, topic: str, support: TypeSupport) -> None:
         """A reader of ``topic`` for the plan ``self._out[index]``: every mapping that
@@ -132,8 +134,8 @@ class DdsBridge:
         self._reading.add((index, topic))
         self._key_mismatches(self.keys.local(f"{self.sections[0]}[{index}]", topic, "reader",
                                              support.name, self.bus.keyed(reader)))
-        log.info("dds %s: reading %r (%s) for dds_to_mqtt[%d]", self.name, topic,
-                 support.name, index)
+        log.info("%s %s: reading %r (%s) for %s[%d]", self.kind, self.name, topic,
+                 support.name, self.sections[0], index)
 
     def _publish(self, route: OutRoute, data: bytes, timestamp: int) -> None:
         try:
@@ -250,7 +252,7 @@ class DdsBridge:
                 self.warn(f"{topic}: max_writers ({self.max_writers}) reached")
                 return None
             writer = self._writers[topic] = self.bus.writer(topic, support.cls, plan.qos)
-            log.info("dds %s: writing %r (%s)", self.name, topic, support.name)
+            log.info("%s %s: writing %r (%s)", self.kind, self.name, topic, support.name)
             mapping = f"{self.sections[1]}[{self._in_index.get(id(plan), 0)}]"
             self._key_mismatches(self.keys.local(mapping, topic, "writer", support.name,
                                                  self.bus.keyed(writer.entity)))
@@ -281,8 +283,8 @@ class DdsBridge:
                 continue
             except Exception as exc:  # a bug of ours: one message must not take down the adapter
                 self.counts["mqtt_errors"] += 1
-                self.unexpected(exc, "dds %s: an MQTT message to %s failed unexpectedly; dropped",
-                                self.name, topic)  # fmt: skip
+                self.unexpected(exc, "%s %s: an MQTT message to %s failed unexpectedly; dropped",
+                                self.kind, self.name, topic)  # fmt: skip
                 continue
             if writer is None:
                 continue
@@ -310,15 +312,15 @@ class DdsBridge:
                 if len(self._key_kinds) >= 1000:  # bounded: topics may come and go
                     self._key_kinds.clear()
                 self._key_kinds.add(kind)
-                log.warning("dds %s: %s", self.name, mismatch.log_message())
+                log.warning("%s %s: %s", self.kind, self.name, mismatch.log_message())
             elif log.isEnabledFor(logging.DEBUG):
-                log.debug("dds %s: %s", self.name, mismatch.log_message())
+                log.debug("%s %s: %s", self.kind, self.name, mismatch.log_message())
         self._report_keys()
 
     def _remote_gone(self, key: Any) -> None:
         if self.keys.gone(key):
-            log.info("dds %s: a remote endpoint whose key-ness did not match ours is gone",
-                     self.name)
+            log.info("%s %s: a remote endpoint whose key-ness did not match ours is gone",
+                     self.kind, self.name)
             self._report_keys()
 
     def _report_keys(self) -> None:
@@ -377,9 +379,9 @@ class DdsBridge:
             if len(self._warned) >= 1000:  # bounded: topics built from captures vary
                 self._warned.clear()
             self._warned.add(kind)
-            log.warning("dds %s: %s", self.name, message)
+            log.warning("%s %s: %s", self.kind, self.name, message)
         elif log.isEnabledFor(logging.DEBUG):
-            log.debug("dds %s: %s", self.name, message)
+            log.debug("%s %s: %s", self.kind, self.name, message)
 
 
 async def _run(awaitable: Awaitable[None]) -> None:

@@ -380,7 +380,7 @@ class Ros2Adapter:
             bridge = DdsBridge(config.name, hub, host, bus, types_, queue_size=config.queue_size,
                                discovery_timeout_s=config.discovery_timeout,
                                max_writers=config.max_writers,
-                               sections=("ros_to_mqtt", "mqtt_to_ros"))
+                               sections=("ros_to_mqtt", "mqtt_to_ros"), kind="ros2")
             self._bridge = bridge
             try:
                 outs, ins = self.plans(types_, hub.origin)

@@ -1,0 +1,50 @@
+"""The ros2 adapter runs the DDS adapter's bridge (adapters/dds/bridge.py); its log
+lines name the ros2 adapter and its own mapping keys (docs/adapters/ros2.md):
+``ros2 <name>: reading 'rt/...' (...) for ros_to_mqtt[0]``, not ``dds <name>: ...
+for dds_to_mqtt[0]``. A real gateway, its log caught at INFO."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.dds import NETWORK_YAML, domain_id, unique
+from tests.helpers.gateway import running_gateway
+from tests.helpers.timeouts import unit
+from tests.integration.broker.support import wait_until
+
+CONFIG = """
+adapters:
+  - type: ros2
+    name: logs
+    domain_id: {domain}
+{network}    ros_to_mqtt:
+      - from_ros: /{topic}
+        type: std_msgs/msg/String
+        to_mqtt: ros/{{ros.topic}}
+"""
+
+
+def test_the_start_line_names_ros2_and_ros_to_mqtt(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    topic = unique("logged")
+    config = CONFIG.format(domain=domain_id(), network=NETWORK_YAML, topic=topic)
+    caplog.set_level(logging.INFO, logger="adapters")
+    with running_gateway(tmp_path, config) as gw:
+        wait_until(
+            lambda: gw.call(lambda: gw.gateway.adapters.status("logs"))["state"] == "running",
+            unit(15),
+            "the ros2 adapter runs",
+        )
+        wait_until(
+            lambda: any(f"'rt/{topic}'" in r.getMessage() for r in caplog.records),
+            unit(15),
+            "the reader's INFO line",
+        )
+    [line] = [r.getMessage() for r in caplog.records if f"'rt/{topic}'" in r.getMessage()]
+    assert line.startswith(f"ros2 logs: reading 'rt/{topic}' ("), line
+    assert line.endswith(" for ros_to_mqtt[0]"), line
+    assert not [r for r in caplog.records if r.getMessage().startswith("dds logs:")]
