@@ -44,6 +44,7 @@ origin carries its client's address, so each connection adds its own entries);
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network
@@ -198,19 +199,24 @@ _ALL_ACTIONS = frozenset({PUBLISH, SUBSCRIBE})
 
 
 def _substitute(topic: str, origin: Origin) -> str | None:
-    """``topic`` with %u / %c filled in verbatim for ``origin``; None when a placeholder
-    has no value for it (the topic does not match it); ``_WIDENS`` when a value holds
-    ``+`` or ``#`` (mosquitto's "dangerous" client id or username)."""
+    """``topic`` with %u / %c filled in verbatim for ``origin``, in one pass (a value
+    holding ``%c`` or ``%u`` is not filled in again); None when a placeholder has no
+    value for it (the topic does not match it); ``_WIDENS`` when a value holds ``+`` or
+    ``#`` (mosquitto's "dangerous" client id or username)."""
     if "%" not in topic:
         return topic
-    for placeholder, value in (("%u", origin.username), ("%c", origin.name)):
-        if placeholder in topic:
-            if not value:
-                return None
-            if "+" in value or "#" in value:
-                return _WIDENS
-            topic = topic.replace(placeholder, value)
-    return topic
+    values: dict[str, str] = {}
+    for placeholder in _PLACEHOLDER.findall(topic):
+        value = origin.username if placeholder == "%u" else origin.name
+        if not value:
+            return None
+        if "+" in value or "#" in value:
+            return _WIDENS
+        values[placeholder] = value
+    return _PLACEHOLDER.sub(lambda found: values[found.group()], topic)
+
+
+_PLACEHOLDER = re.compile("%[uc]")
 
 
 class RuleAcl:

@@ -47,6 +47,12 @@ PUBLISH_CASES = [
     ("plain", "u+", "pub/x", False),  # %u: a username with + or #
     ("plain", "u#", "dev/plain/t", True),  # decided before a topic substitutes %u
     ("plain", "u#", "pub/x", False),
+    # One pass, as mosquitto's: a value holding the other placeholder is not filled in
+    # again (a username "%c" took any user's users/<x>/# by choosing client id <x>).
+    ("bob", "%c", "users/bob/t", False),
+    ("bob", "%c", "users/%c/t", True),
+    ("%u", "alice", "dev/alice/t", False),
+    ("%u", "alice", "dev/%u/t", True),
 ]
 
 # (client id, filter, allowed) for a SUBSCRIBE
