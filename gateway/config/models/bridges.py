@@ -32,7 +32,11 @@ from pydantic import (
 from gateway.config.errors import FieldProblems
 from gateway.config.files import checks_files, client_tls_file_problems
 from gateway.config.introspect import Loc
-from gateway.config.models.adapter_base import check_filter_template, check_topic_template
+from gateway.config.models.adapter_base import (
+    check_filter_template,
+    check_publish_topic_template,
+    check_topic_template,
+)
 from gateway.config.models.base import (
     ConfigModel,
     doc_default,
@@ -68,6 +72,9 @@ __all__ = [
 
 FilterTemplateText = Annotated[str, AfterValidator(check_filter_template)]
 TopicTemplateText = Annotated[str, AfterValidator(check_topic_template)]
+#: A topic the bridge publishes into the local broker: what the broker refuses of a topic
+#: name (``$share/...``) is refused here too.
+LocalTopicTemplateText = Annotated[str, AfterValidator(check_publish_topic_template)]
 
 Problems = list[tuple[tuple[str | int, ...], str]]
 
@@ -144,7 +151,7 @@ class BridgeSubscription(ConfigModel):
     """Remote messages brought into the local broker."""
 
     remote: FilterTemplateText = Field(description="Remote filter template to subscribe to.")
-    local: TopicTemplateText | None = Field(
+    local: LocalTopicTemplateText | None = Field(
         default=None, description="Local topic template; null: the remote topic unchanged."
     )
     qos: Literal[0, 1, 2] = Field(

@@ -60,3 +60,24 @@ def test_share_topics_are_refused_with_their_yaml_path(tmp_path: Path) -> None:
     assert code == 2, lines
     assert any(" rules[0].actions[0].topic" in line and "'+'" in line for line in lines), lines
     assert any(" adapters[0].mappings[0].target" in line and "NUL" in line for line in lines)
+
+
+def test_a_bridge_subscription_local_share_topic_is_refused(tmp_path: Path) -> None:
+    """A bridge brings remote messages in under ``subscriptions[].local``: a ``$share/``
+    template there was refused on every message at run time (one WARNING each)."""
+    config: dict[str, Any] = {
+        "persistence": "memory",
+        "listeners": [{"type": "tcp", "bind": "127.0.0.1:0"}],
+        "api": {"enabled": False},
+        "bridges": [
+            {
+                "name": "cloud",
+                "server": "127.0.0.1:1883",
+                "subscriptions": [{"remote": "in/#", "local": "$share/g/{topic}"}],
+            }
+        ],
+    }
+    code, lines = _check(tmp_path, config)
+    assert code == 2, lines
+    [line] = [line for line in lines if " bridges[0].subscriptions[0].local" in line]
+    assert "must not start with $share/" in line, line
