@@ -146,8 +146,9 @@ class MqttConfig(ConfigModel):
         ge=1,
         le=65535,
         description="Levels of a topic name or filter (`a/b/c` has 3). A deeper filter gets"
-        " 0x8F in SUBACK (3.1.1: 0x80); a deeper PUBLISH is refused with 0x90 (QoS 0 and"
-        " 3.1.1: dropped), a CONNECT with a deeper will with 0x90 (3.1.1: 3), an HTTP API"
+        " 0x8F in SUBACK (3.1.1: 0x80); a deeper PUBLISH is refused with 0x90 (MQTT 5"
+        " QoS 0: dropped; MQTT 3.1.1 and 3.1: the connection is closed, at every QoS), a"
+        " CONNECT with a deeper will with 0x90 (3.1.1: 3), an HTTP API"
         " publish with 400; a deeper component filter (adapter mapping, bridge forward or"
         " local topic, rule FROM, `stream.topics`) is a configuration error, and 422 through"
         " the API. 128 as EMQX (mosquitto: 200), so a"
