@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import signal
 import threading
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any
 import paho.mqtt.client as mqtt
 import pytest
 
+from tests.helpers.json_log import logged, wait_logged
 from tests.helpers.timeouts import unit
 from tests.interop.mosquitto.tools import LOOPBACK, EdgebusProcess, free_port, run_edgebus
 
@@ -38,23 +38,6 @@ rules:
     sql: 'SELECT payload FROM "ok/#"'
     actions: [{type: republish, topic: "ok/copy/x"}]
 """
-
-
-def _entries(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    # the lines written whole: the gateway may be writing the last one
-    return [json.loads(line) for line in path.read_text().split("\n")[:-1]]
-
-
-def _wait_for(path: Path, text: str, count: int = 1) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + unit(10)
-    while True:
-        found = [e for e in _entries(path) if text in e["message"]]
-        if len(found) >= count:
-            return found
-        assert time.monotonic() < deadline, f"{text!r} not logged {count}x: {_entries(path)[-5:]}"
-        time.sleep(0.05)
 
 
 class _Api:
@@ -117,13 +100,13 @@ def test_a_reload_of_an_empty_file_is_refused_and_changes_nothing(
     with EdgebusProcess(tmp_path, extra + ACL + RULE) as gw:
         assert gw.process is not None
         api = _Api(api_port, tmp_path / "edgebus-data")
-        _wait_for(log, "HTTP API listening")
+        wait_logged(log, "HTTP API listening")
         assert _rules(api) == ["r1"]
         assert not _granted(gw.port, "secret/x")
         gw.config.write_text(empty)
 
         gw.process.send_signal(signal.SIGHUP)
-        [entry] = _wait_for(log, "reload refused")
+        [entry] = wait_logged(log, "reload refused")
         problem = (
             f"{gw.config} is empty (no YAML document, only comments or null): not reloaded,"
             " nothing changed (to run on the embedded defaults, restart with it)"
@@ -137,7 +120,7 @@ def test_a_reload_of_an_empty_file_is_refused_and_changes_nothing(
         assert _rules(api) == ["r1"]
         assert not _granted(gw.port, "secret/x")
         assert _granted(gw.port, "ok/x")
-        assert not [e for e in _entries(log) if "configuration reloaded" in e["message"]]
+        assert not logged(log, "configuration reloaded")
         assert gw.signal_and_wait(signal.SIGTERM) == 0
 
 
@@ -149,8 +132,8 @@ def test_a_reload_that_drops_the_acl_section_warns_that_the_acl_opens(tmp_path: 
         assert not _granted(gw.port, "secret/x")
         gw.config.write_text(gw.config.read_text().replace(ACL, ""))
         gw.process.send_signal(signal.SIGHUP)
-        _wait_for(log, "configuration reloaded")
-        [warning] = _wait_for(log, "acl.default changes")
+        wait_logged(log, "configuration reloaded")
+        [warning] = wait_logged(log, "acl.default changes")
         assert (warning["level"], warning["message"]) == (
             "WARNING",
             f"reload: acl.default changes deny -> allow ({gw.config} has no acl section):"

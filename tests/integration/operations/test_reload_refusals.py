@@ -5,31 +5,12 @@ running gateway does not have."""
 
 from __future__ import annotations
 
-import json
 import signal
-import time
 from pathlib import Path
-from typing import Any
 
 from broker_core.passwords import MIN_ITERATIONS, hash_password, write_password_file
-from tests.helpers.timeouts import unit
+from tests.helpers.json_log import logged, wait_logged
 from tests.interop.mosquitto.tools import EdgebusProcess
-
-
-def _entries(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
-
-
-def _wait_for_entries(path: Path, text: str, count: int = 1) -> list[dict[str, Any]]:
-    """The JSON entries of ``path`` whose message holds ``text``, once there are
-    ``count`` of them."""
-    deadline = time.monotonic() + unit(10)
-    while True:
-        found = [e for e in _entries(path) if text in e["message"]] if path.exists() else []
-        if len(found) >= count:
-            return found
-        assert time.monotonic() < deadline, f"{text!r} logged {len(found)} time(s) in {path}"
-        time.sleep(0.05)
 
 
 def _hup(gw: EdgebusProcess) -> None:
@@ -47,7 +28,7 @@ def test_a_refused_sighup_reload_goes_to_the_json_log_file(tmp_path: Path) -> No
     with EdgebusProcess(tmp_path, logging + "acl: {default: allow}\n") as gw:
         gw.config.write_text(gw.config.read_text().replace("default: allow", "default: maybe"))
         _hup(gw)
-        [entry] = _wait_for_entries(log, "reload refused")
+        [entry] = wait_logged(log, "reload refused")
         line = gw.config.read_text().splitlines().index("acl: {default: maybe}") + 1
         assert (entry["level"], entry["logger"], entry["message"]) == (
             "ERROR",
@@ -69,7 +50,7 @@ def test_sighup_refuses_a_broken_password_file(tmp_path: Path) -> None:
         missing = tmp_path / "missing.txt"
         gw.config.write_text(text.replace(str(users), str(missing)))
         _hup(gw)
-        [entry] = _wait_for_entries(log, "reload refused")
+        [entry] = wait_logged(log, "reload refused")
         assert entry["level"] == "ERROR"
         assert "auth.password_file" in entry["message"]
         assert f"{missing}: cannot read the password file" in entry["message"]
@@ -78,9 +59,9 @@ def test_sighup_refuses_a_broken_password_file(tmp_path: Path) -> None:
         bad.write_text("alice:not-a-hash\n")
         gw.config.write_text(text.replace(str(users), str(bad)))
         _hup(gw)
-        entry = _wait_for_entries(log, "reload refused", 2)[1]
+        entry = wait_logged(log, "reload refused", 2)[1]
         assert f"auth.password_file: {bad}:1: " in entry["message"]
-        assert not [e for e in _entries(log) if "configuration reloaded" in e["message"]]
+        assert not logged(log, "configuration reloaded")
         assert gw.signal_and_wait(signal.SIGTERM) == 0
 
 
@@ -94,7 +75,7 @@ def test_sighup_refuses_a_rule_naming_a_webhook_that_is_not_running(tmp_path: Pa
             + "    actions: [{type: webhook, webhook: w}]\n"
         )
         _hup(gw)
-        [entry] = _wait_for_entries(log, "reload refused")
+        [entry] = wait_logged(log, "reload refused")
         action = "    actions: [{type: webhook, webhook: w}]"
         line = gw.config.read_text().splitlines().index(action)
         assert entry["message"] == (
@@ -102,5 +83,5 @@ def test_sighup_refuses_a_rule_naming_a_webhook_that_is_not_running(tmp_path: Pa
             " named 'w' in this running gateway (the webhooks section takes effect at the"
             " next restart)"
         )
-        assert not [e for e in _entries(log) if "rule r2" in e["message"]]
+        assert not logged(log, "rule r2")
         assert gw.signal_and_wait(signal.SIGTERM) == 0

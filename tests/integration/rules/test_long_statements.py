@@ -6,10 +6,8 @@ traceback from ``check``, "Exception in callback" on SIGHUP). Nesting stays boun
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +17,7 @@ import yaml
 
 from gateway.rules.parser import MAX_DEPTH
 from tests.helpers.gateway import RunningGateway, running_gateway
+from tests.helpers.json_log import entries, wait_logged
 from tests.helpers.timeouts import unit
 from tests.integration.api.conftest import API_CONFIG, config_file, http_of
 from tests.integration.api.support import Http
@@ -127,12 +126,6 @@ def test_edgebus_check_accepts_a_long_flat_chain(tmp_path: Path) -> None:
     assert " rules[0].sql: expected a value, a field or a function, got the end" in line
 
 
-def _entries(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines()]
-
-
 def test_sighup_reloads_a_long_flat_chain(tmp_path: Path) -> None:
     log = tmp_path / "gw.log"
     logging = f"api:\n  enabled: false\nlogging: {{format: json, file: {log}}}\n"
@@ -141,12 +134,8 @@ def test_sighup_reloads_a_long_flat_chain(tmp_path: Path) -> None:
         gw.config.write_text(gw.config.read_text() + rules)
         assert gw.process is not None
         gw.process.send_signal(signal.SIGHUP)
-        deadline = time.monotonic() + unit(20)
-        while not [e for e in _entries(log) if "configuration reloaded" in e["message"]]:
-            assert time.monotonic() < deadline, _entries(log)[-5:]
-            time.sleep(0.05)
-        [entry] = [e for e in _entries(log) if "configuration reloaded" in e["message"]]
+        [entry] = wait_logged(log, "configuration reloaded", timeout=unit(20))
         assert entry["message"].endswith(": rule: added ands, rule: added ors")
-        assert [e for e in _entries(log) if e["level"] == "ERROR"] == []
+        assert [e for e in entries(log) if e["level"] == "ERROR"] == []
         assert gw.signal_and_wait(signal.SIGTERM) == 0
     assert gw.stderr_path.read_text() == ""  # no traceback, everything in the log file

@@ -16,6 +16,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from tests.helpers.json_log import wait_logged
 from tests.helpers.timeouts import unit
 from tests.interop.mosquitto.tools import LOOPBACK, EdgebusProcess, free_port, mosquitto_pub
 
@@ -36,23 +37,6 @@ rules:
     sql: 'SELECT payload FROM "c/#"'
     actions: [{type: republish, topic: "copy/c"}]
 """
-
-
-def _entries(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    # the lines written whole: the gateway may be writing the last one
-    return [json.loads(line) for line in path.read_text().split("\n")[:-1]]
-
-
-def _wait_for(path: Path, text: str, count: int = 1) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + unit(10)
-    while True:
-        found = [e for e in _entries(path) if text in e["message"]]
-        if len(found) >= count:
-            return found
-        assert time.monotonic() < deadline, f"{text!r} not logged: {_entries(path)[-5:]}"
-        time.sleep(0.05)
 
 
 class _Api:
@@ -92,7 +76,7 @@ def test_a_file_rule_named_as_an_api_rule_is_refused_or_takes_it_over(tmp_path: 
     with EdgebusProcess(tmp_path, extra) as gw:
         assert gw.process is not None
         api = _Api(api_port, tmp_path / "edgebus-data")
-        _wait_for(log, "HTTP API listening")
+        wait_logged(log, "HTTP API listening")
         status, _ = api.call("POST", "/rules", API_RULE)
         assert status == 201
         mosquitto_pub(LOOPBACK, gw.port, "-t", "c/1", "-m", "x", "-q", "1")
@@ -110,7 +94,7 @@ def test_a_file_rule_named_as_an_api_rule_is_refused_or_takes_it_over(tmp_path: 
         status, answer = api.call("POST", "/reload")
         assert (status, answer["detail"]["problems"]) == (400, [problem])
         gw.process.send_signal(signal.SIGHUP)
-        assert [e["message"] for e in _wait_for(log, "reload refused", 2)] == [
+        assert [e["message"] for e in wait_logged(log, "reload refused", 2)] == [
             f"reload refused: {problem}"
         ] * 2
         shown = _rules(api)["api1"]

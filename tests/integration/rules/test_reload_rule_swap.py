@@ -10,15 +10,14 @@ tenth of the loop), so every swap finds results waiting.
 
 from __future__ import annotations
 
-import json
 import signal
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import paho.mqtt.client as mqtt
 
+from tests.helpers.json_log import wait_logged
 from tests.helpers.timeouts import unit
 from tests.interop.mosquitto.tools import LOOPBACK, EdgebusProcess
 
@@ -34,23 +33,6 @@ rules:
 {ballast}"""
 #: Actions that slow the worker down, so that results wait in the queue at each swap.
 BALLAST = '      - {type: republish, topic: "ballast/x", qos: 1, payload: "{payload}"}\n' * 10
-
-
-def _entries(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    # the lines written whole: the gateway may be writing the last one
-    return [json.loads(line) for line in path.read_text().split("\n")[:-1]]
-
-
-def _wait_for_count(path: Path, text: str, count: int) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + unit(20)
-    while True:
-        found = [e for e in _entries(path) if text in e["message"]]
-        if len(found) >= count:
-            return found
-        assert time.monotonic() < deadline, f"{text!r} logged {len(found)} of {count} times"
-        time.sleep(0.02)
 
 
 def _client(port: int, name: str) -> mqtt.Client:
@@ -85,7 +67,7 @@ def test_a_rule_changed_by_a_reload_under_load_loses_nothing(tmp_path: Path) -> 
                     swap = n // (COUNT // SWAPS) + 1
                     gw.config.write_text(text.replace("description: a", f"description: s{swap}"))
                     gw.process.send_signal(signal.SIGHUP)
-                    _wait_for_count(log, "rule: updated relay", swap)
+                    wait_logged(log, "rule: updated relay", swap, unit(20))
             for info in infos:
                 info.wait_for_publish(unit(20))
             deadline = time.monotonic() + unit(30)

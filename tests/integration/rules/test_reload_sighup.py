@@ -4,13 +4,10 @@ the sections that wait for a restart."""
 
 from __future__ import annotations
 
-import json
 import signal
-import time
 from pathlib import Path
-from typing import Any
 
-from tests.helpers.timeouts import unit
+from tests.helpers.json_log import wait_logged
 from tests.interop.mosquitto.tools import EdgebusProcess
 
 RULE = """\
@@ -28,23 +25,6 @@ acl:
 WEBHOOK = "webhooks:\n  - {name: new, url: 'http://127.0.0.1:9/x'}\n"
 
 
-def _entries(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines()]
-
-
-def _wait_for(path: Path, text: str) -> dict[str, Any]:
-    deadline = time.monotonic() + unit(10)
-    while True:
-        found = [e for e in _entries(path) if text in e["message"]]
-        if found:
-            [entry] = found
-            return entry
-        assert time.monotonic() < deadline, f"{text!r} not logged: {_entries(path)[-5:]}"
-        time.sleep(0.05)
-
-
 def test_sighup_stops_a_rule_the_new_acl_denies_and_names_what_waits(tmp_path: Path) -> None:
     log = tmp_path / "gw.log"
     logging = f"api:\n  enabled: false\nlogging: {{format: json, file: {log}}}\n"
@@ -52,12 +32,12 @@ def test_sighup_stops_a_rule_the_new_acl_denies_and_names_what_waits(tmp_path: P
         gw.config.write_text(gw.config.read_text() + DENY + WEBHOOK)
         assert gw.process is not None
         gw.process.send_signal(signal.SIGHUP)
-        entry = _wait_for(log, "configuration reloaded")
+        [entry] = wait_logged(log, "configuration reloaded")
         assert entry["message"] == (
             f"configuration reloaded from {gw.config}: acl, rule: stopped spy; waiting for a"
             " restart: webhooks"
         )
-        stopped = _wait_for(log, "rule spy stopped")
+        [stopped] = wait_logged(log, "rule spy stopped")
         assert (stopped["level"], stopped["message"]) == (
             "ERROR",
             "rule spy stopped: rule 'spy': the ACL denies subscribing to 'secret/#'",

@@ -14,7 +14,6 @@ the JSON log), Python's ssl client; certificates made with ``cryptography``.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -33,6 +32,7 @@ import pytest
 from cryptography import x509
 
 from tests.helpers import mqtt_builder as mb
+from tests.helpers.json_log import wait_logged
 from tests.helpers.timeouts import unit
 from tests.integration.listeners.pki import CertPair, Pki
 from tests.integration.security.tls_support import tls_gateway
@@ -44,23 +44,6 @@ LOOPBACK = "127.0.0.1"
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     return Pki.create(tmp_path_factory.mktemp("pki"))
-
-
-def _entries(log: Path) -> list[dict[str, Any]]:
-    if not log.exists():
-        return []
-    return [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
-
-
-def _wait_logged(log: Path, text: str, process: subprocess.Popen[bytes]) -> dict[str, Any]:
-    deadline = time.monotonic() + unit(20)
-    while True:
-        found = [entry for entry in _entries(log) if text in entry["message"]]
-        if found:
-            return found[0]
-        assert process.poll() is None, f"edgebus ended: {_entries(log)[-5:]}"
-        assert time.monotonic() < deadline, f"{text!r} not logged: {_entries(log)[-5:]}"
-        time.sleep(0.05)
 
 
 @contextmanager
@@ -93,7 +76,8 @@ def edgebus_tls(tmp_path: Path, cert: Path, key: Path) -> Iterator[tuple[Any, Pa
             env=env,
         )
     try:
-        bound = _wait_logged(log, "listener tls (TLS) bound to", process)["message"]
+        found = wait_logged(log, "listener tls (TLS) bound to", timeout=unit(20), process=process)
+        bound = found[0]["message"]
         match = re.search(r"bound to \('127\.0\.0\.1', (\d+)\)", bound)
         assert match is not None, bound
         yield process, log, int(match.group(1))
@@ -160,7 +144,7 @@ def test_sighup_serves_a_renewed_certificate_and_keeps_it_on_a_bad_file(
         # and the old certificate is still served.
         cert.write_text("not a certificate\n")
         process.send_signal(signal.SIGHUP)
-        error = _wait_logged(log, "reload refused", process)
+        error = wait_logged(log, "reload refused", timeout=unit(20), process=process)[0]
         assert error["level"] == "ERROR"
         assert error["message"].startswith(
             f"reload refused: {tmp_path / 'edgebus.yaml'}:6 listeners[0].tls.certfile:"
@@ -175,11 +159,11 @@ def test_sighup_serves_a_renewed_certificate_and_keeps_it_on_a_bad_file(
             assert serial == old
             assert time.monotonic() < deadline, "the renewed certificate is not served"
             time.sleep(0.05)
-        info = _wait_logged(log, "TLS files read again", process)
+        info = wait_logged(log, "TLS files read again", timeout=unit(20), process=process)[0]
         assert info["message"] == (
             f"listener tls: TLS files read again ({cert}, {key}); new handshakes use them"
         )
-        reloaded = _wait_logged(log, "listener tls TLS files", process)
+        reloaded = wait_logged(log, "listener tls TLS files", timeout=unit(20), process=process)[0]
         assert reloaded["message"].startswith(f"configuration reloaded from {tmp_path}")
         # the connection made before stays, on its old session
         up.sendall(mb.gen_pingreq())
