@@ -11,18 +11,16 @@ an unchanged ``pull`` mapping lost what was in flight at each reload (the probe:
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-import urllib.request
 from pathlib import Path
-from typing import Any
 
 import paho.mqtt.client as mqtt
 import pytest
 import yaml
 
 from tests.helpers.timeouts import unit
+from tests.helpers.under_load import api, component, wait_running_again
 from tests.integration.api.support import KEY
 from tests.interop.mosquitto.tools import LOOPBACK, EdgebusProcess, free_port
 
@@ -62,34 +60,6 @@ def _config(api_port: int, pull_port: int, pub_port: int, topic: str) -> str:
             ],
         }
     )
-
-
-def _api(port: int, method: str, path: str) -> Any:
-    request = urllib.request.Request(
-        f"http://{LOOPBACK}:{port}/api/v1{path}",
-        method=method,
-        headers={"Authorization": f"Bearer {KEY}"},
-    )
-    with urllib.request.urlopen(request, timeout=unit(10)) as reply:
-        return json.loads(reply.read() or b"null")
-
-
-def _status(port: int) -> dict[str, Any]:
-    for component in _api(port, "GET", "/components"):
-        if component["name"] == "z":
-            return dict(component)
-    raise AssertionError("no component z")
-
-
-def _wait_running(port: int, since: float) -> None:
-    """Waits until z runs again in a run begun after ``since`` (its state's time)."""
-    deadline = time.monotonic() + unit(20)
-    while True:
-        status = _status(port)
-        if status["state"] == "running" and status["since"] > since:
-            return
-        assert time.monotonic() < deadline, status
-        time.sleep(0.01)
 
 
 def test_unchanged_pull_mapping_loses_nothing_across_reloads(tmp_path: Path) -> None:
@@ -132,9 +102,10 @@ def test_unchanged_pull_mapping_loses_nothing_across_reloads(tmp_path: Path) -> 
                     time.sleep(0.005)
                 topic = "t2.{mqtt.topic}" if reload % 2 == 0 else "t1.{mqtt.topic}"
                 gw.config.write_text(config.replace("t1.{mqtt.topic}", topic))
-                since = _status(api_port)["since"]
-                assert _api(api_port, "POST", "/reload")["reloaded"] == ["adapter: restarted z"]
-                _wait_running(api_port, since)  # each reload's restart done before the next
+                since = component(api_port, "z")["since"]
+                assert api(api_port, "POST", "/reload")["reloaded"] == ["adapter: restarted z"]
+                # each reload's restart done before the next
+                wait_running_again(api_port, "z", since)
             sender.join(unit(60))
             assert not sender.is_alive()
             deadline = time.monotonic() + unit(30)
@@ -142,7 +113,7 @@ def test_unchanged_pull_mapping_loses_nothing_across_reloads(tmp_path: Path) -> 
                 time.sleep(0.05)
             missing = sorted(set(range(COUNT)) - received)
             assert missing == [], f"{len(missing)} lost across {RELOADS} reloads: {missing[:20]}"
-            assert _status(api_port)["restarts"] == RELOADS
+            assert component(api_port, "z")["restarts"] == RELOADS
         finally:
             stop.set()
             push.close(linger=0)

@@ -12,17 +12,16 @@ nowhere. And a reload that restarted a component did not count in its ``restarts
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any
 
 import paho.mqtt.client as mqtt
 import yaml
 
 from tests.helpers.timeouts import unit
+from tests.helpers.under_load import api, component, load_client, wait_running_again
 from tests.integration.api.support import KEY
 from tests.interop.mosquitto.tools import LOOPBACK, EdgebusProcess, free_port
 
@@ -49,54 +48,18 @@ def _config(api_port: int, queue_size: int) -> str:
     )
 
 
-def _api(port: int, method: str, path: str) -> Any:
-    request = urllib.request.Request(
-        f"http://{LOOPBACK}:{port}/api/v1{path}",
-        method=method,
-        headers={"Authorization": f"Bearer {KEY}"},
-    )
-    with urllib.request.urlopen(request, timeout=unit(10)) as reply:
-        return json.loads(reply.read() or b"null")
-
-
-def _status(port: int) -> dict[str, Any]:
-    for component in _api(port, "GET", "/components"):
-        if component["name"] == "lb":
-            return dict(component)
-    raise AssertionError("no component lb")
-
-
-def _wait_restarted(port: int, since: float) -> dict[str, Any]:
-    """Waits until lb runs again in a run begun after ``since`` (its state's time)."""
-    deadline = time.monotonic() + unit(20)
-    while True:
-        status = _status(port)
-        if status["state"] == "running" and status["since"] > since:
-            return status
-        assert time.monotonic() < deadline, status
-        time.sleep(0.01)
-
-
-def _client(port: int, name: str) -> mqtt.Client:
-    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=name, protocol=mqtt.MQTTv311)
-    client.max_inflight_messages_set(1000)
-    client.max_queued_messages_set(0)
-    client.connect(LOOPBACK, port)
-    return client
-
-
 def test_restarts_on_request_and_by_reload_lose_nothing_accepted(tmp_path: Path) -> None:
     api_port = free_port()
     with EdgebusProcess(tmp_path, _config(api_port, 10_000)) as gw:
         config = gw.config.read_text()
         received: set[int] = set()
         subscribed = threading.Event()
-        sub = _client(gw.port, "counter")
+        sub = load_client(gw.port, "counter")
         sub.on_subscribe = lambda *_: subscribed.set()
         sub.on_message = lambda _c, _u, msg: received.add(int(msg.payload))
         sub.subscribe("out/#", 1)
         sub.loop_start()
-        pubs = [_client(gw.port, f"numbers-{p}") for p in range(PUBLISHERS)]
+        pubs = [load_client(gw.port, f"numbers-{p}") for p in range(PUBLISHERS)]
         for pub in pubs:
             pub.loop_start()
         infos: list[mqtt.MQTTMessageInfo] = []
@@ -116,7 +79,7 @@ def test_restarts_on_request_and_by_reload_lose_nothing_accepted(tmp_path: Path)
         ]
         try:
             assert subscribed.wait(unit(10))
-            before = _status(api_port)
+            before = component(api_port, "lb")
             for publisher in publishers:
                 publisher.start()
             for restart in range(RESTARTS):
@@ -124,9 +87,9 @@ def test_restarts_on_request_and_by_reload_lose_nothing_accepted(tmp_path: Path)
                 while len(infos) < (restart + 1) * COUNT // (RESTARTS + 1):  # spread out
                     assert time.monotonic() < deadline, len(infos)
                     time.sleep(0.005)
-                since = _status(api_port)["since"]
+                since = component(api_port, "lb")["since"]
                 if restart % 2:
-                    _api(api_port, "POST", "/components/adapter/lb/restart")
+                    api(api_port, "POST", "/components/adapter/lb/restart")
                 else:  # a reload that changes the adapter: its queue size, its mapping's QoS
                     size, qos = (9_000, 2) if restart % 4 == 0 else (10_000, 1)
                     gw.config.write_text(
@@ -134,9 +97,9 @@ def test_restarts_on_request_and_by_reload_lose_nothing_accepted(tmp_path: Path)
                             "qos: 1", f"qos: {qos}"
                         )
                     )
-                    reloaded = _api(api_port, "POST", "/reload")["reloaded"]
+                    reloaded = api(api_port, "POST", "/reload")["reloaded"]
                     assert reloaded == ["adapter: restarted lb"]
-                _wait_restarted(api_port, since)
+                wait_running_again(api_port, "lb", since)
             for publisher in publishers:
                 publisher.join(unit(60))
                 assert not publisher.is_alive()
@@ -147,7 +110,7 @@ def test_restarts_on_request_and_by_reload_lose_nothing_accepted(tmp_path: Path)
                 time.sleep(0.05)
             missing = sorted(set(range(COUNT)) - received)
             assert missing == [], f"{len(missing)} lost across {RESTARTS} restarts: {missing[:20]}"
-            after = _status(api_port)
+            after = component(api_port, "lb")
             assert after["stats"]["dropped"] == 0
             # A reload that restarts a component is a restart on request: counted.
             assert after["restarts"] - before["restarts"] == RESTARTS
@@ -162,22 +125,26 @@ def test_a_reload_that_restarts_a_component_counts_a_restart(tmp_path: Path) -> 
     api_port = free_port()
     with EdgebusProcess(tmp_path, _config(api_port, 10_000)) as gw:
         config = gw.config.read_text()
-        before = _status(api_port)
+        before = component(api_port, "lb")
         assert before["restarts"] == 0
         gw.config.write_text(config.replace("queue_size: 10000", "queue_size: 9000"))
-        assert _api(api_port, "POST", "/reload")["reloaded"] == ["adapter: restarted lb"]
-        after = _wait_restarted(api_port, before["since"])
+        assert api(api_port, "POST", "/reload")["reloaded"] == ["adapter: restarted lb"]
+        after = wait_running_again(api_port, "lb", before["since"])
         assert after["restarts"] == 1
-        metrics = urllib.request.urlopen(
-            urllib.request.Request(
-                f"http://{LOOPBACK}:{api_port}/metrics",
-                headers={"Authorization": f"Bearer {KEY}"},
-            ),
-            timeout=unit(10),
-        ).read().decode()
+        metrics = (
+            urllib.request.urlopen(
+                urllib.request.Request(
+                    f"http://{LOOPBACK}:{api_port}/metrics",
+                    headers={"Authorization": f"Bearer {KEY}"},
+                ),
+                timeout=unit(10),
+            )
+            .read()
+            .decode()
+        )
         assert (
             'edgebus_component_restarts_total{kind="adapter",name="lb",type="loopback"} 1.0'
             in metrics
         )
-        assert _api(api_port, "POST", "/reload")["reloaded"] == []  # unchanged: no restart
-        assert _status(api_port)["restarts"] == 1
+        assert api(api_port, "POST", "/reload")["reloaded"] == []  # unchanged: no restart
+        assert component(api_port, "lb")["restarts"] == 1

@@ -15,11 +15,10 @@ import threading
 import time
 from pathlib import Path
 
-import paho.mqtt.client as mqtt
-
 from tests.helpers.json_log import wait_logged
 from tests.helpers.timeouts import unit
-from tests.interop.mosquitto.tools import LOOPBACK, EdgebusProcess
+from tests.helpers.under_load import load_client
+from tests.interop.mosquitto.tools import EdgebusProcess
 
 COUNT = 2000
 SWAPS = 8
@@ -35,14 +34,6 @@ rules:
 BALLAST = '      - {type: republish, topic: "ballast/x", qos: 1, payload: "{payload}"}\n' * 10
 
 
-def _client(port: int, name: str) -> mqtt.Client:
-    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=name, protocol=mqtt.MQTTv311)
-    client.max_inflight_messages_set(1000)
-    client.max_queued_messages_set(0)
-    client.connect(LOOPBACK, port)
-    return client
-
-
 def test_a_rule_changed_by_a_reload_under_load_loses_nothing(tmp_path: Path) -> None:
     log = tmp_path / "gw.log"
     base = f"api:\n  enabled: false\nlogging: {{format: json, file: {log}}}\n"
@@ -50,12 +41,12 @@ def test_a_rule_changed_by_a_reload_under_load_loses_nothing(tmp_path: Path) -> 
         assert gw.process is not None
         received: set[int] = set()
         subscribed = threading.Event()
-        sub = _client(gw.port, "counter")
+        sub = load_client(gw.port, "counter")
         sub.on_subscribe = lambda *_: subscribed.set()
         sub.on_message = lambda _c, _u, msg: received.add(int(msg.payload))
         sub.subscribe("out/relay", 1)
         sub.loop_start()
-        pub = _client(gw.port, "numbers")
+        pub = load_client(gw.port, "numbers")
         pub.loop_start()
         try:
             assert subscribed.wait(unit(10))
