@@ -8,13 +8,9 @@ the check said OK and the adapter then backed off at run time. The same union ov
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-from tests.helpers.brokers import REPO_ROOT
-from tests.helpers.timeouts import unit
+from tests.helpers.check_command import check_idl_lightly
 
 UNIONS = """\
 module u {
@@ -66,16 +62,8 @@ adapters:
 """
     config = tmp_path / "edgebus.yaml"
     config.write_text(text, encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "gateway.cli", "check", str(config)],
-        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-        capture_output=True, text=True, timeout=unit(60), check=False,
-    )
-    imported = [line for line in done.stderr.splitlines() if line.startswith("import time:")]
-    assert not [line for line in imported if "cyclonedds" in line], "check imported cyclonedds"
-    output = [line for line in (done.stdout + done.stderr).splitlines()
-              if not line.startswith("import time:")]
-    return done.returncode, "\n".join(output), text.splitlines()
+    status, output = check_idl_lightly(config)
+    return status, output, text.splitlines()
 
 
 def test_check_reports_a_union_cyclone_misreads_with_file_line_and_path(

@@ -10,13 +10,9 @@ imports neither cyclonedds nor rclpy (``-X importtime``).
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-from tests.helpers.brokers import REPO_ROOT
-from tests.helpers.timeouts import unit
+from tests.helpers.check_command import check_idl_lightly
 
 TYPES = """\
 module u { module msg { module dds_ {
@@ -52,19 +48,8 @@ adapters:
 {mappings}{extra}"""
     config = tmp_path / "edgebus.yaml"
     config.write_text(text, encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "gateway.cli", "check", str(config)],
-        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-        capture_output=True, text=True, timeout=unit(60), check=False,
-    )
-    imported = [line.split("|")[-1].strip() for line in done.stderr.splitlines()
-                if line.startswith("import time:")]
-    assert "idl_codegen.frontend" in imported  # the IDL was parsed, in this process
-    heavy = [name for name in imported if name.split(".")[0] in ("cyclonedds", "rclpy")]
-    assert heavy == [], "check imported the DDS libraries"
-    output = [line for line in (done.stdout + done.stderr).splitlines()
-              if not line.startswith("import time:")]
-    return done.returncode, "\n".join(output), text.splitlines()
+    status, output = check_idl_lightly(config)
+    return status, output, text.splitlines()
 
 
 def _line(lines: list[str], start: str, nth: int = 0) -> int:
