@@ -18,13 +18,16 @@
   a timer of its own, so a connection is closed on time, not up to a sweep late;
 - the write timeout (``mqtt.write_timeout``): a connection whose write buffer went over
   the high-water mark (``write_paused``: the broker stops writing to it and reading from
-  it) and from which nothing drained for ``write_timeout_s`` is aborted by the sweep
-  (up to one sweep late), counted in limit ``write_timeout`` and logged at INFO. Such
-  a client reads nothing: no DISCONNECT could reach it. Keep alive cannot close it: its
-  own input waits unread in the paused socket, so it is not silent (``_expire``), and
-  with keep alive 0 there is none. Its will goes out as after any lost connection.
-  Only paused connections are looked at, one dict entry each while paused: the
-  deliveries' path pays nothing;
+  it) and whose client read nothing for ``write_timeout_s`` is aborted by the sweep
+  (up to one sweep late), counted in limit ``write_timeout`` and logged at INFO. The
+  client read some when, from one sweep to the next, the transport's buffer shrank or
+  the kernel's bytes unacknowledged by the client on its socket fell (Linux
+  ``SIOCOUTQ``, one ioctl per paused connection per sweep; elsewhere the transport's
+  buffer alone). A client cut reads nothing: no DISCONNECT could reach it. Keep alive
+  cannot close it: its own input waits unread in the paused socket, so it is not
+  silent (``_expire``), and with keep alive 0 there is none. Its will goes out as
+  after any lost connection. Only paused connections are looked at, one dict entry
+  each while paused: the deliveries' path pays nothing;
 - memory freed by closed connections given back to the system (``broker_core.memory``);
 - the sockets lingering after the broker closed them, at most ``LINGER_MAX``
   (``listeners.linger``, limit ``lingering``).
@@ -32,12 +35,13 @@
 
 from __future__ import annotations
 
+import array
 import asyncio
 import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from broker_core.clock import now as clock_now
 from broker_core.listeners.linger import Lingering
@@ -61,6 +65,38 @@ WRITE_TIMEOUT_S = 60.0
 
 _EARLY_S = 0.001  # a deadline's timer (``Connections._check``) may run this much early
 
+try:  # Linux: SIOCOUTQ (= TIOCOUTQ), a TCP socket's bytes not yet acknowledged by the peer
+    from fcntl import ioctl as _ioctl
+    from termios import TIOCOUTQ as _SIOCOUTQ
+except ImportError:  # pragma: no cover - not on Windows
+    _ioctl = None  # type: ignore[assignment]
+
+
+def kernel_unacked(transport: Any) -> int | None:
+    """The bytes in the kernel's send queue of ``transport``'s socket that its peer has
+    not acknowledged (Linux ``SIOCOUTQ``), or None where that cannot be known (no
+    socket: a closed transport; not Linux). Under TLS and WebSocket transports it is the
+    TCP socket below (``get_extra_info("socket")`` passes through); uvloop's too.
+
+    Acknowledged bytes are bytes the client's TCP stack took in: with its receive
+    buffer full (a client that stopped reading) none are, so the number falls only
+    when the client reads. ``SIOCOUTQNSD`` (bytes not yet sent) is not used: it falls
+    when the kernel sends, before the client took anything in."""
+    if _ioctl is None:
+        return None
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return None
+    try:
+        fd = sock.fileno()
+        if fd < 0:
+            return None
+        buf = array.array("i", [0])
+        _ioctl(fd, _SIOCOUTQ, buf, True)
+    except (OSError, ValueError):
+        return None
+    return buf[0]
+
 
 class Unconnected(Protocol):
     """A socket that has not sent CONNECT: a connection, or a TLS handshake under way."""
@@ -78,9 +114,10 @@ class Connections:
     def __init__(self, counters: Counters, write_timeout_s: float = WRITE_TIMEOUT_S) -> None:
         self.counters = counters
         self.write_timeout_s = write_timeout_s
-        # Connections over their write high-water mark: (since when nothing drained, the
-        # bytes waiting then).
-        self._write_paused: dict[MqttConnection, tuple[float, int]] = {}
+        # Connections over their write high-water mark: (since when the client read
+        # nothing, the bytes in the transport's buffer and those the kernel holds
+        # unacknowledged (None: unknown) at the last sweep).
+        self._write_paused: dict[MqttConnection, tuple[float, int, int | None]] = {}
         self._write_timeout_log = RateLimitedLog(log)
         self.pending: PendingSockets[Unconnected] = PendingSockets()
         #: Closed sockets dropping their peer's last input (``listeners.linger``).
@@ -171,7 +208,11 @@ class Connections:
         """``conn``'s write buffer is over its high-water mark: the write timeout runs."""
         transport = conn.transport
         if transport is not None:
-            self._write_paused[conn] = (now, transport.get_write_buffer_size())
+            self._write_paused[conn] = (
+                now,
+                transport.get_write_buffer_size(),
+                kernel_unacked(transport),
+            )
 
     def write_resumed(self, conn: MqttConnection) -> None:
         """``conn``'s write buffer drained below its low-water mark."""
@@ -206,18 +247,24 @@ class Connections:
             self._expire(conn, max(now, deadline))
 
     def _check_writes(self, now: float) -> None:
-        """Aborts the paused connections from which nothing drained for
-        ``write_timeout_s``; one that drained some starts its time again."""
+        """Aborts the paused connections whose client read nothing for
+        ``write_timeout_s``. The client read some when, since the last sweep, the
+        transport's buffer shrank or the kernel's unacknowledged bytes on its socket
+        (``kernel_unacked``) fell: then its time starts again. The kernel's count is
+        the one that moves with a slow reader: the send buffer autotunes to megabytes
+        and takes the transport's bytes only once a large part of it is free, so the
+        transport's buffer can stand still for minutes while the client reads."""
         limit = self.write_timeout_s
         paused = self._write_paused
-        for conn, (since, waiting) in list(paused.items()):
+        for conn, (since, waiting, unacked) in list(paused.items()):
             transport = conn.transport
             if transport is None:
                 del paused[conn]
                 continue
             left = transport.get_write_buffer_size()
-            if left < waiting:
-                paused[conn] = (now, left)  # the client read some: it is slow, not gone
+            kernel = kernel_unacked(transport)
+            if left < waiting or (kernel is not None and unacked is not None and kernel < unacked):
+                since = now  # the client read some: it is slow, not gone
             elif now - since >= limit:
                 del paused[conn]
                 self.counters.hit("write_timeout")
@@ -229,10 +276,12 @@ class Connections:
                     " for %.0f s (mqtt.write_timeout)",
                     "-" if state is None else state.client_id,
                     session.peer,
-                    left,
+                    left + (kernel or 0),
                     now - since,
                 )
                 conn.abort()
+                continue
+            paused[conn] = (since, left, kernel)
 
     @staticmethod
     def _expire(conn: MqttConnection, now: float) -> None:

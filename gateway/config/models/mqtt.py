@@ -219,7 +219,10 @@ class MqttConfig(ConfigModel):
         " read nothing of it: past that the connection is closed (reset: nothing can"
         " reach a client that does not read, no DISCONNECT either), its will published,"
         " and the limit hit `write_timeout` counted. A client that reads some starts its"
-        " time again. EMQX closes after 15 s (`send_timeout`); mosquitto and NanoMQ never.",
+        " time again: the broker's buffer for it shrank, or (Linux) the bytes the kernel"
+        " holds for its socket not yet acknowledged by the client fell, from one 0.5 s"
+        " sweep to the next (docs/broker.md). EMQX closes after 15 s (`send_timeout`);"
+        " mosquitto and NanoMQ never.",
     )
     max_delayed_messages: int = Field(
         default=100000,

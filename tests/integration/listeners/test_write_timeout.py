@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -173,4 +174,53 @@ def test_a_websocket_client_that_reads_nothing_is_closed(tmp_path: Path) -> None
             assert (will.topic, will.payload) == ("stall/will", b"gone")
             text = http_of(gw).get("/metrics").text
             assert metric(text, "edgebus_limit_hits_total", limit="write_timeout") == 1
+            publisher.ping()
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_a_slow_but_steady_reader_is_not_cut_until_it_stops(tmp_path: Path, loop: str) -> None:
+    """A subscriber with a 4 KB receive buffer that reads (up to 16 KB) four times a
+    second under a flooding publisher (about 32 KB/s here): the broker's own write
+    buffer does not move (the kernel's send buffer, autotuned to megabytes, takes the
+    broker's bytes only once a large part of it is free: tens of seconds at that pace),
+    but the kernel's bytes not yet acknowledged by the client fall from sweep to sweep.
+    It is not cut while it reads (3 times ``write_timeout``); once it stops it is.
+    Before the kernel's count was looked at, it was cut while reading."""
+    config = json.loads(CONFIG)
+    config["mqtt"]["write_timeout"] = "3s"
+    with running_gateway(tmp_path, json.dumps(config), LOOPS[loop]) as gw:
+        host, port = gw.address("tcp")
+        with RawClient(host, port) as publisher, RawClient(host, port) as slow:
+            slow.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            publisher.do_connect("flooder", proto_ver=5)
+            slow.do_connect("slow", proto_ver=5, keepalive=0)
+            slow.subscribe("stall/t", 0)
+            fill(gw, "slow", publisher)
+            stop = threading.Event()
+
+            def flood() -> None:  # 1 KB messages, about 400 a second, until stopped
+                message = mb.gen_publish("stall/t", bytes(1024))
+                while not stop.is_set():
+                    for _ in range(40):
+                        publisher.send(message)
+                    stop.wait(0.1)
+
+            flooder = threading.Thread(target=flood, daemon=True)
+            flooder.start()
+            try:
+                slow.sock.settimeout(unit(5))
+                reading_until = time.monotonic() + 3 * 3.0
+                while time.monotonic() < reading_until:
+                    assert slow.sock.recv(16384), "the slow reader was closed while reading"
+                    assert stalled(gw, "slow") is not None, "the slow reader was cut"
+                    time.sleep(0.25)
+                text = http_of(gw).get("/metrics").text
+                assert metric(text, "edgebus_limit_hits_total", limit="write_timeout") == 0
+                # From here it reads nothing: it is cut.
+                wait_until(lambda: stalled(gw, "slow") is None, unit(20), "the slow reader cut")
+                text = http_of(gw).get("/metrics").text
+                assert metric(text, "edgebus_limit_hits_total", limit="write_timeout") == 1
+            finally:
+                stop.set()
+                flooder.join(unit(10))
             publisher.ping()

@@ -6,6 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+import pytest
+
+from broker_core.listeners import connections as connections_module
 from broker_core.listeners.connections import Connections
 from broker_core.mqtt.session_state import Counters
 
@@ -16,6 +19,9 @@ class FakeTransport:
 
     def get_write_buffer_size(self) -> int:
         return self.waiting
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return default  # no socket: the transport's buffer alone is looked at
 
 
 @dataclass
@@ -89,3 +95,38 @@ def test_resumed_or_closed_connections_are_not_timed() -> None:
     connections.sweep(100.0)
     assert resumed.aborted == closed.aborted == 0
     assert counters.limit_hits["write_timeout"] == 0
+
+
+def test_the_kernels_unacknowledged_bytes_falling_is_reading(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The transport's buffer stands still (the kernel's send buffer is not free enough
+    to take from it), the kernel's unacknowledged bytes fall: the client reads. A rise
+    (the transport moved bytes into the kernel) is no reading of its own, and when the
+    kernel's count cannot be had the transport's buffer alone decides."""
+    kernel: dict[int, int | None] = {}
+    monkeypatch.setattr(
+        connections_module, "kernel_unacked", lambda transport: kernel[id(transport)]
+    )
+    counters = Counters()
+    connections = Connections(counters, write_timeout_s=10.0)
+    slow = FakeConnection(FakeTransport(100_000))
+    kernel[id(slow.transport)] = 3_000_000
+    connections._open.add(cast(Any, slow))
+    connections.write_paused(cast(Any, slow), 0.0)
+    for t in (8.0, 16.0, 24.0, 32.0):
+        kernel[id(slow.transport)] = cast(int, kernel[id(slow.transport)]) - 16_000
+        connections.sweep(t)
+    kernel[id(slow.transport)] = 3_500_000  # up: the transport wrote more into it
+    connections.sweep(40.0)
+    assert slow.aborted == 0
+    connections.sweep(41.9)
+    assert slow.aborted == 0
+    connections.sweep(42.0)  # nothing fell since 32.0
+    assert slow.aborted == 1
+    unknown = FakeConnection(FakeTransport(100_000))
+    kernel[id(unknown.transport)] = None
+    connections._open.add(cast(Any, unknown))
+    connections.write_paused(cast(Any, unknown), 50.0)
+    connections.sweep(60.0)
+    assert unknown.aborted == 1
