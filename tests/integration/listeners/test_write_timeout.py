@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import uvloop
@@ -32,6 +33,7 @@ from tests.helpers.timeouts import unit
 from tests.integration.api.support import KEY
 from tests.integration.broker.support import wait_until
 from tests.integration.components.support import http_of, metric
+from tests.integration.listeners.pki import Pki
 
 #: ``edgebus run`` runs uvloop when installed; their transports pause differently.
 LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
@@ -177,24 +179,60 @@ def test_a_websocket_client_that_reads_nothing_is_closed(tmp_path: Path) -> None
             publisher.ping()
 
 
+def slow_reader(gw: RunningGateway, kind: str, pki: Pki) -> tuple[socket.socket, Any]:
+    """A raw socket to ``gw``'s ``kind`` listener with a 4 KB receive buffer (set before
+    anything arrived) and a function sending MQTT bytes on it (in WebSocket frames on
+    ``ws``). The socket is read raw: its MQTT packets are not looked at."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.settimeout(unit(5))
+    sock.connect(gw.address(kind))
+    if kind == "tls":
+        sock = pki.client_context().wrap_socket(sock, server_hostname="127.0.0.1")
+    if kind != "ws":
+        return sock, sock.sendall
+    sock.sendall(
+        b"GET /mqtt HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+        b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+        b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: mqtt\r\n\r\n"
+    )
+    answer = b""
+    while b"\r\n\r\n" not in answer:
+        chunk = sock.recv(1)
+        assert chunk, f"closed during the upgrade: {answer!r}"
+        answer += chunk
+    assert answer.startswith(b"HTTP/1.1 101"), answer
+    return sock, lambda data: sock.sendall(ws_frame(data))
+
+
 @pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
-def test_a_slow_but_steady_reader_is_not_cut_until_it_stops(tmp_path: Path, loop: str) -> None:
+@pytest.mark.parametrize("kind", ["tcp", "tls", "ws"])
+def test_a_slow_but_steady_reader_is_not_cut_until_it_stops(
+    tmp_path: Path, pki: Pki, kind: str, loop: str
+) -> None:
     """A subscriber with a 4 KB receive buffer that reads (up to 16 KB) four times a
     second under a flooding publisher (about 32 KB/s here): the broker's own write
     buffer does not move (the kernel's send buffer, autotuned to megabytes, takes the
     broker's bytes only once a large part of it is free: tens of seconds at that pace),
     but the kernel's bytes not yet acknowledged by the client fall from sweep to sweep.
     It is not cut while it reads (3 times ``write_timeout``); once it stops it is.
-    Before the kernel's count was looked at, it was cut while reading."""
+    Before the kernel's count was looked at, it was cut while reading. Over TLS and
+    WebSocket the count is the TCP socket's below them."""
     config = json.loads(CONFIG)
     config["mqtt"]["write_timeout"] = "3s"
+    tls = {"certfile": str(pki.server.cert), "keyfile": str(pki.server.key)}
+    config["listeners"] += [
+        {"type": "tls", "name": "tls", "bind": "127.0.0.1:0", "tls": tls},
+        {"type": "ws", "name": "ws", "bind": "127.0.0.1:0"},
+    ]
     with running_gateway(tmp_path, json.dumps(config), LOOPS[loop]) as gw:
-        host, port = gw.address("tcp")
-        with RawClient(host, port) as publisher, RawClient(host, port) as slow:
-            slow.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock, send = slow_reader(gw, kind, pki)
+        with RawClient(*gw.address("tcp")) as publisher, sock:
             publisher.do_connect("flooder", proto_ver=5)
-            slow.do_connect("slow", proto_ver=5, keepalive=0)
-            slow.subscribe("stall/t", 0)
+            send(mb.gen_connect("slow", proto_ver=5, keepalive=0))
+            send(mb.gen_subscribe(1, "stall/t", 0, proto_ver=5))
+            # Until it is paused it is sent more than it reads (the SUBSCRIBE's answer
+            # included): publishes before the subscription are lost, fill goes on.
             fill(gw, "slow", publisher)
             stop = threading.Event()
 
@@ -208,10 +246,9 @@ def test_a_slow_but_steady_reader_is_not_cut_until_it_stops(tmp_path: Path, loop
             flooder = threading.Thread(target=flood, daemon=True)
             flooder.start()
             try:
-                slow.sock.settimeout(unit(5))
                 reading_until = time.monotonic() + 3 * 3.0
                 while time.monotonic() < reading_until:
-                    assert slow.sock.recv(16384), "the slow reader was closed while reading"
+                    assert sock.recv(16384), "the slow reader was closed while reading"
                     assert stalled(gw, "slow") is not None, "the slow reader was cut"
                     time.sleep(0.25)
                 text = http_of(gw).get("/metrics").text
