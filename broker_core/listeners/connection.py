@@ -8,8 +8,8 @@ decides on its CONNECT's quota before the server's CONNECT policy runs.
 Writes are batched: a session with new output schedules one flush per event-loop
 turn, so a subscriber receiving many messages in a turn gets one ``write``. The
 transport's high-water mark pauses delivery (the session queues instead, bounded) and
-reading; a client that then drains nothing for ``mqtt.write_timeout`` is aborted
-(``Connections``, the write timeout).
+reading; a client that then reads nothing for ``mqtt.write_timeout`` is aborted
+(``Connections``, the write timeout, which also reads the kernel's send queue).
 
 A connection the broker closes with a DISCONNECT or a refusing CONNACK ends with a FIN
 rather than a reset, whatever the client still sends (``listeners.linger``), so the

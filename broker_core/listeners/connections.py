@@ -60,7 +60,7 @@ __all__ = ["WRITE_TIMEOUT_S", "Connections", "Unconnected"]
 
 log = logging.getLogger(__name__)
 
-#: ``mqtt.write_timeout``'s default: seconds a paused connection may drain nothing.
+#: ``mqtt.write_timeout``'s default: seconds a paused connection's client may read nothing.
 WRITE_TIMEOUT_S = 60.0
 
 _EARLY_S = 0.001  # a deadline's timer (``Connections._check``) may run this much early
