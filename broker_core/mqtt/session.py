@@ -117,6 +117,18 @@ class _Held:
         self.bytes = 0
 
 
+class _Released(bytes):
+    """A persistent session's PUBCOMP for a released packet id (``SessionState.
+    release_incoming``), at its turn (``when_durable``): the id's record is removed then,
+    on a live connection only, and the PUBCOMP goes once that is committed
+    (``_Completing``); a closed connection leaves the record (the PUBCOMP is not sent)."""
+
+
+class _Completing(bytes):
+    """That PUBCOMP, its record's removal committed: sent, or, the connection closed
+    meanwhile, the id released again (``SessionState.keep_released``)."""
+
+
 # Protocol errors that are a bound reached, by reason code: counted in Counters.limit_hits.
 _LIMITS: dict[int, str] = {
     ReasonCode.PACKET_TOO_LARGE: "packet_size",
@@ -523,10 +535,32 @@ class Session:
         ``Broker.when_committed``), now committed: sent unless the connection closed
         meanwhile (the next one resends the PUBREL; the client its PUBREL, answered then;
         a client without its SUBACK subscribes again)."""
+        kind = type(data)
+        if kind is not bytes and (kind is _Released or kind is _Completing):
+            self._complete(data)
+            return
         if self.conn_state is not ConnState.CLOSED:
             self._send(data)
         elif self._late_acks >= 0:
             self._send_before_close(data)
+
+    def _complete(self, data: bytes) -> None:
+        """The PUBCOMP of a released QoS 2 packet id (``_on_pubrel``), at its turn."""
+        state = self.state
+        assert state is not None
+        pid = (data[2] << 8) | data[3]
+        pubcomp = bytes(data)
+        if type(data) is _Released:
+            if self.conn_state is ConnState.CLOSED:
+                return  # not sent: the record stays; the client resends its PUBREL
+            if state.complete_released(pid) and self.when_durable is not None:
+                self.when_durable(self, _Completing(pubcomp))  # once the removal is
+                return
+            self._send(pubcomp)  # removed by another PUBREL's PUBCOMP, committed
+        elif self.conn_state is not ConnState.CLOSED:
+            self._send(pubcomp)
+        else:
+            state.keep_released(pid)
 
     def suback(
         self, packet_id: int, reason_codes: list[int], reason_string: str | None = None
@@ -740,7 +774,8 @@ class Session:
             incoming = state.incoming_qos2 or ()
             pid = packet.packet_id
             assert pid is not None
-            if pid in incoming:
+            released = state.released_qos2
+            if pid in incoming or (released is not None and pid in released):
                 # A retransmission of a message already received: acknowledge it again,
                 # never deliver it twice (MQTT 5.0 4.3.3). A persistent session's, once
                 # the id's record is committed, as the first PUBREC: sent before, a kill
@@ -800,6 +835,19 @@ class Session:
         state = self.state
         assert state is not None
         pid = packet.packet_id
+        when_durable = self.when_durable
+        if when_durable is not None and state.journal is not None:
+            released = state.released_qos2
+            if pid in (state.incoming_qos2 or ()) or (released is not None and pid in released):
+                # Released (room for the next QoS 2 message), its record kept until the
+                # PUBCOMP goes out on a live connection (``_Released``): a PUBCOMP that
+                # never reached the client leaves the id a duplicate's, even after a kill.
+                state.release_incoming(pid)
+                carried = self._carried_qos2
+                if carried:
+                    carried.discard(pid)
+                when_durable(self, _Released(bytes((0x70, 2, pid >> 8, pid & 0xFF))))
+                return
         if pid in (state.incoming_qos2 or ()):
             state.remove_incoming(pid)
             carried = self._carried_qos2

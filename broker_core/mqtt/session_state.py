@@ -253,6 +253,7 @@ class SessionState:
         "outgoing",
         "queue",
         "queued_bytes",
+        "released_qos2",
         "sending",
     )
 
@@ -283,6 +284,9 @@ class SessionState:
         self.queue: deque[Delivery] | None = None
         self.queued_bytes = 0
         self.incoming_qos2: set[int] | None = None
+        # A journaled session's QoS 2 packet ids whose PUBREL arrived and whose PUBCOMP
+        # has not gone out: their records stay (``release_incoming``); None: none.
+        self.released_qos2: set[int] | None = None
         self.next_packet_id = 1
         self.expiry_interval = 0
         # Set while the session is persistent (expiry > 0) and the store is durable.
@@ -529,6 +533,49 @@ class SessionState:
     def record_incoming(self, packet_id: int) -> None:
         """Journals that ``packet_id`` awaits PUBREL (``add_incoming``)."""
         if self.journal is not None and packet_id in (self.incoming_qos2 or ()):
+            self.journal.incoming_added(self, packet_id)
+
+    def release_incoming(self, packet_id: int) -> None:
+        """A journaled session's PUBREL for ``packet_id``, awaiting PUBREL: no longer
+        counted as awaiting it (room for the client's next QoS 2 message), but its record
+        stays, and a PUBLISH with the id is still a duplicate, until the PUBCOMP goes out
+        (``complete_released``). The client cannot use the id for a new message before
+        it has that PUBCOMP; a client that resends the PUBLISH after its PUBREL (paho
+        2.2 does, after two reconnections in a row) would have it routed again, and, had
+        the record been removed when the PUBREL arrived, after a kill too."""
+        incoming = self.incoming_qos2
+        if incoming is not None and packet_id in incoming:
+            incoming.discard(packet_id)
+            released = self.released_qos2
+            if released is None:
+                self.released_qos2 = {packet_id}
+            else:
+                released.add(packet_id)
+
+    def complete_released(self, packet_id: int) -> bool:
+        """The PUBCOMP of a released id is about to go out on a live connection: its
+        record is removed (journaled), and the PUBCOMP goes once that is committed.
+        False when ``packet_id`` is not released (another PUBREL's PUBCOMP did it)."""
+        released = self.released_qos2
+        if released is None or packet_id not in released:
+            return False
+        released.discard(packet_id)
+        if self.journal is not None:
+            self.journal.incoming_removed(self, packet_id)
+        return True
+
+    def keep_released(self, packet_id: int) -> None:
+        """The PUBCOMP of a released id (``complete_released``) was not sent after all,
+        the connection closed while its record's removal was committed: the id is
+        released again and its record written back."""
+        if packet_id in (self.incoming_qos2 or ()):
+            return
+        released = self.released_qos2
+        if released is None:
+            self.released_qos2 = {packet_id}
+        else:
+            released.add(packet_id)
+        if self.journal is not None:
             self.journal.incoming_added(self, packet_id)
 
     def remove_incoming(self, packet_id: int) -> None:
