@@ -171,6 +171,7 @@ class Session:
     __slots__ = (
         "_aliases",
         "_carried_qos2",
+        "_completing",
         "_events",
         "_held",
         "_held_bytes",
@@ -265,6 +266,10 @@ class Session:
         # against this connection's Receive Maximum, whose quota the client starts
         # afresh (MQTT 5.0 4.9 [MQTT-4.9.0-1]); None when there were none.
         self._carried_qos2: set[int] | None = None
+        # Released QoS 2 packet ids whose record's removal is written and whose PUBCOMP
+        # waits for its commit (``_Completing``): written back should the connection
+        # close first (``_enter_closed``); None: none.
+        self._completing: set[int] | None = None
         # Closed for exceeding receive_maximum: the acknowledgements of the PUBLISH
         # packets before the one that exceeded it still go out, before the DISCONNECT
         # (the index in ``_out`` they go to), else -1.
@@ -550,17 +555,23 @@ class Session:
         assert state is not None
         pid = (data[2] << 8) | data[3]
         pubcomp = bytes(data)
+        completing = self._completing
         if type(data) is _Released:
             if self.conn_state is ConnState.CLOSED:
                 return  # not sent: the record stays; the client resends its PUBREL
             if state.complete_released(pid) and self.when_durable is not None:
+                if completing is None:
+                    self._completing = {pid}
+                else:
+                    completing.add(pid)
                 self.when_durable(self, _Completing(pubcomp))  # once the removal is
                 return
             self._send(pubcomp)  # removed by another PUBREL's PUBCOMP, committed
         elif self.conn_state is not ConnState.CLOSED:
+            if completing is not None:
+                completing.discard(pid)
             self._send(pubcomp)
-        else:
-            state.keep_released(pid)
+        # else: closed meanwhile, the record written back then (``_enter_closed``)
 
     def suback(
         self, packet_id: int, reason_codes: list[int], reason_string: str | None = None
@@ -931,6 +942,13 @@ class Session:
         self.closed = True
         self._waiting = None  # never acknowledged: dropped
         state = self.state
+        completing = self._completing
+        if completing and state is not None:
+            # Their PUBCOMPs will not go out: the records written back now, behind their
+            # removal (in its commit, unless that has begun), not once it is committed.
+            self._completing = None
+            for pid in completing:
+                state.keep_released(pid)
         if state is not None and state.sending is self.outgoing:
             state.sending = None
 

@@ -565,9 +565,9 @@ class SessionState:
         return True
 
     def keep_released(self, packet_id: int) -> None:
-        """The PUBCOMP of a released id (``complete_released``) was not sent after all,
-        the connection closed while its record's removal was committed: the id is
-        released again and its record written back."""
+        """The PUBCOMP of a released id (``complete_released``) will not be sent after
+        all, the connection closed while its record's removal was being committed: the
+        id is released again and its record written back."""
         if packet_id in (self.incoming_qos2 or ()):
             return
         released = self.released_qos2

@@ -85,9 +85,16 @@ def _drain(sub: RawClient, last: str) -> list[str]:
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.parametrize("pubrel_first", [False, True], ids=["publish_first", "pubrel_first"])
 def test_a_publish_resent_after_its_pubrel_is_not_routed_again_after_a_kill(
-    tmp_path: Path,
+    tmp_path: Path, pubrel_first: bool
 ) -> None:
+    """``publish_first``: a write waits when the PUBRELs arrive, so do their PUBCOMPs'
+    turns, which find the connection closed (nothing written). ``pubrel_first``: nothing
+    waits, the first PUBCOMP's turn comes at once and writes the record's removal, and the
+    connection closes while that waits for its commit: the record is written back when
+    the connection closes (in the same commit here), not once the removal is committed
+    (a kill between the two commits left the id unknown)."""
     gateway = start_edgebus(tmp_path, CONFIG)
     try:
         sub = _connect(gateway, "x3p-sub", clean=True)
@@ -105,11 +112,12 @@ def test_a_publish_resent_after_its_pubrel_is_not_routed_again_after_a_kill(
         try:
             # M5 (a store write waiting), the PUBRELs of M1..M4 (their PUBCOMPs wait for
             # the commit), then M6..M10: M10 is one more than Receive Maximum unanswered.
-            pub.send(
-                _publish(5)
-                + b"".join(mb.gen_pubrel(mid, proto_ver=5) for mid in range(1, 5))
-                + b"".join(_publish(mid) for mid in range(6, 11))
-            )
+            pubrels = b"".join(mb.gen_pubrel(mid, proto_ver=5) for mid in range(1, 5))
+            if pubrel_first:
+                pub.send(pubrels)
+                pub.send(b"".join(_publish(mid) for mid in range(5, 11)))
+            else:
+                pub.send(_publish(5) + pubrels + b"".join(_publish(mid) for mid in range(6, 11)))
             answered = []
             while True:
                 packet = pub.recv_packet(unit(10))
