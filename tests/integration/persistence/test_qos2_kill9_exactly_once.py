@@ -28,10 +28,9 @@ import pytest
 
 from tests.helpers import mqtt_builder as mb
 from tests.helpers.brokers import BrokerHandle, start_edgebus
-from tests.helpers.raw_client import RawClient
+from tests.helpers.qos2_flows import NumberedPublisher, connect_persistent, drain_exactly_once
 from tests.helpers.timeouts import unit
 
-SESSION = {"session_expiry_interval": 3600}
 WINDOW = 40
 KILLS = 6
 TOPIC = "x2k/s"
@@ -46,88 +45,9 @@ def _start(tmp_path: Path, stream: bool) -> BrokerHandle:
     return start_edgebus(tmp_path, config)
 
 
-def _connect(broker: BrokerHandle, client_id: str, clean: bool) -> RawClient:
-    client = RawClient(broker.host, broker.port, protocol_level=5)
-    client.do_connect(client_id, proto_ver=5, clean_session=clean, properties=SESSION)
-    return client
-
-
-class Publisher:
-    """Numbered QoS 2 messages, ``WINDOW`` in flight, across restarts of its session."""
-
-    def __init__(self) -> None:
-        self.seq = 0
-        self.unreceived: dict[int, int] = {}  # packet id -> seq: sent, no PUBREC yet
-        self.released: dict[int, int] = {}  # packet id -> seq: PUBREC read, PUBREL sent
-        self.client: RawClient | None = None
-
-    def connect(self, broker: BrokerHandle, first: bool) -> None:
-        client = self.client = _connect(broker, "x2k-pub", first)
-        for mid, seq in self.unreceived.items():  # [MQTT-4.4.0-1]: resent, DUP set
-            client.send(mb.gen_publish(TOPIC, str(seq), qos=2, dup=True, mid=mid, proto_ver=5))
-        for mid in self.released:
-            client.send(mb.gen_pubrel(mid, proto_ver=5))
-
-    def run(self, pubrecs: int) -> None:
-        """Publishes until ``pubrecs`` PUBRECs were read (then returns at once)."""
-        read = 0
-        while read < pubrecs:
-            while len(self.unreceived) + len(self.released) < WINDOW:
-                self.seq += 1
-                mid = self.seq % 60000 + 1
-                self.unreceived[mid] = self.seq
-                self._send(mb.gen_publish(TOPIC, str(self.seq), qos=2, mid=mid, proto_ver=5))
-            read += self._answer()
-
-    def finish(self) -> None:
-        """Waits until nothing is in flight."""
-        while self.unreceived or self.released:
-            self._answer()
-
-    def _send(self, data: bytes) -> None:
-        assert self.client is not None
-        self.client.send(data)
-
-    def _answer(self) -> int:
-        assert self.client is not None
-        packet = self.client.recv_packet(unit(10))
-        mid = packet.packet_id or 0
-        if packet.type == mb.PacketType.PUBREC and mid in self.unreceived:
-            assert (packet.reason_code or 0) == 0, packet
-            self.released[mid] = self.unreceived.pop(mid)
-            self._send(mb.gen_pubrel(mid, proto_ver=5))
-            return 1
-        if packet.type == mb.PacketType.PUBCOMP:
-            self.released.pop(mid, None)
-        return 0
-
-
 def _rows(db: sqlite3.Connection, table: str) -> int:
     query = f"SELECT count(*) FROM {table} WHERE client_id LIKE 'x2r-%'"
     return int(db.execute(query).fetchone()[0])
-
-
-def _drain(sub: RawClient, last: str) -> list[str]:
-    """Every message delivered until ``last``, as an exactly-once receiver: a PUBLISH
-    of a packet id held between PUBREC and PUBREL is a resend, not delivered again."""
-    delivered: list[str] = []
-    awaiting: set[int] = set()
-    while last not in delivered:
-        packet = sub.wait_for(
-            lambda p: p.type in (mb.PacketType.PUBLISH, mb.PacketType.PUBREL),
-            unit(20),
-            f"PUBLISH (delivered {len(delivered)}, the last {delivered[-3:]})",
-        )
-        mid = packet.packet_id or 0
-        if packet.type == mb.PacketType.PUBREL:
-            awaiting.discard(mid)
-            sub.send(mb.gen_pubcomp(mid, proto_ver=5))
-            continue
-        if mid not in awaiting:
-            awaiting.add(mid)
-            delivered.append(packet.payload.decode())
-        sub.send(mb.gen_pubrec(mid, proto_ver=5))
-    return delivered
 
 
 @pytest.mark.timeout(240)
@@ -137,9 +57,9 @@ def test_a_persistent_subscriber_gets_each_qos2_message_once_across_sigkill(
 ) -> None:
     rng = random.Random(20)
     gateway = _start(tmp_path, stream)
-    publisher = Publisher()
+    publisher = NumberedPublisher("x2k-pub", TOPIC, WINDOW)
     try:
-        sub = _connect(gateway, "x2k-sub", clean=True)
+        sub = connect_persistent(gateway, "x2k-sub", clean=True)
         sub.subscribe("x2k/#", 2)
         sub.disconnect()
         publisher.connect(gateway, first=True)
@@ -158,8 +78,8 @@ def test_a_persistent_subscriber_gets_each_qos2_message_once_across_sigkill(
         assert publisher.client is not None
         assert publisher.client.publish(TOPIC, last, qos=2, mid=1) is not None
         publisher.client.disconnect()
-        sub = _connect(gateway, "x2k-sub", clean=False)
-        delivered = _drain(sub, last)
+        sub = connect_persistent(gateway, "x2k-sub", clean=False)
+        delivered = drain_exactly_once(sub, last)
         sub.disconnect()
     finally:
         gateway.stop()
@@ -183,12 +103,12 @@ def test_a_later_qos1_or_qos0_message_does_not_overtake_a_qos2_one(tmp_path: Pat
     rounds = 30
     gateway = _start(tmp_path, stream=True)
     try:
-        offline = _connect(gateway, "x2o-offline", clean=True)
+        offline = connect_persistent(gateway, "x2o-offline", clean=True)
         offline.subscribe("x2o/#", 2)
         offline.disconnect()
-        online = _connect(gateway, "x2o-online", clean=True)
+        online = connect_persistent(gateway, "x2o-online", clean=True)
         online.subscribe("x2o/#", 1)
-        pub = _connect(gateway, "x2o-pub", clean=True)
+        pub = connect_persistent(gateway, "x2o-pub", clean=True)
         received: list[str] = []
         for r in range(rounds):
             pub.send(
@@ -209,10 +129,10 @@ def test_a_later_qos1_or_qos0_message_does_not_overtake_a_qos2_one(tmp_path: Pat
         assert received == [f"{r}{x}" for r in range(rounds) for x in "abc"]
         pub.disconnect()
         online.disconnect()
-        offline = _connect(gateway, "x2o-offline", clean=False)
-        queued = _drain(offline, f"{rounds - 1}a")
+        offline = connect_persistent(gateway, "x2o-offline", clean=False)
+        queued = drain_exactly_once(offline, f"{rounds - 1}a")
         while f"{rounds - 1}b" not in queued:
-            queued += _drain(offline, f"{rounds - 1}b")
+            queued += drain_exactly_once(offline, f"{rounds - 1}b")
         offline.disconnect()
     finally:
         gateway.stop()
@@ -230,10 +150,10 @@ def test_a_qos2_resend_is_answered_once_its_packet_id_is_committed(tmp_path: Pat
     lost. Now that PUBREC waits for the commit, as the first one does."""
     gateway = _start(tmp_path, stream=False)
     try:
-        sub = _connect(gateway, "x2r-sub", clean=True)
+        sub = connect_persistent(gateway, "x2r-sub", clean=True)
         sub.subscribe("x2r/#", 2)
         sub.disconnect()
-        pub = _connect(gateway, "x2r-pub", clean=True)
+        pub = connect_persistent(gateway, "x2r-pub", clean=True)
         db = sqlite3.connect(tmp_path / "data" / "edgebus.db", timeout=unit(10))
         db.isolation_level = None
         # The subscription and both sessions committed (the SUBACK waited for the
@@ -246,7 +166,7 @@ def test_a_qos2_resend_is_answered_once_its_packet_id_is_committed(tmp_path: Pat
         try:
             pub.send(mb.gen_publish("x2r/x", "M", qos=2, mid=1, proto_ver=5))
             pub.close()
-            pub = _connect(gateway, "x2r-pub", clean=False)
+            pub = connect_persistent(gateway, "x2r-pub", clean=False)
             pub.send(mb.gen_publish("x2r/x", "M", qos=2, dup=True, mid=1, proto_ver=5))
             answered = pub.collect(unit(1))
             gateway.process.send_signal(signal.SIGKILL)
@@ -259,7 +179,7 @@ def test_a_qos2_resend_is_answered_once_its_packet_id_is_committed(tmp_path: Pat
             gateway = _start(tmp_path, stream=False)
         finally:
             db.close()  # after: the last connection to close would delete the log
-        pub = _connect(gateway, "x2r-pub", clean=False)
+        pub = connect_persistent(gateway, "x2r-pub", clean=False)
         if any(p.type == mb.PacketType.PUBREC for p in answered):
             pub.send(mb.gen_pubrel(1, proto_ver=5))
         else:
@@ -268,9 +188,9 @@ def test_a_qos2_resend_is_answered_once_its_packet_id_is_committed(tmp_path: Pat
             pub.send(mb.gen_pubrel(1, proto_ver=5))
         pub.wait_for(lambda p: p.type == mb.PacketType.PUBCOMP, unit(10), "PUBCOMP")
         pub.disconnect()
-        sub = _connect(gateway, "x2r-sub", clean=False)
+        sub = connect_persistent(gateway, "x2r-sub", clean=False)
         try:
-            delivered = _drain(sub, "M")
+            delivered = drain_exactly_once(sub, "M")
         except AssertionError as exc:
             raise AssertionError(f"acknowledged (answered {answered}), never delivered") from exc
         sub.disconnect()

@@ -27,23 +27,16 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import mqtt_builder as mb
-from tests.helpers.brokers import BrokerHandle, start_edgebus
-from tests.helpers.raw_client import RawClient
+from tests.helpers.brokers import start_edgebus
+from tests.helpers.qos2_flows import connect_persistent, drain_exactly_once
 from tests.helpers.timeouts import unit
 
-SESSION = {"session_expiry_interval": 3600}
 RECEIVE_MAXIMUM = 5
 CONFIG = (
     "persistence: sqlite\n"
     f"mqtt:\n  receive_maximum: {RECEIVE_MAXIMUM}\n"
     "stream:\n  enabled: true\n  topics: ['x3p/#']\n"
 )
-
-
-def _connect(broker: BrokerHandle, client_id: str, clean: bool) -> RawClient:
-    client = RawClient(broker.host, broker.port, protocol_level=5)
-    client.do_connect(client_id, proto_ver=5, clean_session=clean, properties=SESSION)
-    return client
 
 
 def _publish(mid: int, dup: bool = False) -> bytes:
@@ -61,29 +54,6 @@ def _wait_until(db: sqlite3.Connection, query: str, expected: int, what: str) ->
         time.sleep(0.05)
 
 
-def _drain(sub: RawClient, last: str) -> list[str]:
-    """Every message delivered until ``last``, as an exactly-once receiver (a PUBLISH of
-    a packet id held between PUBREC and PUBREL is a resend, not delivered again)."""
-    delivered: list[str] = []
-    awaiting: set[int] = set()
-    while last not in delivered:
-        packet = sub.wait_for(
-            lambda p: p.type in (mb.PacketType.PUBLISH, mb.PacketType.PUBREL),
-            unit(20),
-            f"PUBLISH (delivered {delivered})",
-        )
-        mid = packet.packet_id or 0
-        if packet.type == mb.PacketType.PUBREL:
-            awaiting.discard(mid)
-            sub.send(mb.gen_pubcomp(mid, proto_ver=5))
-            continue
-        if mid not in awaiting:
-            awaiting.add(mid)
-            delivered.append(packet.payload.decode())
-        sub.send(mb.gen_pubrec(mid, proto_ver=5))
-    return delivered
-
-
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("pubrel_first", [False, True], ids=["publish_first", "pubrel_first"])
 def test_a_publish_resent_after_its_pubrel_is_not_routed_again_after_a_kill(
@@ -97,10 +67,10 @@ def test_a_publish_resent_after_its_pubrel_is_not_routed_again_after_a_kill(
     (a kill between the two commits left the id unknown)."""
     gateway = start_edgebus(tmp_path, CONFIG)
     try:
-        sub = _connect(gateway, "x3p-sub", clean=True)
+        sub = connect_persistent(gateway, "x3p-sub", clean=True)
         sub.subscribe("x3p/#", 2)
         sub.disconnect()
-        pub = _connect(gateway, "x3p-pub", clean=True)
+        pub = connect_persistent(gateway, "x3p-pub", clean=True)
         for mid in range(1, 5):  # M1..M4: routed, PUBREC read
             pub.send(_publish(mid))
             pub.wait_for(lambda p: p.type == mb.PacketType.PUBREC, unit(10), f"PUBREC {mid}")
@@ -140,7 +110,7 @@ def test_a_publish_resent_after_its_pubrel_is_not_routed_again_after_a_kill(
             db.close()  # after: the last connection to close would delete the log
         # As paho 2.2 does after two reconnections: M1..M4 resent as PUBLISH (DUP) though
         # their PUBREL was sent, with M5..M9: more than Receive Maximum at once.
-        pub = _connect(gateway, "x3p-pub", clean=False)
+        pub = connect_persistent(gateway, "x3p-pub", clean=False)
         pub.send(b"".join(_publish(mid, dup=True) for mid in range(1, 10)))
         for _ in range(9):
             pub.wait_for(lambda p: p.type == mb.PacketType.PUBREC, unit(10), "PUBREC")
@@ -152,8 +122,8 @@ def test_a_publish_resent_after_its_pubrel_is_not_routed_again_after_a_kill(
         pub.send(mb.gen_pubrel(10, proto_ver=5))
         pub.wait_for(lambda p: p.type == mb.PacketType.PUBCOMP, unit(10), "PUBCOMP 10")
         pub.disconnect()
-        sub = _connect(gateway, "x3p-sub", clean=False)
-        delivered = _drain(sub, "M10")
+        sub = connect_persistent(gateway, "x3p-sub", clean=False)
+        delivered = drain_exactly_once(sub, "M10")
         sub.disconnect()
     finally:
         gateway.stop()

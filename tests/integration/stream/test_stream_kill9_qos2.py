@@ -23,14 +23,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import mqtt_builder as mb
 from tests.helpers.brokers import BrokerHandle, free_port, start_edgebus
-from tests.helpers.raw_client import RawClient
+from tests.helpers.qos2_flows import NumberedPublisher
 from tests.helpers.timeouts import unit
 from tests.integration.api.support import KEY, Http, bearer
 from tests.integration.components.support import wait_for
 
-SESSION = {"session_expiry_interval": 3600}
 WINDOW = 40
 KILLS = 8
 
@@ -44,65 +42,10 @@ def _start(tmp_path: Path, api_port: int) -> BrokerHandle:
     return start_edgebus(tmp_path, config)
 
 
-class QoS2Publisher:
-    """Numbered QoS 2 messages, ``WINDOW`` in flight, across restarts of its session."""
-
-    def __init__(self) -> None:
-        self.seq = 0
-        self.unreceived: dict[int, int] = {}  # packet id -> seq: sent, no PUBREC yet
-        self.released: dict[int, int] = {}  # packet id -> seq: PUBREC read, PUBREL sent
-        self.acknowledged: set[int] = set()  # seqs answered with PUBREC (0x00 or 0x10)
-        self.client: RawClient | None = None
-
-    def connect(self, broker: BrokerHandle, first: bool) -> None:
-        client = self.client = RawClient(broker.host, broker.port, protocol_level=5)
-        client.do_connect("k9q2-pub", proto_ver=5, clean_session=first, properties=SESSION)
-        for mid, seq in self.unreceived.items():  # [MQTT-4.4.0-1]: resent, DUP set
-            client.send(mb.gen_publish("k9q2/s", str(seq), qos=2, dup=True, mid=mid, proto_ver=5))
-        for mid in self.released:
-            client.send(mb.gen_pubrel(mid, proto_ver=5))
-
-    def run(self, pubrecs: int) -> None:
-        """Publishes until ``pubrecs`` PUBRECs were read (then returns at once)."""
-        client = self.client
-        assert client is not None
-        read = 0
-        while read < pubrecs:
-            while len(self.unreceived) + len(self.released) < WINDOW:
-                self.seq += 1
-                mid = self.seq % 60000 + 1
-                self.unreceived[mid] = self.seq
-                client.send(mb.gen_publish("k9q2/s", str(self.seq), qos=2, mid=mid, proto_ver=5))
-            packet = client.recv_packet(unit(10))
-            mid = packet.packet_id or 0
-            if packet.type == mb.PacketType.PUBREC and mid in self.unreceived:
-                assert (packet.reason_code or 0) in (0, 0x10), packet
-                seq = self.released[mid] = self.unreceived.pop(mid)
-                self.acknowledged.add(seq)
-                client.send(mb.gen_pubrel(mid, proto_ver=5))
-                read += 1
-            elif packet.type == mb.PacketType.PUBCOMP:
-                self.released.pop(mid, None)
-
-    def finish(self) -> None:
-        """Waits until nothing is in flight."""
-        client = self.client
-        assert client is not None
-        while self.unreceived or self.released:
-            packet = client.recv_packet(unit(10))
-            mid = packet.packet_id or 0
-            if packet.type == mb.PacketType.PUBREC and mid in self.unreceived:
-                self.released[mid] = seq = self.unreceived.pop(mid)
-                self.acknowledged.add(seq)
-                client.send(mb.gen_pubrel(mid, proto_ver=5))
-            elif packet.type == mb.PacketType.PUBCOMP:
-                self.released.pop(mid, None)
-
-
 @pytest.mark.timeout(180)
 def test_sigkill_loses_no_qos2_message_acknowledged_into_the_log(tmp_path: Path) -> None:
     api_port = free_port()
-    publisher = QoS2Publisher()
+    publisher = NumberedPublisher("k9q2-pub", "k9q2/s", WINDOW, accepted=(0, 0x10))
     gateway = _start(tmp_path, api_port)
     try:
         publisher.connect(gateway, first=True)
