@@ -100,7 +100,11 @@ def _at_least(count: int) -> Callable[[int], bool]:
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize(
-    ("version", "tap"), [("3.1.1", False), ("5", False), ("5", True)], ids=["3.1.1", "5", "5-tap"]
+    # MQTT 5 with the tap only: its record waits for the tap's commit, the plain path's
+    # (one commit) is the 3.1.1 case's (30 s a case: the suite's time)
+    ("version", "tap"),
+    [("3.1.1", False), ("5", True)],
+    ids=["3.1.1", "5-tap"],
 )
 def test_sigkill_of_the_gateway_delivers_each_inbound_qos2_message_exactly_once(
     tmp_path: Path, version: str, tap: bool
