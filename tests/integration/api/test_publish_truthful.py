@@ -28,8 +28,8 @@ from paho.mqtt.properties import Properties
 from tests.helpers.brokers import free_port
 from tests.helpers.gateway import running_gateway
 from tests.helpers.small_fs import fill, small_filesystem
-from tests.integration.api.support import KEY, Http
-from tests.integration.bridge.support import wait_until
+from tests.integration.api.support import KEY
+from tests.integration.bridge.support import bridge_reply, wait_until
 from tests.integration.broker.support import Clients, PahoClient
 from tests.integration.components.support import http_of
 
@@ -114,13 +114,6 @@ bridges:
 """
 
 
-def _bridge(http: Http) -> dict[str, Any]:
-    reply = http.get("/api/v1/bridges/cloud")
-    assert reply.status == 200, reply.text
-    found: dict[str, Any] = reply.json()
-    return found
-
-
 @pytest.mark.timeout(120)
 def test_a_message_a_bridge_cannot_queue_is_refused_503_before_routing(tmp_path: Path) -> None:
     queue = tmp_path / "data" / "bridge" / "cloud" / "queue.db"
@@ -128,7 +121,7 @@ def test_a_message_a_bridge_cannot_queue_is_refused_503_before_routing(tmp_path:
     queue.write_bytes(b"this is not a database" * 300)
     with running_gateway(tmp_path, _bridge_config(free_port())) as gw:
         http = http_of(gw)
-        wait_until(lambda: _bridge(http)["state"], lambda s: s == "backing_off")
+        wait_until(lambda: bridge_reply(http).get("state"), lambda s: s == "backing_off")
         clients = Clients(gw)
         try:
             sub = clients.subscriber(5, ["fwd/#", "other/#"], 1)
@@ -142,7 +135,7 @@ def test_a_message_a_bridge_cannot_queue_is_refused_503_before_routing(tmp_path:
             assert reply.status == 503, reply.text
             assert reply.json()["detail"].startswith("[1].topic: "), reply.text
             assert reply.json()["detail"].endswith("nothing was published"), reply.text
-            assert _bridge(http)["stats"]["refused_no_queue"] == 2
+            assert bridge_reply(http)["stats"]["refused_no_queue"] == 2
 
             # QoS 0 is not refused (the queue would not take it either)
             reply = http.post("/api/v1/publish", {"topic": "fwd/m", "payload": "m"})
