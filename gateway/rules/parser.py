@@ -22,7 +22,9 @@ Grammar (keywords in any case)::
     call       := name "(" [expr ("," expr)*] ")"
 
 Strings take single or double quotes (``''`` inside doubles a quote); names may be
-quoted with backquotes. A syntax error is a ``RuleSyntaxError`` naming the offset, line
+quoted with backquotes. Names keep their case (``payload.deviceId`` reads the key
+``deviceId``, ``AS Temp`` names ``Temp``), as in EMQX; keywords and function names are
+in any case. A syntax error is a ``RuleSyntaxError`` naming the offset, line
 and column where the statement stops making sense.
 """
 
@@ -128,9 +130,12 @@ def tokenize(sql: str) -> list[Token]:
             tokens.append(Token(kind, text, _unquote(text), pos))
         elif kind == "qname":
             tokens.append(Token("name", text, text[1:-1], pos))
-        elif kind == "name":
+        elif kind == "name":  # a name keeps its case; keywords are in any case
             lower = text.lower()
-            tokens.append(Token("kw" if lower in _KEYWORDS else kind, text, lower, pos))
+            if lower in _KEYWORDS:
+                tokens.append(Token("kw", text, lower, pos))
+            else:
+                tokens.append(Token(kind, text, text, pos))
         elif kind == "op":
             tokens.append(Token(kind, text, text, pos))
         pos = match.end()
