@@ -17,6 +17,7 @@ checks the topic first, and with QoS 1/2 succeeds once the message is durable th
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
@@ -100,12 +101,25 @@ def _value(out: dict[str, Any], path: str) -> Any:
     return node
 
 
+#: ``PLACEHOLDER`` on a template's UTF-8 bytes (the pattern is ASCII: it finds the same).
+_PLACEHOLDER_BYTES = re.compile(PLACEHOLDER.pattern.encode("ascii"))
+
+
+def _field_bytes(value: Any) -> bytes:
+    """A field in a payload template: bytes (a payload that is not UTF-8) as they are,
+    anything else as its text in UTF-8."""
+    return value if isinstance(value, bytes) else to_text(value).encode()
+
+
 def render_payload(template: str | None, out: dict[str, Any]) -> bytes:
     """The payload of a result: the template with each ``{field}`` filled in (objects as
-    JSON, NULL as nothing), or the result as JSON when there is no template."""
+    JSON, NULL as nothing, binary as its bytes), or the result as JSON when there is no
+    template."""
     if template is None:
         return to_json(out).encode()
-    return PLACEHOLDER.sub(lambda m: to_text(_value(out, m.group(1))), template).encode()
+    return _PLACEHOLDER_BYTES.sub(
+        lambda m: _field_bytes(_value(out, m.group(1).decode("ascii"))), template.encode()
+    )
 
 
 def _flat(out: dict[str, Any], prefix: str = "") -> dict[str, Any]:
