@@ -52,9 +52,26 @@ def _default(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON")
 
 
+def _finite(value: Any) -> Any:
+    """``value`` with each number that is not finite (inf, NaN) as None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    return value
+
+
 def to_json(value: Any) -> str:
-    """Compact JSON; bytes become base64 text."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_default)
+    """Compact JSON; bytes become base64 text; a number that is not finite (inf, NaN,
+    which JSON has no word for) becomes null, as the API's ``/rules/test`` shows it."""
+    try:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_default,
+                          allow_nan=False)  # fmt: skip
+    except ValueError:  # a number that is not finite: rare, so looked for only then
+        return json.dumps(_finite(value), separators=(",", ":"), ensure_ascii=False,
+                          default=_default)  # fmt: skip
 
 
 def to_number(value: Any) -> int | float:

@@ -1,10 +1,13 @@
 """What a rule's republish sends: a payload template's ``{payload}`` is the message's
-payload bytes as they are (a binary payload too, spliced among the template's text)."""
+payload bytes as they are (a binary payload too, spliced among the template's text), and
+a result as JSON is valid JSON (null for a number that is not finite)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+from tests.helpers.http_sink import HttpSink
 from tests.integration.rules.support import gateway_with_clients
 
 BINARY = b"\xff\x00\xfe\x80raw\xc3"
@@ -31,3 +34,37 @@ rules:
             ("out/raw", "text é".encode()),
             ("out/mixed", "é<bin/2>text é</bin/2>".encode()),
         ])  # fmt: skip
+
+
+def test_results_as_json_hold_null_for_numbers_that_are_not_finite(tmp_path: Path) -> None:
+    """1e308 * 10 is inf, inf - inf NaN: JSON has no word for them (Python would write
+    ``Infinity``, ``NaN``, which JSON parsers refuse); the republished result and the
+    webhook body hold null instead, as ``/rules/test`` shows them."""
+    with HttpSink() as sink:
+        config = f"""
+rules:
+  - name: huge
+    sql: >-
+      SELECT payload.big * 10 AS inf, payload.big * 10 - payload.big * 10 AS nan,
+      [payload.big * -10, 2] AS list, payload.ok AS ok FROM "num/#"
+    actions:
+      - {{type: republish, topic: "out/json"}}
+      - {{type: webhook, webhook: results}}
+webhooks:
+  - {{name: results, url: "{sink.url("/results")}"}}
+"""
+        with gateway_with_clients(tmp_path, config) as (_gw, clients):
+            watcher = clients.subscriber(5, "out/#", qos=1)
+            clients.connect(5, "dev-1").publish("num/1", '{"big": 1e308, "ok": 1.5}', qos=1)
+            expected = {"inf": None, "nan": None, "list": [None, 2], "ok": 1.5}
+            assert _strict_json(watcher.expect_message().payload) == expected
+            assert _strict_json(sink.wait_for(1, "/results")[0].body) == expected
+
+
+def _strict_json(data: bytes | bytearray) -> object:
+    """``data`` parsed as JSON refusing ``Infinity`` and ``NaN``, as other parsers do."""
+
+    def refuse(word: str) -> object:
+        raise AssertionError(f"not JSON: {word} in {data!r}")
+
+    return json.loads(data, parse_constant=refuse)
