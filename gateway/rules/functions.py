@@ -74,17 +74,28 @@ def to_json(value: Any) -> str:
                           default=_default)  # fmt: skip
 
 
+#: Numeric text: an optional sign, digits, an optional fraction and exponent (no spaces,
+#: no ``inf``, ``nan``, ``1_000`` or ``0x10``, which Python's ``float()`` would take).
+_NUMBER = re.compile(r"[-+]?(?:(\d+)|\d+\.\d*|\.\d+)(?:[eE][-+]?\d+)?", re.ASCII)
+_NUMBER_BYTES = re.compile(_NUMBER.pattern.encode("ascii"))
+
+
 def to_number(value: Any) -> int | float:
+    """A number, or numeric text as its number (an integer when it has no fraction or
+    exponent); ``RuleEvaluationError`` for anything else."""
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, int | float):
         return value
-    if isinstance(value, str | bytes):
-        try:
-            text = value.decode() if isinstance(value, bytes) else value
-            return int(text) if re.fullmatch(r"\s*[-+]?\d+\s*", text) else float(text)
-        except ValueError:
-            pass
+    if isinstance(value, str):
+        match = _NUMBER.fullmatch(value)
+    elif isinstance(value, bytes):
+        match = _NUMBER_BYTES.fullmatch(value)  # type: ignore[assignment]
+    else:
+        match = None
+    if match is not None:
+        whole = match.group(1) is not None and match.end(1) == match.end()
+        return int(value) if whole else float(value)
     raise RuleEvaluationError(f"not a number: {value!r}")
 
 

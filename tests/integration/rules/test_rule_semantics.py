@@ -1,0 +1,58 @@
+"""The values of rule expressions, through ``POST /api/v1/rules/test`` of a running
+gateway (which runs a statement as the taps run it on a message): numeric text, integer
+division, functions, as EMQX's rule language gives them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.helpers.gateway import running_gateway
+from tests.integration.api.conftest import API_CONFIG, http_of
+from tests.integration.api.support import Http
+
+
+@pytest.fixture(scope="module")
+def http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Http]:
+    with running_gateway(tmp_path_factory.mktemp("semantics"), API_CONFIG) as gw:
+        yield http_of(gw)
+
+
+def run(http: Http, select: str, payload: Any = None, where: str = "") -> dict[str, Any]:
+    """The /rules/test answer for ``SELECT <select> FROM "t/#" [WHERE ...]`` on a message
+    to t/1 with ``payload``."""
+    sql = f'SELECT {select} FROM "t/#"' + (f" WHERE {where}" if where else "")
+    sample: dict[str, Any] = {"topic": "t/1"}
+    if payload is not None:
+        sample["payload"] = payload
+    reply = http.post("/api/v1/rules/test", {"sql": sql, "sample": sample})
+    assert reply.status == 200, reply.text
+    answer: dict[str, Any] = reply.json()
+    return answer
+
+
+def output(http: Http, select: str, payload: Any = None) -> dict[str, Any]:
+    answer = run(http, select, payload)
+    assert answer["error"] is None, answer
+    result: dict[str, Any] = answer["output"]
+    return result
+
+
+def test_only_plain_decimal_text_is_a_number(http: Http) -> None:
+    """Python's float() takes ' 5 ', 'inf', 'nan', 'Infinity', '1_000': numeric text
+    here is an optional sign, digits, an optional fraction and exponent."""
+    assert output(
+        http,
+        "'5' = 5 AS a, '-1.5e1' = -15 AS b, '.5' = 0.5 AS c, '7' + 1 AS d,"
+        " ' 5 ' = 5 AS e, '1_000' = 1000 AS f, 'Infinity' + 1 AS g, '0x10' = 16 AS h,"
+        " 'nan' + 1 AS i, ' 7 ' + 1 AS j",
+    ) == {
+        "a": True, "b": True, "c": True, "d": 8,
+        "e": False, "f": False, "g": "Infinity1", "h": False, "i": "nan1", "j": " 7 1",
+    }  # fmt: skip
+    for text in ("inf", "1_000", " 5 ", "NaN", "Infinity"):
+        for select in ("int(payload.v) AS v", "payload.v * 2 AS v"):
+            answer = run(http, select, {"v": text})
+            assert answer["error"] == f"not a number: {text!r}", answer
