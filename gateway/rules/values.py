@@ -93,10 +93,10 @@ def arith(op: str) -> Callable[[Any, Any], Any]:
             return x * y
         if y == 0:
             raise RuleEvaluationError("division by zero")
-        if op == "/":
-            result = x / y
-            return int(result) if isinstance(x, int) and isinstance(y, int) and x % y == 0 \
-                else result  # fmt: skip
+        if op == "/":  # integers that divide evenly: exact, however large
+            if isinstance(x, int) and isinstance(y, int) and x % y == 0:
+                return x // y
+            return x / y
         if op == "div":
             return int(x // y)
         return x % y

@@ -56,3 +56,18 @@ def test_only_plain_decimal_text_is_a_number(http: Http) -> None:
         for select in ("int(payload.v) AS v", "payload.v * 2 AS v"):
             answer = run(http, select, {"v": text})
             assert answer["error"] == f"not a number: {text!r}", answer
+
+
+def test_integers_that_divide_evenly_divide_exactly(http: Http) -> None:
+    """Above 2**53 a float cannot hold every integer: 2**62 + 2 over 2 went through a
+    float and came back as 2**61 (off by one)."""
+    big = 2**62 + 2
+    assert output(http, "payload.n / 2 AS half, payload.n / 4 AS quarter", {"n": big}) == {
+        "half": big // 2,
+        "quarter": big / 4,
+    }
+    assert output(http, "18446744073709551615 / 5 AS a, -9 / 3 AS b, 7 / 2 AS c") == {
+        "a": 3689348814741910323,
+        "b": -3,
+        "c": 3.5,
+    }
