@@ -16,7 +16,7 @@ import math
 import re
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from functools import lru_cache
 from typing import Any
 
@@ -237,10 +237,38 @@ def _rfc3339_to_unix(text: str, unit: Any = "second") -> int:
     return int(moment.timestamp() * _unit(unit))
 
 
-def _format_date(unit: Any, _offset: Any, pattern: str, timestamp: Any = None) -> str:
+_OFFSET = re.compile(r"([+-])(\d{2}):?(\d{2})?", re.ASCII)
+
+
+def _zone(offset: Any) -> tzinfo | None:
+    """The time zone of an offset (EMQX's): ``Z`` (UTC), ``+08:00`` / ``-0230`` / ``+08``,
+    an integer of seconds east of UTC, or ``local`` (None: the machine's zone)."""
+    if isinstance(offset, int | float) and not isinstance(offset, bool):
+        seconds = offset
+    elif isinstance(offset, str) and offset in ("Z", "z", ""):
+        return UTC
+    elif isinstance(offset, str) and offset == "local":
+        return None
+    elif isinstance(offset, str) and (found := _OFFSET.fullmatch(offset)) is not None:
+        sign, hours, minutes = found.groups()
+        seconds = (int(hours) * 3600 + int(minutes or 0) * 60) * (-1 if sign == "-" else 1)
+    else:
+        raise RuleEvaluationError(
+            f"bad time offset {offset!r}: 'Z', '+08:00', '-02:30', 'local' or seconds"
+        )
+    try:
+        return timezone(timedelta(seconds=seconds))
+    except (ValueError, OverflowError) as exc:
+        raise RuleEvaluationError(f"bad time offset {offset!r}: {exc}") from None
+
+
+def _format_date(unit: Any, offset: Any, pattern: str, timestamp: Any = None) -> str:
     scale = _unit(unit)
     seconds = time.time() if timestamp is None else to_number(timestamp) / scale
-    return datetime.fromtimestamp(seconds, UTC).strftime(pattern)
+    try:
+        return datetime.fromtimestamp(seconds, _zone(offset)).strftime(to_text(pattern))
+    except (ValueError, OverflowError, OSError) as exc:
+        raise RuleEvaluationError(f"format_date: {exc}") from exc
 
 
 # -- types --------------------------------------------------------------------------------

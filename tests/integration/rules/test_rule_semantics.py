@@ -71,3 +71,15 @@ def test_integers_that_divide_evenly_divide_exactly(http: Http) -> None:
         "b": -3,
         "c": 3.5,
     }
+
+
+def test_format_date_applies_its_offset(http: Http) -> None:
+    assert output(
+        http,
+        "format_date('second', '+08:00', '%H', 0) AS a, format_date('second', 3600, '%H', 0)"
+        " AS b, format_date('millisecond', '-02:30', '%Y-%m-%d %H:%M', 0) AS c,"
+        " format_date('second', 'Z', '%H:%M', 0) AS d, format_date('second', '+0530', '%H:%M',"
+        " 0) AS e",
+    ) == {"a": "08", "b": "01", "c": "1969-12-31 21:30", "d": "00:00", "e": "05:30"}
+    answer = run(http, "format_date('second', 'Mars', '%H', 0) AS x")
+    assert answer["error"] == "bad time offset 'Mars': 'Z', '+08:00', '-02:30', 'local' or seconds"
