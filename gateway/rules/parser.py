@@ -19,7 +19,7 @@ Grammar (keywords in any case)::
     primary    := number | string | TRUE | FALSE | NULL | field | call | "(" expr ")"
                 | "[" [expr ("," expr)*] "]" | CASE ...
     field      := name ("." name | "[" integer "]")*
-    call       := name "(" [expr ("," expr)*] ")"
+    call       := name "(" [expr ("," expr)*] ")"        (MOD too: ``mod(7, 2)``)
 
 Strings take single or double quotes (``''`` inside doubles a quote); names may be
 quoted with backquotes. Names keep their case (``payload.deviceId`` reads the key
@@ -376,6 +376,10 @@ class _Parser:
                 return Literal(None, token.pos)
             if token.value == "case":
                 return self.case()
+            following = self.tokens[self.i + 1]
+            if token.value == "mod" and following.kind == "op" and following.value == "(":
+                self.advance()  # mod(x, y): the function; x MOD y stays the operator
+                return self.call(token)
             raise self.error("a value, a field or a function")
         if self.is_op("("):
             self.advance()

@@ -5,10 +5,12 @@ division, functions, as EMQX's rule language gives them."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.helpers.check_command import QUIET, check
 from tests.helpers.gateway import running_gateway
 from tests.integration.api.conftest import API_CONFIG, http_of
 from tests.integration.api.support import Http
@@ -83,3 +85,18 @@ def test_format_date_applies_its_offset(http: Http) -> None:
     ) == {"a": "08", "b": "01", "c": "1969-12-31 21:30", "d": "00:00", "e": "05:30"}
     answer = run(http, "format_date('second', 'Mars', '%H', 0) AS x")
     assert answer["error"] == "bad time offset 'Mars': 'Z', '+08:00', '-02:30', 'local' or seconds"
+
+
+def test_mod_is_a_function_and_an_operator(http: Http) -> None:
+    assert output(http, "mod(7, 2) AS a, 7 MOD 2 AS b, 7 mod mod(5, 3) AS c, mod(payload.n, 4)"
+                  " AS d", {"n": 10}) == {"a": 1, "b": 1, "c": 1, "d": 2}  # fmt: skip
+
+
+def test_check_accepts_the_mod_function(tmp_path: Path) -> None:
+    rules = """\
+rules:
+  - name: parity
+    sql: 'SELECT mod(payload.n, 2) AS parity FROM "s/#" WHERE mod(payload.n, 2) = 1'
+    actions: [{type: log}]
+"""
+    assert check(tmp_path, QUIET + rules) == (0, ["edgebus.yaml: OK"])
