@@ -28,6 +28,7 @@ from cyclonedds.idl._type_normalize import (
 )
 
 from idl_codegen.model import (
+    UNION_DISCRIMINATOR_MEMBER,
     ArrayType,
     EnumType,
     Member,
@@ -208,6 +209,11 @@ class _Builder:
                 continue
             labels = tuple(_label(label, discriminator) for label in holder.labels)
             cases.append(UnionCase(member_name, ref, labels, False, notes.get("id")))
+        if "discriminator" in attributes:
+            raise TypeError(f"union {name}: {UNION_DISCRIMINATOR_MEMBER}")
+        if cases and not any(case.labels for case in cases):
+            raise TypeError(f"union {name} has only a default case, which cyclonedds-python "
+                            "cannot serialize")
         self.attributes[name] = attributes
         self.schema.types[name] = UnionType(
             name=name,

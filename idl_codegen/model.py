@@ -20,6 +20,7 @@ __all__ = [
     "INTEGER_KINDS",
     "INTEGER_RANGES",
     "PRIMITIVE_KINDS",
+    "UNION_DISCRIMINATOR_MEMBER",
     "ArrayType",
     "Constant",
     "Declared",
@@ -126,6 +127,13 @@ class UnionCase:
     labels: tuple[Value, ...]
     is_default: bool = False
     member_id: int | None = None
+
+
+# A union's JSON object holds its discriminator under "discriminator", so no member may
+# have that name (the generator refuses it; introspection of a class raises TypeError).
+UNION_DISCRIMINATOR_MEMBER = (
+    "a union member cannot be named 'discriminator': the JSON mapping writes the union's "
+    "discriminator under that key; rename the member")
 
 
 @dataclass(frozen=True, slots=True)

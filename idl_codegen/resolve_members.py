@@ -13,6 +13,7 @@ from idl_codegen.consts import describe_type
 from idl_codegen.diagnostics import Location
 from idl_codegen.model import (
     INTEGER_KINDS,
+    UNION_DISCRIMINATOR_MEMBER,
     EnumType,
     Member,
     NamedType,
@@ -327,12 +328,20 @@ class MemberResolver(NameResolver):
             ref = self._declared_type(case.type_spec, case.declarator, scope)
             if self._member_clash(scope, member, case.declarator.location, "union", name):
                 continue
+            if member == "discriminator":
+                self._diag.error(case.declarator.location, UNION_DISCRIMINATOR_MEMBER)
+                continue
             if ref is None or not self._require_complete(ref, case.declarator.location):
                 continue
             id_annotation = applied.get("id")
             member_id = self._id(id_annotation, scope) if id_annotation is not None else None
             cases.append(UnionCase(member, ref, tuple(labels), is_default, member_id))
-        if default_case is not None:
+        if default_case is not None and all(label is None for case in union.cases
+                                                for label in case.labels):
+            self._diag.error(union.location, f"union '{name}' has only a default case, which "
+                                              "cyclonedds-python cannot serialize; give it a "
+                                              "case label")
+        elif default_case is not None:
             self._check_default_room(union, name, resolved, set(labels_seen))
         elif isinstance(resolved, PrimitiveType) and resolved.kind == "boolean" \
                 and {True, False} <= set(labels_seen):
