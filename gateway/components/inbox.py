@@ -14,7 +14,8 @@ callback run on the loop (``callback=``).
   ``timeout``; never from the loop's own thread). Every item dropped is counted in
   ``dropped``; ``accepted`` counts the items taken in.
 - ``close()`` ends the consumer's iteration once the waiting items are consumed;
-  ``put`` after it drops and counts.
+  ``put`` after it drops and counts (unless the producer keeps the item for another
+  inbox: ``keep_if_closed``).
 
 It lives in the gateway (``gateway/components``) rather than ``adapters/``: the host the
 supervisor builds hands it out, and the gateway never imports the ``adapters`` package.
@@ -81,12 +82,15 @@ class Inbox(Generic[T]):
 
     # -- producer side: any thread -----------------------------------------------------
 
-    def put(self, item: T, timeout: float | None = None) -> bool:
+    def put(self, item: T, timeout: float | None = None, *, keep_if_closed: bool = False) -> bool:
         """Hands ``item`` to the loop; False when it was dropped (``drop_new`` with the
-        inbox full, ``block`` past ``timeout``, or a closed inbox)."""
+        inbox full, ``block`` past ``timeout``, or a closed inbox). ``keep_if_closed``:
+        the producer keeps an item a closed inbox refuses, for another inbox (an NNG
+        socket's thread between two runs of its adapter), so it is not counted dropped."""
         with self._lock:
             if self._closed:
-                self.dropped += 1
+                if not keep_if_closed:
+                    self.dropped += 1
                 return False
             if len(self._items) >= self.maxsize:
                 if self.overflow == DROP_NEW:
@@ -96,7 +100,8 @@ class Inbox(Generic[T]):
                     self._items.popleft()
                     self.dropped += 1
                 elif not self._wait_for_room(timeout):
-                    self.dropped += 1
+                    if not (keep_if_closed and self._closed):
+                        self.dropped += 1
                     return False
             self._items.append(item)  # not a local: a callback-mode drain swaps the deque
             self.accepted += 1

@@ -110,6 +110,25 @@ def test_block_waits_for_room_but_never_on_the_loop() -> None:
     run(scenario())
 
 
+def test_a_producer_keeping_what_a_closed_inbox_refuses_is_not_counted_dropped() -> None:
+    async def scenario() -> None:
+        inbox: Inbox[int] = Inbox(1, BLOCK)
+        assert inbox.put(1)
+        result: list[bool] = []
+        waiting = threading.Thread(target=lambda: result.append(inbox.put(2, keep_if_closed=True)))
+        waiting.start()
+        while not inbox._room._waiters:  # type: ignore[attr-defined]  # it waits for room
+            await asyncio.sleep(0)
+        inbox.close()
+        await asyncio.to_thread(waiting.join)
+        assert inbox.put(3, keep_if_closed=True) is False
+        assert (result, inbox.dropped, inbox.accepted) == ([False], 0, 1)
+        assert inbox.put(4) is False
+        assert inbox.dropped == 1
+
+    run(scenario())
+
+
 def test_bad_arguments() -> None:
     async def scenario() -> None:
         with pytest.raises(ValueError, match="maxsize"):
