@@ -37,6 +37,7 @@ from idl_codegen.syntax import Binary, Expr, Literal, NameRef, Unary
 __all__ = ["ConstEvaluator", "EnumValue", "describe_type"]
 
 _FLOAT32_MAX = struct.unpack("<f", b"\xff\xff\x7f\x7f")[0]
+_UINT32_MAX = 0xFFFF_FFFF
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +134,7 @@ class ConstEvaluator:
             return None
 
     def positive_integer(self, expr: Expr, scope: Scope, what: str) -> int | None:
-        """An array dimension or a bound: an integer constant > 0."""
+        """An array dimension or a bound: an integer constant 1..2**32-1."""
         try:
             raw = self._eval(expr, scope, PrimitiveType("uint32"))
         except _EvalError as error:
@@ -141,6 +142,9 @@ class ConstEvaluator:
             return None
         if not isinstance(raw, int) or isinstance(raw, bool) or raw <= 0:
             self._diag.error(_start(expr), f"{what} must be a positive integer, got {_show(raw)}")
+            return None
+        if raw > _UINT32_MAX:  # idlc: "Integer expression overflows"; Cyclone's are 32-bit
+            self._diag.error(_start(expr), f"{what} of {raw} overflows: at most {_UINT32_MAX}")
             return None
         return raw
 

@@ -1,0 +1,56 @@
+"""A bound or array dimension above 2**32-1 is an IDL error (file, line, column) for
+``edgebus check``, as ``idlc``'s "Integer expression overflows". Before, the check said OK
+and the dds adapter then failed at start, over and over (cyclonedds' bounds are 32-bit)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.check_command import QUIET, check
+
+CASES = {
+    "string<5000000000> a;": ("2:34", "a string bound of 5000000000 overflows: at most 4294967295"),
+    "sequence<long, 4294967296> a;": (
+        "2:42", "a sequence bound of 4294967296 overflows: at most 4294967295"),
+    "long a[0x100000000];": (
+        "2:34", "an array dimension of 4294967296 overflows: at most 4294967295"),
+}
+
+
+@pytest.mark.parametrize("member", sorted(CASES))
+def test_check_reports_a_bound_above_uint32_max(tmp_path: Path, member: str) -> None:
+    idl = tmp_path / "big.idl"
+    idl.write_text(f"module m {{\n  struct S {{ @key long k; {member} }};\n}};\n")
+    status, lines = check(tmp_path, f"""\
+data_dir: {tmp_path / "data"}
+{QUIET}adapters:
+  - type: dds
+    name: d
+    idl_files: [{idl}]
+    dds_to_mqtt:
+      - from_dds: t
+        type: m::S
+        to_mqtt: a
+""")
+    where, message = CASES[member]
+    assert status != 0, lines
+    assert any(f"big.idl:{where}: {message}" in line for line in lines), lines
+
+
+def test_check_accepts_the_largest_bound(tmp_path: Path) -> None:
+    idl = tmp_path / "big.idl"
+    idl.write_text("module m {\n  struct S { @key long k; string<4294967295> a; };\n};\n")
+    status, lines = check(tmp_path, f"""\
+data_dir: {tmp_path / "data"}
+{QUIET}adapters:
+  - type: dds
+    name: d
+    idl_files: [{idl}]
+    dds_to_mqtt:
+      - from_dds: t
+        type: m::S
+        to_mqtt: a
+""")
+    assert status == 0, lines
