@@ -17,12 +17,20 @@ import re
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation, localcontext
 from functools import lru_cache
 from typing import Any
 
 from broker_core.errors import EdgebusError
 
-__all__ = ["FUNCTIONS", "RuleEvaluationError", "to_json", "to_number", "to_text"]
+__all__ = [
+    "FUNCTIONS",
+    "RuleEvaluationError",
+    "remainder",
+    "to_json",
+    "to_number",
+    "to_text",
+]
 
 
 class RuleEvaluationError(EdgebusError):
@@ -82,10 +90,8 @@ _NUMBER_BYTES = re.compile(_NUMBER.pattern.encode("ascii"))
 
 def to_number(value: Any) -> int | float:
     """A number, or numeric text as its number (an integer when it has no fraction or
-    exponent); ``RuleEvaluationError`` for anything else."""
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, int | float):
+    exponent); ``RuleEvaluationError`` for anything else, a boolean too (as EMQX's)."""
+    if isinstance(value, int | float) and type(value) is not bool:
         return value
     if isinstance(value, str):
         match = _NUMBER.fullmatch(value)
@@ -96,7 +102,19 @@ def to_number(value: Any) -> int | float:
     if match is not None:
         whole = match.group(1) is not None and match.end(1) == match.end()
         return int(value) if whole else float(value)
-    raise RuleEvaluationError(f"not a number: {value!r}")
+    shown = ("true" if value else "false") if type(value) is bool else repr(value)
+    raise RuleEvaluationError(f"not a number: {shown}")
+
+
+def remainder(x: int | float, y: int | float) -> int | float:
+    """``x % y`` / ``x MOD y`` / ``mod(x, y)``: Erlang's ``rem``, truncated toward zero
+    (the sign of ``x``: ``-7 % 3`` is -1); ``fmod`` for floats."""
+    if y == 0:
+        raise RuleEvaluationError("division by zero")
+    if isinstance(x, int) and isinstance(y, int):
+        result = abs(x) % abs(y)
+        return -result if x < 0 else result
+    return math.fmod(x, y)
 
 
 def _nulls(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -286,14 +304,47 @@ def _bool(value: Any) -> bool:
 
 
 def _int(value: Any) -> int:
+    if type(value) is bool:  # int(true) is 1, as EMQX's
+        return int(value)
     number = to_number(value)
-    return int(number)
+    try:
+        return int(number)
+    except (ValueError, OverflowError) as exc:  # inf, NaN
+        raise RuleEvaluationError(f"int: {exc}") from exc
 
 
 def _round(value: Any, digits: Any = 0) -> int | float:
-    places = int(to_number(digits))
-    result = round(to_number(value), places)
-    return int(result) if places == 0 else result
+    """Half away from zero, as EMQX's (Erlang's ``round``): round(2.5) is 3, round(-2.5)
+    -3; with ``digits``, on the number as written (round(2.675, 2) is 2.68)."""
+    number, places = to_number(value), int(to_number(digits))
+    if isinstance(number, int) and places >= 0:
+        return number
+    if isinstance(number, float) and not math.isfinite(number):
+        raise RuleEvaluationError(f"round: {number} is not a finite number")
+    if isinstance(number, float) and places <= 0 and abs(number) >= 2**52:
+        number = int(number)  # a float this large is an integer already
+        if places == 0:
+            return number
+    with localcontext() as context:
+        context.prec, context.Emax, context.Emin = 800, 1000, -1000
+        try:
+            rounded = Decimal(repr(number)).quantize(Decimal(1).scaleb(-places), ROUND_HALF_UP)
+        except InvalidOperation:  # more digits than a float has: nothing to round
+            return number
+    return int(rounded) if places <= 0 else float(rounded)
+
+
+def _find(text: str, part: str, direction: str = "leading") -> str:
+    """EMQX's ``find``: ``text`` from the first (``leading``) or last (``trailing``)
+    occurrence of ``part`` on; "" when there is none."""
+    if direction not in ("leading", "trailing"):
+        raise RuleEvaluationError(f"find: direction {direction!r}: 'leading' or 'trailing'")
+    at = text.find(part) if direction == "leading" else text.rfind(part)
+    return "" if at < 0 else text[at:]
+
+
+def _mod(x: Any, y: Any) -> int | float:
+    return remainder(to_number(x), to_number(y))
 
 
 def _coalesce(*args: Any) -> Any:
@@ -350,7 +401,7 @@ FUNCTIONS: dict[str, Function] = {
     "substr": (_nulls(lambda s, *a: _substr(to_text(s), *a)), 2, 3),
     "replace": (_nulls(lambda s, a, b: to_text(s).replace(to_text(a), to_text(b))), 3, 3),
     "split": (_nulls(lambda s, *a: _split(to_text(s), *(to_text(x) for x in a))), 1, 2),
-    "find": (_nulls(lambda s, sub: to_text(s).find(to_text(sub))), 2, 2),
+    "find": (_nulls(lambda s, sub, *a: _find(to_text(s), to_text(sub), *map(to_text, a))), 2, 3),
     "pad": (_nulls(lambda s, n, *a: _pad(to_text(s), n, *(to_text(x) for x in a))), 2, 4),
     "regex_match": (_nulls(lambda s, p: _regex(to_text(p)).search(to_text(s)) is not None), 2, 2),
     "regex_replace": (
@@ -383,7 +434,7 @@ FUNCTIONS: dict[str, Function] = {
     "sin": (_math(math.sin), 1, 1),
     "cos": (_math(math.cos), 1, 1),
     "tan": (_math(math.tan), 1, 1),
-    "mod": (_math(math.fmod), 2, 2),
+    "mod": (_nulls(_mod), 2, 2),
     "max": (_nulls(lambda *a: max(to_number(x) for x in a)), 1, None),
     "min": (_nulls(lambda *a: min(to_number(x) for x in a)), 1, None),
     "random": (lambda: __import__("random").random(), 0, 0),

@@ -12,9 +12,19 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-from gateway.rules.functions import RuleEvaluationError, to_number, to_text
+from gateway.rules.functions import RuleEvaluationError, remainder, to_number, to_text
 
-__all__ = ["OPERATORS", "add", "arith", "compare", "like_pattern", "nest", "truthy", "walk"]
+__all__ = [
+    "OPERATORS",
+    "add",
+    "arith",
+    "compare",
+    "integer_division",
+    "like_pattern",
+    "nest",
+    "truthy",
+    "walk",
+]
 
 
 def walk(node: Any, path: tuple[str | int, ...]) -> Any:
@@ -54,9 +64,29 @@ def _pair(a: Any, b: Any) -> tuple[Any, Any]:
 _ORDER = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 
 
+def _compare_bool(op: str, a: Any, b: Any) -> bool | None:
+    """A comparison where one side is a boolean, as EMQX's: a boolean is no number
+    (``true = 1`` is false) and compares with text as ``'true'`` / ``'false'``
+    (``true = 'true'`` is true); with a number, a list or an object it is only unequal
+    (ordering it is NULL)."""
+    if type(a) is bool and type(b) is bool:
+        return bool(OPERATORS[op](a, b))
+    if isinstance(a, str | bytes):
+        a, b = to_text(a), "true" if b else "false"
+    elif isinstance(b, str | bytes):
+        a, b = "true" if a else "false", to_text(b)
+    elif op in ("=", "!="):
+        return op == "!="
+    else:
+        return None
+    return bool(OPERATORS[op](a, b))
+
+
 def compare(op: str, a: Any, b: Any) -> bool | None:
     if a is None or b is None:
         return None
+    if type(a) is bool or type(b) is bool:
+        return _compare_bool(op, a, b)
     a, b = _pair(a, b)
     if op == "=":
         return bool(a == b)
@@ -79,7 +109,21 @@ def add(a: Any, b: Any) -> Any:
             return to_number(a) + to_number(b)
         except RuleEvaluationError:
             return to_text(a) + to_text(b)
+    if type(a) is bool or type(b) is bool:  # no number (EMQX's): true + 1 fails
+        to_number(a)
+        to_number(b)
     return a + b
+
+
+def integer_division(x: int | float, y: int | float) -> int:
+    """``x DIV y``: Erlang's ``div`` on integers, truncated toward zero (``-7 DIV 2`` is
+    -3); a float fails as a division by zero does."""
+    if not (isinstance(x, int) and isinstance(y, int)):
+        raise RuleEvaluationError(f"DIV takes integers, got {x!r} DIV {y!r}")
+    if y == 0:
+        raise RuleEvaluationError("division by zero")
+    quotient = abs(x) // abs(y)
+    return -quotient if (x < 0) != (y < 0) else quotient
 
 
 def arith(op: str) -> Callable[[Any, Any], Any]:
@@ -91,15 +135,16 @@ def arith(op: str) -> Callable[[Any, Any], Any]:
             return x - y
         if op == "*":
             return x * y
+        if op == "div":
+            return integer_division(x, y)
+        if op == "%":
+            return remainder(x, y)
         if y == 0:
             raise RuleEvaluationError("division by zero")
-        if op == "/":  # integers that divide evenly: exact, however large
-            if isinstance(x, int) and isinstance(y, int) and x % y == 0:
-                return x // y
-            return x / y
-        if op == "div":
-            return int(x // y)
-        return x % y
+        # "/": integers that divide evenly: exact, however large
+        if isinstance(x, int) and isinstance(y, int) and x % y == 0:
+            return x // y
+        return x / y
 
     return apply
 

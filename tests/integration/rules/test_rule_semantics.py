@@ -100,3 +100,59 @@ rules:
     actions: [{type: log}]
 """
     assert check(tmp_path, QUIET + rules) == (0, ["edgebus.yaml: OK"])
+
+
+def test_round_is_half_away_from_zero(http: Http) -> None:
+    """EMQX's round is Erlang's: 2.5 gives 3 (Python's round gives 2)."""
+    assert output(
+        http,
+        "round(2.5) AS a, round(-2.5) AS b, round(0.5) AS c, round(3.5) AS d,"
+        " round(2.675, 2) AS e, round(1250, -2) AS f, round(payload.x) AS g",
+        {"x": 4.5},
+    ) == {"a": 3, "b": -3, "c": 1, "d": 4, "e": 2.68, "f": 1300, "g": 5}
+
+
+def test_div_and_remainder_truncate_toward_zero(http: Http) -> None:
+    """EMQX's DIV and MOD are Erlang's div and rem: truncated toward zero (Python's //
+    and % floor: -7 // 2 is -4, -7 % 3 is 2); % and MOD are the same operator."""
+    assert output(
+        http,
+        "-7 DIV 2 AS a, 7 DIV -2 AS b, 7 DIV 2 AS c, -7 % 3 AS d, 7 MOD -3 AS e,"
+        " mod(-7, 3) AS f, -7.5 % 2 AS g, payload.n DIV 4 AS h",
+        {"n": -9},
+    ) == {"a": -3, "b": -3, "c": 3, "d": -1, "e": 1, "f": -1, "g": -1.5, "h": -2}
+    for select, error in [
+        ("7.5 DIV 2 AS x", "DIV takes integers, got 7.5 DIV 2"),
+        ("payload.f DIV 2 AS x", "DIV takes integers, got 7.0 DIV 2"),
+        ("7 DIV 0 AS x", "division by zero"),
+        ("7 % 0 AS x", "division by zero"),
+    ]:
+        answer = run(http, select, {"f": 7.0})
+        assert answer["error"] == error, (select, answer)
+
+
+def test_booleans_are_not_numbers(http: Http) -> None:
+    """As EMQX's compare: true is no 1 (true = 1 is false) and compares with text as
+    'true' (true = 'true' is true); arithmetic on it fails."""
+    payload = {"b": True, "one": 1, "text": "true"}
+    assert output(
+        http,
+        "payload.b = 1 AS a, payload.b = 'true' AS b, payload.b != 1 AS c,"
+        " payload.one = true AS d, payload.text = true AS e, false = 'false' AS f,"
+        " payload.b = true AS g, int(payload.b) AS h, payload.b IN (1, 2) AS i",
+        payload,
+    ) == {"a": False, "b": True, "c": True, "d": False, "e": True, "f": True, "g": True,
+          "h": 1, "i": False}  # fmt: skip
+    for select in ("payload.b + 1 AS x", "true * 2 AS x", "-payload.b AS x", "abs(true) AS x"):
+        assert run(http, select, payload)["error"] == "not a number: true", select
+    assert run(http, "1 AS x", payload, where="payload.b = 'true'")["matched"] is True
+    assert run(http, "1 AS x", payload, where="payload.b = 1")["matched"] is False
+
+
+def test_find_gives_the_text_from_the_match_on(http: Http) -> None:
+    """EMQX's find(str, sub[, 'leading' | 'trailing']): the rest of str from sub, or ''."""
+    assert output(
+        http,
+        "find('a/b/c/b', 'b') AS a, find('a/b/c/b', 'b', 'trailing') AS b,"
+        " find('abc', 'z') AS c, find(topic, '/') AS d",
+    ) == {"a": "b/c/b", "b": "b", "c": "", "d": "/1"}
