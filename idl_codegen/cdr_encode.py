@@ -100,10 +100,12 @@ class Encoder:
         if kind in INTEGERS:
             out.add(f"if type({var}) is not int:")
         elif kind in FLOATS:
+            # x - x is 0 (falsy) for a finite number, NaN (truthy) for inf and NaN
             if kind == "float32":
-                out.add(f"if type({var}) not in _NUM or {var} > _F32 or {var} < -_F32:")
+                out.add(f"if type({var}) not in _NUM or {var} - {var} or {var} > _F32 "
+                        f"or {var} < -_F32:")
             else:
-                out.add(f"if type({var}) not in _NUM:")
+                out.add(f"if type({var}) not in _NUM or {var} - {var}:")
         elif kind == "boolean":
             out.add(f"if type({var}) is not bool:")
         else:  # char
@@ -225,7 +227,7 @@ class Encoder:
                 out.add("        raise _E('integer')")
             elif kind in FLOATS:
                 out.add(f"for x in {var}:")
-                out.add("    if type(x) not in _NUM:")
+                out.add("    if type(x) not in _NUM or x - x:")  # or not finite
                 out.add("        raise _E('number')")
                 if kind == "float32":
                     out.add(f"if {var} and (max({var}) > _F32 or min({var}) < -_F32):")

@@ -208,7 +208,7 @@ def float_pair(single: bool) -> tuple[Encode, Decode]:
     def encode(value: Any) -> Any:
         if type(value) is not float:
             if isinstance(value, int | float) and not isinstance(value, bool):
-                value = float(value)
+                value = _to_float(value, kind)
             else:
                 raise IdlValueError(f"expected a number ({kind}), got {show(value)}")
         if value - value != 0.0:  # not finite
@@ -221,15 +221,24 @@ def float_pair(single: bool) -> tuple[Encode, Decode]:
 
     def decode(value: Any, strict: bool) -> Any:
         if type(value) is float:
-            pass
+            if value - value != 0.0:  # 1e400 in JSON text parses as inf
+                raise IdlValueError(f"number out of range for {kind} (non-finite values "
+                                    'are written "NaN", "Infinity", "-Infinity")')
         elif type(value) is int:
-            value = float(value)
+            value = _to_float(value, kind)
         elif isinstance(value, str) and value in NON_FINITE_IN:
             return NON_FINITE_IN[value]
         else:
             raise IdlValueError(f"expected a number ({kind}), got {show(value)}")
-        if single and abs(value) > FLOAT32_MAX and value - value == 0.0:
+        if single and abs(value) > FLOAT32_MAX:
             raise IdlValueError(f"{value} is out of range for float32")
         return value
 
     return encode, decode
+
+
+def _to_float(value: int | float, kind: str) -> float:
+    try:
+        return float(value)
+    except OverflowError:
+        raise IdlValueError(f"{show(value)} is out of range for {kind}") from None

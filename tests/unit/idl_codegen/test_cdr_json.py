@@ -226,3 +226,27 @@ def test_enum_discriminators_the_codec_refuses_the_direct_path_refuses(
         loaded.codec("m::WithDef").from_json(value)
     with pytest.raises(CdrError):
         transcoder(loaded, "m::WithDef").from_json(value)
+
+
+def test_numbers_no_float_holds_are_refused_both_ways(write_idl: Any) -> None:
+    # a 400-digit integer raised OverflowError; 1e400 (inf once parsed) was taken as
+    # Infinity, for float32 too, and the direct path wrote it
+    path = write_idl("module m { @final struct S { double d; float f; sequence<double> ds;"
+                     " float fa[2]; }; };")
+    codec = idl_codegen.load(path).codec("m::S")
+    direct = transcoder_for(codec.schema, "m::S")
+    assert direct is not None
+    huge = "1" + "0" * 400
+    for text in (f'{{"d": {huge}, "f": 1, "ds": [], "fa": [0, 0]}}',
+                 '{"d": 1e400, "f": 1, "ds": [], "fa": [0, 0]}',
+                 '{"d": 1, "f": -1e400, "ds": [], "fa": [0, 0]}',
+                 '{"d": 1, "f": 1, "ds": [1e400], "fa": [0, 0]}',
+                 f'{{"d": 1, "f": 1, "ds": [{huge}], "fa": [0, 0]}}',
+                 '{"d": 1, "f": 1, "ds": [], "fa": [0, 1e400]}',
+                 '{"d": 1, "f": 1, "ds": [], "fa": [NaN, 0]}'):
+        with pytest.raises(idl_codegen.IdlValueError, match="out of range for float"):
+            codec.loads(text)
+        with pytest.raises(CdrError):
+            direct.from_json(json.loads(text))
+    sample = codec.loads('{"d": "Infinity", "f": "-Infinity", "ds": ["NaN"], "fa": [0, 0]}')
+    assert codec.to_json(sample)["d"] == "Infinity"

@@ -275,6 +275,32 @@ def test_a_malformed_payload_is_counted_logged_and_dropped(
     assert "missing member 'kph'" in logged
 
 
+def test_a_number_too_large_for_a_double_is_malformed_not_an_error(
+        bus: Bus, clients: Clients, caplog: pytest.LogCaptureFixture) -> None:
+    # a 400-digit integer raised OverflowError (logged as an unexpected failure with a
+    # traceback); 1e400 became Infinity and was written to DDS
+    reader(bus, "bad_cmd", "vehicle::Speed", peer_id="huge_cmd")
+    publisher = clients.connect(5)
+    topic = f"{bus.names['bad_cmd']}/json"
+    before = bus.stats()
+    with caplog.at_level(logging.DEBUG, logger="adapters.dds"):
+        publisher.publish(topic, b'{"vin": "H1", "seq": 1, "kph": 1' + b"0" * 400 + b"}", 1)
+        publisher.publish(topic, b'{"vin": "H2", "seq": 2, "kph": 1e400}', 1)
+        publisher.publish(topic, b'{"vin": "H3", "seq": 3, "kph": -1e400}', 1)
+        publisher.publish(topic, json.dumps({"vin": "OK", "seq": 4, "kph": 2.5}).encode(), 1)
+        taken = bus.peer.call("take", id="huge_cmd", count=1, timeout=unit(10))["samples"]
+    assert taken == [{"vin": "OK", "seq": 4, "kph": 2.5}]
+    after = bus.stats()
+    assert after["malformed_mqtt"] - before["malformed_mqtt"] == 3
+    assert after["mqtt_errors"] == before["mqtt_errors"]
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+    logged = "\n".join(record.getMessage() for record in caplog.records)
+    assert "$.kph: 1000000000000000000000000000000000000... is out of range for float64" \
+        in logged
+    assert ('$.kph: number out of range for float64 (non-finite values are written "NaN", '
+            '"Infinity", "-Infinity")') in logged
+
+
 def test_deeply_nested_json_is_malformed_and_the_adapter_runs_on(
         bus: Bus, clients: Clients, caplog: pytest.LogCaptureFixture) -> None:
     # 100 kB of '[': json.loads raises RecursionError, which failed the adapter (restart)
