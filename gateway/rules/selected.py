@@ -26,7 +26,14 @@ import string
 
 from gateway.rules.nodes import Field, Statement
 
-__all__ = ["PLACEHOLDER", "payload_fields", "result_fields", "unselected_fields"]
+__all__ = [
+    "PLACEHOLDER",
+    "case_clashes",
+    "payload_fields",
+    "result_columns",
+    "result_fields",
+    "unselected_fields",
+]
 
 #: A payload template's placeholder: ``{field}``, ``{payload.a.b}``, ``{list[0]}``; other
 #: braces (a JSON template's) stay as they are.
@@ -48,6 +55,33 @@ def result_fields(statement: Statement) -> tuple[Path, ...] | None:
             assert isinstance(item.expr, Field)  # the parser names other expressions
             fields.append(tuple(str(part) for part in item.expr.path))
     return tuple(fields)
+
+
+def result_columns(statement: Statement) -> tuple[str, ...] | None:
+    """The top-level fields of the statement's results, in order, each once (the columns
+    a ``sqlite`` action makes of them: ``t`` for ``... AS t``, ``payload`` for ``SELECT
+    payload.a.b``); None for ``SELECT *``."""
+    names: list[str] = []
+    for item in statement.fields:
+        if item.expr is None:
+            return None
+        if item.alias is not None:
+            name = item.alias
+        else:
+            assert isinstance(item.expr, Field)  # the parser names other expressions
+            name = str(item.expr.path[0])
+        if name not in names:
+            names.append(name)
+    return tuple(names)
+
+
+def case_clashes(names: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """The groups of ``names`` that differ only in the case of ASCII letters (which
+    SQLite takes as one column name: ``a`` and ``A``)."""
+    groups: dict[bytes, list[str]] = {}
+    for name in names:
+        groups.setdefault(name.encode("utf-8", "surrogatepass").lower(), []).append(name)
+    return [tuple(group) for group in groups.values() if len(group) > 1]
 
 
 def payload_fields(template: str) -> tuple[str, ...]:

@@ -361,9 +361,16 @@ def template_problems(
 ) -> Problems:
     """Problems (path relative to the rule) for the templates of ``actions`` that name a
     field no result of ``sql`` holds (``gateway.rules.selected``): a topic then fails on
-    every result, a payload placeholder is empty on every one. None when ``sql`` does
-    not compile (reported on its own); nothing is refused after ``SELECT *``."""
-    from gateway.rules.selected import result_fields, unselected_fields
+    every result, a payload placeholder is empty on every one; and for a ``sqlite``
+    action of a SELECT giving fields whose names differ only by case (``AS a``,
+    ``AS `A```: one SQLite column, every row would fail). None when ``sql`` does not
+    compile (reported on its own); nothing is refused after ``SELECT *``."""
+    from gateway.rules.selected import (
+        case_clashes,
+        result_columns,
+        result_fields,
+        unselected_fields,
+    )
 
     try:
         statement = compile_rule(sql).statement
@@ -375,7 +382,17 @@ def template_problems(
     gives = ", ".join(".".join(path) for path in selected)
     which = "the rule" if rule is None else f"rule {rule!r}"
     problems: Problems = []
+    columns = result_columns(statement)
+    clashes = case_clashes(columns) if columns is not None else []
     for index, action in actions:
+        if isinstance(action, SqliteAction) and clashes:
+            named = "; ".join(" and ".join(map(repr, group)) for group in clashes)
+            problems.append((
+                ("actions", index, "table"),
+                f"the SELECT of {which} gives fields whose names differ only by case"
+                f" ({named}), which SQLite takes as one column: every row would fail;"
+                " name them apart with AS",
+            ))  # fmt: skip
         for key in ("topic", "payload"):
             template = getattr(action, key, None)
             if not isinstance(template, str):
