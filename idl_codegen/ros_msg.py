@@ -84,11 +84,17 @@ class _Constant:
 
 
 def _strip_comment(line: str) -> str:
-    """The line without its ``#`` comment (a ``#`` inside quotes stays)."""
+    """The line without its ``#`` comment (a ``#`` inside quotes stays; a quote escaped
+    with a backslash does not end the quoted text)."""
     quote = None
+    escaped = False
     for index, char in enumerate(line):
         if quote:
-            if char == quote:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == quote:
                 quote = None
         elif char in "'\"":
             quote = char
@@ -101,7 +107,13 @@ def _idl_literal(ros_type: str, text: str) -> str:
     text = text.strip()
     if ros_type in ("string", "wstring") or ros_type.startswith(("string<=", "wstring<=")):
         if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+            # as rosidl: the outer quotes go, an inner one must be escaped, and only
+            # the escaped quote loses its backslash
+            quote = text[0]
             text = text[1:-1]
+            if re.search(rf"(?<!\\){quote}", text):
+                raise ValueError(f"the quote {quote} inside the string is not escaped")
+            text = text.replace("\\" + quote, quote)
         escaped = text.replace("\\", "\\\\").replace('"', '\\"')
         return f'"{escaped}"'
     if ros_type == "bool":
@@ -112,8 +124,8 @@ def _idl_literal(ros_type: str, text: str) -> str:
             return "FALSE"
         raise ValueError(f"expected true or false, got {text!r}")
     if ros_type in _INTEGER_TYPES:
-        try:
-            return str(int(text, 0))
+        try:  # as rosidl: decimal (leading zeros too), else with a 0x/0o/0b prefix
+            return str(_ros_int(text))
         except ValueError:
             raise ValueError(f"expected an integer, got {text!r}") from None
     try:
@@ -121,6 +133,13 @@ def _idl_literal(ros_type: str, text: str) -> str:
     except ValueError:
         raise ValueError(f"expected a number, got {text!r}") from None
     return repr(value) if "." in repr(value) or "e" in repr(value) else f"{value!r}.0"
+
+
+def _ros_int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        return int(text, 0)
 
 
 class _Parser:

@@ -135,3 +135,31 @@ def test_the_shipped_types_load_and_take_the_direct_path() -> None:
                      "std_srvs::srv::dds_::Trigger_Request_",
                      "example_interfaces::srv::dds_::AddTwoInts_Response_"):
         assert required in loaded, required
+
+
+def test_quotes_escapes_and_integer_literals_read_as_rosidl_reads_them(tmp_path: Path) -> None:
+    # rosidl (rosidl_adapter/parser.py parse_primitive_value_string) drops the outer quotes,
+    # refuses an unescaped inner one and turns \" (or \') into the quote, keeping any
+    # other backslash; integers are int(text), else int(text, 0): 010 is 10, 0x10 is 16.
+    # Before, the backslashes stayed, "a \" # b" was cut at the '#', and 010 was refused.
+    paths = write(tmp_path / "src", {"my_pkg/msg/Quotes.msg": (
+        'string GREETING="hi \\"there\\""\n'
+        "string SINGLE='it\\'s'\n"
+        'string HASHED="a \\" # b"  # a comment\n'
+        'string BACKSLASH="c:\\\\dir\\n"\n'
+        "int32 OCTALISH=010\n"
+        "int32 HEX=0x10\n"
+        "uint8 ZERO=00\n"
+        'string greeting "say \\"hi\\""\n'
+        "int32 count 007\n")})
+    convert(paths, tmp_path / "idl")
+    loaded = idl_codegen.load(tmp_path / "idl/my_pkg/msg/dds_/Quotes_.idl",
+                              include_dirs=[tmp_path / "idl"])
+    constants = {name.rsplit("::", 1)[-1]: value for name, value in loaded.constants.items()}
+    assert constants == {
+        "GREETING": 'hi "there"', "SINGLE": "it's", "HASHED": 'a " # b',
+        "BACKSLASH": "c:\\\\dir\\n", "OCTALISH": 10, "HEX": 16, "ZERO": 0}
+    sample = loaded.types["my_pkg::msg::dds_::Quotes_"]()
+    assert (sample.greeting, sample.count) == ('say "hi"', 7)
+    with pytest.raises(IdlErrors, match="quote \" inside the string is not escaped"):
+        msg_to_idl('string BAD="a"b"\n', "pkg", "Bad")
