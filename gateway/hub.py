@@ -12,7 +12,8 @@ as ``Origin("zmq", "factory-floor")``. Through it, it
   whole MQTT 5.0 packet, topic, payload and properties, as the broker counts a client's)
   is refused as an MQTT client could not publish it (``on_safe`` gets 0x83, a PUBACK's
   code: 0x95 Packet too large is a DISCONNECT's): counted in the client's
-  ``too_large`` (a dropped count of its own in the metrics) and logged at a bounded
+  ``too_large`` (a dropped count of its own in the metrics) and in the broker's
+  ``messages.dropped.too_large``, and logged at a bounded
   rate. A payload well under the limit without properties costs one comparison and an
   identity check (``Hub.payload_unchecked``).
   With ``on_safe`` (or ``await publish_safe``) it learns when the message is durable,
@@ -308,14 +309,17 @@ class HubClient:
 
     def _too_large(self, context: Context, now: float) -> bool:
         """Refuses ``context`` when its PUBLISH would exceed ``mqtt.max_packet_size``:
-        counted in ``too_large`` (and as the broker's ``packet_size`` limit hit), logged."""
+        counted in ``too_large`` (and in the broker's ``messages.dropped.too_large``, as
+        its ``packet_size`` limit hit), logged."""
         limit = self.hub.max_packet_size
         size = publish_size(context)
         if size <= limit:
             return False
         self.too_large += 1
         self.refusal = f"packet too large: {size} bytes, mqtt.max_packet_size is {limit}"
-        self.hub.broker.counters.hit("packet_size")
+        counters = self.hub.broker.counters
+        counters.hit("packet_size")
+        counters.dropped_too_large += 1  # the broker's messages.dropped.too_large
         self.hub.refusal_log.warning(
             now, "%s %r: publish to %s dropped: its PUBLISH would be %d bytes, more than "
             "mqtt.max_packet_size (%d)",

@@ -32,7 +32,8 @@ class MqttConfig(ConfigModel):
         description="Largest MQTT packet accepted; bigger packets close the connection"
         " (MQTT 5: reason code 0x95). A message an adapter, bridge or rule publishes is"
         " held to it too, counted as the PUBLISH it would be (refused and counted"
-        " too_large).",
+        " in messages.dropped too_large, and in the component's too_large or the rule"
+        " action's failed).",
     )
     server_keep_alive: Annotated[float, DurationSpec(le=65535, whole_seconds=True)] | None = Field(
         default=None,

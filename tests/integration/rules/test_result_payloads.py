@@ -7,7 +7,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from prometheus_client import generate_latest
+
+from gateway.api.metrics import new_registry, snapshot
 from tests.helpers.http_sink import HttpSink
+from tests.integration.broker.support import wait_until
 from tests.integration.rules.support import gateway_with_clients
 
 BINARY = b"\xff\x00\xfe\x80raw\xc3"
@@ -68,3 +72,32 @@ def _strict_json(data: bytes | bytearray) -> object:
         raise AssertionError(f"not JSON: {word} in {data!r}")
 
     return json.loads(data, parse_constant=refuse)
+
+
+def test_a_republish_over_max_packet_size_is_counted_as_dropped_too_large(
+    tmp_path: Path,
+) -> None:
+    """The rule's republish doubles a 1500-byte payload over mqtt.max_packet_size (2KB):
+    refused, counted as the action's failure and in the broker's dropped too_large (the
+    API's stats, /metrics), as configuration.md says."""
+    config = """
+mqtt: {max_packet_size: 2KB}
+rules:
+  - name: doubled
+    sql: 'SELECT payload FROM "big/#"'
+    actions: [{type: republish, topic: "out/doubled", payload: "{payload}{payload}"}]
+"""
+    with gateway_with_clients(tmp_path, config) as (gw, clients):
+        watcher = clients.subscriber(5, ["out/#", "big/#"], qos=1)
+        clients.connect(5, "dev-1").publish("big/1", b"x" * 1500, qos=1)
+        assert watcher.expect_message().topic == "big/1"
+        engine = gw.gateway.rules
+        status = wait_until(
+            lambda: (s := gw.call(engine.statuses)[0])["actions"][0]["failed"] == 1 and s,
+            what="the republish counted failed",
+        )
+        assert status["actions"][0]["succeeded"] == 0
+        assert gw.call(lambda: snapshot(gw.gateway).messages.dropped["too_large"]) == 1
+        scraped = gw.call(lambda: generate_latest(new_registry(gw.gateway)).decode())
+        assert 'edgebus_messages_dropped_total{reason="too_large"} 1.0' in scraped
+        watcher.expect_no_message()
