@@ -7,6 +7,7 @@ line, ``idl-codegen: cannot write PATH: REASON``), 2 on a usage error.
 
 from __future__ import annotations
 
+import keyword
 import sys
 from pathlib import Path
 
@@ -45,6 +46,19 @@ def _defines(_: click.Context, __: click.Parameter, values: tuple[str, ...]) -> 
     return out
 
 
+def _package(_: click.Context, param: click.Parameter, value: str) -> str:
+    """A dotted Python package name (``--package``; ``--global-package`` has no dots)."""
+    dotted = param.name == "package"
+    if value == "" and dotted:
+        return value
+    parts = value.split(".") if dotted else [value]
+    if not all(part.isidentifier() and not keyword.iskeyword(part) for part in parts):
+        what = "a dotted Python package name (myapp.idl)" if dotted else \
+            "a Python package name (an identifier)"
+        raise click.BadParameter(f"{value!r} is not {what}")
+    return value
+
+
 @click.command(
     name="idl-codegen",
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -62,9 +76,9 @@ def _defines(_: click.Context, __: click.Parameter, values: tuple[str, ...]) -> 
               help="Comma-separated outputs: python, jsonschema (default: both).")
 @click.option("--check", is_flag=True,
               help="Write nothing; exit 1 when OUTDIR is not exactly what would be generated.")
-@click.option("--package", default="", metavar="DOTTED",
+@click.option("--package", default="", metavar="DOTTED", callback=_package,
               help="Generate the Python packages inside this package (e.g. myapp.idl).")
-@click.option("--global-package", default="idl_global", show_default=True,
+@click.option("--global-package", default="idl_global", show_default=True, callback=_package,
               help="Python package for types declared outside any IDL module.")
 @click.option("-D", "--define", "defines", multiple=True, callback=_defines,
               metavar="NAME[=VALUE]", help="Define a preprocessor macro.")

@@ -156,3 +156,23 @@ def test_an_output_directory_that_cannot_be_written_is_one_line(tmp_path: Path) 
     assert result.stderr.splitlines() == [
         f"idl-codegen: cannot write {afile / 'sub' / 'HelloWorldData'}: Not a directory"
     ]
+
+
+def test_package_names_must_be_python_package_names(write_idl: Write, tmp_path: Path) -> None:
+    # --package bad-name wrote Python files that do not parse, and exited 0
+    path = write_idl("module m { struct S { long x; }; };", "ok.idl")
+    for option, bad, what in (
+            ("--package", "bad-name", "a dotted Python package name (myapp.idl)"),
+            ("--package", "a..b", "a dotted Python package name (myapp.idl)"),
+            ("--package", "app.class", "a dotted Python package name (myapp.idl)"),
+            ("--package", "1app", "a dotted Python package name (myapp.idl)"),
+            ("--global-package", "my.glob", "a Python package name (an identifier)"),
+            ("--global-package", "", "a Python package name (an identifier)")):
+        result = CliRunner().invoke(main, [str(path), option, bad, "-o", str(tmp_path / "out")])
+        assert result.exit_code == 2, (option, bad)
+        assert f"Invalid value for '{option}': {bad!r} is not {what}" in result.stderr
+        assert not (tmp_path / "out").exists()
+    good = CliRunner().invoke(main, [str(path), "--package", "my_app.idl", "--global-package",
+                                     "glob", "-o", str(tmp_path / "out"), "-q"])
+    assert good.exit_code == 0
+    assert (tmp_path / "out/my_app/idl/m/_S.py").is_file()
