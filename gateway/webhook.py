@@ -4,7 +4,8 @@ Each configured webhook observes the broker events it lists (``broker.observers`
 observer tests the topic filters and appends the event to the webhook's queue, nothing
 more, so a slow or dead endpoint never slows the broker. The queue is bounded
 (``queue_size``); when it is full the oldest event is dropped and counted (``dropped``,
-``edgebus_webhook_dropped_total``). ``pool_size`` workers post the queue over one
+``edgebus_webhook_dropped_total``), as are the events still queued or being posted at
+shutdown (one log line per webhook with their number). ``pool_size`` workers post the queue over one
 aiohttp session whose connection pool holds ``pool_size`` connections (keep-alive,
 HTTPS with ``tls_verify`` / ``cafile``); a request that times out (``timeout``), fails
 to connect or gets a 5xx / 408 / 429 is retried ``retries`` times with a backoff
@@ -95,6 +96,7 @@ class Webhook:
         self.failed = 0
         self.retried = 0
         self.dropped = 0
+        self._cut_off = 0  # entries whose post a shutdown interrupted
         self._queue: deque[Entry] = deque()
         self._ready = asyncio.Event()
         self._filters = config.topics
@@ -144,6 +146,19 @@ class Webhook:
         if not self._ready.is_set():
             self._ready.set()
 
+    def abandon(self) -> int:
+        """At shutdown, once the workers stopped: the entries still queued, and those
+        whose post was interrupted, counted in ``dropped`` (a rule's result fails its
+        action); how many."""
+        count = len(self._queue) + self._cut_off
+        while self._queue:
+            entry = self._queue.popleft()
+            if isinstance(entry, tuple):
+                entry[1](False)
+        self._cut_off = 0
+        self.dropped += count
+        return count
+
     # -- workers ------------------------------------------------------------------------
 
     def body(self, entry: Entry) -> bytes:
@@ -176,6 +191,11 @@ class Webhook:
             entry = queue.popleft()
             try:
                 ok = await self._post(session, self.body(entry))
+            except asyncio.CancelledError:  # shutdown: counted by abandon()
+                self._cut_off += 1
+                if isinstance(entry, tuple):
+                    entry[1](False)
+                raise
             except Exception:  # a bug in a body: counted, the worker goes on
                 log.exception("webhook %s: could not post an event", self.name)
                 ok = False
@@ -272,6 +292,12 @@ class Webhooks:
         finally:
             for stop in undo:
                 stop()
+            for hook in self._hooks.values():
+                if abandoned := hook.abandon():
+                    log.warning(
+                        "webhook %s: %d event(s) not posted at shutdown, counted as dropped"
+                        " (%d dropped in all)", hook.name, abandoned, hook.dropped,
+                    )  # fmt: skip
             for session in sessions:
                 await session.close()
 
