@@ -154,9 +154,9 @@ class ConstEvaluator:
         if isinstance(expr, Literal):
             value = expr.value
             assert isinstance(value, int | float | str | bool)
-            return value
+            return self._in_float_context(value, target, expr.location)
         if isinstance(expr, NameRef):
-            return self._name(expr, scope)
+            return self._in_float_context(self._name(expr, scope), target, expr.location)
         if isinstance(expr, Unary):
             operand = self._eval(expr.operand, scope, target)
             return self._unary(expr, operand, target)
@@ -164,6 +164,18 @@ class ConstEvaluator:
         left = self._eval(expr.left, scope, target)
         right = self._eval(expr.right, scope, target)
         return self._binary(expr, left, right)
+
+    @staticmethod
+    def _in_float_context(value: _Raw, target: object, where: Location) -> _Raw:
+        """An integer operand of a floating-point constant is a float, as in idlc, so
+        ``1/2`` for a double is 0.5 (integer division would give 0)."""
+        if type(value) is int and isinstance(target, PrimitiveType) \
+                and target.kind in FLOAT_KINDS:
+            try:
+                return float(value)
+            except OverflowError:
+                raise _EvalError(where, "floating point expression overflows") from None
+        return value
 
     def _name(self, expr: NameRef, scope: Scope | _AnnotationScope) -> _Raw:
         lookup = scope.root() if isinstance(scope, _AnnotationScope) else scope
@@ -215,8 +227,11 @@ class ConstEvaluator:
             raise _EvalError(expr.location, f"operator '{op}' needs integers")
         if op == "/" and right == 0:
             raise _EvalError(expr.location, "division by zero")
-        results = {"+": left + right, "-": left - right, "*": left * right}
-        return results[op] if op != "/" else left / right
+        try:
+            results = {"+": left + right, "-": left - right, "*": left * right}
+            return results[op] if op != "/" else left / right
+        except OverflowError:  # a huge integer with a float
+            raise _EvalError(expr.location, "floating point expression overflows") from None
 
     def _integer_binary(self, expr: Binary, left: int, right: int) -> int:
         op = expr.op
@@ -272,8 +287,13 @@ class ConstEvaluator:
         if kind in FLOAT_KINDS:
             if isinstance(raw, bool) or not isinstance(raw, int | float):
                 raise _EvalError(where, f"expected a number, got {_show(raw)}")
-            value = float(raw)
-            if kind == "float32" and math.isfinite(value) and abs(value) > _FLOAT32_MAX:
+            try:
+                value = float(raw)
+            except OverflowError:
+                value = math.inf
+            if not math.isfinite(value):  # idlc: "Floating point expression overflows"
+                raise _EvalError(where, "floating point expression overflows")
+            if kind == "float32" and abs(value) > _FLOAT32_MAX:
                 raise _EvalError(where, f"{value} does not fit in float32")
             return value
         low, high = INTEGER_RANGES[kind]

@@ -584,9 +584,10 @@ class _Parser:
                 wide = wide or piece.kind is TokenKind.WSTRING
                 parts.append(str(piece.value))
             return Literal("wstring" if wide else "string", "".join(parts), token.location)
-        if token.kind is TokenKind.IDENT and not token.escaped and token.text in ("TRUE", "FALSE"):
+        if token.kind is TokenKind.IDENT and not token.escaped \
+                and token.text.upper() in ("TRUE", "FALSE"):  # idlc: any case
             self._advance()
-            return Literal("boolean", token.text == "TRUE", token.location)
+            return Literal("boolean", token.text.upper() == "TRUE", token.location)
         if self._at("("):
             self._advance()
             inner = self._binary(0, False)

@@ -30,6 +30,7 @@ from idl_codegen.model import (
     TypedefType,
     Value,
 )
+from idl_codegen.resolve_keys import check_keys
 from idl_codegen.resolve_members import MemberResolver
 from idl_codegen.scope import NameCaseError, Scope
 from idl_codegen.syntax import (
@@ -56,6 +57,7 @@ def resolve(spec: Specification, diagnostics: Diagnostics) -> Schema:
 class _Resolver(MemberResolver):
     def run(self, spec: Specification) -> Schema:
         self._definitions(spec.definitions, self._root)
+        check_keys(self.schema, self._member_locations, self._diag)
         for name, where in self._forward.items():
             symbol = self._symbols[name]
             self._diag.error(where, f"{symbol.kind} '{name}' is declared but never defined")
