@@ -18,6 +18,7 @@ Semantics:
 - ``/`` divides (a division by zero fails the rule), ``div`` divides integers,
   ``%`` / ``mod`` is the remainder;
 - ``LIKE`` patterns: ``%`` any run of characters, ``_`` one character;
+- ``topic =~ 't/#'``: the topic matches the filter (EMQX's ``=~``);
 - ``SELECT payload.a.b`` without ``AS`` keeps the path (``{"payload": {"a": {"b": ..}}}``);
   an expression without ``AS`` is named by its text; ``*`` is every column.
 """
@@ -29,11 +30,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from broker_core.context import Context
-from broker_core.mqtt.topics import topic_filter_problem
+from broker_core.mqtt.topics import filter_matches, topic_filter_problem
 from broker_core.observe import EVENT_KINDS, BrokerEvent, MessagePublish
 from gateway.rules.codegen import MessageProgram, message_program
 from gateway.rules.fields import MESSAGE_COLUMNS, MessageRow, Row
-from gateway.rules.functions import FUNCTIONS, to_number, to_text
+from gateway.rules.functions import FUNCTIONS, RuleEvaluationError, to_number, to_text
 from gateway.rules.nodes import (
     Binary,
     Call,
@@ -315,6 +316,8 @@ class _Compiler:
         if len(steps) > 1:  # ``a + b - c || d``: a left-deep chain, folded in a loop
             return self.fold(self.expr(first), [(op, self.expr(right)) for op, right in steps])
         left, right = self.expr(node.left), self.expr(node.right)
+        if op == "=~":
+            return self.topic_match(node, left, right)
         if op in ("=", "!=", "<", "<=", ">", ">="):
             if isinstance(node.right, Literal) and node.right.value is not None:
                 return _compare_constant(op, left, node.right.value, _column_of(node.left))
@@ -330,6 +333,35 @@ class _Compiler:
             return concat
         apply = arith(op)
         return lambda row: apply(left(row), right(row))
+
+    def topic_match(self, node: Binary, left: Getter, right: Getter) -> Getter:
+        """``topic =~ 't/#'``: whether the left side, a topic, matches the right, a topic
+        filter (EMQX's ``=~``); NULL when either is NULL. A literal filter is checked
+        here, when the rule is created."""
+        if isinstance(node.right, Literal) and isinstance(node.right.value, str):
+            topic_filter = node.right.value
+            problem = topic_filter_problem(topic_filter)
+            if problem is not None:
+                raise RuleSyntaxError(f"bad topic filter {topic_filter!r} after =~: {problem}",
+                                      self.sql, node.right.pos)  # fmt: skip
+
+            def matches_literal(row: Row) -> bool | None:
+                topic = left(row)
+                return None if topic is None else filter_matches(topic_filter, to_text(topic))
+
+            return matches_literal
+
+        def matches(row: Row) -> bool | None:
+            topic, found = left(row), right(row)
+            if topic is None or found is None:
+                return None
+            text = to_text(found)
+            problem = topic_filter_problem(text)
+            if problem is not None:
+                raise RuleEvaluationError(f"bad topic filter {text!r} after =~: {problem}")
+            return filter_matches(text, to_text(topic))
+
+        return matches
 
     @staticmethod
     def boolean(op: str, tests: list[Getter]) -> Getter:

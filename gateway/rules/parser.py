@@ -11,7 +11,7 @@ Grammar (keywords in any case)::
     and        := not (AND not)*
     not        := NOT not | comparison
     comparison := concat [op concat | [NOT] IN list | [NOT] LIKE concat | IS [NOT] NULL]
-                  op: = == != <> < <= > >=
+                  op: = == != <> < <= > >= =~ (a topic matches a filter)
     concat     := additive ("||" additive)*
     additive   := term (("+" | "-") term)*
     term       := unary (("*" | "/" | "%" | DIV | MOD) unary)*
@@ -96,7 +96,7 @@ _TOKEN = re.compile(
   | (?P<str>'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*")
   | (?P<qname>`[^`]+`)
   | (?P<name>[A-Za-z_$][A-Za-z0-9_$]*)
-  | (?P<op><>|!=|<=|>=|==|\|\||[-+*/%=<>(),.\[\];])
+  | (?P<op><>|!=|<=|>=|==|=~|\|\||[-+*/%=<>(),.\[\];])
     """,
     re.VERBOSE,
 )
@@ -145,6 +145,7 @@ def tokenize(sql: str) -> list[Token]:
 
 _COMPARISONS = {"=": "=", "==": "=", "!=": "!=", "<>": "!=", "<": "<", "<=": "<=", ">": ">"}
 _COMPARISONS[">="] = ">="
+_COMPARISONS["=~"] = "=~"  # a topic matches a filter (EMQX's): topic =~ 't/#'
 
 
 class _Parser:

@@ -156,3 +156,33 @@ def test_find_gives_the_text_from_the_match_on(http: Http) -> None:
         "find('a/b/c/b', 'b') AS a, find('a/b/c/b', 'b', 'trailing') AS b,"
         " find('abc', 'z') AS c, find(topic, '/') AS d",
     ) == {"a": "b/c/b", "b": "b", "c": "", "d": "/1"}
+
+
+def test_a_topic_matches_a_filter_with_eq_tilde(http: Http) -> None:
+    """EMQX's ``topic =~ 't/#'``: MQTT filter matching, wildcards and all."""
+    assert output(
+        http,
+        "topic =~ 't/#' AS a, topic =~ 't/+' AS b, topic =~ 'u/#' AS c, topic =~ '#' AS d,"
+        " topic =~ payload.f AS e, payload.none =~ 't/#' AS f",
+        {"f": "+/1"},
+    ) == {"a": True, "b": True, "c": False, "d": True, "e": True, "f": None}
+    assert run(http, "1 AS x", where="topic =~ 't/+'")["matched"] is True
+    assert run(http, "1 AS x", where="topic =~ 't/+/+'")["reason"] == "WHERE is not true"
+    assert run(http, "topic =~ payload.f AS x", {"f": "a/#/b"})["error"] == (
+        "bad topic filter 'a/#/b' after =~: '#' must be a whole level and the last one"
+    )
+
+
+def test_check_refuses_a_bad_literal_filter_after_eq_tilde(tmp_path: Path) -> None:
+    rules = """\
+rules:
+  - name: tilde
+    sql: 'SELECT topic FROM "s/#" WHERE topic =~ ''s/#/x'''
+    actions: [{type: log}]
+"""
+    code, lines = check(tmp_path, QUIET + rules)
+    assert code == 2
+    assert lines == [
+        "edgebus.yaml:5 rules[0].sql: bad topic filter 's/#/x' after =~: '#' must be a whole"
+        " level and the last one at position 39 (line 1, column 40)"
+    ]
