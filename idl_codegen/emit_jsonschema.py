@@ -121,15 +121,17 @@ class _Builder:
             return out
         if isinstance(ref, SequenceType):
             if self._is_octet(ref.element):
-                return _base64(None if ref.bound is None else _b64_length(ref.bound), None)
+                return _base64(None if ref.bound is None else _b64_length(ref.bound), None,
+                               _B64_ANY)
             seq: dict[str, Any] = {"type": "array", "items": self.type(ref.element)}
             if ref.bound is not None:
                 seq["maxItems"] = ref.bound
             return seq
         dims = list(ref.dims)
         if self._is_octet(ref.element):
-            length = _b64_length(dims.pop())
-            inner = _base64(length, length)
+            octets = dims.pop()
+            length = _b64_length(octets)
+            inner = _base64(length, length, _b64_exact(octets))
         else:
             inner = self.type(ref.element)
         for dim in reversed(dims):
@@ -221,8 +223,19 @@ def _b64_length(octets: int) -> int:
     return 4 * ((octets + 2) // 3)
 
 
-def _base64(max_length: int | None, min_length: int | None) -> dict[str, Any]:
-    out: dict[str, Any] = {"type": "string", "contentEncoding": "base64"}
+_B64 = "[A-Za-z0-9+/]"
+# padded base64 of any length, as the codec (base64.b64decode(validate=True)) reads it
+_B64_ANY = f"^(?:{_B64}{{4}})*(?:{_B64}{{2}}==|{_B64}{{3}}=)?$"
+
+
+def _b64_exact(octets: int) -> str:
+    """The pattern of the base64 text of exactly ``octets`` bytes (length and padding)."""
+    tail = ("", f"{_B64}{{2}}==", f"{_B64}{{3}}=")[octets % 3]
+    return f"^(?:{_B64}{{4}}){{{octets // 3}}}{tail}$"
+
+
+def _base64(max_length: int | None, min_length: int | None, pattern: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": "string", "contentEncoding": "base64", "pattern": pattern}
     if min_length is not None:
         out["minLength"] = min_length
     if max_length is not None:
@@ -243,4 +256,4 @@ def _primitive(kind: str) -> dict[str, Any]:
         return {"type": "boolean"}
     if kind == "char":
         return {"type": "string", "pattern": "^[\\u0000-\\u007f]$"}
-    return {"type": "string", "minLength": 1, "maxLength": 1}
+    return {"type": "string", "pattern": "^[\\u0000-\\u7fff]$"}  # wchar: code below 32768

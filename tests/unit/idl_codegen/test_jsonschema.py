@@ -97,3 +97,26 @@ def test_union_variants() -> None:
     assert check.is_valid({"discriminator": 1, "one": 5}) is True
     assert check.is_valid({"discriminator": 2})
     assert not check.is_valid({"discriminator": 1})
+
+
+def test_wchar_and_octet_arrays_accept_what_the_codec_accepts(write_idl: Any) -> None:
+    # the schema of wchar allowed any one character, and that of octet a[N] any string of
+    # the base64 length of N octets, where the codec refuses codes from 32768 and base64
+    # of another number of octets
+    path = write_idl("module m { @final struct S { wchar w; octet a[4]; octet b[2][3];"
+                     " sequence<octet, 5> q; }; };")
+    loaded = idl_codegen.load(path)
+    codec = loaded.codec("m::S")
+    check = jsonschema.Draft202012Validator(loaded.json_schema("m::S"))
+    good = {"w": "é", "a": "AQIDBA==", "b": ["AQID", "BAUG"], "q": "AQIDBAU="}
+    for value in ({}, {"w": "\u7fff"}, {"q": ""}, {"q": "AQ=="}):
+        sample = {**good, **value}
+        codec.from_json(sample)
+        assert check.is_valid(sample) is True, sample
+    for value in ({"w": "\u8000"}, {"w": "😀"}, {"a": "AQIDBA=="[:-2] + "A="},
+                  {"a": "AQIDBAU="}, {"a": "AQID////"}, {"b": ["AQID", "BAU="]},
+                  {"q": "AQID!A=="}, {"q": "AQI"}):
+        sample = {**good, **value}
+        with pytest.raises(idl_codegen.IdlValueError):
+            codec.from_json(sample)
+        assert check.is_valid(sample) is False, sample
