@@ -30,11 +30,13 @@ ALLOWED: dict[str, frozenset[str]] = {
 }
 _KNOWN = frozenset().union(*ALLOWED.values())
 _DOCUMENTATION = frozenset({
-    "verbatim", "unit", "range", "min", "max", "default_nested", "data_representation",
-    "try_construct", "service", "oneway", "ami",
+    "verbatim", "unit", "range", "min", "max", "try_construct", "service", "oneway", "ami",
 })
+# these change the types' meaning (@default_nested: which types are topic types;
+# @data_representation: XCDR1 or XCDR2 on the wire), so ignoring them is warned about
 _UNSUPPORTED = frozenset({"must_understand", "external", "non_serialized", "hashid", "bit_bound",
-                          "position", "ignore_literal_names"})
+                          "position", "ignore_literal_names", "default_nested",
+                          "data_representation"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -82,7 +82,8 @@ def _package(_: click.Context, param: click.Parameter, value: str) -> str:
               help="Python package for types declared outside any IDL module.")
 @click.option("-D", "--define", "defines", multiple=True, callback=_defines,
               metavar="NAME[=VALUE]", help="Define a preprocessor macro.")
-@click.option("-q", "--quiet", is_flag=True, help="Print errors only.")
+@click.option("-q", "--quiet", is_flag=True,
+              help="Print errors and warnings (and --check differences) only.")
 @click.version_option(VERSION, message="edgebus idl-codegen %(version)s")
 def main(schemas: tuple[Path, ...], include_dirs: tuple[Path, ...], outdir: Path,
          targets: list[str], check: bool, package: str, global_package: str,

@@ -176,3 +176,15 @@ def test_package_names_must_be_python_package_names(write_idl: Write, tmp_path: 
                                      "glob", "-o", str(tmp_path / "out"), "-q"])
     assert good.exit_code == 0
     assert (tmp_path / "out/my_app/idl/m/_S.py").is_file()
+
+
+def test_annotations_that_change_meaning_are_warned_about(write_idl: Write,
+                                                          tmp_path: Path) -> None:
+    # @default_nested and @data_representation were dropped silently
+    path = write_idl("@default_nested(TRUE) module m {\n"
+                     "  @data_representation(XCDR1) struct S { long x; };\n};\n", "dn.idl")
+    result = CliRunner().invoke(main, [str(path), "-o", str(tmp_path), "-q"])
+    assert result.exit_code == 0
+    assert result.stderr.splitlines() == [
+        f"{path}:1:1: warning: @default_nested is not supported; ignored",
+        f"{path}:2:3: warning: @data_representation is not supported; ignored"]
