@@ -108,7 +108,8 @@ def test_wchar_and_octet_arrays_accept_what_the_codec_accepts(write_idl: Any) ->
     loaded = idl_codegen.load(path)
     codec = loaded.codec("m::S")
     check = jsonschema.Draft202012Validator(loaded.json_schema("m::S"))
-    good = {"w": "é", "a": "AQIDBA==", "b": ["AQID", "BAUG"], "q": "AQIDBAU="}
+    good: dict[str, Any] = {"w": "é", "a": "AQIDBA==", "b": ["AQID", "BAUG"], "q": "AQIDBAU="}
+    value: dict[str, Any]
     for value in ({}, {"w": "\u7fff"}, {"q": ""}, {"q": "AQ=="}):
         sample = {**good, **value}
         codec.from_json(sample)
