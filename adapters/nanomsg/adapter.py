@@ -175,8 +175,11 @@ class NngAdapter(SocketAdapter):
         return entry
 
     def _check_start(self, pipes: _Pipes) -> None:
-        """After a second's grace, a dialing socket without a peer degrades the host."""
-        self._timers.append(asyncio.get_running_loop().call_later(1.0, pipes.check_start))
+        """A dialing socket without a peer a second after it was opened (in this run or
+        an earlier one) degrades the host."""
+        loop = asyncio.get_running_loop()
+        grace = max(0.0, pipes.opened + 1.0 - loop.time())
+        self._timers.append(loop.call_later(grace, pipes.check_start))
 
     # -- NNG -> MQTT ---------------------------------------------------------------------
 
@@ -346,6 +349,7 @@ class _Pipes:
 
     def __init__(self, sock: pynng.Socket, dials: tuple[str, ...]) -> None:
         self._loop = asyncio.get_running_loop()
+        self.opened = self._loop.time()
         self.dials = dials
         self.dialed = 0  # pipes of its dialers
         self.mapping: Inbound | Outbound | None = None

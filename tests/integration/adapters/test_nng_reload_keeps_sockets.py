@@ -220,3 +220,51 @@ class _Counter:
     def close(self) -> None:
         self.client.loop_stop()
         self.client.disconnect()
+
+
+def test_a_kept_dialing_socket_without_its_peer_keeps_the_adapter_degraded(
+    tmp_path: Path,
+) -> None:
+    """The grace a dialing socket has to reach its peer runs from the socket's opening,
+    not from each run's start: after a reload, a kept ``sub0`` socket still without its
+    peer leaves the adapter ``degraded`` from the new run's start, not ``running`` for a
+    second; once the peer is there, the adapter runs."""
+    api_port, pull_port, pub_port = free_port(), free_port(), free_port()
+    changed = {
+        "mqtt_to_nng": [
+            {
+                "from_mqtt": "nout/#",
+                "socket": "pub0",
+                "bind": f"tcp://{LOOPBACK}:{free_port()}",
+                "topic": "t1.{mqtt.topic}",
+            }
+        ]
+    }
+    config = yaml.safe_load(_config(api_port, pull_port, changed))
+    config["adapters"][0]["nng_to_mqtt"].append(
+        {"socket": "sub0", "connect": f"tcp://{LOOPBACK}:{pub_port}", "to_mqtt": "nsub/a"}
+    )
+    with EdgebusProcess(tmp_path, yaml.safe_dump(config)) as gw:
+        reason = f"nng_to_mqtt[1]: cannot reach tcp://{LOOPBACK}:{pub_port}; redialing"
+        status = _wait_until(api_port, ("degraded",))
+        assert status["reason"] == reason
+        for k in range(3):
+            old, new = ("t1.", "t2.") if k % 2 == 0 else ("t2.", "t1.")
+            gw.config.write_text(gw.config.read_text().replace(old, new))
+            since = status["since"]
+            assert api(api_port, "POST", "/reload")["reloaded"] == ["adapter: restarted n"]
+            status = _wait_until(api_port, ("running", "degraded"), since)  # the new run's
+            assert (status["state"], status["reason"]) == ("degraded", reason)
+        with pynng.Pub0(listen=f"tcp://{LOOPBACK}:{pub_port}"):  # NNG redials within 5 s
+            _wait_until(api_port, ("running",))
+
+
+def _wait_until(api_port: int, states: tuple[str, ...], since: float = 0.0) -> dict[str, Any]:
+    """The adapter's status once it is in one of ``states``, entered after ``since``."""
+    deadline = time.monotonic() + unit(20)
+    while True:
+        status = component(api_port, "n")
+        if status["state"] in states and status["since"] > since:
+            return status
+        assert time.monotonic() < deadline, status
+        time.sleep(0.01)
