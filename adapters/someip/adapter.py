@@ -56,7 +56,15 @@ from someipy._internal._sd.entries.sd_entry import SdEntryType
 from someipy.someipy_logging import set_someipy_log_level
 
 from adapters.failures import Unexpected
-from adapters.someip.availability import OFFERED, STOPPED, UNKNOWN, Availability, Status
+from adapters.someip.availability import (
+    INCOMPATIBLE,
+    OFFERED,
+    STOPPED,
+    UNKNOWN,
+    Availability,
+    Status,
+    Watched,
+)
 from adapters.someip.config import (
     ConsumedService,
     OfferedService,
@@ -208,7 +216,10 @@ class SomeipAdapter:
             )
             for service in config.offer
         ]
-        watched = [(s.service_id, s.instance_id) for s in (*config.consume, *config.offer)]
+        services: list[ConsumedService | OfferedService] = [*config.consume, *config.offer]
+        watched = [
+            Watched(s.service_id, s.instance_id, s.major_version, s.minor_version) for s in services
+        ]
         self.availability = Availability(watched)
         self.status_template = (
             TopicTemplate(config.status_topic) if config.status_topic is not None else None
@@ -392,7 +403,13 @@ class SomeipAdapter:
                     now,
                 )
             elif entry.type == SdEntryType.STOP_OFFER_SERVICE:
-                change = self.availability.stopped(entry.service_id, entry.instance_id, now)
+                change = self.availability.stopped(
+                    entry.service_id,
+                    entry.instance_id,
+                    now,
+                    entry.major_version,
+                    entry.minor_version,
+                )
             else:
                 continue
             if change is not None:
@@ -411,14 +428,27 @@ class SomeipAdapter:
                 self._on_change(change)
 
     def _on_change(self, status: Status) -> None:
-        log.info(
-            "someip %s: service 0x%04x instance 0x%04x %s%s",
-            self.config.name,
-            status.service_id,
-            status.instance_id,
-            status.state,
-            f" at {status.endpoint}" if status.state == OFFERED and status.endpoint else "",
-        )
+        if status.state == INCOMPATIBLE:
+            log.warning(
+                "someip %s: service 0x%04x instance 0x%04x is offered at %s with major version"
+                " %s, minor %s, but %s is configured: not used",
+                self.config.name,
+                status.service_id,
+                status.instance_id,
+                status.endpoint,
+                status.major_version,
+                status.minor_version,
+                self.availability.watched(status.service_id, status.instance_id).version(),
+            )
+        else:
+            log.info(
+                "someip %s: service 0x%04x instance 0x%04x %s%s",
+                self.config.name,
+                status.service_id,
+                status.instance_id,
+                status.state,
+                f" at {status.endpoint}" if status.state == OFFERED and status.endpoint else "",
+            )
         key = f"services_{status.state}"
         if key in self.counts:
             self.counts[key] += 1
@@ -442,11 +472,21 @@ class SomeipAdapter:
         if not missing:
             self._host.ready()
             return
-        shown = ", ".join(
-            f"0x{s.service_id:04x}/0x{s.instance_id:04x} {s.state}" for s in missing[:4]
-        )
+        shown = ", ".join(self._unavailable(s) for s in missing[:4])
         more = f" and {len(missing) - 4} more" if len(missing) > 4 else ""
         self._host.degraded(f"services not offered: {shown}{more}")
+
+    def _unavailable(self, status: Status) -> str:
+        """A service instance that is not offered and why, as the degraded reason and
+        the detail of an E_NOT_REACHABLE name it."""
+        text = f"0x{status.service_id:04x}/0x{status.instance_id:04x} {status.state}"
+        if status.state == INCOMPATIBLE:
+            wanted = self.availability.watched(status.service_id, status.instance_id).version()
+            text += (
+                f" (offered with major version {status.major_version}, minor"
+                f" {status.minor_version}; configured {wanted})"
+            )
+        return text
 
     # -- consume -----------------------------------------------------------------------
 

@@ -4,10 +4,13 @@ service that vanishes, and the stop-offer the adapter sends when it stops."""
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import struct
 import time
 from pathlib import Path
+
+import pytest
 
 from tests.helpers.someip import SdNet, SomeipPeer, daemons
 from tests.helpers.timeouts import unit
@@ -136,3 +139,44 @@ def test_a_stopped_adapter_sends_a_stop_offer_and_says_stopped(tmp_path: Path) -
             assert gw.call(lambda: gw.gateway.components.pause("adapter", "car"))
             _hear_offer(wire, 0x2000, 0)  # a StopOfferService entry
             status_of(watch, status, "stopped")
+
+
+def test_an_offer_of_another_major_version_is_not_the_configured_service(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The ECU offers major version 2 of a service configured as major version 1: that
+    is another service interface (someipy's daemon does not use it either), so the
+    status says ``incompatible``, the adapter is degraded naming the versions, a log
+    line says what was seen, and calls are answered E_NOT_REACHABLE at once. When the
+    configured version is offered, it is ``offered``."""
+    caplog.set_level(logging.INFO, logger="adapters.someip")
+    with (
+        daemons("127.0.0.2") as (remote,),
+        gateway(tmp_path, remote.net, CONSUME) as gw,
+        mqtt(gw, "watch", STATUS, "replies/#") as watch,
+    ):
+        status_of(watch, STATUS, "unknown")
+        with SomeipPeer.start(remote, **{**SERVER, "major": 2}) as server:
+            seen = status_of(watch, STATUS, "incompatible")
+            assert seen["major_version"] == 2
+            assert seen["endpoint"] == f"127.0.0.2:{server.config['port']}"
+            reason = wait_state(gw, "degraded")["reason"]
+            assert reason == (
+                "services not offered: 0x1234/0x0001 incompatible (offered with major"
+                " version 2, minor 0; configured major version 1)"
+            )
+            props = publish_props(ResponseTopic="replies/v", CorrelationData=b"v")
+            watch.publish("someip/1234/0001/method/0001", b"", qos=1, properties=props)
+            while (message := watch.expect_message(unit(5))).topic != "replies/v":
+                pass
+            error = json.loads(message.payload)
+            assert error["error"] == "E_NOT_REACHABLE"
+        with SomeipPeer.start(remote, **SERVER):
+            assert status_of(watch, STATUS, "offered")["major_version"] == 1
+            wait_state(gw, "running")
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert (
+        f"someip car: service 0x1234 instance 0x0001 is offered at 127.0.0.2:"
+        f"{server.config['port']} with major version 2, minor 0, but major version 1 is"
+        " configured: not used"
+    ) in warnings
