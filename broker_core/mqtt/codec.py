@@ -290,7 +290,7 @@ def _publish(
         pos += 2
     props = EMPTY
     if level == 5:
-        if buf[pos : pos + 1] == b"\x00":
+        if pos < end and not buf[pos]:  # no properties (the next packet's byte is not)
             pos += 1
         else:
             props, pos = decode_properties(buf, pos, end, PacketKind.PUBLISH, limits)
@@ -416,7 +416,9 @@ def _subscribe(level: int, buf: bytes, pos: int, end: int, limits: PropertyLimit
         options, pos = wire.read_u8(buf, pos, end)
         qos = options & 0x03
         if qos == 3:
-            raise MalformedPacket("subscription QoS 3")  # [MQTT-3.8.3-4]
+            if level == 5:  # 5.0 3.8.3.1: a Protocol Error; 3.1.1 [MQTT-3.8.3-4]: malformed
+                raise ProtocolViolation("subscription Maximum QoS 3")
+            raise MalformedPacket("subscription QoS 3")
         if level == 5:
             if options & 0xC0:
                 raise MalformedPacket("subscription options reserved bits set")  # [MQTT-3.8.3-5]

@@ -129,6 +129,22 @@ CASES = [
         lambda p: mb.gen_publish("a/b", b"x", dup=True, proto_ver=p),
         MALFORMED_OR_PROTOCOL,
     ),
+    # 5.0 3.3.2.3: an MQTT 5 PUBLISH ending after its topic has no Property Length; the
+    # byte after it, here the start of the next packet, is not its properties (it was
+    # taken for an empty Property Length and the message forwarded as it came:
+    # malformed for every MQTT 5 subscriber, ``alive/#`` among them).
+    Case(
+        "publish-v5-no-property-length",
+        lambda p: mb.fixed_header(mb.PacketType.PUBLISH, 0, 9) + mb.utf8("alive/x") + b"\x00",
+        MALFORMED,
+        protos=(5,),
+    ),
+    # Maximum QoS 3: a Protocol Error in MQTT 5 (3.8.3.1), malformed in 3.1.1 [MQTT-3.8.3-4].
+    Case(
+        "subscribe-maximum-qos-3",
+        lambda p: mb.gen_subscribe(1, [("a/b", 3)], proto_ver=p),
+        PROTOCOL,
+    ),
     # Subscription options: reserved bits (5.0 [MQTT-3.8.3-5]; 3.1.1 [MQTT-3.8.3-4]).
     Case(
         "subscription-options-reserved-bits",

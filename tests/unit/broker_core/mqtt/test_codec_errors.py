@@ -153,6 +153,13 @@ CASES: list[tuple[str, int | None, bytes, type[ProtocolError], int]] = [
     ("subscribe-no-filters", 4, mb.gen_subscribe(1, []), ProtocolViolation, PROTOCOL),
     ("subscribe-qos-3", 4, mb.gen_subscribe(1, [("a", 3)]), MalformedPacket, MALFORMED),
     (
+        "subscribe-v5-maximum-qos-3",
+        5,
+        mb.gen_subscribe(1, [("a", 3)], proto_ver=5),
+        ProtocolViolation,
+        PROTOCOL,
+    ),
+    (
         "subscribe-v4-reserved-bits",
         4,
         mb.gen_subscribe(1, [("a", 0x04)]),
