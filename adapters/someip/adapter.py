@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import struct
 import time
@@ -296,7 +297,10 @@ class SomeipAdapter:
             instances[service.service_id] += 1
             client = self._consume(link, service, events)
             if calls:
-                tg.create_task(self._methods.serve(tg, client, calls))
+                not_offered = functools.partial(
+                    self._not_offered, service.service_id, service.instance_id
+                )
+                tg.create_task(self._methods.serve(tg, client, calls, not_offered))
         for offered, feeds, answers in self.offered:
             link = await link_for("offer")
             server = await self._offer(link, offered, answers)
@@ -475,6 +479,12 @@ class SomeipAdapter:
         shown = ", ".join(self._unavailable(s) for s in missing[:4])
         more = f" and {len(missing) - 4} more" if len(missing) > 4 else ""
         self._host.degraded(f"services not offered: {shown}{more}")
+
+    def _not_offered(self, service_id: int, instance_id: int) -> str | None:
+        """Why a consumed service is not offered (the detail of an E_NOT_REACHABLE); None
+        while it is."""
+        status = self.availability.status(service_id, instance_id)
+        return None if status.state == OFFERED else f"service {self._unavailable(status)}"
 
     def _unavailable(self, status: Status) -> str:
         """A service instance that is not offered and why, as the degraded reason and

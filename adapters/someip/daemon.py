@@ -24,6 +24,13 @@ when the minimum someipy version has the fixes:
    scope, say) gets a broadcast socket bound without address reuse, so the adapter's
    own discovery socket cannot join beside it and the adapter never starts. Fix: the
    daemon's broadcast socket factory hands a multicast group to its multicast one.
+5. The daemon keeps each offer it hears as a "found service" until that offer's TTL
+   runs out, one entry per endpoint, and a method call goes to the first entry that
+   matches: when a service comes back at another endpoint (a restarted ECU on a new
+   port), calls go to the old, dead endpoint and time out until the old offer's TTL
+   has run out. Fix: an offer replaces the found entries of the same service instance
+   and major version (the newest offer is where the service is); with a daemon that
+   keeps one entry per instance it removes nothing.
 
 Started with ``EDGEBUS_SOMEIPYD_PARENT=<pid>`` (as the adapter does), the daemon exits
 when that parent dies (Linux ``PR_SET_PDEATHSIG``), so a gateway killed with
@@ -90,6 +97,22 @@ def apply_workarounds() -> list[str]:
         receive_socket._edgebus_multicast_groups = True  # type: ignore[attr-defined]
         someipyd.create_rcv_broadcast_socket = receive_socket
         applied.append("multicast groups beyond 224")
+    handle_offer = daemon_class._handle_offered_service
+    if not getattr(handle_offer, "_edgebus_newest_offer", False):
+
+        def handle_offered_service(self: Any, offered: Any) -> None:
+            self._found_services = [
+                found
+                for found in self._found_services
+                if found == offered
+                or (found.service_id, found.instance_id, found.major_version)
+                != (offered.service_id, offered.instance_id, offered.major_version)
+            ]
+            handle_offer(self, offered)
+
+        handle_offered_service._edgebus_newest_offer = True  # type: ignore[attr-defined]
+        daemon_class._handle_offered_service = handle_offered_service
+        applied.append("the newest offer replaces the older endpoints")
     return applied
 
 

@@ -9,7 +9,10 @@ the adapter hands in someipy's client instances and wraps the answers it returns
   adapter's response topic by correlation data (``messages.AnswerRoute``).
 
 At most ``max_pending_calls`` calls are in progress each way; past it a call is answered
-at once with E_NOT_READY (``calls_refused``).
+at once with E_NOT_READY (``calls_refused``). A call to a service that the adapter's
+availability says is not offered (unknown, stopped, expired, incompatible) is answered
+at once with E_NOT_REACHABLE: someipy's daemon would send it to a stopped service until
+that service's TTL runs out, and the call would time out.
 """
 
 from __future__ import annotations
@@ -66,9 +69,16 @@ class MethodCalls:
 
     # -- consumed methods: MQTT request -> SOME/IP call ----------------------------------
 
-    async def serve(self, tg: asyncio.TaskGroup, client: Any, calls: dict[str, CallRoute]) -> None:
+    async def serve(
+        self,
+        tg: asyncio.TaskGroup,
+        client: Any,
+        calls: dict[str, CallRoute],
+        not_offered: Callable[[], str | None],
+    ) -> None:
         """Serves the MQTT requests to the methods of one consumed service (``client``,
-        someipy's ``ClientServiceInstance``); the calls run in ``tg``."""
+        someipy's ``ClientServiceInstance``); the calls run in ``tg``. ``not_offered()``
+        says why the service is not offered now, None while it is."""
         origin = self.hub.origin
         subscription = self.hub.subscribe(
             *calls, qos=1, maxsize=self.config.queue_size, retained=False
@@ -76,6 +86,12 @@ class MethodCalls:
         async for request in subscription:
             route = calls.get(request.topic)
             if route is None:
+                continue
+            unavailable = not_offered()
+            if unavailable is not None:
+                self.counts["calls"] += 1
+                self.counts["call_errors"] += 1
+                self._respond(route.error(request, E_NOT_REACHABLE, unavailable, origin))
                 continue
             if self.calls_pending >= self.config.max_pending_calls:
                 self.counts["calls_refused"] += 1

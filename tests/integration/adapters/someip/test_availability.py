@@ -22,7 +22,7 @@ from tests.integration.adapters.someip.support import (
     status_of,
     wait_state,
 )
-from tests.integration.broker.support import publish_props, wait_until
+from tests.integration.broker.support import PahoClient, publish_props, wait_until
 
 CONSUME = """
 consume:
@@ -171,6 +171,7 @@ def test_an_offer_of_another_major_version_is_not_the_configured_service(
                 pass
             error = json.loads(message.payload)
             assert error["error"] == "E_NOT_REACHABLE"
+            assert error["detail"] == f"service {reason.removeprefix('services not offered: ')}"
         with SomeipPeer.start(remote, **SERVER):
             assert status_of(watch, STATUS, "offered")["major_version"] == 1
             wait_state(gw, "running")
@@ -180,3 +181,51 @@ def test_an_offer_of_another_major_version_is_not_the_configured_service(
         f"{server.config['port']} with major version 2, minor 0, but major version 1 is"
         " configured: not used"
     ) in warnings
+
+
+def _call(client: PahoClient, correlation: bytes) -> tuple[int, bytes]:
+    """Calls method 1 (``reverse``) with ``correlation`` as the payload: (return code,
+    payload) of its response."""
+    props = publish_props(ResponseTopic="replies/c", CorrelationData=correlation)
+    client.publish("someip/1234/0001/method/0001", correlation, qos=1, properties=props)
+    while True:
+        message = client.expect_message(unit(10))
+        if message.properties.CorrelationData == correlation:
+            code = int(dict(message.properties.UserProperty)["someip.return_code"])
+            return code, message.payload
+
+
+def test_calls_to_a_stopped_service_fail_at_once_and_reach_it_at_its_new_endpoint(
+    tmp_path: Path,
+) -> None:
+    """A call to a service the adapter knows stopped is answered E_NOT_REACHABLE at
+    once (someipy's daemon keeps a stopped service until its TTL, 10 s here, runs out,
+    and the call would time out); the first call after the service is offered again at
+    another endpoint reaches that endpoint (the daemon used the stale one first)."""
+    server_config = {**SERVER, "ttl": 10}
+    with (
+        daemons("127.0.0.2") as (remote,),
+        gateway(tmp_path, remote.net, CONSUME) as gw,
+        mqtt(gw, "watch", STATUS, "replies/#") as watch,
+    ):
+        with SomeipPeer.start(remote, **server_config) as server:
+            status_of(watch, STATUS, "offered")
+            assert _call(watch, b"ab") == (0, b"ba")
+            server.send("stop_offer")
+            status_of(watch, STATUS, "stopped")
+            code, payload = _call(watch, b"cd")
+            assert (code, json.loads(payload)) == (
+                5,
+                {
+                    "error": "E_NOT_REACHABLE",
+                    "return_code": 5,
+                    "detail": "service 0x1234/0x0001 stopped",
+                },
+            )
+        with SomeipPeer.start(remote, **server_config) as again:
+            assert again.config["port"] != server.config["port"]
+            offered = status_of(watch, STATUS, "offered")
+            assert offered["endpoint"] == f"127.0.0.2:{again.config['port']}"
+            assert _call(watch, b"ef") == (0, b"fe")
+        stats = adapter_status(gw)["component_stats"]
+    assert (stats["calls"], stats["call_errors"], stats["call_timeouts"]) == (3, 1, 0)
