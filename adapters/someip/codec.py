@@ -247,9 +247,24 @@ class _String(_Node):
         if not raw.startswith(bom):
             raise LayoutError(f"the string does not start with its BOM ({bom.hex()})")
         body = raw[len(bom) :]
-        cut = _terminator(body, len(self.terminator))
-        if cut < 0:
-            raise LayoutError("the string has no terminating NUL")
+        width = len(self.terminator)
+        if self.length is not None:
+            # A dynamic-length string's length counts BOM, text and NUL: the NUL is its
+            # last character (of UTF-16, an odd last byte is ignored), and a NUL before
+            # it is a malformed string, not the end of the text.
+            body = body[: len(body) - len(body) % width]
+            if not body.endswith(self.terminator):
+                raise LayoutError("the string has no terminating NUL")
+            cut = _terminator(body, width)
+            if cut != len(body) - width:
+                raise LayoutError(
+                    f"the string has a NUL before its end (at byte {cut} of"
+                    f" {len(body)} after the BOM)"
+                )
+        else:  # fixed size: the text ends at the first NUL, zeros pad it
+            cut = _terminator(body, width)
+            if cut < 0:
+                raise LayoutError("the string has no terminating NUL")
         codec = _CODEC_OF_BOM[bom]
         try:
             text = body[:cut].decode(codec)

@@ -16,6 +16,7 @@ from tests.helpers.timeouts import unit
 from tests.integration.adapters.someip.support import (
     adapter_status,
     first_event,
+    first_message,
     gateway,
     mqtt,
     wait_state,
@@ -100,4 +101,47 @@ consume:
             "the call counted",
         )
     assert status["component_stats"]["requests_malformed"] == 1
+    assert_still_running(status)
+
+
+def test_an_event_string_with_a_nul_before_its_end_is_malformed(tmp_path: Path) -> None:
+    """A dynamic-length string ends with its NUL: a NUL inside its length before the
+    end is a malformed string (it was cut there silently: "a\\0b" came out as "a")."""
+    consume = f"""
+consume:
+  - service_id: 0x1234
+    instance_id: 1
+    eventgroups: [1]
+    events: [{{id: 0x8001, layout: {NAMED}}}]
+"""
+    events = "someip/1234/0001/event/8001"
+
+    def name(text: bytes) -> str:  # 32-bit length, BOM, text (NUL included)
+        body = b"\xef\xbb\xbf" + text
+        return (len(body).to_bytes(4, "big") + body).hex()
+
+    with (
+        daemons("127.0.0.2") as (remote,),
+        SomeipPeer.start(
+            remote, role="server", service=0x1234, instance=1, eventgroups={1: [0x8001]}
+        ) as server,
+        gateway(tmp_path, remote.net, consume) as gw,
+        mqtt(gw, "dash", events) as dash,
+    ):
+        wait_state(gw, "running")
+        first_message(
+            dash,
+            lambda: server.send("send", eventgroup=1, event=0x8001, payload=name(b"ok\x00")),
+            events,
+        )
+        server.send("send", eventgroup=1, event=0x8001, payload=name(b"a\x00b\x00"))
+        server.send("send", eventgroup=1, event=0x8001, payload=name(b"z\x00"))
+        seen = []
+        while not seen or seen[-1] != {"name": "z"}:
+            got = json.loads(dash.expect_message(unit(10)).payload)
+            if got != {"name": "ok"}:  # a late one of the first sends
+                seen.append(got)
+        assert seen == [{"name": "z"}]
+        status = adapter_status(gw)
+    assert status["component_stats"]["events_malformed"] == 1
     assert_still_running(status)

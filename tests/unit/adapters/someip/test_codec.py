@@ -111,6 +111,16 @@ def test_utf16_strings_accept_either_bom() -> None:
     assert layout.decode(h("00000006 fffe 4100 0000")) == "A"
 
 
+def test_string_terminators() -> None:
+    utf16 = compile_layout({"type": "string", "encoding": "utf-16be"})
+    # An odd last byte of a UTF-16 string is ignored (as the SOME/IP spec says).
+    assert utf16.decode(h("00000007 feff 0041 0000 ff")) == "A"
+    with pytest.raises(LayoutError, match="a NUL before its end"):
+        utf16.decode(h("00000008 feff 0000 0041 0000"))
+    # A fixed-size string ends at its first NUL; zeros pad the rest.
+    assert compile_layout({"type": "string", "length": 8}).decode(h("efbbbf 41 00 000000")) == "A"
+
+
 def test_a_struct_with_a_length_field_skips_members_it_does_not_know() -> None:
     layout = compile_layout(
         {"type": "struct", "length_field": 8, "fields": [{"name": "a", "type": "uint8"}]}
@@ -203,6 +213,14 @@ def test_encoding_errors_name_the_field(value: object, message: str) -> None:
         (
             "41dd999a 01 00 00000005efbbbfff00 0001000200030004",
             "$.source: the string is not valid utf-8",
+        ),
+        (  # the NUL ends a dynamic-length string: one inside its length is malformed
+            "41dd999a 01 00 00000007efbbbf61006200 0001000200030004",
+            "$.source: the string has a NUL before its end (at byte 1 of 4 after the BOM)",
+        ),
+        (
+            "41dd999a 01 00 00000006efbbbf610000 0001000200030004",
+            "$.source: the string has a NUL before its end (at byte 1 of 3 after the BOM)",
         ),
         (
             "41dd999a 01 00 00000004efbbbf00 000100020003",
