@@ -41,7 +41,9 @@
    (``Store.will_held``, a no-op for ``persistence: memory``; a CONNECT without a
    will writes nothing more than before) until the connection ends, so that the
    will of a client connected when the process is killed is published after the
-   restart (``SessionRegistry.restore``).
+   restart (``SessionRegistry.restore``). Only then are the packets the client sent
+   behind its CONNECT handled (``Session.handle_held``), so that a DISCONNECT among them
+   ends a connection that is online with its will registered.
 
 Broker events: ``ClientConnect`` first, ``ClientConnack`` with the answer (also when a
 refusal is raised as a protocol error during an AUTH exchange), ``ClientConnected``
@@ -519,6 +521,9 @@ def _accept(
                 clock_now(),
             )
         )
+    # What the client sent behind its CONNECT, now that it is connected: a DISCONNECT
+    # among it ends a connection that is online with its will registered.
+    session.handle_held(now)
 
 
 def _restrict_resumed(broker: Broker, state: SessionState, owner: Origin) -> None:

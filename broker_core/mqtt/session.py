@@ -23,6 +23,7 @@ CONNECTING      accept()                         CONNACK 0x00; the Outgoing flow
 CONNECTING      reject(code)                     CONNACK code, close [MQTT-3.2.2-7]     CLOSED
 CONNECTING      auth_continue() / AUTH           AUTH 0x18 / AuthReceived (4.12)        CONNECTING
 CONNECTING      other packets                    held, handled once accepted            CONNECTING
+                                                 (``handle_held``)
 any             second CONNECT                   protocol error [MQTT-3.1.0-2]          CLOSED
 CONNECTED       PUBLISH, SUBSCRIBE, ...          events; acks (4.3, 4.4)                CONNECTED
 CONNECTED       3.1.1 QoS 2 PUBLISH over         held with what follows, in order,      CONNECTED
@@ -398,7 +399,8 @@ class Session:
         auth_data: bytes | None = None,
         username: str | None = None,
     ) -> bool:
-        """Sends CONNACK 0x00 and attaches ``state``; held packets are then handled.
+        """Sends CONNACK 0x00 and attaches ``state``; the packets held meanwhile wait
+        for ``handle_held``.
 
         False (nothing attached, nothing sent, the session closed with Packet too large)
         when not even a minimal CONNACK fits the client's Maximum Packet Size
@@ -471,12 +473,18 @@ class Session:
         )
         state.sending = outgoing
         outgoing.start(session_present, now)
+        return True
+
+    def handle_held(self, now: float) -> None:
+        """Handles, in order, the packets held while the CONNECT awaited its answer, once
+        the caller has done what accepting it takes (``broker_core.connect``: the
+        connection online, its will registered): a DISCONNECT among them then ends a
+        connection that was fully accepted."""
         held = self._held
-        if held is not None:
+        if held is not None and self.conn_state is ConnState.CONNECTED:
             self._held = None
             self._held_bytes = 0
             self._handle_all(held, now)
-        return True
 
     def reject(self, reason_code: int, reason_string: str | None = None) -> None:
         """Sends CONNACK with a failure code and closes [MQTT-3.2.2-6, -7]."""

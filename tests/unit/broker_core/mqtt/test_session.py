@@ -87,6 +87,8 @@ def test_packets_pipelined_after_connect_wait_for_accept() -> None:
     session.receive_data(mb.gen_connect("c") + mb.gen_subscribe(1, "a/#") + mb.gen_pingreq(), T0)
     assert [type(e) for e in session.events()] == [ConnectRequested]
     session.accept(SessionState("c", ServerLimits(), Counters()), False, T0)
+    assert session.events() == ()  # held until the broker is done accepting
+    session.handle_held(T0)
     assert [type(e) for e in session.events()] == [SubscribeRequested]
     packets = parse_all(session.data_to_send(), 4)
     assert [p.type for p in packets] == [mb.PacketType.CONNACK, mb.PacketType.PINGRESP]
