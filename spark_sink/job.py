@@ -71,9 +71,11 @@ _TRIGGER = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*$")
 _SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 # The last line of a Python traceback within Spark's message: ``module.Class: message``.
 _RAISED = re.compile(r"^(?:[A-Za-z_][\w]*\.)*([A-Za-z_]\w*(?:Error|Exception)): (\S.*)$", re.M)
-# Spark's loggers that log a failed query or task with its stack traces.
+# Spark's loggers that log a failed query or task with its stack traces (datasources:
+# FileFormatWriter's "Aborting job" when a task of the Parquet write failed).
 _FAILURE_LOGGERS = (
     "org.apache.spark.sql.execution.streaming",
+    "org.apache.spark.sql.execution.datasources",
     "org.apache.spark.executor.Executor",
     "org.apache.spark.scheduler.TaskSetManager",
     "org.apache.spark.scheduler.TaskSchedulerImpl",

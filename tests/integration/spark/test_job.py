@@ -253,3 +253,33 @@ def test_sigterm_to_the_process_group_stops_the_job_cleanly(tmp_path: Path) -> N
     assert 0 < len(offsets) < total
     committed = _batches(checkpoint, "commits")
     assert committed == set(range(int(last.group(1)) + 1))
+
+
+def test_a_query_failing_in_a_task_prints_one_line_not_sparks_stack_traces(
+    tmp_path: Path,
+) -> None:
+    """A query that fails inside a task (here the records from ``--starting-offsets 0``
+    were deleted by retention: the read in the worker fails): status 1 and the job's one
+    line naming the cause; none of Spark's logs of the failed job (FileFormatWriter's
+    "Aborting job" with an 80-line Java stack trace was printed)."""
+    retention = "  segment_bytes: 4096\n  max_bytes: 8192\n"
+    with running_gateway(
+        tmp_path, CONFIG.replace("enabled: true\n", "enabled: true\n" + retention)
+    ) as gw:
+        wait_for(lambda: status_of(gw, SINK, "stream")["state"], lambda s: s == "running")
+        _publish(gw, 0, 300)
+        wait_for(lambda: offsets_of(http_of(gw))["start"], lambda start: start > 0, 30)
+        command = [
+            *(str(BIN / "edgebus"), "spark", "run", "--master", "local[1]"),
+            *_job_args(gw, tmp_path / "out", tmp_path / "checkpoint", "availableNow", 1000),
+            *("--starting-offsets", "0"),
+        ]
+        done = subprocess.run(command, capture_output=True, env=_env(), timeout=unit(300))
+    errors = done.stderr.decode()
+    assert done.returncode == 1, errors[-3000:]
+    ours = [line for line in errors.splitlines() if line.startswith("edgebus spark:")]
+    assert len(ours) == 1, errors[-3000:]
+    assert ours[0].startswith("edgebus spark: the query failed: offsets 0 to "), ours
+    assert "deleted by the gateway's retention" in ours[0], ours
+    assert "\tat " not in errors, errors[-3000:]  # no Java stack trace
+    assert " ERROR " not in errors, errors[-3000:]  # none of Spark's logs of the failure
