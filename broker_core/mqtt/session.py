@@ -33,6 +33,10 @@ CONNECTED       1.5 x keep alive of silence      v5 DISCONNECT 0x8D; close      
                                                  [MQTT-3.1.2-22] (3.1.1: -24)
 any             malformed packet, violation      v5: CONNACK/DISCONNECT with the        CLOSED
                                                  reason code (4.13); close
+CONNECTING      a packet behind the CONNECT      kept until the CONNECT is decided:     CONNECTING
+                fails to decode                  accepted, it closes the connection
+                                                 as above after the held packets
+                                                 (v5: CONNACK 0x00, DISCONNECT 0x81)
 ==============  ===============================  =====================================  ============
 
 Entering CLOSED, the session state stops sending through this connection
@@ -173,6 +177,7 @@ class Session:
         "_aliases",
         "_carried_qos2",
         "_completing",
+        "_error_after_connect",
         "_events",
         "_held",
         "_held_bytes",
@@ -286,6 +291,9 @@ class Session:
         # An MQTT 3.1.1 / 3.1 client's packets held from a QoS 2 PUBLISH over
         # receive_maximum until a PUBREL makes room (``_hold``); None: none held.
         self._waiting: _Held | None = None
+        # A decoding error in what followed a CONNECT not decided yet: raised once it is
+        # accepted, after the packets before it (``handle_held``); None: none.
+        self._error_after_connect: ProtocolError | None = None
         # When the last complete packet arrived once CONNECTED (keep alive); before that,
         # when the connection opened: the CONNECT must arrive within connect_timeout_s of it.
         self._last_rx = now
@@ -308,7 +316,8 @@ class Session:
         try:
             packets = self.decoder.feed(data)
         except ProtocolError as exc:
-            self._fail(exc)
+            if exc is not self._error_after_connect:  # else: known, its turn to come
+                self._fail(exc)
             return
         if packets and conn_state is ConnState.CONNECTED:
             # Keep alive restarts with a complete Control Packet, not with any byte:
@@ -485,6 +494,11 @@ class Session:
             self._held = None
             self._held_bytes = 0
             self._handle_all(held, now)
+        error = self._error_after_connect
+        if error is not None:
+            self._error_after_connect = None
+            if self.conn_state is ConnState.CONNECTED:
+                self._fail(error)  # as for any connected client: the will goes out
 
     def reject(self, reason_code: int, reason_string: str | None = None) -> None:
         """Sends CONNACK with a failure code and closes [MQTT-3.2.2-6, -7]."""
@@ -920,6 +934,18 @@ class Session:
 
     def _fail(self, exc: ProtocolError) -> None:
         """Reports a protocol error to the peer where the spec allows, then closes."""
+        if (
+            self.conn_state is ConnState.CONNECTING
+            and exc is self.decoder.error
+            and self._connect_without_exchange()
+        ):
+            # An error in a packet behind the CONNECT, not in the CONNECT: a CONNACK
+            # must not carry it (MQTT 5.0 4.13.1). The CONNECT gets its own answer
+            # first; accepted, the error then closes the connection (``handle_held``).
+            # During an AUTH exchange the packet may be the AUTH the CONNECT waits for:
+            # the CONNACK tells the error, as before.
+            self._error_after_connect = exc
+            return
         code = exc.reason_code
         limit = "packet_properties" if isinstance(exc, PropertyLimitExceeded) else _LIMITS.get(code)
         if limit is not None and self.counters is not None:
@@ -932,6 +958,11 @@ class Session:
         elif self.decoder.protocol_level == 5:
             self._send(encode(Connack(False, code), 5))
         self._close(code, str(exc), notify=True, send=False)
+
+    def _connect_without_exchange(self) -> bool:
+        """The CONNECT being decided names no authentication method (MQTT 5.0 4.12)."""
+        connect = self.connect
+        return connect is None or connect.properties.authentication_method is None
 
     def _close(self, code: int, message: str, notify: bool, send: bool = True) -> None:
         if send and self._v5 and self.conn_state is ConnState.CONNECTED:
