@@ -59,7 +59,10 @@ edgebus.yaml:27 mqtt.max_qos: expected 0, 1 or 2, got 3
 ```
 
 Unknown keys are errors, with the nearest valid key suggested. Duplicate keys are errors
-too (plain YAML would silently keep the last one).
+too (plain YAML would silently keep the last one). Where a key takes either a value or a
+mapping (a SOME/IP method: an id, or a mapping with `id` and more), a mapping gets the
+problems of the mapping form only, and any other value one line naming both forms
+(`expected a mapping or an integer, got 'abc'`).
 
 Checks between keys run in the same pass as the checks of each key, so fixing what one
 run reports does not reveal more in the next: a mapping with a bad `codec` still has its

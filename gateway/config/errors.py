@@ -27,7 +27,16 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from gateway.config.introspect import Loc, literal_values, model_at, walk_loc
+from gateway.config.introspect import (
+    Loc,
+    is_model,
+    literal_values,
+    model_at,
+    nullable_members,
+    resolve_lazy,
+    strip_annotated,
+    walk_loc,
+)
 from gateway.config.shown import format_path, show_value
 
 __all__ = [
@@ -211,6 +220,69 @@ def _render_one(
     return [Problem(path, line_of(path), _message(error, annotation))]
 
 
+def _is_mapping(annotation: object) -> bool:
+    bare, _ = strip_annotated(resolve_lazy(annotation))
+    return is_model(bare)
+
+
+def _branches(root: type[BaseModel], loc: Loc) -> list[tuple[int, bool]]:
+    """Where ``loc`` names a member of a union that is not discriminated (pydantic puts
+    the member's name there: ``constrained-int``, ``function-wrap[...]``): (the index of
+    that name, whether the member is a mapping)."""
+    found: list[tuple[int, bool]] = []
+    path, annotation = walk_loc(root, ())
+    for index in range(len(loc)):
+        if annotation is None:
+            break
+        members, _ = nullable_members(strip_annotated(resolve_lazy(annotation))[0])
+        after, annotation = walk_loc(root, loc[: index + 1])
+        if len(members) > 1 and len(after) == len(path) and annotation is not None:
+            found.append((index, _is_mapping(annotation)))
+        path = after
+    return found
+
+
+def _union_choices(
+    errors: list[ErrorDetails], root: type[BaseModel], line_of: Callable[[Loc], int]
+) -> tuple[set[int], dict[int, Problem]]:
+    """What the errors about a value that fits no member of a union (one that is not
+    discriminated) come to: (the errors to leave out, problems to report instead, by the
+    number of the error they replace). pydantic reports each member's complaint:
+
+    - a mapping that a mapping member looked into: that member's errors only (an integer
+      member's "expected an integer, got a mapping" says nothing the user needs);
+    - a value that no member took for its type: one line naming what each expected
+      (``expected a mapping or an integer, got 'abc'``);
+    - a value of a member's type that it refused (-1 for an unsigned integer): that
+      member's errors only.
+    """
+    branches = [_branches(root, tuple(error["loc"])) for error in errors]
+    # union location -> [(error number, member is a mapping, complaint about the value's type)]
+    at: dict[Loc, list[tuple[int, bool, bool]]] = {}
+    for number, (error, found) in enumerate(zip(errors, branches, strict=True)):
+        loc = tuple(error["loc"])
+        for index, mapping in found:
+            top = len(loc) == index + 1 and error["type"] in _EXPECTED
+            at.setdefault(loc[:index], []).append((number, mapping, top))
+    skipped: set[int] = set()
+    merged: dict[int, Problem] = {}
+    for union, reports in at.items():
+        if any(mapping and not top for _, mapping, top in reports):
+            skipped |= {number for number, mapping, _ in reports if not mapping}
+        elif all(top for _, _, top in reports):
+            if len(reports) > 1:
+                numbers = [number for number, _, _ in reports]
+                expected = dict.fromkeys(_EXPECTED[errors[n]["type"]] for n in numbers)
+                got = show_value(errors[numbers[0]].get("input"))
+                path, _ = walk_loc(root, union)
+                message = f"expected {' or '.join(expected)}, got {got}"
+                merged[numbers[0]] = Problem(path, line_of(path), message)
+                skipped |= set(numbers)
+        else:
+            skipped |= {number for number, _, top in reports if top}
+    return skipped, merged
+
+
 def problems_from_validation_error(
     exc: ValidationError, root: type[BaseModel], line_of: Callable[[Loc], int]
 ) -> list[Problem]:
@@ -221,8 +293,13 @@ def problems_from_validation_error(
     errors = exc.errors(include_url=False)
     # pydantic counts only the valid items of a list against its minimum length
     inner = {tuple(error["loc"][:end]) for error in errors for end in range(len(error["loc"]))}
+    skipped, merged = _union_choices(errors, root, line_of)
     problems: list[Problem] = []
-    for error in errors:
+    for number, error in enumerate(errors):
+        if number in merged:
+            problems.append(merged[number])
+        if number in skipped:
+            continue
         if error["type"] == "too_short" and tuple(error["loc"]) in inner:
             continue
         problems.extend(_render_one(error, root, line_of))

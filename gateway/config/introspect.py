@@ -8,6 +8,7 @@ so a new section model needs no code in either.
 
 from __future__ import annotations
 
+import re
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -90,10 +91,17 @@ def discriminator_of(metadata: Sequence[object]) -> str | None:
     return None
 
 
+# pydantic's name of a union member with a validator around it in an error location:
+# ``function-wrap[_checks_despite_problems()]``, ``function-after[check(), Model]``.
+_FUNCTION_TAG = re.compile(r"^function-(?:wrap|before|after|plain)\[(\w+)\(\)(?:, (.+))?\]$")
+
+
 def pick_union_member(
     members: Sequence[object], discriminator: str | None, tag: object
 ) -> object | None:
-    """The union member that pydantic names ``tag`` in an error location."""
+    """The union member that pydantic names ``tag`` in an error location: a
+    discriminator's value, a class name, a validator around a model
+    (``function-wrap[validator()]``), or a constrained type (``constrained-int``)."""
     for member in members:
         if discriminator is not None and is_model(member):
             field = typing.cast(type[BaseModel], member).model_fields.get(discriminator)
@@ -102,7 +110,22 @@ def pick_union_member(
                 return member
         if getattr(member, "__name__", None) == tag:
             return member
-    return None
+    if not isinstance(tag, str):
+        return None
+    function = _FUNCTION_TAG.match(tag)
+    if function is not None:
+        if function.group(2):
+            return pick_union_member(members, discriminator, function.group(2))
+        found = [
+            member
+            for member in members
+            if is_model(strip_annotated(member)[0])
+            and hasattr(strip_annotated(member)[0], function.group(1))
+        ]
+    else:
+        base = tag.removeprefix("constrained-")
+        found = [m for m in members if getattr(strip_annotated(m)[0], "__name__", None) == base]
+    return found[0] if len(found) == 1 else None
 
 
 def field_annotation(field: FieldInfo) -> object:
