@@ -15,9 +15,10 @@ publish path: a ``Session`` maps to the future its next AUTH packet resolves.
 
 Wrong AUTH packets are protocol errors (0x82): any AUTH while no exchange waits other
 than 0x19 on an established connection, a reason code other than 0x18 inside an
-exchange, or an Authentication Method other than the CONNECT's [MQTT-4.12.0-5,
-MQTT-4.12.1-1]. AUTH without an Authentication Method in CONNECT is refused by the
-session itself.
+exchange (a second 0x19 among them, also one arriving before the first's exchange
+waits for its answer, in the same read), or an Authentication Method other than the
+CONNECT's [MQTT-4.12.0-5, MQTT-4.12.1-1]. AUTH without an Authentication Method in
+CONNECT is refused by the session itself.
 """
 
 from __future__ import annotations
@@ -79,6 +80,9 @@ class AuthExchanges:
         self.timeout_s = timeout_s
         self.waiting: dict[Session, asyncio.Future[Auth]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        # The connections re-authenticating (a task in ``_tasks``), waiting for an AUTH
+        # (``waiting``) or not yet.
+        self._reauthenticating: set[Session] = set()
 
     def exchange(self, session: Session, method: str) -> SessionExchange:
         return SessionExchange(self, session, method)
@@ -100,6 +104,11 @@ class AuthExchanges:
             raise ProtocolViolation("AUTH while no authentication exchange is open")
         if auth.reason_code != ReasonCode.RE_AUTHENTICATE:
             raise ProtocolViolation(f"AUTH reason 0x{auth.reason_code:02X} outside an exchange")
+        reauthenticating = self._reauthenticating
+        if session in reauthenticating:
+            # Its exchange has not reached its wait for an AUTH (the same read brought
+            # both): as a 0x19 answering a challenge (``SessionExchange.challenge``).
+            raise ProtocolViolation("AUTH 0x19 during a re-authentication")
         connect = session.connect
         assert connect is not None
         method = connect.properties.authentication_method
@@ -122,7 +131,13 @@ class AuthExchanges:
             self._reauthenticate(authenticator, session, request)
         )
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        reauthenticating.add(session)
+
+        def done(task: asyncio.Task[None]) -> None:
+            self._tasks.discard(task)
+            reauthenticating.discard(session)
+
+        task.add_done_callback(done)
 
     async def _reauthenticate(
         self, authenticator: Authenticator, session: Session, request: AuthRequest

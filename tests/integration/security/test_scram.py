@@ -8,6 +8,7 @@ the unit tests).
 from __future__ import annotations
 
 import itertools
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -168,6 +169,27 @@ def test_reauthentication_with_another_method_is_a_protocol_error(gw: RunningGat
     client = scram_connect(gw, "alice", "wonderland")
     client.send(mb.gen_auth(0x19, properties=auth_props(b"n,,n=alice,r=x", "OTHER")))
     client.expect_closed(reason_code=0x82, require_reason=True)
+
+
+@pytest.mark.parametrize("writes", [1, 2], ids=["one-write", "two-writes"])
+def test_a_second_reauthentication_while_one_runs_is_a_protocol_error(
+    gw: RunningGateway, writes: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two AUTH 0x19 in a row: the second, whether it arrives in the same read (the
+    first's task not started yet) or after the first's challenge, is a protocol error
+    (DISCONNECT 0x82, MQTT 5.0 4.12.1), not an internal error."""
+    client = scram_connect(gw, "alice", "wonderland")
+    scram = ScramClient("alice", "wonderland")
+    reauth = mb.gen_auth(0x19, properties=auth_props(scram.first()))
+    if writes == 1:
+        client.send(reauth + reauth)
+    else:
+        client.send(reauth)
+        client.expect_packet(PacketType.AUTH, reason_code=0x18)
+        client.send(reauth)
+    client.expect_closed(reason_code=0x82, require_reason=True)
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == []
 
 
 def test_auth_0x18_outside_an_exchange_is_a_protocol_error(gw: RunningGateway) -> None:
