@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, NoReturn
@@ -145,6 +146,11 @@ _LIMITS: dict[int, str] = {
 # CONNACK 0x00 before MQTT 5, by session present: nothing in it to encode per client.
 # MQTT 3.1 has no session present flag: its first byte is reserved, always 0.
 _CONNACK_ACCEPTED = (b"\x20\x02\x00\x00", b"\x20\x02\x01\x00")
+
+
+# ``Session._late_acks`` of a connection the client's DISCONNECT closed: nothing of the
+# server's follows, so late acknowledgements are appended.
+_AFTER_DISCONNECT = sys.maxsize
 
 
 # The origin of a connection not accepted yet (``accept`` gives it its own).
@@ -278,7 +284,9 @@ class Session:
         self._completing: set[int] | None = None
         # Closed for exceeding receive_maximum: the acknowledgements of the PUBLISH
         # packets before the one that exceeded it still go out, before the DISCONNECT
-        # (the index in ``_out`` they go to), else -1.
+        # (the index in ``_out`` they go to); closed by the client's DISCONNECT: those
+        # of the packets before it (SUBACK [MQTT-3.8.4-1], PUBACK), the driver's close
+        # waiting for those held for a commit (``acks_due``): _AFTER_DISCONNECT; else -1.
         self._late_acks = -1
         # The input being handled acknowledged a delivery (PUBACK, PUBREC, PUBCOMP); the
         # driver reads and clears it (``MqttConnection.data_received``).
@@ -335,6 +343,13 @@ class Session:
             return ()
         self._events = None
         return events
+
+    @property
+    def acks_due(self) -> bool:
+        """Closed by the client's DISCONNECT, acknowledgements of packets it sent before
+        wait for the store's commit (``acks_held``): the driver closes once they are
+        written (each wakes it)."""
+        return self._late_acks == _AFTER_DISCONNECT and self.acks_held > 0
 
     @property
     def has_output(self) -> bool:
@@ -580,6 +595,7 @@ class Session:
         completing = self._completing
         if type(data) is _Released:
             if self.conn_state is ConnState.CLOSED:
+                self._wake_if_acks_were_due()
                 return  # not sent: the record stays; the client resends its PUBREL
             if state.complete_released(pid) and self.when_durable is not None:
                 if completing is None:
@@ -619,6 +635,7 @@ class Session:
     ) -> None:
         """Server-initiated close; MQTT 5 clients get DISCONNECT with the reason (4.13)."""
         if self.conn_state is ConnState.CLOSED:
+            self._wake_if_acks_were_due()  # a commit failed: no acknowledgement comes
             return
         if self._v5 and self.conn_state is ConnState.CONNECTED:
             props = EMPTY
@@ -651,12 +668,23 @@ class Session:
 
     def _send_before_close(self, data: bytes) -> None:
         """An acknowledgement after closing for receive_maximum: before the DISCONNECT
-        still waiting in ``_out`` (none once written: the transport is closing)."""
+        still waiting in ``_out`` (none once written: the transport is closing); after
+        the client's DISCONNECT: sent (the driver waits for those due, ``acks_due``)."""
         out = self._out
         at = self._late_acks
-        if at <= len(out):
+        if at == _AFTER_DISCONNECT:
+            out.append(data)
+            if self.waker is not None:
+                self.waker.wakeup()
+        elif at <= len(out):
             out.insert(at, data)
             self._late_acks = at + 1
+
+    def _wake_if_acks_were_due(self) -> None:
+        """An acknowledgement the driver's close may wait for (``acks_due``) will not
+        come: it looks again."""
+        if self._late_acks == _AFTER_DISCONNECT and self.waker is not None:
+            self.waker.wakeup()
 
     def _event(self, event: Event) -> None:
         events = self._events
@@ -925,6 +953,9 @@ class Session:
         self._event(DisconnectReceived(packet.reason_code, publish_will))
         self.close_reason = packet.reason_code
         self._enter_closed()
+        # What the broker still answers to the packets before it goes out first (a
+        # SUBACK is due [MQTT-3.8.4-1]; mosquitto answers each packet in turn).
+        self._late_acks = _AFTER_DISCONNECT
 
     def _on_auth(self, packet: Auth, now: float) -> None:
         connect = self.connect
