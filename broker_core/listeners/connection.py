@@ -500,7 +500,11 @@ class MqttConnection(asyncio.Protocol):
             self.session, event.connect, now, self.listener, self.certificate_identity, refusal
         )
         if rest is not None:
-            self._connect_task = self._loop.create_task(self._connect_later(rest))
+            task = self._connect_task = self._loop.create_task(self._connect_later(rest))
+            # A task cancelled before it first ran (the connection closed in this turn,
+            # ``_end``) never awaits ``rest``: closed once the task is done, it goes
+            # without "coroutine was never awaited" (a no-op once it ran).
+            task.add_done_callback(lambda _: rest.close())
 
     async def _connect_later(self, rest: Coroutine[Any, Any, None]) -> None:
         try:

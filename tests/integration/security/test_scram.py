@@ -7,8 +7,10 @@ the unit tests).
 
 from __future__ import annotations
 
+import gc
 import itertools
 import logging
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +21,7 @@ from tests.helpers import mqtt_builder as mb
 from tests.helpers.gateway import RunningGateway
 from tests.helpers.mqtt_builder import PacketType
 from tests.helpers.raw_client import RawClient
+from tests.integration.broker.support import wait_until
 from tests.integration.security.support import password_file, security_gateway
 
 _ids = itertools.count(1)
@@ -190,6 +193,30 @@ def test_a_second_reauthentication_while_one_runs_is_a_protocol_error(
     client.expect_closed(reason_code=0x82, require_reason=True)
     errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     assert errors == []
+
+
+def test_a_connect_closed_before_its_deferred_decision_starts_leaves_no_warning(
+    gw: RunningGateway,
+) -> None:
+    """A SCRAM CONNECT is decided in a task; a second CONNECT in the same read closes the
+    connection (CONNACK 0x82) before that task first runs. Its decision is dropped
+    without 'RuntimeWarning: coroutine ... was never awaited'."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            client = raw(gw)
+            scram = ScramClient("alice", "wonderland")
+            connect = mb.gen_connect(cid(), proto_ver=5, properties=auth_props(scram.first()))
+            client.send(connect + connect)
+            client.expect_closed(
+                packet_type=PacketType.CONNACK, reason_code=0x82, require_reason=True
+            )
+            client.close()
+        wait_until(
+            lambda: gw.call(lambda: len(gw.broker.connections)) == 0, what="connections closed"
+        )
+        gc.collect()
+    assert [str(w.message) for w in caught if "never awaited" in str(w.message)] == []
 
 
 def test_auth_0x18_outside_an_exchange_is_a_protocol_error(gw: RunningGateway) -> None:
