@@ -302,9 +302,11 @@ class InRoute:
 class TypeRegistry:
     """The DDS types an adapter knows: loaded from IDL by name, or discovered."""
 
-    def __init__(self, classes: Mapping[str, type] = {}) -> None:
+    def __init__(self, classes: Mapping[str, type] = {},
+                 make: Callable[[type], TypeSupport] = TypeSupport) -> None:
         self._classes = dict(classes)
         self._supports: dict[str, TypeSupport] = {}
+        self._make = make  # the support of a class (the ros2 adapter hides placeholders)
 
     def __contains__(self, name: object) -> bool:
         return name in self._classes
@@ -318,12 +320,12 @@ class TypeRegistry:
         if cls is None:
             known = ", ".join(sorted(self._classes)[:8]) or "none: add idl_files"
             raise MappingError(f"unknown DDS type {name!r} (known: {known})")
-        support = self._supports[name] = TypeSupport(cls)
+        support = self._supports[name] = self._make(cls)
         return support
 
     def discovered(self, cls: type) -> TypeSupport:
         """The support of a type rebuilt from the network (kept by name)."""
-        support = TypeSupport(cls)
+        support = self._make(cls)
         self._classes.setdefault(support.name, cls)
         return self._supports.setdefault(support.name, support)
 

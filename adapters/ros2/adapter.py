@@ -43,14 +43,17 @@ from adapters.dds.codec import (
 )
 from adapters.dds.config import AUTO, DdsQos
 from adapters.ros2.codec import (
+    Fill,
     dds_topic,
     dds_type,
+    filler,
     header_bytes,
     ros_topic,
     ros_type,
     service_topics,
     service_types,
     split_header,
+    strip_placeholders,
     with_header,
 )
 from adapters.ros2.config import (
@@ -67,6 +70,8 @@ from broker_core.mqtt.properties import Properties
 from gateway.components import Host
 from gateway.hub import HubClient
 from gateway.mapping import FilterTemplate, MappingError, TopicTemplate
+from idl_codegen.cdr_json import Transcoder
+from idl_codegen.model import NamedType
 from idl_codegen.ros_msg import convert
 
 __all__ = ["BUILTIN_IDL", "Ros2Adapter", "ServiceCaller", "ServiceResponder", "wire_type"]
@@ -104,6 +109,40 @@ def wire_type(cls: type) -> type:
     typename = getattr(cls, "__idl_typename__", cls.__name__)
     wire = types.new_class(f"{cls.__name__}Wire", (IdlStruct,), {"typename": typename}, body)
     return dataclasses.dataclass(annotate.final(wire))
+
+
+class PlaceholderSupport(TypeSupport):
+    """A ROS 2 type with an empty message in it: its placeholder member is invisible on
+    the MQTT side (``{}`` goes in, ``{}`` comes out)."""
+
+    __slots__ = ("_fill",)
+
+    def __init__(self, cls: type, fill: Fill) -> None:
+        super().__init__(cls)
+        self._fill = fill
+
+    def extractor(self, paths: tuple[str, ...]) -> Transcoder | None:
+        return None  # topic members come from the JSON, without the placeholder
+
+    def json_of(self, data: bytes) -> bytes:
+        text = super().json_of(data)
+        stripped = strip_placeholders(json.loads(text))
+        return json.dumps(stripped, ensure_ascii=False, separators=(",", ":")).encode()
+
+    def cdr_of_value(self, value: Any, strict: bool = True) -> bytes:
+        try:
+            filled = self._fill(value)
+        except RecursionError as exc:
+            raise MappingError(f"{self.name}: nested too deeply") from exc
+        return super().cdr_of_value(filled, strict)
+
+
+def support_of(cls: type) -> TypeSupport:
+    """The support of a ROS 2 type: ``PlaceholderSupport`` when it has an empty message
+    in it, else the plain one."""
+    support = TypeSupport(cls)
+    fill = filler(support.codec.schema, NamedType(support.name))
+    return PlaceholderSupport(cls, fill) if fill is not None else support
 
 
 def _user_data(kind: str, key: str) -> bytes:
@@ -341,9 +380,9 @@ class Ros2Adapter:
             raise AdapterError(f"no definition of {', '.join(shown)}: add its .msg/.srv file"
                                " to msg_files")
         if not files:
-            return TypeRegistry()
+            return TypeRegistry(make=support_of)
         schema = idl_codegen.load(files, include_dirs=search)
-        return TypeRegistry(schema.types)
+        return TypeRegistry(schema.types, make=support_of)
 
     def plans(self, types_: TypeRegistry, origin: Any) -> tuple[list[OutPlan], list[InPlan]]:
         config = self.config

@@ -22,24 +22,40 @@ Both header fields are 8 bytes and 8-aligned, so for ``@final`` types (every ROS
 type) the header is 16 bytes right after the encapsulation header, and the rest is the
 request or response as serialized on its own, with the same alignment: ``with_header``
 and ``split_header`` move between the two.
+
+An empty message (``std_msgs/msg/Empty``, ``std_srvs/srv/Trigger``'s request) has one
+member in DDS, rosidl's placeholder ``uint8 structure_needs_at_least_one_member``, which
+ROS users never see: ``PlaceholderSupport`` leaves it out of the JSON going to MQTT and
+fills it (with 0) in the JSON coming from MQTT, at any depth (``filler``,
+``strip_placeholders``; ``adapters.ros2.adapter.PlaceholderSupport`` uses them).
 """
 
 from __future__ import annotations
 
 import fnmatch
 import struct
+from collections.abc import Callable
+from typing import Any
+
+from idl_codegen.model import ArrayType, SequenceType, StructType
 
 __all__ = [
+    "PLACEHOLDER",
     "dds_topic",
     "dds_type",
+    "filler",
     "header_bytes",
     "ros_topic",
     "ros_type",
     "service_topics",
     "service_types",
     "split_header",
+    "strip_placeholders",
     "with_header",
 ]
+
+#: rosidl's member of an empty message.
+PLACEHOLDER = "structure_needs_at_least_one_member"
 
 _LE = struct.Struct("<Qq")
 _BE = struct.Struct(">Qq")
@@ -116,3 +132,48 @@ def split_header(cdr: bytes) -> tuple[int, int, bytes]:
 
 def matches(pattern: str, name: str) -> bool:
     return fnmatch.fnmatchcase(name, pattern)
+
+
+Fill = Callable[[Any], Any]
+
+
+def filler(schema: Any, ref: Any, seen: frozenset[str] = frozenset()) -> Fill | None:
+    """What fills the placeholder of every empty message within a JSON value of type
+    ``ref`` (an object without it gets ``0``); None when the type has none."""
+    resolved = schema.resolve(ref)
+    if isinstance(resolved, SequenceType | ArrayType):
+        inner = filler(schema, resolved.element, seen)
+        if inner is None:
+            return None
+        return lambda value: [inner(v) for v in value] if isinstance(value, list) else value
+    if not isinstance(resolved, StructType) or resolved.name in seen:
+        return None
+    members = schema.all_members(resolved)
+    if [m.name for m in members] == [PLACEHOLDER]:
+        return lambda value: ({PLACEHOLDER: 0, **value} if isinstance(value, dict)
+                              and PLACEHOLDER not in value else value)
+    fills = [(m.name, fill) for m in members
+             if (fill := filler(schema, m.type, seen | {resolved.name})) is not None]
+    if not fills:
+        return None
+
+    def fill_struct(value: Any) -> Any:
+        if isinstance(value, dict):
+            for name, fill in fills:
+                if name in value:
+                    value[name] = fill(value[name])
+        return value
+
+    return fill_struct
+
+
+def strip_placeholders(value: Any) -> Any:
+    """``value`` without the placeholder of empty messages (an object with that member
+    alone becomes ``{}``)."""
+    if isinstance(value, dict):
+        if len(value) == 1 and PLACEHOLDER in value:
+            return {}
+        return {k: strip_placeholders(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [strip_placeholders(v) for v in value]
+    return value

@@ -15,6 +15,8 @@ One JSON command per line on stdin, one JSON reply per line on stdout:
   type (``geometry_msgs/msg/Twist``), ``profile`` a ROS 2 QoS profile name;
 - ``matched {id, timeout}``; ``publish {id, messages}``; ``take {id, count, timeout}``;
 - ``serve_add_two_ints {service}``: a service answering ``sum = a + b``;
+- ``serve_trigger {service}``: a std_srvs/srv/Trigger service answering ``success: true``
+  and the number of requests it took as ``message``;
 - ``call_trigger {id, service, timeout}``: starts a std_srvs/srv/Trigger call;
   ``result {id, timeout}`` waits for its response.
 """
@@ -43,6 +45,14 @@ from cyclonedds.util import duration
 @annotate.final
 class String_(IdlStruct, typename="std_msgs::msg::dds_::String_"):
     data: str = ""
+
+
+@dataclass
+@annotate.final
+class Empty_(IdlStruct, typename="std_msgs::msg::dds_::Empty_"):
+    """rosidl gives an empty message a placeholder member."""
+
+    structure_needs_at_least_one_member: t.uint8 = 0
 
 
 @dataclass
@@ -146,6 +156,7 @@ class TriggerResponse(IdlStruct, typename="std_srvs::srv::dds_::Trigger_Response
 
 
 TYPES: dict[str, type] = {
+    "std_msgs/msg/Empty": Empty_,
     "std_msgs/msg/String": String_,
     "geometry_msgs/msg/Twist": Twist_,
     "sensor_msgs/msg/Imu": Imu_,
@@ -255,6 +266,28 @@ class Node:
                     if request.sample_info.valid_data:
                         replies.write(AddTwoIntsResponse(guid=request.guid, seq=request.seq,
                                                          sum=request.a + request.b))
+                time.sleep(0.005)
+
+        threading.Thread(target=serve, daemon=True).start()
+        self.entities[service] = (requests, replies)
+        return {}
+
+    def op_serve_trigger(self, service: str) -> dict[str, Any]:
+        user_data = "serviceid=peer.3;"
+        requests = DataReader(self.participant,
+                              self.topic(f"rq{service}Request", TriggerRequest),
+                              qos=service_qos(user_data))
+        replies = DataWriter(self.participant, self.topic(f"rr{service}Reply", TriggerResponse),
+                             qos=service_qos(user_data))
+
+        def serve() -> None:
+            taken = 0
+            while True:
+                for request in requests.take(N=16):
+                    if request.sample_info.valid_data:
+                        taken += 1
+                        replies.write(TriggerResponse(guid=request.guid, seq=request.seq,
+                                                      success=True, message=str(taken)))
                 time.sleep(0.005)
 
         threading.Thread(target=serve, daemon=True).start()

@@ -20,8 +20,8 @@ from tests.helpers.gateway import RunningGateway, running_gateway
 from tests.helpers.timeouts import unit
 from tests.integration.broker.support import Clients, wait_until
 
-NAMES = ("chatter", "chatter_in", "cmd_vel", "imu", "imu_in", "add_two_ints", "get_status",
-         "robot", "status", "nobody")
+NAMES = ("empty", "empty_in", "trigger", "chatter", "chatter_in", "cmd_vel", "imu", "imu_in",
+         "add_two_ints", "get_status", "robot", "status", "nobody")
 STATUS_MSG = ("# a message of the user's own package\n"
               "string name\nuint8 level\nfloat32[3] position\n")
 
@@ -36,6 +36,9 @@ adapters:
       - from_ros: /{status}
         type: my_robot/msg/Status
         to_mqtt: ros/status/{{name}}
+      - from_ros: /{empty}
+        type: std_msgs/msg/Empty
+        to_mqtt: ros/{{ros.topic}}
       - from_ros: /{chatter}
         type: std_msgs/msg/String
         to_mqtt: ros/{{ros.topic}}
@@ -47,6 +50,9 @@ adapters:
         to_mqtt: ros/imu/{{header.frame_id}}
         qos_profile: sensor_data
     mqtt_to_ros:
+      - from_mqtt: to_ros/empty
+        to_ros: /{empty_in}
+        type: std_msgs/msg/Empty
       - from_mqtt: to_ros/chatter
         to_ros: /{chatter_in}
         type: std_msgs/msg/String
@@ -58,6 +64,9 @@ adapters:
         type: sensor_msgs/msg/Imu
         qos_profile: sensor_data
     mqtt_to_ros_services:
+      - from_mqtt: call/trigger
+        to_ros: /{trigger}
+        type: std_srvs/srv/Trigger
       - from_mqtt: call/add_two_ints
         to_ros: /{add_two_ints}
         type: example_interfaces/srv/AddTwoInts
@@ -242,13 +251,48 @@ def test_an_mqtt5_responder_exposed_as_a_ros2_service(ros: Ros, clients: Clients
     responder = clients.subscriber(5, f"svc/{service}", 1)
     ros.peer.call("call_trigger", id="status", service=f"/{service}", timeout=unit(20))
     request = responder.expect_message(unit(20))
-    assert json.loads(request.payload) == {"structure_needs_at_least_one_member": 0}
+    assert json.loads(request.payload) == {}  # rosidl's placeholder member is not shown
     props = Properties(PacketTypes.PUBLISH)
     props.CorrelationData = request.properties.CorrelationData
     reply = {"success": True, "message": "all systems nominal"}
     clients.connect(5).publish(request.properties.ResponseTopic, json.dumps(reply).encode(), 1,
                                properties=props)
     assert ros.peer.call("result", id="status", timeout=unit(20))["response"] == reply
+
+
+def test_an_empty_message_is_an_empty_json_object_both_ways(ros: Ros,
+                                                             clients: Clients) -> None:
+    """rosidl's placeholder member of an empty message (``structure_needs_at_least_one_
+    member``) is not seen from MQTT: ``{}`` goes out, ``{}`` is accepted."""
+    empty, empty_in = ros.names["empty"], ros.names["empty_in"]
+    sub = clients.subscriber(5, f"ros/{empty}", 1)
+    publisher(ros, f"/{empty}", "std_msgs/msg/Empty")
+    ros.peer.call("publish", id=f"/{empty}", messages=[{}])
+    assert json.loads(sub.expect_message(unit(10)).payload) == {}
+    subscriber(ros, f"/{empty_in}", "std_msgs/msg/Empty")
+    clients.connect(5).publish("to_ros/empty", b"{}", 1)
+    taken = ros.peer.call("take", id=f"/{empty_in}", count=1, timeout=unit(10))["messages"]
+    assert taken == [{"structure_needs_at_least_one_member": 0}]
+
+
+def test_a_service_with_an_empty_request_called_with_an_empty_object(
+        ros: Ros, clients: Clients) -> None:
+    service = f"/{ros.names['trigger']}"
+    ros.peer.call("serve_trigger", service=service)
+    caller = clients.connect(5)
+    assert caller.subscribe("replies/trigger", 1) == [1]
+    reply = None
+    deadline = time.monotonic() + unit(15)
+    while time.monotonic() < deadline:  # until the adapter discovered the service
+        props = Properties(PacketTypes.PUBLISH)
+        props.ResponseTopic = "replies/trigger"
+        props.CorrelationData = b"t"
+        caller.publish("call/trigger", b"{}", 1, properties=props)
+        reply = json.loads(caller.expect_message(unit(15)).payload)
+        if "not available" not in reply.get("error", ""):
+            break
+        time.sleep(0.1)
+    assert reply == {"success": True, "message": "1"}
 
 
 def test_a_message_of_the_users_own_msg_file(ros: Ros, clients: Clients) -> None:
