@@ -8,7 +8,9 @@
   on the loop.
 - MQTT -> DDS: a hub subscription per ``InPlan``; a writer per DDS topic, created on
   first use (``max_writers`` at most); a write that finds the writer's history full is
-  retried until the DDS readers catch up.
+  retried until the DDS readers catch up. A ``transient_local`` plan writes the MQTT
+  retained messages on its filter first in every run (a tap at start), also when the
+  subscription is the last run's, taken over: each run's writer is new.
 - Remote endpoints of our topics whose type differs from ours in having a key, which DDS
   never matches and does not report (``adapters/dds/matching.py``), are logged, counted
   (``key_mismatch``) and make the adapter ``degraded`` until they are gone.
@@ -19,13 +21,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from adapters.dds.codec import InPlan, OutPlan, OutRoute, TypeRegistry, TypeSupport
 from adapters.dds.config import AUTO
 from adapters.dds.matching import KeyWatch, Mismatch
 from adapters.failures import Unexpected
+from broker_core.context import Context
 from broker_core.errors import AdapterError
 from gateway.components import BLOCK, Host
 from gateway.hub import HubClient, HubSubscription
@@ -83,6 +86,7 @@ class DdsBridge:
         self._in_types: dict[str, TypeSupport] = {}  # DDS topic -> type, for auto writes
         self._writers: dict[str, Writer] = {}
         self._subscriptions: list[tuple[InPlan, HubSubscription]] = []
+        self._retained: dict[int, list[Context]] = {}  # id(InPlan) -> retained, to write first
         self._warned: set[str] = set()
         self.unexpected = Unexpected(log)
 
@@ -208,8 +212,20 @@ class DdsBridge:
         self._in_index[id(plan)] = len(self._subscriptions)
         if plan.type_name != AUTO:
             self.types.support(plan.type_name)  # unknown types fail at start
-        subscription = self.hub.subscribe(plan.route.source.topic_filter, qos=plan.mqtt_qos,
-                                          maxsize=self.queue_size)
+        topic_filter = plan.route.source.topic_filter
+        latched = plan.qos.durability == "transient_local"
+        subscription = self.hub.subscribe(topic_filter, qos=plan.mqtt_qos,
+                                          maxsize=self.queue_size, retained=not latched)
+        if latched:
+            # The writer is new in every run, and a subscription of the last run taken
+            # over gets no retained messages again: a tap hands them over now, to be
+            # written before what the subscription queued, so the new writer holds the
+            # latest data for late-joining DDS readers again.
+            retained: list[Context] = []
+            self.hub.tap(topic_filter, callback=retained.append, qos=plan.mqtt_qos,
+                         retained=True).close()
+            if retained:
+                self._retained[id(plan)] = retained
         self._subscriptions.append((plan, subscription))
         static = plan.route.static_topic
         if static is not None and plan.type_name != AUTO:
@@ -260,7 +276,9 @@ class DdsBridge:
 
     async def _pump(self, plan: InPlan, subscription: HubSubscription) -> None:
         route = plan.route
-        async for context in subscription:
+        retained = self._retained.pop(id(plan), None)
+        source = subscription if retained is None else _chain(retained, subscription)
+        async for context in source:
             topic = route.topic_of(context)
             if topic is None:
                 continue
@@ -386,4 +404,11 @@ class DdsBridge:
 
 async def _run(awaitable: Awaitable[None]) -> None:
     await awaitable
+
+
+async def _chain(first: list[Context], then: HubSubscription) -> AsyncIterator[Context]:
+    for context in first:
+        yield context
+    async for context in then:
+        yield context
 
