@@ -14,8 +14,9 @@ upgrade and the framing; the I/O is ours, and the MQTT session stays the same
   transport's (its write buffer limits are the broker's ``write_high_water``; its
   ``pause_writing`` / ``resume_writing`` reach the ``MqttConnection``), and
   ``pause_reading`` pauses the TCP transport itself.
-- ``close()`` sends a close frame (1000) and aborts the TCP connection if the client has
-  not answered within ``CLOSE_TIMEOUT_S``.
+- ``close()`` sends a close frame (1000), on ``ws`` followed at once by the server's
+  FIN (RFC 6455 7.1.1), and aborts the TCP connection if the client has not answered
+  within ``CLOSE_TIMEOUT_S``.
 
 Every socket is pending (``Connections.handshake_started``) from its accept until its
 upgrade is done, like a socket that has not sent CONNECT: sockets that stall count
@@ -151,6 +152,7 @@ class WebSocketConnection(TlsProtocol):
 
     __slots__ = (
         "_closing_timer",
+        "_eof_written",
         "_open_timer",
         "_text",
         "_write_paused",
@@ -175,6 +177,7 @@ class WebSocketConnection(TlsProtocol):
         self._write_paused = False
         self._open_timer: asyncio.TimerHandle | None = None
         self._closing_timer: asyncio.TimerHandle | None = None
+        self._eof_written = False  # our FIN is out (``close``): nothing more is written
 
     # -- the TCP (or TLS) transport's callbacks ---------------------------------------------
 
@@ -287,18 +290,34 @@ class WebSocketConnection(TlsProtocol):
             return
         done = not chunks[-1]  # an empty chunk: end of the TCP connection
         data = b"".join(chunks)
-        if data and not transport.is_closing():
-            transport.write(data)
+        if data and not transport.is_closing() and not self._eof_written:
+            transport.write(data)  # after our FIN: a pong to a ping, dropped
         if done:
             transport.close()
 
     def close(self, code: int = CloseCode.NORMAL_CLOSURE, reason: str = "") -> None:
         """Starts the closing handshake; the TCP connection is aborted if the client has
-        not finished it within ``CLOSE_TIMEOUT_S``."""
+        not finished it within ``CLOSE_TIMEOUT_S``.
+
+        On ``ws`` the server's FIN follows its close frame at once, as on a tcp listener
+        it follows the last packet (``listeners.linger``): RFC 6455 7.1.1 has the server
+        close the TCP connection first, so a client that does not answer the close frame
+        sees the end without waiting; one that answers has its close frame read (and
+        dropped) on the half-closed connection, which then closes. ``wss`` cannot
+        half-close: it waits for the client's close frame, as before."""
         ws = self.ws
         if ws.state is State.OPEN:
             ws.send_close(code, reason)
             self.send_pending()
+            transport = self.transport
+            if (
+                transport is not None
+                and not transport.is_closing()
+                and not self._eof_written
+                and transport.can_write_eof()
+            ):
+                transport.write_eof()
+                self._eof_written = True
         if self.transport is not None and self._closing_timer is None:
             loop = asyncio.get_running_loop()
             self._closing_timer = loop.call_later(CLOSE_TIMEOUT_S, self.abort)
