@@ -69,7 +69,12 @@ PROFILES: dict[str, DdsQos] = {
     "system_default": DdsQos(reliability="reliable", durability="volatile", history=1),
 }
 
-_NAME = re.compile(r"^~?/?([A-Za-z_{][A-Za-z0-9_{}*?\[\]]*)(/[A-Za-z_{][A-Za-z0-9_{}*?\[\]]*)*$")
+#: A ROS 2 name: tokens of letters, digits and underscores, not starting with a digit.
+_NAME = re.compile(r"^~?/?[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)*$")
+#: A glob pattern over ROS 2 names (``/robot/*``, ``/*/cmd_vel``, ``/cam?/image``,
+#: ``/arm_[lr]/joint_states``): levels of name characters, ``*``, ``?`` and ``[...]``.
+_GLOB_LEVEL = r"(?:[A-Za-z0-9_*?]|\[!?[A-Za-z0-9_-]+\])+"
+_GLOB = re.compile(rf"^/?{_GLOB_LEVEL}(/{_GLOB_LEVEL})*$")
 _TYPE = re.compile(r"^[a-z][a-z0-9_]*/((msg|srv)/)?[A-Z][A-Za-z0-9]*$")
 
 def msg_problems(msg_files: Sequence[Path]) -> list[tuple[tuple[str | int, ...], str]]:
@@ -251,11 +256,23 @@ Seconds = Annotated[float, DurationSpec(gt=0)]
 
 
 def _check_name(value: str) -> str:
-    if not _NAME.match(value) or "//" in value or value.endswith("/"):
-        raise ValueError(f"expected a ROS 2 name like /robot/cmd_vel, got {value!r}")
+    if "{" in value or "}" in value:
+        raise ValueError(f"captures ({{name}}) are not rendered here, only in mqtt_to_ros"
+                         f" to_ros: expected a ROS 2 name like /robot/cmd_vel, got {value!r}")
     if value.startswith("~"):
         raise ValueError(f"private names (~) have no node to belong to here: {value!r}")
+    if not _NAME.match(value):
+        raise ValueError(f"expected a ROS 2 name like /robot/cmd_vel, got {value!r}")
     return value
+
+
+def _check_topic_or_glob(value: str) -> str:
+    if any(c in value for c in "*?[") and "{" not in value and not value.startswith("~"):
+        if not _GLOB.match(value):
+            raise ValueError(f"expected a ROS 2 name like /robot/cmd_vel or a glob pattern"
+                             f" like /robot/*, got {value!r}")
+        return value
+    return _check_name(value)
 
 
 def _check_message_type(value: str) -> str:
@@ -273,6 +290,7 @@ def _check_service_type(value: str) -> str:
 
 
 RosName = Annotated[str, AfterValidator(_check_name)]
+RosNameOrGlob = Annotated[str, AfterValidator(_check_topic_or_glob)]
 MessageType = Annotated[str, AfterValidator(_check_message_type)]
 ServiceType = Annotated[str, AfterValidator(_check_service_type)]
 
@@ -290,9 +308,10 @@ class _RosQosChoice(QosChoice):
 class RosToMqtt(_RosQosChoice, ToMqttOptions):
     """A ROS 2 topic published to MQTT."""
 
-    from_ros: RosName = Field(
+    from_ros: RosNameOrGlob = Field(
         description="ROS 2 topic (`/imu`, or relative to `namespace`); may be a glob"
-        " pattern (`/robot/*`) over discovered topics."
+        " pattern over discovered topics (`/robot/*`, `/*/cmd_vel`, `?`, `[...]`; `*`"
+        " also matches across `/`)."
     )
     type: MessageType = Field(
         description="Message type (`sensor_msgs/msg/Imu`), or `auto`: rebuilt from the"

@@ -20,8 +20,8 @@ from tests.helpers.gateway import RunningGateway, running_gateway
 from tests.helpers.timeouts import unit
 from tests.integration.broker.support import Clients, wait_until
 
-NAMES = ("empty", "empty_in", "trigger", "chatter", "chatter_in", "cmd_vel", "imu", "imu_in",
-         "add_two_ints", "get_status", "robot", "status", "nobody")
+NAMES = ("globbed", "empty", "empty_in", "trigger", "chatter", "chatter_in", "cmd_vel", "imu",
+         "imu_in", "add_two_ints", "get_status", "robot", "status", "nobody")
 STATUS_MSG = ("# a message of the user's own package\n"
               "string name\nuint8 level\nfloat32[3] position\n")
 
@@ -36,6 +36,9 @@ adapters:
       - from_ros: /{status}
         type: my_robot/msg/Status
         to_mqtt: ros/status/{{name}}
+      - from_ros: /{globbed}/*
+        type: std_msgs/msg/String
+        to_mqtt: glob/{{ros.topic}}
       - from_ros: /{empty}
         type: std_msgs/msg/Empty
         to_mqtt: ros/{{ros.topic}}
@@ -293,6 +296,20 @@ def test_a_service_with_an_empty_request_called_with_an_empty_object(
             break
         time.sleep(0.1)
     assert reply == {"success": True, "message": "1"}
+
+
+def test_a_glob_pattern_reads_every_discovered_topic_it_matches(ros: Ros,
+                                                                clients: Clients) -> None:
+    """``from_ros: /<name>/*`` (the documented form) reads each ROS topic below
+    ``/<name>`` once a publisher is discovered."""
+    globbed = ros.names["globbed"]
+    sub = clients.subscriber(5, f"glob/{globbed}/+", 1)
+    for leaf in ("left", "right"):
+        publisher(ros, f"/{globbed}/{leaf}", "std_msgs/msg/String")
+        ros.peer.call("publish", id=f"/{globbed}/{leaf}", messages=[{"data": leaf}])
+        message = sub.expect_message(unit(10))
+        assert (message.topic, json.loads(message.payload)) == (
+            f"glob/{globbed}/{leaf}", {"data": leaf})
 
 
 def test_a_message_of_the_users_own_msg_file(ros: Ros, clients: Clients) -> None:
