@@ -43,6 +43,7 @@ from adapters.dds.codec import (
 )
 from adapters.dds.config import AUTO, DdsQos
 from adapters.ros2.codec import (
+    WSTRING_REFUSED,
     Fill,
     dds_topic,
     dds_type,
@@ -55,6 +56,7 @@ from adapters.ros2.codec import (
     split_header,
     strip_placeholders,
     with_header,
+    wstring_member,
 )
 from adapters.ros2.config import (
     BUILTIN_IDL,
@@ -141,6 +143,10 @@ def support_of(cls: type) -> TypeSupport:
     """The support of a ROS 2 type: ``PlaceholderSupport`` when it has an empty message
     in it, else the plain one."""
     support = TypeSupport(cls)
+    member = wstring_member(support.codec.schema, support.name)
+    if member is not None:
+        raise MappingError(f"ROS 2 type '{ros_type(support.name)}' is not supported: member"
+                           f" {member!r} is a wstring; {WSTRING_REFUSED}")
     fill = filler(support.codec.schema, NamedType(support.name))
     return PlaceholderSupport(cls, fill) if fill is not None else support
 

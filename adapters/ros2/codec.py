@@ -37,10 +37,12 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from idl_codegen.model import ArrayType, SequenceType, StructType
+from idl_codegen.model import ArrayType, NamedType, SequenceType, StringType, StructType
 
 __all__ = [
     "PLACEHOLDER",
+    "WSTRING_REFUSED",
+    "Fill",
     "dds_topic",
     "dds_type",
     "filler",
@@ -52,6 +54,7 @@ __all__ = [
     "split_header",
     "strip_placeholders",
     "with_header",
+    "wstring_member",
 ]
 
 #: rosidl's member of an empty message.
@@ -177,3 +180,33 @@ def strip_placeholders(value: Any) -> Any:
     if isinstance(value, list):
         return [strip_placeholders(v) for v in value]
     return value
+
+
+#: Why a ROS 2 type with a wstring is refused (check and start).
+WSTRING_REFUSED = (
+    "rmw_cyclonedds puts a wstring on the wire as its length and one 4-byte UTF-16 code"
+    " unit per character, which this adapter cannot read or write (it would be corrupted"
+    " both ways); use string (UTF-8)")
+
+
+def wstring_member(schema: Any, type_name: str) -> str | None:
+    """The path of the first wstring member in type ``type_name`` (``a.b``, ``list[].w``),
+    or None."""
+
+    def find(ref: Any, seen: frozenset[str]) -> str | None:
+        resolved = schema.resolve(ref)
+        if isinstance(resolved, StringType):
+            return "" if resolved.wide else None
+        if isinstance(resolved, SequenceType | ArrayType):
+            inner = find(resolved.element, seen)
+            return None if inner is None else "[]" + inner
+        if not isinstance(resolved, StructType) or resolved.name in seen:
+            return None
+        for member in schema.all_members(resolved):
+            inner = find(member.type, seen | {resolved.name})
+            if inner is not None:
+                return f".{member.name}{inner}"
+        return None
+
+    found = find(NamedType(type_name), frozenset())
+    return None if found is None else found.lstrip(".")

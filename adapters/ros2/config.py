@@ -32,7 +32,13 @@ from adapters.dds.config import (
     profile_problems_as_written,
     sources_digest,
 )
-from adapters.ros2.codec import dds_type, ros_type, service_types
+from adapters.ros2.codec import (
+    WSTRING_REFUSED,
+    dds_type,
+    ros_type,
+    service_types,
+    wstring_member,
+)
 from gateway.config.errors import FieldProblems
 from gateway.config.introspect import Loc
 from gateway.config.models.adapter_base import (
@@ -219,6 +225,8 @@ def idl_problems(
                 if (found := _type_file(use.type, search)) is None
                 or found.resolve() not in parsed.left_out_paths]
         problems += parsed.use_problems(uses, _META, _no_definition)
+        sources = {str(idl): shown.split(" (as IDL: ")[0] for idl, (_, shown) in made.items()}
+        problems += _wstring_problems(parsed, uses, sources)
     unknown: set[tuple[str | int, ...]] = set()  # a service's request and response: once
     kept = []
     for at, message in problems:
@@ -228,6 +236,27 @@ def idl_problems(
             unknown.add(at)
         kept.append((at, message))
     return kept
+
+
+def _wstring_problems(parsed: IdlSchema, uses: Sequence[TypeUse],
+                      sources: Mapping[str, str]) -> list[tuple[tuple[str | int, ...], str]]:
+    """A type with a wstring member: refused (``adapters.ros2.codec.WSTRING_REFUSED``).
+    ``sources``: the ``msg_files`` entry of each converted IDL file."""
+    schema = parsed.schema
+    if schema is None:
+        return []
+    problems: list[tuple[tuple[str | int, ...], str]] = []
+    for use in uses:
+        if use.type not in schema.types:
+            continue
+        member = wstring_member(schema, use.type)
+        if member is not None:
+            where = parsed.declared_in.get(use.type)
+            where = sources.get(where, where) if where else where
+            declared = f" (declared in {where})" if where else ""
+            problems.append(((*use.at, "type"), f"{use.shown}{declared} is not supported:"
+                             f" member {member!r} is a wstring; {WSTRING_REFUSED}"))
+    return problems
 
 
 def _type_file(dds_type_name: str, search: Sequence[Path]) -> Path | None:
