@@ -394,7 +394,8 @@ class Ros2Adapter:
         config = self.config
         outs: list[OutPlan] = []
         for mapping in config.ros_to_mqtt:
-            qos = (mapping.dds_qos or DdsQos()).over(config.profile(mapping.qos_profile))
+            qos = (mapping.dds_qos or DdsQos()).over(
+                config.profile(mapping.qos_profile, reader=True))
 
             def route(topic: str, support: TypeSupport, m: Any = mapping) -> OutRoute:
                 ros_name = ros_topic(topic) or topic

@@ -52,6 +52,7 @@ from gateway.config.values import DurationSpec, PathSpec
 __all__ = [
     "BUILTIN_IDL",
     "PROFILES",
+    "READER_PROFILES",
     "MqttToRos",
     "MqttToRosService",
     "Ros2AdapterConfig",
@@ -73,6 +74,14 @@ PROFILES: dict[str, DdsQos] = {
     "transient_local": DdsQos(reliability="reliable", durability="transient_local", history=1),
     "services_default": DdsQos(reliability="reliable", durability="volatile", history=10),
     "system_default": DdsQos(reliability="reliable", durability="volatile", history=1),
+}
+
+#: The profiles of the adapter's readers (``ros_to_mqtt``) where they differ: a latched
+#: topic (``/tf_static``) may have several publishers, each keeping its last message for
+#: late joiners; the reader keeps 100 as tf2's static listener does, so it gets each.
+READER_PROFILES: dict[str, DdsQos] = {
+    "transient_local": DdsQos(reliability="reliable", durability="transient_local",
+                              history=100),
 }
 
 #: A ROS 2 name: tokens of letters, digits and underscores, not starting with a digit.
@@ -329,7 +338,8 @@ class _RosQosChoice(QosChoice):
         default=None,
         description="ROS 2 QoS profile: `default` (reliable, keep last 10), `sensor_data`"
         " (best effort, keep last 5), `transient_local` (latched: reliable, transient local,"
-        " keep last 1), `services_default`, `system_default`, or a `qos_profiles` name;"
+        " keep last 1; a `ros_to_mqtt` reader keeps 100, as tf2's static listener),"
+        " `services_default`, `system_default`, or a `qos_profiles` name;"
         " null: `default`.",
     )
 
@@ -534,9 +544,13 @@ class Ros2AdapterConfig(AdapterConfigBase):
         text = os.environ.get("ROS_DOMAIN_ID", "").strip()
         return int(text) if text.isdigit() and int(text) <= 232 else 0
 
-    def profile(self, name: str | None) -> DdsQos:
+    def profile(self, name: str | None, reader: bool = False) -> DdsQos:
+        """The QoS of profile ``name`` (a ``qos_profiles`` name first); ``reader``: for a
+        reader (``READER_PROFILES``)."""
         wanted = name or "default"
         for profile in self.qos_profiles:
             if profile.name == wanted:
                 return DdsQos(**profile.model_dump(exclude={"name"}))
+        if reader and wanted in READER_PROFILES:
+            return READER_PROFILES[wanted]
         return PROFILES.get(wanted, PROFILES["default"])
