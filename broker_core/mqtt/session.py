@@ -282,11 +282,12 @@ class Session:
         # waits for its commit (``_Completing``): written back should the connection
         # close first (``_enter_closed``); None: none.
         self._completing: set[int] | None = None
-        # Closed for exceeding receive_maximum: the acknowledgements of the PUBLISH
-        # packets before the one that exceeded it still go out, before the DISCONNECT
-        # (the index in ``_out`` they go to); closed by the client's DISCONNECT: those
-        # of the packets before it (SUBACK [MQTT-3.8.4-1], PUBACK), the driver's close
-        # waiting for those held for a commit (``acks_due``): _AFTER_DISCONNECT; else -1.
+        # Closed for a protocol error (exceeding receive_maximum, a malformed packet):
+        # the acknowledgements of the packets before the one that failed still go out,
+        # before the DISCONNECT (the index in ``_out`` they go to); closed by the
+        # client's DISCONNECT: those of the packets before it (SUBACK [MQTT-3.8.4-1],
+        # PUBACK), the driver's close waiting for those held for a commit
+        # (``acks_due``): _AFTER_DISCONNECT; else -1.
         self._late_acks = -1
         # The input being handled acknowledged a delivery (PUBACK, PUBREC, PUBCOMP); the
         # driver reads and clears it (``MqttConnection.data_received``).
@@ -667,7 +668,7 @@ class Session:
             self.waker.wakeup()
 
     def _send_before_close(self, data: bytes) -> None:
-        """An acknowledgement after closing for receive_maximum: before the DISCONNECT
+        """An acknowledgement after closing for a protocol error: before the DISCONNECT
         still waiting in ``_out`` (none once written: the transport is closing); after
         the client's DISCONNECT: sent (the driver waits for those due, ``acks_due``)."""
         out = self._out
@@ -982,6 +983,11 @@ class Session:
         if limit is not None and self.counters is not None:
             self.counters.hit(limit)
         if self.conn_state is ConnState.CONNECTED:
+            if self._late_acks < 0:
+                # The acknowledgements of the packets before this one (their events
+                # not dispatched yet: the same read) go before the DISCONNECT, as
+                # when each comes in its own read (``_send_before_close``).
+                self._late_acks = len(self._out)
             if self._v5:
                 self._send(encode(Disconnect(code), 5))
         elif isinstance(exc, UnsupportedProtocolVersion):
