@@ -16,8 +16,10 @@ gives types whose DDS names and wire format are those of ROS 2 nodes:
 - other messages by ``pkg/T`` (or ``T`` of the same package, or ``Header`` for
   ``std_msgs/Header``), with an ``#include`` of their file;
 - constants (``int32 X=5``) in a module ``T_Constants``; default values (``int32 x 5``)
-  as ``@default``; a message without fields gets rosidl's
-  ``uint8 structure_needs_at_least_one_member``.
+  as ``@default``, checked against their type at the ``.msg`` line (range, a bounded
+  string's length); an array's default (``int32[3] x [1, 2, 3]``) is checked (each
+  element, the length) and kept as a comment only: IDL has no array defaults; a
+  message without fields gets rosidl's ``uint8 structure_needs_at_least_one_member``.
 
 ``convert(paths, out_dir)`` converts files whose package is the directory above their
 ``msg``/``srv`` directory (``my_pkg/msg/Foo.msg``). Errors are ``IdlErrors`` naming file
@@ -74,6 +76,7 @@ class _Field:
     default: str | None
     include: str | None  # the file of a referenced message
     line: int
+    array_default: str | None = None  # an array's default: not in IDL, in a comment
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,9 +106,29 @@ def _strip_comment(line: str) -> str:
     return line
 
 
+_RANGES = {
+    "byte": (0, 255), "char": (0, 255), "int8": (-(1 << 7), (1 << 7) - 1), "uint8": (0, 255),
+    "int16": (-(1 << 15), (1 << 15) - 1), "uint16": (0, (1 << 16) - 1),
+    "int32": (-(1 << 31), (1 << 31) - 1), "uint32": (0, (1 << 32) - 1),
+    "int64": (-(1 << 63), (1 << 63) - 1), "uint64": (0, (1 << 64) - 1),
+}
+_FLOAT32_MAX = 3.4028234663852886e38
+
+
 def _idl_literal(ros_type: str, text: str) -> str:
+    """The IDL literal of a default or constant value of ``ros_type`` (``string<=N``
+    included); ``ValueError`` when it is not one or does not fit the type."""
     text = text.strip()
-    if ros_type in ("string", "wstring") or ros_type.startswith(("string<=", "wstring<=")):
+    if ros_type.startswith(("string<=", "wstring<=")):
+        literal = _idl_literal(ros_type.partition("<=")[0], text)
+        bound = int(ros_type.partition("<=")[2])
+        unquoted = _unescape_idl(literal)
+        size = len(unquoted.encode("utf-8"))
+        if size > bound:  # as the IDL bound counts (rosidl counts characters: fewer or as many)
+            raise ValueError(f"the value {unquoted!r} ({size} bytes in UTF-8) is longer than"
+                             f" the bound of {ros_type}")
+        return literal
+    if ros_type in ("string", "wstring"):
         if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
             # as rosidl: the outer quotes go, an inner one must be escaped, and only
             # the escaped quote loses its backslash
@@ -125,14 +148,62 @@ def _idl_literal(ros_type: str, text: str) -> str:
         raise ValueError(f"expected true or false, got {text!r}")
     if ros_type in _INTEGER_TYPES:
         try:  # as rosidl: decimal (leading zeros too), else with a 0x/0o/0b prefix
-            return str(_ros_int(text))
+            number = _ros_int(text)
         except ValueError:
             raise ValueError(f"expected an integer, got {text!r}") from None
+        low, high = _RANGES[ros_type]
+        if not low <= number <= high:
+            raise ValueError(f"{number} does not fit in {ros_type} ({low}..{high})")
+        return str(number)
     try:
         value = float(text)
     except ValueError:
         raise ValueError(f"expected a number, got {text!r}") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError(f"expected a finite number, got {text!r}")
+    if ros_type == "float32" and abs(value) > _FLOAT32_MAX:
+        raise ValueError(f"{text} does not fit in float32")
     return repr(value) if "." in repr(value) or "e" in repr(value) else f"{value!r}.0"
+
+
+def _unescape_idl(literal: str) -> str:
+    """The text of an IDL string literal made by ``_idl_literal``."""
+    return literal[1:-1].replace('\\"', '"').replace("\\\\", "\\")
+
+
+def _array_values(text: str) -> list[str]:
+    """The elements of an array default (``[1, 2, 3]``, ``['a', "b,c"]``) as written."""
+    text = text.strip()
+    if not (text.startswith("[") and text.endswith("]")):
+        raise ValueError(f"expected an array default like [1, 2, 3], got {text!r}")
+    inner = text[1:-1].strip()
+    if not inner:
+        return []
+    values: list[str] = []
+    current: list[str] = []
+    quote = None
+    escaped = False
+    for char in inner:
+        if quote:
+            current.append(char)
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == quote:
+                quote = None
+        elif char in "'\"":
+            quote = char
+            current.append(char)
+        elif char == ",":
+            values.append("".join(current).strip())
+            current = []
+        else:
+            current.append(char)
+    values.append("".join(current).strip())
+    if any(not value for value in values):
+        raise ValueError(f"an empty element in the array default {text!r}")
+    return values
 
 
 def _ros_int(text: str) -> int:
@@ -207,12 +278,27 @@ class _Parser:
         idl_type, include = self._element(ros_type)
         array = match["array"]
         default = None
+        array_default = None
         if match["default"] is not None:
-            if array is not None or include is not None:
-                default = None  # rosidl keeps no IDL default for arrays and messages
+            if include is not None:
+                default = None  # rosidl keeps no IDL default for messages
+            elif array is not None:
+                # checked as rosidl does (each element, the length), then kept as a
+                # comment: IDL has no array defaults
+                values = _array_values(match["default"])
+                literals = [_idl_literal(ros_type, value) for value in values]
+                size = array[1:-1]
+                if size.startswith("<=") and len(values) > int(size[2:]):
+                    raise ValueError(f"the array default has {len(values)} elements, more than"
+                                     f" the bound {size[2:]}")
+                if size.isdigit() and len(values) != int(size):
+                    raise ValueError(f"the array default has {len(values)} elements, the"
+                                     f" array {array} has {size}")
+                array_default = "[" + ", ".join(literals) + "]"
             else:
                 default = _idl_literal(ros_type, match["default"])
-        return _Field(idl_type, array, _escape(match["name"]), default, include, number)
+        return _Field(idl_type, array, _escape(match["name"]), default, include, number,
+                      array_default)
 
     def _constant(self, match: re.Match[str]) -> _Constant:
         ros_type = match["type"]
@@ -253,6 +339,9 @@ def _struct(name: str, fields: list[_Field], constants: list[_Constant]) -> list
     for field in fields:
         if field.default is not None:
             out.append(f"  @default (value={field.default})")
+        if field.array_default is not None:
+            out.append(f"  // default {field.array_default}: not applied (IDL has no array"
+                       " defaults)")
         out.append(f"  {_declaration(field)}")
     out.append("};")
     return out
