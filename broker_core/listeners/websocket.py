@@ -83,6 +83,20 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+
+class _ProtocolLog(logging.LoggerAdapter):
+    """The WebSocket protocol's own log lines, under this module's logger name: its
+    ``connection open`` / ``connection closed`` at INFO for every connection go to DEBUG,
+    as the broker logs a TCP connection's (an error stays an error)."""
+
+    def log(self, level: int, msg: object, *args: object, **kwargs: object) -> None:
+        super().log(logging.DEBUG if level == logging.INFO else level, msg, *args, **kwargs)  # type: ignore[arg-type]
+
+
+#: Every connection's ``ServerProtocol`` logs through this one (websockets' own
+#: ``websockets.server`` logger named neither the listener nor the peer).
+_protocol_log = _ProtocolLog(log, {})
+
 #: Subprotocols selected, in order of preference.
 SUBPROTOCOLS: tuple[Subprotocol, ...] = (Subprotocol("mqtt"), Subprotocol("mqttv3.1"))
 #: Bytes a WebSocket message may exceed the broker's maximum packet size by.
@@ -171,6 +185,7 @@ class WebSocketConnection(TlsProtocol):
             subprotocols=list(SUBPROTOCOLS),
             select_subprotocol=_select_subprotocol,
             max_size=listener.max_size,
+            logger=_protocol_log,
         )
         self.mqtt: MqttConnection | None = None  # once upgraded
         self._text = False  # the message being received is a text message

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import socket
 import time
 from pathlib import Path
@@ -376,3 +377,25 @@ def test_publish_rate_pauses_and_resumes_reading(tmp_path: Path) -> None:
         assert [m.payload for m in got] == [str(i).encode() for i in range(count)]
         pub.send(mb.gen_pingreq())
         assert pub.recv_packet().name == "PINGRESP"
+
+
+def test_connections_are_not_logged_at_info(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """websockets logged ``connection open`` / ``connection closed`` at INFO for every
+    connection under its own logger name (``websockets.server``), naming neither the
+    listener nor the peer, while a TCP connection logs nothing at INFO: those lines are
+    DEBUG, under the listener's logger."""
+    caplog.set_level(logging.DEBUG)
+    with running_gateway(tmp_path, ws_config()) as gw:
+        for proto in (4, 5):
+            with listener_client(gw, "ws", proto, transport="websockets") as client:
+                assert client.subscribe("ws/log", 0) == [0]
+        wait_until(lambda: connections(gw) == 0, what="the clients gone")
+    said = ("connection open", "connection closed")
+    protocol_lines = [r for r in caplog.records if r.getMessage() in said]
+    assert protocol_lines, "websockets' own lines were not logged at all"
+    assert {(r.name, r.levelno) for r in protocol_lines} == {
+
+        ("broker_core.listeners.websocket", logging.DEBUG)
+    }
