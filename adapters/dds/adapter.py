@@ -116,11 +116,14 @@ class _Incompatible:
     ``type_mismatch`` when the remote endpoint's type is not ours (same topic, another
     type, or the same type name with other members), ``incompatible_qos`` otherwise."""
 
-    def __init__(self, bus: DdsBus, kind: str, topic: str, type_name: str) -> None:
+    def __init__(self, bus: DdsBus, kind: str, topic: str, type_name: str,
+                 mapping: str | None = None) -> None:
         self.bus = bus
         self.kind = kind  # "reader" or "writer": ours
         self.topic = topic
         self.type_name = type_name
+        # what the log names: the mapping (``ros_to_mqtt[0]``) and the topic
+        self.where = f"{mapping}: topic {topic!r}" if mapping else f"topic {topic!r}"
 
     def __call__(self, entity: Any, status: Any) -> None:
         bus = self.bus
@@ -129,17 +132,17 @@ class _Incompatible:
         if policy == _TYPE_CONSISTENCY:
             bus.type_mismatch += 1
             if _now_and_then(bus.type_mismatch):
-                log.warning("dds %s: topic %r: a remote %s's type does not match the IDL type"
-                            " %s (other members, or another type); it is not matched and its"
-                            " samples are not bridged", bus.name, self.topic, peer,
+                log.warning("%s %s: %s: a remote %s's type does not match the IDL type %s"
+                            " (other members, or another type); it is not matched and its"
+                            " samples are not bridged", bus.kind, bus.name, self.where, peer,
                             self.type_name)
             return
         bus.incompatible_qos += 1
         if _now_and_then(bus.incompatible_qos):
             name = _POLICIES.get(policy, f"policy id {policy}") if policy else "unknown"
-            log.warning("dds %s: topic %r: a remote %s's QoS is incompatible with our %s's"
-                        " (%s); it is not matched", bus.name, self.topic, peer, self.kind,
-                        name)
+            log.warning("%s %s: %s: a remote %s's QoS is incompatible with our %s's"
+                        " (%s); it is not matched", bus.kind, bus.name, self.where, peer,
+                        self.kind, name)
 
 
 def _now_and_then(count: int) -> bool:
@@ -262,8 +265,9 @@ class DdsBus:
     """One domain participant, its readers and writers, a taker and a discovery thread."""
 
     def __init__(self, name: str, domain_id: int, network: DdsNetworkConfig,
-                 partitions: Iterable[str] = ()) -> None:
+                 partitions: Iterable[str] = (), kind: str = "dds") -> None:
         self.name = name
+        self.kind = kind  # the adapter type the log lines name
         self.domain_id = domain_id
         self.network = network
         self.partitions = tuple(partitions)
@@ -360,12 +364,13 @@ class DdsBus:
             return topic
 
     def reader(self, name: str, cls: type, qos: DdsQos, deliver: Callable[[Batch], bool],
-               user_data: bytes | None = None) -> DataReader:
+               user_data: bytes | None = None, mapping: str | None = None) -> DataReader:
         """A reader whose samples go to ``deliver`` in batches (up to 256 serialized
         samples with their SampleInfo, dispose notifications included), on the taker
-        thread; ``deliver`` returns False when they can no longer be taken."""
+        thread; ``deliver`` returns False when they can no longer be taken. ``mapping``
+        (``dds_to_mqtt[0]``): what the log names beside the topic."""
         listener = Listener(on_requested_incompatible_qos=_Incompatible(
-            self, "reader", name, _idl_name(cls)))
+            self, "reader", name, _idl_name(cls), mapping))
         try:
             entity = DataReader(self._subscriber or self.participant, self.topic(name, cls),
                                 qos=qos_of(qos, writer=False, user_data=user_data),
@@ -381,9 +386,10 @@ class DdsBus:
         self._guard.set(True)  # the taker takes what arrived before the attach
         return entity
 
-    def writer(self, name: str, cls: type, qos: DdsQos, user_data: bytes | None = None) -> Writer:
+    def writer(self, name: str, cls: type, qos: DdsQos, user_data: bytes | None = None,
+               mapping: str | None = None) -> Writer:
         listener = Listener(on_offered_incompatible_qos=_Incompatible(
-            self, "writer", name, _idl_name(cls)))
+            self, "writer", name, _idl_name(cls), mapping))
         try:
             entity = DataWriter(self._publisher or self.participant, self.topic(name, cls),
                                 qos=qos_of(qos, writer=True, user_data=user_data),

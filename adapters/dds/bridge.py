@@ -134,10 +134,12 @@ class DdsBridge:
         def handle(data: bytes, info: Any) -> None:
             publish(route, data, info.source_timestamp)
 
-        reader = self.bus.reader(topic, support.cls, plan.qos, self.deliver_to(handle))
+        mapping = f"{self.sections[0]}[{index}]"
+        reader = self.bus.reader(topic, support.cls, plan.qos, self.deliver_to(handle),
+                                 mapping=mapping)
         self._reading.add((index, topic))
-        self._key_mismatches(self.keys.local(f"{self.sections[0]}[{index}]", topic, "reader",
-                                             support.name, self.bus.keyed(reader)))
+        self._key_mismatches(self.keys.local(mapping, topic, "reader", support.name,
+                                             self.bus.keyed(reader)))
         log.info("%s %s: reading %r (%s) for %s[%d]", self.kind, self.name, topic,
                  support.name, self.sections[0], index)
 
@@ -267,9 +269,10 @@ class DdsBridge:
                 self.counts["writers_refused"] += 1
                 self.warn(f"{topic}: max_writers ({self.max_writers}) reached")
                 return None
-            writer = self._writers[topic] = self.bus.writer(topic, support.cls, plan.qos)
-            log.info("%s %s: writing %r (%s)", self.kind, self.name, topic, support.name)
             mapping = f"{self.sections[1]}[{self._in_index.get(id(plan), 0)}]"
+            writer = self._writers[topic] = self.bus.writer(topic, support.cls, plan.qos,
+                                                            mapping=mapping)
+            log.info("%s %s: writing %r (%s)", self.kind, self.name, topic, support.name)
             self._key_mismatches(self.keys.local(mapping, topic, "writer", support.name,
                                                  self.bus.keyed(writer.entity)))
         return writer

@@ -164,7 +164,8 @@ class ServiceCaller:
     """MQTT 5 requests -> a ROS 2 service -> replies to their response topics."""
 
     def __init__(self, config: MqttToRosService, namespace: str, bridge: DdsBridge,
-                 request: TypeSupport, response: TypeSupport) -> None:
+                 request: TypeSupport, response: TypeSupport,
+                 mapping: str | None = None) -> None:
         self.config = config
         self.bridge = bridge
         self.request = request
@@ -173,10 +174,10 @@ class ServiceCaller:
         self.client_id = f"{bridge.bus.participant_guid.hex}.{next(_ids)}"
         user_data = _user_data("clientid", self.client_id)
         self.writer: Writer = bridge.bus.writer(self.requests_topic, wire_type(request.cls),
-                                                _SERVICE_QOS, user_data)
+                                                _SERVICE_QOS, user_data, mapping)
         self.guid = self.writer.instance_handle & _UINT64
         bridge.bus.reader(self.replies_topic, wire_type(response.cls), _SERVICE_QOS,
-                          bridge.deliver_to(self._reply), user_data)
+                          bridge.deliver_to(self._reply), user_data, mapping)
         self.subscription = bridge.hub.subscribe(FilterTemplate(config.from_mqtt).topic_filter,
                                                  qos=1, maxsize=bridge.queue_size)
         self.pending: dict[int, tuple[Context, asyncio.TimerHandle]] = {}
@@ -276,7 +277,8 @@ class ServiceResponder:
     """A ROS 2 service answered by an MQTT 5 responder."""
 
     def __init__(self, config: RosServiceToMqtt, namespace: str, bridge: DdsBridge,
-                 request: TypeSupport, response: TypeSupport, adapter: str) -> None:
+                 request: TypeSupport, response: TypeSupport, adapter: str,
+                 mapping: str | None = None) -> None:
         self.config = config
         self.bridge = bridge
         self.request = request
@@ -286,9 +288,9 @@ class ServiceResponder:
         self.service_id = f"{bridge.bus.participant_guid.hex}.{next(_ids)}"
         user_data = _user_data("serviceid", self.service_id)
         self.writer = bridge.bus.writer(replies_topic, wire_type(response.cls), _SERVICE_QOS,
-                                        user_data)
+                                        user_data, mapping)
         bridge.bus.reader(requests_topic, wire_type(request.cls), _SERVICE_QOS,
-                          bridge.deliver_to(self._request), user_data)
+                          bridge.deliver_to(self._request), user_data, mapping)
         self.topic = TopicTemplate(config.to_mqtt).render({"ros.service": service.lstrip("/")})
         self.reply_topic = f"edgebus/ros2/{adapter}/replies{service}"
         self.subscription = bridge.hub.subscribe(self.reply_topic, qos=1,
@@ -420,7 +422,7 @@ class Ros2Adapter:
     async def run(self, hub: HubClient, host: Host) -> None:
         config = self.config
         types_ = await asyncio.to_thread(self._load, host.data_dir)
-        bus = DdsBus(config.name, config.domain, config.network)
+        bus = DdsBus(config.name, config.domain, config.network, kind="ros2")
         await asyncio.to_thread(bus.open)
         try:
             bridge = DdsBridge(config.name, hub, host, bus, types_, queue_size=config.queue_size,
@@ -435,14 +437,15 @@ class Ros2Adapter:
                 for plan in ins:
                     bridge.add_in(plan)
                 services: list[Any] = []
-                for call in config.mqtt_to_ros_services:
+                for i, call in enumerate(config.mqtt_to_ros_services):
                     request, response = (types_.support(n) for n in service_types(call.type))
                     services.append(ServiceCaller(call, config.namespace, bridge, request,
-                                                  response))
-                for serve in config.ros_services_to_mqtt:
+                                                  response, f"mqtt_to_ros_services[{i}]"))
+                for i, serve in enumerate(config.ros_services_to_mqtt):
                     request, response = (types_.support(n) for n in service_types(serve.type))
                     services.append(ServiceResponder(serve, config.namespace, bridge, request,
-                                                     response, config.name))
+                                                     response, config.name,
+                                                     f"ros_services_to_mqtt[{i}]"))
             except MappingError as exc:
                 raise AdapterError(str(exc)) from exc
             await bridge.serve(*(service.serve() for service in services))
