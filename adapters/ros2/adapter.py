@@ -143,10 +143,6 @@ def support_of(cls: type) -> TypeSupport:
     """The support of a ROS 2 type: ``PlaceholderSupport`` when it has an empty message
     in it, else the plain one."""
     support = TypeSupport(cls)
-    member = wstring_member(support.codec.schema, support.name)
-    if member is not None:
-        raise MappingError(f"ROS 2 type '{ros_type(support.name)}' is not supported: member"
-                           f" {member!r} is a wstring; {WSTRING_REFUSED}")
     fill = filler(support.codec.schema, NamedType(support.name))
     return PlaceholderSupport(cls, fill) if fill is not None else support
 
@@ -390,6 +386,12 @@ class Ros2Adapter:
         if not files:
             return TypeRegistry(make=support_of)
         schema = idl_codegen.load(files, include_dirs=search)
+        for use in uses:  # as the check refuses them (a class does not tell a wstring)
+            member = (wstring_member(schema.description, use.type)
+                      if use.type in schema.description.types else None)
+            if member is not None:
+                raise AdapterError(f"ROS 2 type '{ros_type(use.type)}' is not supported:"
+                                   f" member {member!r} is a wstring; {WSTRING_REFUSED}")
         return TypeRegistry(schema.types, make=support_of)
 
     def plans(self, types_: TypeRegistry, origin: Any) -> tuple[list[OutPlan], list[InPlan]]:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import struct
+from typing import Any
 
 import pytest
 
@@ -103,3 +105,48 @@ def test_configuration_errors(extra: str, problem: str) -> None:
     with pytest.raises(ConfigError) as caught:
         _config(BASE + extra)
     assert problem in str(caught.value)
+
+
+NESTED_IDL = """\
+module p { module msg { module dds_ {
+  struct Empty_ { uint8 structure_needs_at_least_one_member; };
+  struct Holder_ { Empty_ e; sequence<Empty_> es; Empty_ two[2]; long x; };
+  struct W_ { long a; wstring w; };
+  struct Outer_ { sequence<W_> ws; };
+}; }; };
+"""
+
+
+def _types(tmp_path: Any) -> Any:
+    import idl_codegen
+
+    idl = tmp_path / "p.idl"
+    idl.write_text(NESTED_IDL)
+    return idl_codegen.load([idl]).types
+
+
+def test_placeholders_of_nested_empty_messages_are_invisible(tmp_path: Any) -> None:
+    from adapters.ros2.adapter import PlaceholderSupport, support_of
+
+    types = _types(tmp_path)
+    holder = support_of(types["p::msg::dds_::Holder_"])
+    assert isinstance(holder, PlaceholderSupport)
+    cdr = holder.cdr_of(b'{"e": {}, "es": [{}, {}], "two": [{}, {}], "x": 3}')
+    assert json.loads(holder.json_of(cdr)) == {"e": {}, "es": [{}, {}], "two": [{}, {}],
+                                               "x": 3}
+    empty = support_of(types["p::msg::dds_::Empty_"])
+    assert empty.json_of(empty.cdr_of(b"{}")) == b"{}"
+    # the placeholder given explicitly is accepted too
+    assert empty.json_of(empty.cdr_of(b'{"structure_needs_at_least_one_member": 0}')) == b"{}"
+
+
+def test_the_wstring_member_of_a_type(tmp_path: Any) -> None:
+    import idl_codegen
+    from adapters.ros2.codec import wstring_member
+
+    idl = tmp_path / "p.idl"
+    idl.write_text(NESTED_IDL)
+    schema = idl_codegen.load([idl]).description
+    assert wstring_member(schema, "p::msg::dds_::Outer_") == "ws[].w"
+    assert wstring_member(schema, "p::msg::dds_::W_") == "w"
+    assert wstring_member(schema, "p::msg::dds_::Holder_") is None
