@@ -188,7 +188,8 @@ class SocketMapping(ConfigModel):
         if (
             isinstance(data, dict)
             and "frames" not in data
-            and data.get("socket") in cls.REQUEST_SOCKETS
+            and isinstance(data.get("socket"), str)
+            and data["socket"] in cls.REQUEST_SOCKETS
         ):
             return {**data, "frames": RAW}
         return data
