@@ -204,7 +204,8 @@ class _Domains:
 
     def acquire(self, name: str, domain_id: int, network: DdsNetworkConfig) -> None:
         """Takes a reference to the domain (creating it with the network's configuration);
-        ``AdapterError`` when Cyclone cannot join it."""
+        ``AdapterError`` when Cyclone cannot join it. ``name``: the adapter as the log
+        lines name it (``dds vehicle``, ``ros2 robot``)."""
         xml = network.cyclone_xml(domain_id)
         with self._lock:
             domain, count = self._held.get(domain_id, (None, 0))
@@ -215,11 +216,11 @@ class _Domains:
                     if exc.code != DDSException.DDS_RETCODE_PRECONDITION_NOT_MET:
                         raise AdapterError(_rejected(domain_id, network, exc)) from exc
                     # created outside the buses (another library in this process)
-                    log.warning("dds %s: domain %d exists in this process already; its"
+                    log.warning("%s: domain %d exists in this process already; its"
                                 " configuration applies, not this adapter's network keys",
                                 name, domain_id)
             elif count and xml is not None:
-                log.warning("dds %s: domain %d is in use by another adapter of this"
+                log.warning("%s: domain %d is in use by another adapter of this"
                             " gateway; the network keys of the first one apply", name,
                             domain_id)
             self._held[domain_id] = (domain, count + 1)
@@ -295,7 +296,7 @@ class DdsBus:
     # -- life cycle (blocking: call from a worker thread) ---------------------------------
 
     def open(self) -> None:
-        _DOMAINS.acquire(self.name, self.domain_id, self.network)
+        _DOMAINS.acquire(f"{self.kind} {self.name}", self.domain_id, self.network)
         self._held = True
         try:
             self._participant = dds_domain.DomainParticipant(self.domain_id)
@@ -458,8 +459,8 @@ class DdsBus:
                     return
             except Exception as exc:  # never let the thread die silently: log, count, go on
                 self.take_errors += 1
-                self._unexpected(exc, "dds %s: taking samples failed; trying again",
-                                 self.name)  # fmt: skip
+                self._unexpected(exc, "%s %s: taking samples failed; trying again",
+                                 self.kind, self.name)  # fmt: skip
                 self._stop.wait(0.5)
 
     def _take_once(self) -> bool:
@@ -488,7 +489,7 @@ class DdsBus:
             batch = ddspy_take(reader.ref, _ANY, TAKE_BATCH)
             if type(batch) is int:
                 self.take_errors += 1
-                log.warning("dds %s: take from %r failed: %s", self.name, reader.topic,
+                log.warning("%s %s: take from %r failed: %s", self.kind, self.name, reader.topic,
                             DDSException(batch, ""))
                 return True
             if not batch:

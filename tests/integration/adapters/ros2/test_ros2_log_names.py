@@ -78,3 +78,27 @@ def test_an_incompatible_qos_warning_names_ros2_and_the_mapping(
     [line] = [r.getMessage() for r in caplog.records if "QoS is incompatible" in r.getMessage()]
     assert line == (f"ros2 logs: ros_to_mqtt[0]: topic 'rt/{topic}': a remote writer's QoS is"
                     " incompatible with our reader's (reliability); it is not matched"), line
+
+
+def test_a_shared_domain_warning_names_ros2(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two ros2 adapters on one domain, each with network keys: the second is told the
+    first one's apply, as ``ros2 <name>`` (it said ``dds <name>``)."""
+    domain = domain_id()
+    first = CONFIG.format(domain=domain, network=NETWORK_YAML, topic=unique("first"))
+    second = CONFIG.format(domain=domain, network=NETWORK_YAML, topic=unique("second"))
+    config = first + second.replace("adapters:\n", "").replace("name: logs", "name: other")
+    caplog.set_level(logging.INFO, logger="adapters")
+    with running_gateway(tmp_path, config) as gw:
+        for name in ("logs", "other"):
+            wait_until(
+                lambda name=name: gw.call(  # type: ignore[misc]
+                    lambda: gw.gateway.adapters.status(name)
+                )["state"] == "running",
+                unit(15),
+                f"the ros2 adapter {name} runs",
+            )
+    lines = [r.getMessage() for r in caplog.records if "is in use by another" in r.getMessage()]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(("ros2 logs: domain", "ros2 other: domain")), lines
