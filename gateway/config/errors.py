@@ -267,7 +267,15 @@ def _union_choices(
     skipped: set[int] = set()
     merged: dict[int, Problem] = {}
     for union, reports in at.items():
-        if any(mapping and not top for _, mapping, top in reports):
+        numbers = [number for number, _, _ in reports]
+        if _names_a_choice(errors, numbers, len(union)):
+            described = [_member_expects(errors[n], root) for n in numbers]
+            got = show_value(errors[numbers[0]].get("input"))
+            path, _ = walk_loc(root, union)
+            message = f"expected {_either(list(dict.fromkeys(described)))}, got {got}"
+            merged[numbers[0]] = Problem(path, line_of(path), message)
+            skipped |= set(numbers)
+        elif any(mapping and not top for _, mapping, top in reports):
             skipped |= {number for number, mapping, _ in reports if not mapping}
         elif all(top for _, _, top in reports):
             if len(reports) > 1:
@@ -281,6 +289,46 @@ def _union_choices(
         else:
             skipped |= {number for number, _, top in reports if top}
     return skipped, merged
+
+
+def _names_a_choice(errors: list[ErrorDetails], numbers: list[int], depth: int) -> bool:
+    """True when a union with a ``Literal`` member (``int >= 1 | 'all'``) refused a value:
+    every error is about the value itself and one is the choice's."""
+    chosen = [errors[n] for n in numbers]
+    return (
+        len(chosen) > 1
+        and all(len(error["loc"]) == depth + 1 for error in chosen)
+        and any(error["type"] == "literal_error" for error in chosen)
+    )
+
+
+_BOUNDS = (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<"))
+
+
+def _member_expects(error: ErrorDetails, root: type[BaseModel]) -> str:
+    """What the union member an error is about takes: ``all``, ``an integer >= 1``."""
+    _, annotation = walk_loc(root, tuple(error["loc"]))
+    values = literal_values(annotation) if annotation is not None else None
+    if values:
+        return _either([str(value) for value in values])
+    bare, metadata = strip_annotated(annotation)
+    noun = {int: "an integer", float: "a number", str: "a string"}.get(
+        bare,  # type: ignore[call-overload]
+        _EXPECTED.get(error["type"], "a value"),
+    )
+    for item in [*metadata, *(m for f in metadata for m in getattr(f, "metadata", ()))]:
+        for name, sign in _BOUNDS:
+            bound = getattr(item, name, None)
+            if isinstance(bound, int | float) and not isinstance(bound, bool):
+                noun += f" {sign} {_number(bound)}"
+    return noun
+
+
+def _either(choices: list[str]) -> str:
+    """``["a", "b", "c"]`` -> ``a, b or c``."""
+    if len(choices) < 2:
+        return "".join(choices)
+    return f"{', '.join(choices[:-1])} or {choices[-1]}"
 
 
 def problems_from_validation_error(

@@ -101,7 +101,8 @@ def pick_union_member(
 ) -> object | None:
     """The union member that pydantic names ``tag`` in an error location: a
     discriminator's value, a class name, a validator around a model
-    (``function-wrap[validator()]``), or a constrained type (``constrained-int``)."""
+    (``function-wrap[validator()]``), a constrained type (``constrained-int``), a generic
+    one (``tuple[str, ...]``) or a ``Literal`` (``literal['all']``)."""
     for member in members:
         if discriminator is not None and is_model(member):
             field = typing.cast(type[BaseModel], member).model_fields.get(discriminator)
@@ -122,10 +123,20 @@ def pick_union_member(
             if is_model(strip_annotated(member)[0])
             and hasattr(strip_annotated(member)[0], function.group(1))
         ]
+    elif tag.startswith("literal["):
+        found = [m for m in members if literal_values(m) is not None]
     else:
-        base = tag.removeprefix("constrained-")
-        found = [m for m in members if getattr(strip_annotated(m)[0], "__name__", None) == base]
+        base = tag.removeprefix("constrained-").split("[", 1)[0]
+        found = [m for m in members if _type_name(m) == base]
     return found[0] if len(found) == 1 else None
+
+
+def _type_name(member: object) -> str | None:
+    """How pydantic names a member's type in a location: ``int``, ``tuple`` (of
+    ``tuple[str, ...]``), ``list``."""
+    bare, _ = strip_annotated(member)
+    origin = get_origin(bare)
+    return getattr(origin if origin is not None else bare, "__name__", None)
 
 
 def field_annotation(field: FieldInfo) -> object:

@@ -169,10 +169,14 @@ def _int_choice(annotation: object, value: str) -> object:
 
 def _text_choice(annotation: object, value: int | float) -> object:
     """``5`` -> ``"5"``, ``1.3`` -> ``"1.3"`` when ``annotation`` is a ``Literal`` of
-    strings: the number as written, like any quoted value."""
+    strings: the number as written, like any quoted value. A number is left as it is
+    where a member takes numbers (``int | Literal["all"]``)."""
     text = str(value) if isinstance(value, int) else repr(value)
     bare, _ = strip_annotated(annotation)
-    for member in nullable_members(bare)[0]:
+    members = nullable_members(bare)[0]
+    if any(strip_annotated(member)[0] in (int, float) for member in members):
+        return value
+    for member in members:
         values = literal_values(member)
         if values and all(isinstance(v, str) for v in values):
             return text

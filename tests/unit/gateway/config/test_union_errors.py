@@ -43,3 +43,61 @@ def test_a_union_of_a_mapping_and_an_integer_reports_the_yaml_path_once(
             "edgebus.yaml:13 adapters[0].offer[0].methods[3]: expected at least 0, got -1",
         ],
     )
+
+
+SOCKETS = """\
+adapters:
+  - type: zmq
+    name: z
+    zmq_to_mqtt:
+      - socket: sub
+        connect: [tcp://127.0.0.1:5999, 5]
+        to_mqtt: t
+      - socket: sub
+        connect: {url: tcp://127.0.0.1:5999}
+        to_mqtt: t
+"""
+
+
+def test_a_string_or_a_list_of_strings_reports_the_item_at_its_yaml_path(
+    tmp_path: Path,
+) -> None:
+    """``connect: str | tuple[str, ...]``: pydantic names the members ``str`` and
+    ``tuple[str, ...]``; the path showed ``connect['tuple[str, ...]'][1]`` after a line
+    "connect: expected a string, got a list"."""
+    code, lines = check(tmp_path, QUIET + SOCKETS)
+    assert (code, lines) == (
+        2,
+        [
+            "edgebus.yaml:8 adapters[0].zmq_to_mqtt[0].connect[1]: expected a string, got 5",
+            "edgebus.yaml:11 adapters[0].zmq_to_mqtt[1].connect: expected a string or a"
+            " list, got a mapping",
+        ],
+    )
+
+
+HISTORY = """\
+adapters:
+  - type: dds
+    name: d
+    qos_profiles:
+      - {name: a, history: 0}
+      - {name: b, history: lots}
+      - {name: c, history: [1]}
+      - {name: d, history: 5}
+      - {name: e, history: all}
+    dds_to_mqtt:
+      - {topic: t, type: M::T, to_mqtt: t, qos_profile: a}
+"""
+
+
+def test_an_integer_or_a_choice_is_one_line_naming_both(tmp_path: Path) -> None:
+    """``history: int >= 1 | 'all'``: the path showed ``history.constrained-int`` and
+    ``history["literal['all']"]``, one line each, and the integer quoted ('0')."""
+    code, lines = check(tmp_path, QUIET + HISTORY)
+    assert code == 2
+    assert [line for line in lines if ".history:" in line] == [
+        f"edgebus.yaml:{7 + i} adapters[0].qos_profiles[{i}].history: expected an integer"
+        f" >= 1 or all, got {got}"
+        for i, got in enumerate(["0", "'lots'", "a list"])
+    ]
