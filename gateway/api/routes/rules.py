@@ -9,6 +9,7 @@ configuration file.
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Annotated, Any, Self
 
@@ -25,6 +26,7 @@ from gateway.components import BRIDGE
 from gateway.config.models.rules import RuleConfig, check_rule_references
 from gateway.config.models.topic_levels import component_filter_problems
 from gateway.rules.engine import Rule, RuleEngine
+from gateway.rules.functions import to_json
 from gateway.rules.parser import RuleSyntaxError
 
 __all__ = ["RuleSample", "RuleTest", "RuleTestResult", "router"]
@@ -239,4 +241,7 @@ async def test_rule(engine: Engine, test: RuleTest) -> RuleTestResult:
         ) from None
     except (ValidationError, ValueError, TypeError, RecursionError) as exc:
         raise HTTPException(status.HTTP_400_BAD_REQUEST, str(exc)) from None
+    if result.get("output") is not None:
+        # as the actions write it: bytes as base64 text, inf/NaN as null
+        result["output"] = json.loads(to_json(result["output"]))
     return RuleTestResult(**result)
