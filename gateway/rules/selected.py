@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 import string
 
+from gateway.rules.fields import MESSAGE_COLUMNS
 from gateway.rules.nodes import Field, Statement
 
 __all__ = [
@@ -32,6 +33,8 @@ __all__ = [
     "payload_fields",
     "result_columns",
     "result_fields",
+    "sqlite_columns",
+    "star_columns",
     "unselected_fields",
 ]
 
@@ -72,6 +75,47 @@ def result_columns(statement: Statement) -> tuple[str, ...] | None:
             name = str(item.expr.path[0])
         if name not in names:
             names.append(name)
+    return tuple(names)
+
+
+#: The columns every broker event's row has (``gateway.rules.fields.event_row``), and
+#: those a ``$events/message_*`` row adds (the message's, with the receiving client's).
+_EVENT_COLUMNS = ("event", "timestamp", "node", "clientid", "username")
+_EVENT_MESSAGE_COLUMNS = (
+    "id", "from_clientid", "from_username", "from_protocol", "topic", "qos", "retain",
+    "payload", "publish_received_at", "meta", "properties",
+)  # fmt: skip
+
+
+def star_columns(statement: Statement) -> tuple[str, ...]:
+    """The columns ``SELECT *`` gives on a row of each of the statement's sources, that
+    a row of the source always has: a message's (``topic``, ``clientid``, ``payload``,
+    ...), an event's (``event``, ``timestamp``, ``clientid``, ...)."""
+    names: list[str] = []
+    for source in statement.sources:
+        if not source.startswith("$events/") or source == "$events/message_publish":
+            found: tuple[str, ...] = (*MESSAGE_COLUMNS, "node")
+        elif source.startswith("$events/message_"):
+            found = (*_EVENT_COLUMNS, *_EVENT_MESSAGE_COLUMNS)
+        else:
+            found = _EVENT_COLUMNS
+        names.extend(name for name in found if name not in names)
+    return tuple(names)
+
+
+def sqlite_columns(statement: Statement) -> tuple[str, ...]:
+    """The columns a ``sqlite`` action makes of the statement's results: ``*``'s
+    (``star_columns``) and the other top-level fields (``result_columns``)."""
+    names: list[str] = []
+    for item in statement.fields:
+        if item.expr is None:
+            found = star_columns(statement)
+        elif item.alias is not None:
+            found = (item.alias,)
+        else:
+            assert isinstance(item.expr, Field)  # the parser names other expressions
+            found = (str(item.expr.path[0]),)
+        names.extend(name for name in found if name not in names)
     return tuple(names)
 
 

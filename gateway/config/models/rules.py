@@ -364,11 +364,12 @@ def template_problems(
     every result, a payload placeholder is empty on every one; and for a ``sqlite``
     action of a SELECT giving fields whose names differ only by case (``AS a``,
     ``AS `A```: one SQLite column, every row would fail). None when ``sql`` does not
-    compile (reported on its own); nothing is refused after ``SELECT *``."""
+    compile (reported on its own); no template is refused after ``SELECT *``, whose
+    columns (``topic``, ``clientid``, ...) are compared with the other fields' names."""
     from gateway.rules.selected import (
         case_clashes,
-        result_columns,
         result_fields,
+        sqlite_columns,
         unselected_fields,
     )
 
@@ -376,23 +377,19 @@ def template_problems(
         statement = compile_rule(sql).statement
     except ValueError:
         return []
-    selected = result_fields(statement)
-    if selected is None:
-        return []
-    gives = ", ".join(".".join(path) for path in selected)
     which = "the rule" if rule is None else f"rule {rule!r}"
     problems: Problems = []
-    columns = result_columns(statement)
-    clashes = case_clashes(columns) if columns is not None else []
+    clashes = case_clashes(sqlite_columns(statement))
+    selected = result_fields(statement)
+    if selected is None:
+        for index, action in actions:
+            if isinstance(action, SqliteAction) and clashes:
+                problems.append((("actions", index, "table"), _clash_problem(which, clashes)))
+        return problems
+    gives = ", ".join(".".join(path) for path in selected)
     for index, action in actions:
         if isinstance(action, SqliteAction) and clashes:
-            named = "; ".join(" and ".join(map(repr, group)) for group in clashes)
-            problems.append((
-                ("actions", index, "table"),
-                f"the SELECT of {which} gives fields whose names differ only by case"
-                f" ({named}), which SQLite takes as one column: every row would fail;"
-                " name them apart with AS",
-            ))  # fmt: skip
+            problems.append((("actions", index, "table"), _clash_problem(which, clashes)))
         for key in ("topic", "payload"):
             template = getattr(action, key, None)
             if not isinstance(template, str):
@@ -411,6 +408,14 @@ def template_problems(
                 f" the SELECT of {which} does not give (it gives {gives}): {effect}",
             ))  # fmt: skip
     return problems
+
+
+def _clash_problem(which: str, clashes: list[tuple[str, ...]]) -> str:
+    named = "; ".join(" and ".join(map(repr, group)) for group in clashes)
+    return (
+        f"the SELECT of {which} gives fields whose names differ only by case ({named}),"
+        " which SQLite takes as one column: every row would fail; name them apart with AS"
+    )
 
 
 @cache

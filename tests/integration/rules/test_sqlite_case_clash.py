@@ -43,3 +43,37 @@ def test_the_api_refuses_the_rule_and_takes_it_without_the_sqlite_action(
         assert gw.call(lambda: gw.gateway.rules.statuses()) == []
         republish = {**rule, "actions": [{"type": "republish", "topic": "copy"}]}
         assert http.post("/api/v1/rules", republish).status == 201
+
+
+STAR_SQL = 'SELECT *, upper(topic) AS TOPIC FROM "t/star"'
+STAR_PROBLEM = (
+    "the SELECT of rule 'star' gives fields whose names differ only by case ('topic' and"
+    " 'TOPIC'), which SQLite takes as one column: every row would fail; name them apart"
+    " with AS"
+)
+
+
+def test_check_compares_the_aliases_with_the_columns_of_star(tmp_path: Path) -> None:
+    """Before, a SELECT with ``*`` was not looked at: the rule was taken and every row
+    failed 'duplicate column name: TOPIC'."""
+    rules = f"""\
+rules:
+  - name: star
+    sql: '{STAR_SQL}'
+    actions:
+      - {{type: sqlite, table: t}}
+"""
+    code, lines = check(tmp_path, QUIET + rules)
+    assert code == 2
+    assert lines == [f"edgebus.yaml:7 rules[0].actions[0].table: {STAR_PROBLEM}"]
+
+
+def test_the_api_refuses_star_with_an_alias_differing_by_case(tmp_path: Path) -> None:
+    rule = {"name": "star", "sql": STAR_SQL, "actions": [{"type": "sqlite", "table": "t"}]}
+    with running_gateway(tmp_path, API_CONFIG) as gw:
+        http = http_of(gw)
+        refused = http.post("/api/v1/rules", rule)
+        assert refused.status == 422, refused.text
+        assert STAR_PROBLEM in refused.text
+        apart = {**rule, "sql": 'SELECT *, upper(topic) AS topic_upper FROM "t/star"'}
+        assert http.post("/api/v1/rules", apart).status == 201
