@@ -4,7 +4,10 @@ A rule's ``sqlite`` action appends ``(action, table, row)`` on the loop; the wri
 thread (``gateway.components.BatchWriter``) inserts each loop turn's rows in one
 transaction. A table is created on its first row with one column per field (INTEGER,
 REAL, TEXT or BLOB from the first value; objects and lists stored as JSON text), and a
-column is added when a row brings a new field. Every table also has ``_rowid``
+column is added when a row brings a new field. SQLite's names of tables and columns are
+case-insensitive (ASCII letters): a field ``V`` goes into an existing column ``v`` (a
+table made before names kept their case, or by another rule), as SQLite's INSERT puts
+it, rather than adding a column SQLite takes as the same. Every table also has ``_rowid``
 (INTEGER PRIMARY KEY) and ``_at`` (insert time, ms). The database runs in WAL mode, so
 other processes can read it while the gateway writes.
 
@@ -71,6 +74,14 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def _fold(name: str) -> str:
+    """``name`` as SQLite compares table and column names: ASCII letters in any case."""
+    return name.translate(_ASCII_LOWER)
+
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
 def _column_type(value: Any) -> str:
     if isinstance(value, bool):
         return "INTEGER"
@@ -107,7 +118,8 @@ class SqliteTables:
         self.path = path
         self._loop = asyncio.get_running_loop()
         self._connection: sqlite3.Connection | None = None  # the writer thread's
-        self._columns: dict[str, set[str]] = {}  # table -> columns (writer thread only)
+        # table -> its columns, both as _fold gives them (writer thread only)
+        self._columns: dict[str, set[str]] = {}
         self._writer: BatchWriter[Item] = BatchWriter(
             self._write, f"rules-sqlite-{path.name}", max_pending=max_pending
         )
@@ -148,7 +160,7 @@ class SqliteTables:
         return self._connection
 
     def _ensure(self, connection: sqlite3.Connection, table: str, row: dict[str, Any]) -> None:
-        known = self._columns.get(table)
+        known = self._columns.get(_fold(table))
         if known is None:
             found = connection.execute(f"PRAGMA table_info({_quote(table)})").fetchall()
             if not found:
@@ -159,16 +171,16 @@ class SqliteTables:
                     f"(_rowid INTEGER PRIMARY KEY, _at INTEGER{extra})"
                 )
                 log.info("rules: created table %s in %s", table, self.path)
-                known = {"_rowid", "_at", *row}
+                known = {"_rowid", "_at", *map(_fold, row)}
             else:
-                known = {str(column[1]) for column in found}
-            self._columns[table] = known
+                known = {_fold(str(column[1])) for column in found}
+            self._columns[_fold(table)] = known
         for name, value in row.items():
-            if name not in known:
+            if _fold(name) not in known:
                 connection.execute(
                     f"ALTER TABLE {_quote(table)} ADD COLUMN {_quote(name)} {_column_type(value)}"
                 )
-                known.add(name)
+                known.add(_fold(name))
 
     def _insert(self, connection: sqlite3.Connection, now: int, table: str,
                 row: dict[str, Any]) -> None:  # fmt: skip
