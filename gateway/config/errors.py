@@ -179,9 +179,30 @@ def _message(error: ErrorDetails, annotation: object) -> str:
     return f"{message[:1].lower()}{message[1:]}, got {got}"
 
 
-def _suggest(key: str, choices: Iterable[str]) -> str:
+def _nearest(key: str, choices: Iterable[str]) -> str | None:
     close = difflib.get_close_matches(key, list(choices), n=1, cutoff=0.6)
-    return f"; did you mean '{close[0]}'?" if close else ""
+    return close[0] if close else None
+
+
+def _suggest(key: str, choices: Iterable[str]) -> str:
+    close = _nearest(key, choices)
+    return f"; did you mean '{close}'?" if close else ""
+
+
+def _missing(key: object) -> str:
+    return f"missing required key '{key}'"
+
+
+def _meant(error: ErrorDetails, root: type[BaseModel]) -> tuple[Loc, str] | None:
+    """For an unknown key: (the YAML path of the mapping it is in, the key it is nearest
+    to)."""
+    loc = tuple(error["loc"])
+    if error["type"] != "extra_forbidden" or not loc:
+        return None
+    parent, annotation = walk_loc(root, loc[:-1])
+    model = model_at(annotation)
+    close = _nearest(str(loc[-1]), model.model_fields) if model is not None else None
+    return (parent, _missing(close)) if close is not None else None
 
 
 def _render_one(
@@ -193,7 +214,7 @@ def _render_one(
         return []
     if kind == "missing" and loc:
         parent, _ = walk_loc(root, loc[:-1])
-        return [Problem(parent, line_of(parent), f"missing required key '{loc[-1]}'")]
+        return [Problem(parent, line_of(parent), _missing(loc[-1]))]
     if kind == "extra_forbidden" and loc:
         parent, annotation = walk_loc(root, loc[:-1])
         key = str(loc[-1])
@@ -205,7 +226,7 @@ def _render_one(
     if kind in ("union_tag_not_found", "union_tag_invalid"):
         key = str(ctx.get("discriminator", "type")).strip("'\"")
         if kind == "union_tag_not_found":
-            return [Problem(path, line_of(path), f"missing required key '{key}'")]
+            return [Problem(path, line_of(path), _missing(key))]
         tags = _unquote_all(str(ctx.get("expected_tags", "")))
         tagged = (*path, key)
         message = f"expected {expected_choices(tags)}, got {show_value(ctx.get('tag'))}"
@@ -342,6 +363,8 @@ def problems_from_validation_error(
     # pydantic counts only the valid items of a list against its minimum length
     inner = {tuple(error["loc"][:end]) for error in errors for end in range(len(error["loc"]))}
     skipped, merged = _union_choices(errors, root, line_of)
+    # a required key misspelt: its unknown-key line names it, a missing-key line is noise
+    misspelt = {meant for meant in (_meant(error, root) for error in errors) if meant}
     problems: list[Problem] = []
     for number, error in enumerate(errors):
         if number in merged:
@@ -351,4 +374,4 @@ def problems_from_validation_error(
         if error["type"] == "too_short" and tuple(error["loc"]) in inner:
             continue
         problems.extend(_render_one(error, root, line_of))
-    return problems
+    return [problem for problem in problems if (problem.path, problem.message) not in misspelt]

@@ -1,0 +1,49 @@
+"""``edgebus check`` on a misspelt key. The unknown-key line names the key meant
+(``did you mean 'bind'?``); when that key is required, a second line said it was missing,
+at the line of the mapping rather than of the misspelt key. Now the unknown-key line
+stands alone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.helpers.check_command import check
+
+MISSPELT_REQUIRED = """\
+api: {enabled: false}
+listeners:
+  - type: tcp
+    bindx: "127.0.0.1:0"
+adapters:
+  - type: someip
+    name: car
+    consume:
+      - service_id: 0x2000
+        instance_id: 1
+        events:
+          - {idx: 1, to_mqtt: t}
+"""
+
+
+def test_a_misspelt_required_key_is_one_line_at_the_misspelt_key(tmp_path: Path) -> None:
+    code, lines = check(tmp_path, MISSPELT_REQUIRED)
+    assert (code, lines) == (
+        2,
+        [
+            "edgebus.yaml:4 listeners[0]: unknown key 'bindx'; did you mean 'bind'?",
+            "edgebus.yaml:12 adapters[0].consume[0].events[0]: unknown key 'idx';"
+            " did you mean 'id'?",
+        ],
+    )
+
+
+def test_a_required_key_left_out_is_still_reported(tmp_path: Path) -> None:
+    text = "api: {enabled: false}\nlisteners:\n  - type: tcp\n    port: 1883\n"
+    code, lines = check(tmp_path, text)
+    assert (code, lines) == (
+        2,
+        [
+            "edgebus.yaml:3 listeners[0]: missing required key 'bind'",
+            "edgebus.yaml:4 listeners[0]: unknown key 'port'",
+        ],
+    )
