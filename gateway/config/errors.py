@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import typing
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -205,6 +206,25 @@ def _meant(error: ErrorDetails, root: type[BaseModel]) -> tuple[Loc, str] | None
     return (parent, _missing(close)) if close is not None else None
 
 
+def _misspelt_tag(data: object, tag: str, annotation: object) -> str | None:
+    """The key of ``data`` that is ``tag`` (a tagged union's discriminator) misspelt: a
+    key no member of the union knows, nearer to ``tag`` than to any member's key."""
+    if not isinstance(data, dict) or annotation is None:
+        return None
+    bare, _ = strip_annotated(resolve_lazy(annotation))
+    members = [strip_annotated(member)[0] for member in nullable_members(bare)[0]]
+    known = {
+        name
+        for member in members
+        if is_model(member)
+        for name in typing.cast(type[BaseModel], member).model_fields
+    }
+    for key in data:
+        if isinstance(key, str) and key not in known and _nearest(key, known | {tag}) == tag:
+            return key
+    return None
+
+
 def _render_one(
     error: ErrorDetails, root: type[BaseModel], line_of: Callable[[Loc], int]
 ) -> list[Problem]:
@@ -226,6 +246,14 @@ def _render_one(
     if kind in ("union_tag_not_found", "union_tag_invalid"):
         key = str(ctx.get("discriminator", "type")).strip("'\"")
         if kind == "union_tag_not_found":
+            misspelt = _misspelt_tag(error.get("input"), key, annotation)
+            if misspelt is not None:
+                at = (*path, misspelt)
+                return [
+                    Problem(
+                        path, line_of(at), f"unknown key '{misspelt}'{_suggest(misspelt, [key])}"
+                    )
+                ]
             return [Problem(path, line_of(path), _missing(key))]
         tags = _unquote_all(str(ctx.get("expected_tags", "")))
         tagged = (*path, key)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.helpers.check_command import check
+from tests.helpers.check_command import QUIET, check
 
 MISSPELT_REQUIRED = """\
 api: {enabled: false}
@@ -45,5 +45,34 @@ def test_a_required_key_left_out_is_still_reported(tmp_path: Path) -> None:
         [
             "edgebus.yaml:3 listeners[0]: missing required key 'bind'",
             "edgebus.yaml:4 listeners[0]: unknown key 'port'",
+        ],
+    )
+
+
+MISSPELT_TYPE = """\
+adapters:
+  - name: lb
+    typex: loopback
+    mappings: [{source: a/b, target: c/d}]
+  - name: lb2
+    mappings: [{source: a/b, target: c/d}]
+rules:
+  - name: r
+    sql: 'SELECT * FROM "a/#"'
+    actions:
+      - {tpye: log}
+"""
+
+
+def test_a_misspelt_type_of_a_tagged_item_names_the_misspelt_key(tmp_path: Path) -> None:
+    """Adapters and rule actions are chosen by their ``type``: a misspelt ``type`` said
+    only "missing required key 'type'", not which key was meant as one."""
+    code, lines = check(tmp_path, QUIET + MISSPELT_TYPE)
+    assert (code, lines) == (
+        2,
+        [
+            "edgebus.yaml:5 adapters[0]: unknown key 'typex'; did you mean 'type'?",
+            "edgebus.yaml:7 adapters[1]: missing required key 'type'",
+            "edgebus.yaml:13 rules[0].actions[0]: unknown key 'tpye'; did you mean 'type'?",
         ],
     )
