@@ -597,7 +597,7 @@ def _between_keys(facts: Mapping[str, Any]) -> Problems:
         and known("type", "aws")
         and not (facts["type"] == "aws_iot" and facts["aws"])
     ):
-        problems.append((("server",), "missing required key 'server'"))
+        problems.append(((), "missing required key 'server'"))
     if isinstance(server, BindAddress) and server.port == 0:
         problems.append((("server",), "expected a port from 1 to 65535"))
     kind = facts.get("type", _UNKNOWN)

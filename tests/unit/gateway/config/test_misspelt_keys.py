@@ -76,3 +76,26 @@ def test_a_misspelt_type_of_a_tagged_item_names_the_misspelt_key(tmp_path: Path)
             "edgebus.yaml:13 rules[0].actions[0]: unknown key 'tpye'; did you mean 'type'?",
         ],
     )
+
+
+BRIDGES = """\
+bridges:
+  - name: a
+    forwards: [{local: "a/#"}]
+  - name: b
+    servr: "127.0.0.1:1883"
+    forwards: [{local: "a/#"}]
+"""
+
+
+def test_a_bridge_without_a_server_is_named_like_any_missing_key(tmp_path: Path) -> None:
+    """The bridge's check between keys said ``bridges[0].server: missing required key
+    'server'`` (the key twice), and kept that line beside a misspelt ``server``'s."""
+    code, lines = check(tmp_path, QUIET + BRIDGES)
+    assert (code, lines) == (
+        2,
+        [
+            "edgebus.yaml:4 bridges[0]: missing required key 'server'",
+            "edgebus.yaml:7 bridges[1]: unknown key 'servr'; did you mean 'server'?",
+        ],
+    )
