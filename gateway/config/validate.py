@@ -8,7 +8,9 @@ file): every problem at once, each with file, line and YAML path.
 
 Warnings do not stop anything: sections this release validates but does not run
 (``inactive_sections``), which the gateway also logs when it starts, and settings a
-profile changes (``profile_warnings``: QoS 2 toward AWS IoT Core, sent as QoS 1).
+profile changes (``profile_warnings``: QoS 2 toward AWS IoT Core, sent as QoS 1), and a
+rule's names that differ only by case from a column (``rule_warnings``: ``Topic``, NULL
+since names keep their case), which the rule engine also logs when it installs the rule.
 """
 
 from __future__ import annotations
@@ -26,7 +28,13 @@ if TYPE_CHECKING:
     from gateway.config.models import GatewayConfig
     from gateway.config.yaml_source import YamlDocument
 
-__all__ = ["ValidConfig", "inactive_sections", "profile_warnings", "validate_config"]
+__all__ = [
+    "ValidConfig",
+    "inactive_sections",
+    "profile_warnings",
+    "rule_warnings",
+    "validate_config",
+]
 
 _DOCS = {"bridges": "bridges", "stream": "spark"}
 
@@ -54,6 +62,21 @@ def profile_warnings(config: GatewayConfig) -> list[tuple[Loc, str]]:
         (("bridges", index, *path), message)
         for index, bridge in enumerate(config.bridges)
         for path, message in bridge.warnings()
+    ]
+
+
+def rule_warnings(config: GatewayConfig) -> list[tuple[Loc, str]]:
+    """What runs, but likely not as meant: a rule's name differing only by case from a
+    column (``gateway.rules.name_case``)."""
+    if not config.rules:
+        return []
+    from gateway.rules.name_case import case_warnings
+    from gateway.rules.parser import parse
+
+    return [
+        (("rules", index, *path), message)
+        for index, rule in enumerate(config.rules)
+        for path, message in case_warnings(rule.name, parse(rule.sql), rule.actions)
     ]
 
 
@@ -87,7 +110,11 @@ class ValidConfig:
         )  # fmt: skip
         return empty + [
             f"{self.where(path)}: warning: {message}"
-            for path, message in [*inactive_sections(self.config), *profile_warnings(self.config)]
+            for path, message in [
+                *inactive_sections(self.config),
+                *profile_warnings(self.config),
+                *rule_warnings(self.config),
+            ]
         ]
 
 

@@ -65,6 +65,7 @@ from broker_core.observe import BrokerEvent
 from gateway.hub import Hub, HubClient
 from gateway.rules.actions import Action, ActionContext, Targets, WebhookSender, build_action
 from gateway.rules.fields import EventRow, MessageRow, Row, event_row
+from gateway.rules.name_case import case_warnings
 from gateway.rules.rule import Rule
 from gateway.rules.sample import test_statement
 from gateway.rules.sqlite_table import SqliteTables
@@ -324,6 +325,8 @@ class RuleEngine:
         ``AdapterError`` when the ACL denies its filters (the caller uninstalls it)."""
         self._rules[rule.name] = rule
         rule.error = None
+        for _, warning in case_warnings(rule.name, rule.statement.statement, rule.config.actions):
+            log.warning("%s", warning)
         if not rule.enabled:
             return
         client = self.hub.client("rule", rule.name)
