@@ -93,7 +93,8 @@ def check(file: Path | None, config_path: Path | None) -> None:
     """Check a configuration file as `edgebus run` would, starting nothing.
 
     Prints every problem with file, line and YAML path (exit status 2), or FILE: OK.
-    Warnings (sections this release does not run) do not fail the check.
+    Warnings (a setting that likely does not do what is meant: a name in a rule that
+    differs from a column only by case, an empty file, ...) do not fail the check.
     """
     if file is not None and config_path is not None and file != config_path:
         raise click.UsageError("give the file once: edgebus check FILE, or -c FILE")
