@@ -457,6 +457,8 @@ class _Compiler:
         self.active: list[str] = []
 
     def node(self, spec: Any, where: str, order: str) -> _Node:
+        # a type name alone (``layout: uint8``) is reported at its own key, not at .type
+        at_type = where if isinstance(spec, str) else f"{where}.type"
         if isinstance(spec, str):
             spec = {"type": spec}
         if not isinstance(spec, Mapping):
@@ -472,8 +474,9 @@ class _Compiler:
             return self._named(kind, spec, where, order)
         group = "int" if kind in PRIMITIVES else kind
         if group not in _OPTIONS:
-            known = ", ".join([*PRIMITIVES, "string", "array", "struct", *sorted(self.named)])
-            raise ValueError(f"{where}.type: unknown type {kind!r}; known: {known}")
+            layouts = sorted(set(self.named) - set(self.active))
+            known = ", ".join([*PRIMITIVES, "string", "array", "struct", *layouts])
+            raise ValueError(f"{at_type}: unknown type {kind!r}; known: {known}")
         unknown = sorted(set(spec) - _OPTIONS[group])
         if unknown:
             raise ValueError(f"{where}: unknown key {unknown[0]!r} for type {kind}")
@@ -566,10 +569,16 @@ class _Compiler:
         return _Struct(compiled, self._length(spec, where, order, None))
 
 
-def compile_layout(spec: Any, named: Mapping[str, Any] | None = None) -> Layout:
+def compile_layout(
+    spec: Any, named: Mapping[str, Any] | None = None, name: str | None = None
+) -> Layout:
     """Compiles a YAML layout declaration; ``ValueError`` names the key that is wrong.
 
     ``named``: the adapter's ``layouts`` (name -> declaration), which ``spec`` and each
-    other may refer to by name.
+    other may refer to by name; ``name``: the one of them ``spec`` is (it may not refer to
+    itself).
     """
-    return Layout(_Compiler(named or {}).node(spec, "layout", ">"), spec)
+    compiler = _Compiler(named or {})
+    if name is not None:
+        compiler.active.append(name)
+    return Layout(compiler.node(spec, "layout", ">"), spec)

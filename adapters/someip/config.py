@@ -393,13 +393,20 @@ def _layout_path(text: str) -> Loc:
     )
 
 
-def _compile(spec: Any, named: Mapping[str, Any], where: Loc, broken: Collection[str] = ()) -> None:
-    """Compiles ``spec``; ``FieldProblems`` at the key of the layout that is wrong. A
-    layout naming one of ``broken`` (reported where it is declared) is not compiled."""
+def _compile(
+    spec: Any,
+    named: Mapping[str, Any],
+    where: Loc,
+    broken: Collection[str] = (),
+    name: str | None = None,
+) -> None:
+    """Compiles ``spec`` (the named layout ``name``, if given); ``FieldProblems`` at the
+    key of the layout that is wrong. A layout naming one of ``broken`` (reported where it
+    is declared) is not compiled."""
     if spec is None or (isinstance(spec, str) and spec in broken):
         return
     try:
-        compile_layout(spec, named)
+        compile_layout(spec, named, name)
     except ValueError as exc:
         found = _LAYOUT_PROBLEM.fullmatch(str(exc))
         if found is None:
@@ -425,7 +432,7 @@ def _layout_problems(layouts: Mapping[str, Any]) -> Problems:
     problems: Problems = []
     for name, spec in layouts.items():
         try:
-            _compile(spec, layouts, ("layouts", name))
+            _compile(spec, layouts, ("layouts", name), name=name)
         except FieldProblems as exc:
             problems += exc.problems
     return problems

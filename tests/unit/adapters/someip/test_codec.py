@@ -259,7 +259,7 @@ def test_length_fields_that_overflow() -> None:
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ("uint17", "layout.type: unknown type 'uint17'"),
+        ("uint17", "layout: unknown type 'uint17'"),
         ({"type": "string", "length_field": 12}, "layout.length_field: expected 8, 16 or 32"),
         (
             {"type": "string", "length_field": 0},

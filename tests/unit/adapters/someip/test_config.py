@@ -59,7 +59,7 @@ consume:
         (
             "consume:\n  - {service_id: 1, instance_id: 1, eventgroups: [1],"
             " events: [{id: 2, layout: Missing}]}",
-            "adapters[0].consume[0].events[0].layout.type: unknown type 'Missing'",
+            "adapters[0].consume[0].events[0].layout: unknown type 'Missing'",
         ),
         (
             "consume:\n  - {service_id: 1, instance_id: 1, eventgroups: [1, 2], events: [5]}",
