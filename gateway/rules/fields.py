@@ -42,6 +42,9 @@ from broker_core.observe import (
 )
 
 __all__ = [
+    "EVENT_COLUMNS",
+    "EVENT_COMMON_COLUMNS",
+    "EVENT_MESSAGE_COLUMNS",
     "MESSAGE_COLUMNS",
     "EventRow",
     "MessageRow",
@@ -191,6 +194,22 @@ def _message_columns(context: Context) -> dict[str, Any]:
         "meta": dict(context.meta),
         "properties": properties_fields(context.properties),
     }
+
+
+#: The columns every broker event's row has (``event_row``), those a
+#: ``$events/message_*`` row adds (the message's, with the receiving client's), and every
+#: column some event's row has (``SELECT *`` on events; names a rule may mean).
+EVENT_COMMON_COLUMNS = ("event", "timestamp", "node", "clientid", "username")
+EVENT_MESSAGE_COLUMNS = (
+    "id", "from_clientid", "from_username", "from_protocol", "topic", "qos", "retain",
+    "payload", "publish_received_at", "meta", "properties",
+)  # fmt: skip
+EVENT_COLUMNS = tuple(dict.fromkeys((
+    *EVENT_COMMON_COLUMNS, *MESSAGE_COLUMNS, *EVENT_MESSAGE_COLUMNS, "peername", "packet_id",
+    "reason", "ipaddress", "proto_ver", "proto_name", "keepalive", "clean_start",
+    "expiry_interval", "listener", "reason_code", "conn_ack", "connected_at",
+    "session_present", "disconnected_at", "opts",
+)))  # fmt: skip
 
 
 def event_row(event: BrokerEvent, node: str = "edgebus") -> dict[str, Any]:

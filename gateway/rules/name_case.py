@@ -16,7 +16,7 @@ from __future__ import annotations
 import string
 from collections.abc import Iterable
 
-from gateway.rules.fields import MESSAGE_COLUMNS
+from gateway.rules.fields import EVENT_COLUMNS, MESSAGE_COLUMNS
 from gateway.rules.nodes import (
     Binary,
     Call,
@@ -35,13 +35,6 @@ from gateway.rules.selected import PLACEHOLDER
 __all__ = ["case_slips", "case_warnings", "template_case_slips"]
 
 _MESSAGE = (*MESSAGE_COLUMNS, "node")
-#: Every column some broker event's row has (``gateway.rules.fields.event_row``).
-_EVENTS = (
-    *_MESSAGE, "from_clientid", "from_username", "from_protocol", "packet_id", "reason",
-    "ipaddress", "proto_ver", "proto_name", "keepalive", "clean_start", "expiry_interval",
-    "listener", "reason_code", "conn_ack", "connected_at", "session_present",
-    "disconnected_at", "opts",
-)  # fmt: skip
 
 
 def _fold(name: str) -> str:
@@ -52,7 +45,7 @@ def _columns(statement: Statement) -> dict[str, str]:
     """The columns of the statement's sources, by their folded name."""
     events = any(source.startswith("$events/") for source in statement.sources)
     messages = any(not source.startswith("$events/") for source in statement.sources)
-    names = (*(_MESSAGE if messages else ()), *(_EVENTS if events else ()))
+    names = (*(_MESSAGE if messages else ()), *(EVENT_COLUMNS if events else ()))
     return {_fold(name): name for name in names}
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 import string
 
-from gateway.rules.fields import MESSAGE_COLUMNS
+from gateway.rules.fields import EVENT_COMMON_COLUMNS, EVENT_MESSAGE_COLUMNS, MESSAGE_COLUMNS
 from gateway.rules.nodes import Field, Statement
 
 __all__ = [
@@ -78,13 +78,6 @@ def result_columns(statement: Statement) -> tuple[str, ...] | None:
     return tuple(names)
 
 
-#: The columns every broker event's row has (``gateway.rules.fields.event_row``), and
-#: those a ``$events/message_*`` row adds (the message's, with the receiving client's).
-_EVENT_COLUMNS = ("event", "timestamp", "node", "clientid", "username")
-_EVENT_MESSAGE_COLUMNS = (
-    "id", "from_clientid", "from_username", "from_protocol", "topic", "qos", "retain",
-    "payload", "publish_received_at", "meta", "properties",
-)  # fmt: skip
 
 
 def star_columns(statement: Statement) -> tuple[str, ...]:
@@ -96,9 +89,9 @@ def star_columns(statement: Statement) -> tuple[str, ...]:
         if not source.startswith("$events/") or source == "$events/message_publish":
             found: tuple[str, ...] = (*MESSAGE_COLUMNS, "node")
         elif source.startswith("$events/message_"):
-            found = (*_EVENT_COLUMNS, *_EVENT_MESSAGE_COLUMNS)
+            found = (*EVENT_COMMON_COLUMNS, *EVENT_MESSAGE_COLUMNS)
         else:
-            found = _EVENT_COLUMNS
+            found = EVENT_COMMON_COLUMNS
         names.extend(name for name in found if name not in names)
     return tuple(names)
 

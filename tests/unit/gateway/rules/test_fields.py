@@ -25,7 +25,12 @@ from broker_core.observe import (
     SessionUnsubscribed,
 )
 from gateway.config.models.rules import WebhookConfig
-from gateway.rules.fields import event_row
+from gateway.rules.fields import (
+    EVENT_COLUMNS,
+    EVENT_COMMON_COLUMNS,
+    EVENT_MESSAGE_COLUMNS,
+    event_row,
+)
 from gateway.webhook import Webhook
 
 AT = 1_700_000_000.5
@@ -64,6 +69,21 @@ def test_every_event_kind_has_a_row() -> None:
         at = MESSAGE.received_at // 1_000_000 if event.NAME == "message.publish" else AT * 1000
         assert (row["event"], row["timestamp"], row["node"]) == (event.NAME, at, "n1")
         json.dumps(row, default=repr)  # JSON but for bytes payloads (bodies encode them)
+
+
+def test_the_event_column_lists_are_the_rows_columns() -> None:
+    """What ``SELECT *`` and the name-case warnings take an event's columns to be
+    (``EVENT_*_COLUMNS``) is what ``event_row`` gives: every row has the common ones, a
+    ``message_*`` row but ``message_publish`` (a message's row) the message's with the
+    receiving client's too, and no row a column outside ``EVENT_COLUMNS``."""
+    seen: set[str] = set()
+    for event in EVENTS:
+        row = event_row(event)
+        seen.update(row)
+        assert set(EVENT_COMMON_COLUMNS) <= set(row), event.NAME
+        if event.NAME.startswith("message.") and event.NAME != "message.publish":
+            assert set(EVENT_MESSAGE_COLUMNS) <= set(row), event.NAME
+    assert seen <= set(EVENT_COLUMNS), seen - set(EVENT_COLUMNS)
 
 
 def test_rows_use_emqx_names() -> None:
