@@ -29,7 +29,7 @@ and line.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,12 +86,12 @@ class _Constant:
     value: str
 
 
-def _strip_comment(line: str) -> str:
-    """The line without its ``#`` comment (a ``#`` inside quotes stays; a quote escaped
-    with a backslash does not end the quoted text)."""
+def _outside_quotes(text: str) -> Iterator[tuple[int, str]]:
+    """The index and character of each character of ``text`` outside quoted text (a
+    quote escaped with a backslash does not end the quoted text; the quotes are inside)."""
     quote = None
     escaped = False
-    for index, char in enumerate(line):
+    for index, char in enumerate(text):
         if quote:
             if escaped:
                 escaped = False
@@ -101,7 +101,14 @@ def _strip_comment(line: str) -> str:
                 quote = None
         elif char in "'\"":
             quote = char
-        elif char == "#":
+        else:
+            yield index, char
+
+
+def _strip_comment(line: str) -> str:
+    """The line without its ``#`` comment (a ``#`` inside quotes stays)."""
+    for index, char in _outside_quotes(line):
+        if char == "#":
             return line[:index]
     return line
 
@@ -180,27 +187,12 @@ def _array_values(text: str) -> list[str]:
     if not inner:
         return []
     values: list[str] = []
-    current: list[str] = []
-    quote = None
-    escaped = False
-    for char in inner:
-        if quote:
-            current.append(char)
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == quote:
-                quote = None
-        elif char in "'\"":
-            quote = char
-            current.append(char)
-        elif char == ",":
-            values.append("".join(current).strip())
-            current = []
-        else:
-            current.append(char)
-    values.append("".join(current).strip())
+    start = 0
+    for index, char in _outside_quotes(inner):
+        if char == ",":
+            values.append(inner[start:index].strip())
+            start = index + 1
+    values.append(inner[start:].strip())
     if any(not value for value in values):
         raise ValueError(f"an empty element in the array default {text!r}")
     return values
