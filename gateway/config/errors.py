@@ -181,8 +181,10 @@ def _message(error: ErrorDetails, annotation: object) -> str:
 
 
 def _nearest(key: str, choices: Iterable[str]) -> str | None:
-    close = difflib.get_close_matches(key, list(choices), n=1, cutoff=0.6)
-    return close[0] if close else None
+    """The choice nearest to ``key``, letter case aside (``Max_QoS``: ``max_qos``)."""
+    by_lower = {choice.lower(): choice for choice in choices}
+    close = difflib.get_close_matches(key.lower(), list(by_lower), n=1, cutoff=0.6)
+    return by_lower[close[0]] if close else None
 
 
 def _suggest(key: str, choices: Iterable[str]) -> str:
@@ -257,7 +259,9 @@ def _render_one(
             return [Problem(path, line_of(path), _missing(key))]
         tags = _unquote_all(str(ctx.get("expected_tags", "")))
         tagged = (*path, key)
-        message = f"expected {expected_choices(tags)}, got {show_value(ctx.get('tag'))}"
+        data = error.get("input")
+        tag = data[key] if isinstance(data, dict) and key in data else ctx.get("tag")
+        message = f"expected {expected_choices(tags)}, got {show_value(tag)}"
         return [Problem(tagged, line_of(tagged), message)]
     cause = ctx.get("error")
     if kind == "value_error" and isinstance(cause, FieldProblems):

@@ -20,6 +20,8 @@ import math
 import re
 from fractions import Fraction
 
+from gateway.config.shown import show_value
+
 __all__ = [
     "DURATION_UNITS",
     "SIZE_UNITS",
@@ -77,23 +79,13 @@ _DURATION_HINT = "a duration like 500ms, 30s, 5m, 1h or 7d"
 _SIZE_HINT = "a size like 512KB, 64MB or 1GiB"
 
 
-def _show(value: object) -> str:
-    if isinstance(value, str):
-        return repr(value)
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "null"
-    return str(value)
-
-
 def parse_duration(value: object) -> float:
     """Parse a duration (``"30s"``, ``"1h30m"``, ``10``) into float seconds (>= 0)."""
     if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise ValueError(f"expected {_DURATION_HINT}, got {_show(value)}")
+        raise ValueError(f"expected {_DURATION_HINT}, got {show_value(value)}")
     if isinstance(value, int | float):
         if not math.isfinite(value) or value < 0:
-            raise ValueError(f"expected a duration >= 0, got {_show(value)}")
+            raise ValueError(f"expected a duration >= 0, got {show_value(value)}")
         return float(value)
     text = value.strip()
     if _PLAIN_NUMBER.fullmatch(text):
@@ -107,8 +99,8 @@ def parse_duration(value: object) -> float:
         position = match.end()
     if position == 0 or position != len(text):
         if text.startswith("-"):
-            raise ValueError(f"expected a duration >= 0, got {_show(value)}")
-        raise ValueError(f"expected {_DURATION_HINT}, got {_show(value)}")
+            raise ValueError(f"expected a duration >= 0, got {show_value(value)}")
+        raise ValueError(f"expected {_DURATION_HINT}, got {show_value(value)}")
     return float(total)
 
 
@@ -132,27 +124,27 @@ def format_duration(seconds: float) -> str | float:
 def parse_size(value: object) -> int:
     """Parse a size (``"64MB"``, ``"1GiB"``, ``4096``) into int bytes (>= 0)."""
     if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise ValueError(f"expected {_SIZE_HINT}, got {_show(value)}")
+        raise ValueError(f"expected {_SIZE_HINT}, got {show_value(value)}")
     if isinstance(value, float):
         if not value.is_integer() or value < 0:
-            raise ValueError(f"expected a whole number of bytes >= 0, got {_show(value)}")
+            raise ValueError(f"expected a whole number of bytes >= 0, got {show_value(value)}")
         return int(value)
     if isinstance(value, int):
         if value < 0:
-            raise ValueError(f"expected a size >= 0, got {_show(value)}")
+            raise ValueError(f"expected a size >= 0, got {show_value(value)}")
         return value
     match = _SIZE.fullmatch(value)
     if match is None:
         if value.strip().startswith("-"):
-            raise ValueError(f"expected a size >= 0, got {_show(value)}")
-        raise ValueError(f"expected {_SIZE_HINT}, got {_show(value)}")
+            raise ValueError(f"expected a size >= 0, got {show_value(value)}")
+        raise ValueError(f"expected {_SIZE_HINT}, got {show_value(value)}")
     unit = match.group(2).lower() or "b"
     if unit not in SIZE_UNITS:
         units = "B, KB, MB, GB, TB, KiB, MiB, GiB, TiB"
-        raise ValueError(f"expected a size unit ({units}), got {_show(value)}")
+        raise ValueError(f"expected a size unit ({units}), got {show_value(value)}")
     amount = Fraction(match.group(1)) * SIZE_UNITS[unit]
     if amount.denominator != 1:
-        raise ValueError(f"expected a whole number of bytes, got {_show(value)}")
+        raise ValueError(f"expected a whole number of bytes, got {show_value(value)}")
     return amount.numerator
 
 

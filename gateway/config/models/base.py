@@ -167,6 +167,16 @@ def _int_choice(annotation: object, value: str) -> object:
     return value
 
 
+class _WrittenNumber(str):
+    """A YAML number given to a choice of strings (``protocol_version: 5``): the text
+    the choice is matched with, shown in a problem as the number it was (``got 5``)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return str.__str__(self)
+
+
 def _text_choice(annotation: object, value: int | float) -> object:
     """``5`` -> ``"5"``, ``1.3`` -> ``"1.3"`` when ``annotation`` is a ``Literal`` of
     strings: the number as written, like any quoted value. A number is left as it is
@@ -179,7 +189,7 @@ def _text_choice(annotation: object, value: int | float) -> object:
     for member in members:
         values = literal_values(member)
         if values and all(isinstance(v, str) for v in values):
-            return text
+            return _WrittenNumber(text)
     return value
 
 

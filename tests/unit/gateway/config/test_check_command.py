@@ -18,11 +18,11 @@ def test_a_choice_of_text_may_be_written_as_a_number(tmp_path: Path, version: st
     assert lines[-1].startswith("edgebus.yaml: OK")
 
 
-def test_a_number_that_is_not_a_choice_is_shown_as_written(tmp_path: Path) -> None:
+def test_a_number_that_is_not_a_choice_is_shown_as_written_unquoted(tmp_path: Path) -> None:
     code, lines = check(tmp_path, f"{QUIET}{BRIDGE}    protocol_version: 4\n")
     assert code == 2
     assert lines == [
-        "edgebus.yaml:7 bridges[0].protocol_version: expected one of 3.1.1, 5, got '4'"
+        "edgebus.yaml:7 bridges[0].protocol_version: expected one of 3.1.1, 5, got 4"
     ]
 
 
