@@ -26,10 +26,12 @@ string<=4 fits "abcd"
 """
 
 
-def test_msg_defaults_that_do_not_fit_are_reported_at_their_msg_line(tmp_path: Path) -> None:
-    msg = tmp_path / "my_pkg" / "msg" / "Edge.msg"
+def _check(tmp_path: Path, name: str, msg_text: str) -> tuple[Path, str, int, list[str]]:
+    """``edgebus check`` of a ros2 adapter reading ``my_pkg/msg/<name>`` (the file
+    holding ``msg_text``): the file, the configuration, the status and the lines."""
+    msg = tmp_path / "my_pkg" / "msg" / f"{name}.msg"
     msg.parent.mkdir(parents=True)
-    msg.write_text(EDGE)
+    msg.write_text(msg_text)
     text = f"""\
 data_dir: {tmp_path / 'data'}
 {QUIET}adapters:
@@ -38,11 +40,16 @@ data_dir: {tmp_path / 'data'}
     domain_id: 7
     msg_files: [{msg}]
     ros_to_mqtt:
-      - from_ros: /edge
-        type: my_pkg/msg/Edge
-        to_mqtt: ros/edge
+      - from_ros: /{name.lower()}
+        type: my_pkg/msg/{name}
+        to_mqtt: ros/{name.lower()}
 """
     status, lines = check(tmp_path, text)
+    return msg, text, status, lines
+
+
+def test_msg_defaults_that_do_not_fit_are_reported_at_their_msg_line(tmp_path: Path) -> None:
+    msg, text, status, lines = _check(tmp_path, "Edge", EDGE)
     assert status != 0, lines
     at = f"edgebus.yaml:{text.splitlines().index(f'    msg_files: [{msg}]') + 1}" \
          f" adapters[0].msg_files[0]: {msg}"
@@ -59,21 +66,10 @@ data_dir: {tmp_path / 'data'}
 
 
 def test_fitting_array_defaults_pass(tmp_path: Path) -> None:
-    msg = tmp_path / "my_pkg" / "msg" / "Fine.msg"
-    msg.parent.mkdir(parents=True)
-    msg.write_text("int32[3] good [1, 2, 3]\nstring<=3[<=2] names ['ab', \"c,d\"]\n"
-                   "float64[] any [0.5]\nstring<=4 fits \"abcd\"\n")
-    text = f"""\
-data_dir: {tmp_path / 'data'}
-{QUIET}adapters:
-  - type: ros2
-    name: robot
-    domain_id: 7
-    msg_files: [{msg}]
-    ros_to_mqtt:
-      - from_ros: /fine
-        type: my_pkg/msg/Fine
-        to_mqtt: ros/fine
-"""
-    status, lines = check(tmp_path, text)
+    *_, status, lines = _check(
+        tmp_path,
+        "Fine",
+        "int32[3] good [1, 2, 3]\nstring<=3[<=2] names ['ab', \"c,d\"]\n"
+        "float64[] any [0.5]\nstring<=4 fits \"abcd\"\n",
+    )
     assert status == 0, lines
