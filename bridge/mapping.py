@@ -188,7 +188,7 @@ class Inbound:
                 s.remote.topic_filter,
                 min(s.config.qos, max_qos),
                 s.config.no_local,
-                s.config.retain_as_published,
+                s.config.asks_retain_as_published(),
                 s.config.retain_handling,
             )
             for s in self.subscriptions

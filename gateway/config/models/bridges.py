@@ -160,15 +160,20 @@ class BridgeSubscription(ConfigModel):
         " message is acknowledged to the remote once it is safe locally.",
     )
     retain: bool = Field(
-        default=False, description="Keep the retain flag of remote messages when republishing."
+        default=False,
+        description="Keep the retain flag of remote messages when republishing; on MQTT 5"
+        " this also asks the remote for Retain As Published (unless `retain_as_published:"
+        " false`), without which its live messages come without the flag. MQTT 3.1.1: only"
+        " the messages retained when the bridge subscribes.",
     )
     no_local: bool = Field(
         default=True,
         description="MQTT 5: the remote broker does not send back what this bridge"
         " published itself.",
     )
-    retain_as_published: bool = Field(
-        default=False, description="MQTT 5: the remote keeps the retain flag as published."
+    retain_as_published: bool | None = Field(
+        default=None,
+        description="MQTT 5: the remote keeps the retain flag as published; null: as `retain`.",
     )
     retain_handling: Literal[0, 1, 2] = Field(
         default=0,
@@ -180,6 +185,12 @@ class BridgeSubscription(ConfigModel):
     def _captures(self) -> Self:
         check_captures(self.remote, self.local, "remote")
         return self
+
+    def asks_retain_as_published(self) -> bool:
+        """The Retain As Published option of the SUBSCRIBE (MQTT 5): as set, else `retain`."""
+        if self.retain_as_published is None:
+            return self.retain
+        return self.retain_as_published
 
     @classmethod
     def checks_as_written(
@@ -540,6 +551,26 @@ class BridgeConfig(ConfigModel):
                                 "AWS IoT Core has no QoS 2: QoS 1 is used",
                             )
                         )
+        if self.protocol_version != "5":
+            for index, subscription in enumerate(self.subscriptions):
+                given = subscription.model_fields_set
+                for key in ("no_local", "retain_as_published", "retain_handling"):
+                    if key in given:
+                        found.append(
+                            (
+                                ("subscriptions", index, key),
+                                "MQTT 5 only (protocol_version: 5): ignored on MQTT 3.1.1",
+                            )
+                        )
+                if subscription.retain:
+                    found.append(
+                        (
+                            ("subscriptions", index, "retain"),
+                            "on MQTT 3.1.1 the remote clears the retain flag of live messages:"
+                            " only those retained when the bridge subscribes are kept"
+                            " (protocol_version: 5 keeps them all)",
+                        )
+                    )
         return found
 
     def max_qos(self) -> int:

@@ -79,3 +79,40 @@ def test_the_tls_files_are_checked_when_another_tls_key_has_a_problem(tmp_path: 
     assert lines[0] == "edgebus.yaml:7 bridges[0].tls.verify: expected true or false, got 'maybe'"
     assert lines[1].startswith("edgebus.yaml:7 bridges[0].tls.cafile: ")
     assert len(lines) == 2
+
+
+def test_mqtt5_subscription_options_and_retain_on_a_311_bridge_are_warnings(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "edgebus.yaml").write_text(
+        """\
+data_dir: data
+listeners: [{type: tcp, bind: "127.0.0.1:0"}]
+api: {enabled: false}
+bridges:
+  - name: cloud
+    server: "127.0.0.1:1883"
+    protocol_version: "3.1.1"
+    subscriptions:
+      - {remote: "a/#", retain: true}
+      - {remote: "b/#", no_local: false, retain_as_published: true, retain_handling: 2}
+      - {remote: "c/#"}
+  - name: five
+    server: "127.0.0.1:1883"
+    protocol_version: "5"
+    subscriptions:
+      - {remote: "b/#", retain: true, no_local: false, retain_as_published: true}
+"""
+    )
+    done = run_edgebus(tmp_path, "check", "edgebus.yaml")
+    lines = [line.replace(f"{tmp_path}/", "") for line in done.stderr.strip().splitlines()]
+    assert done.returncode == 0, done.stderr
+    v5_only = "warning: MQTT 5 only (protocol_version: 5): ignored on MQTT 3.1.1"
+    assert [line for line in lines if "warning" in line] == [
+        "edgebus.yaml:9 bridges[0].subscriptions[0].retain: warning: on MQTT 3.1.1 the remote"
+        " clears the retain flag of live messages: only those retained when the bridge"
+        " subscribes are kept (protocol_version: 5 keeps them all)",
+        f"edgebus.yaml:10 bridges[0].subscriptions[1].no_local: {v5_only}",
+        f"edgebus.yaml:10 bridges[0].subscriptions[1].retain_as_published: {v5_only}",
+        f"edgebus.yaml:10 bridges[0].subscriptions[1].retain_handling: {v5_only}",
+    ]

@@ -78,9 +78,23 @@ def test_subscriptions_map_remote_topics_to_local_ones() -> None:
             ]
         )
     )
-    assert inbound.requests == [("cmd/+/#", 1, True, False, 0), ("all/#", 0, False, False, 2)]
+    assert inbound.requests == [("cmd/+/#", 1, True, True, 0), ("all/#", 0, False, False, 2)]
     route = inbound.route("cmd/d7/x/y", True, 1)
     assert route is not None and (route.topic, route.retain) == ("local/d7/x/y", True)
     route = inbound.route("all/z", True, 0)
     assert route is not None and (route.topic, route.retain) == ("all/z", False)
     assert inbound.route("nothing", False, 0) is None
+
+
+def test_retain_asks_retain_as_published_unless_set_false() -> None:
+    inbound = Inbound(
+        _config(
+            subscriptions=[
+                {"remote": "a/#", "retain": True},
+                {"remote": "b/#", "retain": True, "retain_as_published": False},
+                {"remote": "c/#"},
+                {"remote": "d/#", "retain_as_published": True},
+            ]
+        )
+    )
+    assert [request[3] for request in inbound.requests] == [True, False, False, True]
