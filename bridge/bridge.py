@@ -374,6 +374,12 @@ class MqttBridge:
             out.update(self.forwarder.stats(clock_now()))  # ages of received_at
         if self.receiver is not None:
             out.update(self.receiver.stats())
+            # A remote message whose local template cannot be filled is a mapping drop
+            # too: counted in dropped_mapping and dropped with the forwards' drops.
+            inbound_drops = self.receiver.dropped_mapping
+            if inbound_drops:
+                out["dropped_mapping"] = out.get("dropped_mapping", 0) + inbound_drops
+                out["dropped"] = out.get("dropped", 0) + inbound_drops
         # A counter since the gateway started (carried across the bridge's runs; a pause
         # ends it, as it ends the refusal): always there, 0 until a message is refused.
         out["refused_no_queue"] = self._refused_earlier + (

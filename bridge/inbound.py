@@ -194,6 +194,7 @@ class Receiver:
         self.received = 0
         self.refused = 0
         self.unmatched = 0
+        self.dropped_mapping = 0  # a subscription matched, its local template cannot be filled
 
     def attach(self, wire: Wire, session_present: bool) -> None:
         self.wire = self.ids.wire = wire
@@ -228,8 +229,10 @@ class Receiver:
         try:
             route = self.inbound.route(topic, packet.retain, qos)
         except MappingError as exc:
-            route = None
             log.warning("bridge %s: %s", self.name, exc)
+            self.dropped_mapping += 1
+            self._acknowledge(wire, qos, mid, ReasonCode.SUCCESS)
+            return
         if route is None:
             self.unmatched += 1
             self._acknowledge(wire, qos, mid, ReasonCode.SUCCESS)
@@ -374,6 +377,7 @@ class Receiver:
             "received": self.received,
             "refused": self.refused,
             "unmatched": self.unmatched,
+            "dropped_mapping_inbound": self.dropped_mapping,
             # The remote's QoS 2 Packet Identifiers held (and recorded in the store)
             # between PUBLISH and PUBREL: at most the Receive Maximum (docs/broker.md).
             "inbound_qos2_pending": len(self.held),

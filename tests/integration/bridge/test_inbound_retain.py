@@ -1,6 +1,7 @@
 """Subscriptions with ``retain: true`` against a real mosquitto (MQTT 5): retained
 messages published at the remote after the bridge subscribed, and their clears, reach the
-local retained store (the bridge asks Retain As Published)."""
+local retained store (the bridge asks Retain As Published); and a remote message whose
+local template cannot be filled is counted as a mapping drop."""
 
 from __future__ import annotations
 
@@ -82,3 +83,39 @@ bridges:
             remote_pub.disconnect()
             remote_pub.loop_stop()
 
+
+def test_an_inbound_template_that_cannot_be_filled_is_a_mapping_drop(tmp_path: Path) -> None:
+    config = """
+bridges:
+  - name: cloud
+    server: "127.0.0.1:{port}"
+    protocol_version: "5"
+    subscriptions: [{{remote: "sm/{{a}}/{{b#}}", local: "lm/{{b}}/{{a}}", qos: 1}}]
+"""
+    with (
+        Remote(tmp_path / "remote") as remote,
+        running_gateway(tmp_path, config.format(port=remote.port)) as gw,
+    ):
+        wait_until(lambda: status_of(gw, "bridge", "cloud")["state"], lambda s: s == "running")
+        live = Collector(gw.port, "lm/#", "local-live")
+        remote_pub = paho_client("remote-pub")
+        remote_pub.connect("127.0.0.1", remote.port)
+        remote_pub.loop_start()
+        try:
+            # sm/A: {b#} is empty, lm//A has an empty level; sm/A/x/y fills it.
+            remote_pub.publish("sm/A", b"no", qos=1).wait_for_publish(unit(5))
+            remote_pub.publish("sm/A/x/y", b"yes", qos=1).wait_for_publish(unit(5))
+            wait_until(live.payloads, lambda p: b"yes" in p)
+            stats = wait_until(
+                lambda: status_of(gw, "bridge", "cloud")["component_stats"],
+                lambda s: s["received"] >= 2,
+            )
+        finally:
+            live.close()
+            remote_pub.disconnect()
+            remote_pub.loop_stop()
+    assert live.messages == [("lm/x/y/A", b"yes")]
+    assert stats["unmatched"] == 0
+    assert stats["dropped_mapping_inbound"] == 1
+    assert stats["dropped_mapping"] == 1
+    assert stats["dropped"] == 1

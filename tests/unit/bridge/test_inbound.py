@@ -71,6 +71,7 @@ def test_a_publish_with_no_link_attached_is_dropped_unacknowledged() -> None:
             "received": 0,
             "refused": 0,
             "unmatched": 0,
+            "dropped_mapping_inbound": 0,
             "inbound_qos2_pending": 0,
         }
 
@@ -94,6 +95,7 @@ def test_qos1_and_qos2_are_acknowledged_once_safe_and_a_resend_is_published_once
             "received": 2,
             "refused": 0,
             "unmatched": 0,
+            "dropped_mapping_inbound": 0,
             "inbound_qos2_pending": 0,
         }
 
