@@ -17,6 +17,7 @@ validators, which pydantic forbids on the discriminator field of a tagged union.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, ClassVar, get_origin
 
@@ -42,6 +43,8 @@ from gateway.config.introspect import (
     nullable_members,
     strip_annotated,
 )
+from gateway.config.units import format_duration
+from gateway.config.values import DurationSpec
 
 __all__ = [
     "ConfigModel",
@@ -235,7 +238,7 @@ class ConfigModel(BaseModel):
         cls, data: Any, handler: ModelWrapValidatorHandler[Any], info: ValidationInfo
     ) -> Any:
         try:
-            return handler(data)
+            model = handler(data)
         except ValidationError as exc:
             if not isinstance(data, Mapping) or cls.checks_as_written.__func__ is _NO_CHECKS:  # type: ignore[attr-defined]
                 raise
@@ -245,6 +248,15 @@ class ConfigModel(BaseModel):
             failed = frozenset(str(error["loc"][0]) for error in errors)
             problems = cls.checks_as_written(data, failed, info.context)
             raise with_problems(exc, problems) from None
+        waits = _waits_past_the_longest(model)
+        if waits:
+            # raised here, the model's own checks between keys do not run: those as written
+            # are reported with it
+            checks = cls.checks_as_written.__func__ is not _NO_CHECKS  # type: ignore[attr-defined]
+            written = checks and isinstance(data, Mapping)
+            more = cls.checks_as_written(data, frozenset(), info.context) if written else []
+            raise FieldProblems([*waits, *more])
+        return model
 
     @model_validator(mode="before")
     @classmethod
@@ -271,6 +283,42 @@ class ConfigModel(BaseModel):
                 value = _text_choice(annotation, value)
             evened[name] = value
         return evened
+
+
+def _waits_past_the_longest(model: BaseModel) -> list[tuple[Loc, str]]:
+    """A first wait longer than the longest (``restart_backoff`` and
+    ``restart_backoff_max``, ``delay`` and ``max_delay``): at the key written, the longest
+    when both are."""
+    problems: list[tuple[Loc, str]] = []
+    for first, longest in _first_and_longest(type(model)):
+        if getattr(model, first) > getattr(model, longest):
+            key = longest if longest in model.model_fields_set else first
+            problems.append(
+                (
+                    (key,),
+                    f"{longest} ({format_duration(getattr(model, longest))}) must be at"
+                    f" least {first} ({format_duration(getattr(model, first))})",
+                )
+            )
+    return problems
+
+
+@functools.cache
+def _first_and_longest(model: type[BaseModel]) -> tuple[tuple[str, str], ...]:
+    """The pairs of durations of ``model`` named ``x`` and ``x_max`` or ``max_x``."""
+    fields = model.model_fields
+
+    def duration(name: str) -> bool:
+        return name in fields and any(
+            isinstance(item, DurationSpec) for item in fields[name].metadata
+        )
+
+    return tuple(
+        (name, longest)
+        for name in fields
+        for longest in (f"{name}_max", f"max_{name}")
+        if duration(name) and duration(longest)
+    )
 
 
 _NO_CHECKS = ConfigModel.checks_as_written.__func__  # type: ignore[attr-defined]
