@@ -36,7 +36,9 @@ class AdapterConfigBase(ConfigModel):
         " `restart_backoff_max`.",
     )
     restart_backoff_max: Annotated[float, DurationSpec()] = Field(
-        default=60.0, description="Longest wait between restarts of a failing adapter."
+        default=60.0,
+        description="Longest wait between restarts of a failing adapter; at least"
+        " `restart_backoff`.",
     )
     queue_size: int = Field(
         default=10_000,

@@ -482,7 +482,8 @@ class BridgeConfig(ConfigModel):
         " to this once connected.",
     )
     reconnect_backoff_max: Annotated[float, DurationSpec(gt=0)] = Field(
-        default=60.0, description="Longest wait between reconnection attempts."
+        default=60.0,
+        description="Longest wait between reconnection attempts; at least `reconnect_backoff`.",
     )
     reconnect_jitter: float = Field(
         default=0.2,
@@ -497,7 +498,9 @@ class BridgeConfig(ConfigModel):
         " ...); doubles up to `restart_backoff_max`.",
     )
     restart_backoff_max: Annotated[float, DurationSpec()] = Field(
-        default=60.0, description="Longest wait between restarts of a failing bridge."
+        default=60.0,
+        description="Longest wait between restarts of a failing bridge; at least"
+        " `restart_backoff`.",
     )
 
     @field_serializer("password", when_used="json")

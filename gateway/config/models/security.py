@@ -58,7 +58,7 @@ class LoginThrottleConfig(ConfigModel):
         default=1.0, description="The first delay; it doubles with each further failure."
     )
     max_delay: Annotated[float, DurationSpec(gt=0)] = Field(
-        default=60.0, description="The longest delay."
+        default=60.0, description="The longest delay; at least `delay`."
     )
     forget_after: Annotated[float, DurationSpec(gt=0)] = Field(
         default=600.0,
