@@ -101,3 +101,48 @@ def test_an_integer_or_a_choice_is_one_line_naming_both(tmp_path: Path) -> None:
         f" >= 1 or all, got {got}"
         for i, got in enumerate(["0", "'lots'", "a list"])
     ]
+
+
+EVENTS = """\
+adapters:
+  - type: someip
+    name: car
+    consume:
+      - service_id: 1
+        instance_id: 1
+        eventgroups: [1]
+        events:
+          - {id: 5, protocl: udp}
+          - abc
+          - {id: 99999}
+        methods:
+          - {id: 6, protocl: tcp}
+    offer:
+      - service_id: 2
+        instance_id: 1
+        events:
+          - [1]
+"""
+
+
+def test_someip_consumed_and_offered_events_and_methods_report_the_yaml_path(
+    tmp_path: Path,
+) -> None:
+    """consume[].events, consume[].methods and offer[].events items: the same union of
+    an id or a mapping as offer[].methods (right since d8a48f4; kept so)."""
+    code, lines = check(tmp_path, QUIET + EVENTS)
+    assert (code, lines) == (
+        2,
+        [
+            "edgebus.yaml:11 adapters[0].consume[0].events[0]: unknown key 'protocl';"
+            " did you mean 'protocol'?",
+            "edgebus.yaml:12 adapters[0].consume[0].events[1]: expected a mapping or an"
+            " integer, got 'abc'",
+            "edgebus.yaml:13 adapters[0].consume[0].events[2].id: expected at most 65535,"
+            " got 99999",
+            "edgebus.yaml:15 adapters[0].consume[0].methods[0]: unknown key 'protocl';"
+            " did you mean 'protocol'?",
+            "edgebus.yaml:20 adapters[0].offer[0].events[0]: expected a mapping or an"
+            " integer, got a list",
+        ],
+    )
