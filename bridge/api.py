@@ -216,7 +216,7 @@ def _operation(
 ) -> BridgeView:
     _view(supervisor, name)
     if not operation(BRIDGE, name):
-        raise HTTPException(status.HTTP_409_CONFLICT, f"the bridge {name!r} is not running")
+        raise HTTPException(status.HTTP_409_CONFLICT, f"the bridge {name!r} is disabled")
     log.info("bridge %s: %s through the API by %s", name, operation.__name__, caller.name)
     return _view(supervisor, name)
 

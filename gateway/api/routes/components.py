@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 router = APIRouter(tags=["components"])
 
 _NOT_FOUND: Responses = {404: {"description": "No such adapter"}}
+_RESTART: Responses = {**_NOT_FOUND, 409: {"description": "The adapter is disabled"}}
 
 
 @router.get("/adapters", summary="Protocol adapters and their state")
@@ -45,7 +46,7 @@ async def get_adapter(gateway: Gw, name: str) -> AdapterStatus:
 @router.post(
     "/adapters/{name}/restart",
     summary="Restart an adapter",
-    responses=_NOT_FOUND,
+    responses=_RESTART,
 )
 async def restart_adapter(gateway: Gw, caller: Caller, name: str) -> AdapterStatus:
     _adapter(gateway, name)
@@ -53,7 +54,8 @@ async def restart_adapter(gateway: Gw, caller: Caller, name: str) -> AdapterStat
     if not isinstance(supervisor, Supervisor):
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no adapter {name!r}")
     if await supervisor.restart(name) is False:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no adapter {name!r}")
+        # It exists (above): the supervisor refuses a disabled one, as /components does.
+        raise HTTPException(status.HTTP_409_CONFLICT, f"the adapter {name!r} is disabled")
     log.info("adapter %s restarted through the API by %s", name, caller.name)
     return _adapter(gateway, name)
 

@@ -55,14 +55,15 @@ def _operation(
         "resume": supervisor.resume,
     }
     if not operations[action](kind, name):
-        raise HTTPException(status.HTTP_409_CONFLICT, f"the {kind} {name!r} is not running")
+        # It exists (above) and the supervisor refuses: it is disabled (no task to ask).
+        raise HTTPException(status.HTTP_409_CONFLICT, f"the {kind} {name!r} is disabled")
     log.info("%s %s: %s requested through the API by %s", kind, name, action, caller.name)
     return _status(supervisor, kind, name)
 
 
 _OPERATION: Responses = {
     **_NOT_FOUND,
-    409: {"description": "The component is disabled, or being removed"},
+    409: {"description": "The component is disabled"},
 }
 
 

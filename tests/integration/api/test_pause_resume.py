@@ -101,3 +101,41 @@ bridges:
             wait_for(lambda: _state(http, path), lambda s: s == "paused")
             assert _answered(http, f"{component}/resume")["state"] in STARTING
             wait_for(lambda: _state(http, path), lambda s: s == "running")
+
+
+DISABLED = """
+adapters:
+  - type: loopback
+    name: second
+    enabled: false
+    mappings:
+      - {source: "x/{a}", target: "y/{a}"}
+bridges:
+  - name: cloud
+    enabled: false
+    server: "127.0.0.1:1"
+    forwards: [{local: "f/#"}]
+"""
+
+
+def test_a_disabled_component_answers_409_saying_it_is_disabled(tmp_path: Path) -> None:
+    """Every way to pause, resume or restart a disabled component answers 409 naming it
+    disabled; ``/adapters/{name}/restart`` too (it answered 404 while GET answered 200)."""
+    with running_gateway(tmp_path, API_CONFIG + DISABLED) as gw:
+        http = http_of(gw)
+        assert _state(http, "/api/v1/adapters/second") == "stopped"
+        paths = {
+            "/api/v1/adapters/second/restart": "the adapter 'second' is disabled",
+            "/api/v1/bridges/cloud/pause": "the bridge 'cloud' is disabled",
+            "/api/v1/bridges/cloud/resume": "the bridge 'cloud' is disabled",
+        }
+        for action in ("restart", "pause", "resume"):
+            paths[f"/api/v1/components/adapter/second/{action}"] = (
+                "the adapter 'second' is disabled"
+            )
+            paths[f"/api/v1/components/bridge/cloud/{action}"] = "the bridge 'cloud' is disabled"
+        for path, detail in paths.items():
+            reply = http.post(path)
+            assert (reply.status, reply.json()) == (409, {"detail": detail}), path
+        assert _state(http, "/api/v1/adapters/second") == "stopped"
+        assert http.post("/api/v1/adapters/nope/restart").status == 404
