@@ -14,7 +14,7 @@ from broker_core.clock import now_ns, to_wall_ns
 from broker_core.context import Context, Origin
 from broker_core.delayed import DELAYED_PREFIX, parse_delayed_topic
 from broker_core.mqtt.properties import EMPTY, Properties
-from broker_core.mqtt.topics import too_deep, topic_name_problem
+from broker_core.mqtt.topics import SHARE_PREFIX, too_deep, topic_name_problem
 from gateway.api.schemas import (
     Message,
     MessageProperties,
@@ -26,6 +26,7 @@ from gateway.api.schemas import (
 
 __all__ = [
     "PayloadError",
+    "TopicDenied",
     "check_topic",
     "context_of",
     "decode_payload",
@@ -36,6 +37,17 @@ __all__ = [
 
 class PayloadError(ValueError):
     """A request's payload or topic cannot be published; the message says why."""
+
+
+class TopicDenied(PayloadError):
+    """A topic the broker would refuse from a publisher as it does in ``Broker.publish``
+    (``$SYS``, ``$share/``, an invalid ``$delayed/``, deeper than ``max_topic_levels``):
+    counted as the broker counts it, in ``publish_denied`` and ``limit`` (the bound of
+    ``Counters.limit_hits`` reached, or None)."""
+
+    def __init__(self, message: str, limit: str | None = None) -> None:
+        super().__init__(message)
+        self.limit = limit
 
 
 def encode_payload(payload: bytes) -> tuple[str, str]:
@@ -59,11 +71,14 @@ def decode_payload(text: str, encoding: str) -> bytes:
 
 
 def check_topic(topic: str, max_levels: int | None = None) -> tuple[int, str] | None:
-    """Raises ``PayloadError`` unless a client could publish to ``topic``; returns
+    """Raises ``PayloadError`` unless a client could publish to ``topic`` (``TopicDenied``
+    for one the broker refuses and counts); returns
     ``(delay, target)`` for a ``$delayed/`` topic, else None. ``max_levels``: the
     broker's ``mqtt.max_topic_levels`` (of the topic the message is routed to)."""
     problem = topic_name_problem(topic)
     if problem is not None:
+        if topic.startswith(SHARE_PREFIX):
+            raise TopicDenied(f"topic: {problem}")
         raise PayloadError(f"topic: {problem}")
     if max_levels is not None:
         target = topic
@@ -71,16 +86,17 @@ def check_topic(topic: str, max_levels: int | None = None) -> tuple[int, str] | 
             parsed = parse_delayed_topic(topic)
             target = topic if parsed is None else parsed[1]
         if too_deep(target, max_levels):
-            raise PayloadError(
+            raise TopicDenied(
                 f"topic: {target.count('/') + 1} levels, more than mqtt.max_topic_levels"
-                f" ({max_levels})"
+                f" ({max_levels})",
+                "topic_levels",
             )
     if topic.startswith("$SYS"):
-        raise PayloadError("topic: $SYS topics belong to the broker")
+        raise TopicDenied("topic: $SYS topics belong to the broker")
     if topic.startswith(DELAYED_PREFIX):
         delayed = parse_delayed_topic(topic)
         if delayed is None:
-            raise PayloadError("topic: expected $delayed/<seconds>/<topic>")
+            raise TopicDenied("topic: expected $delayed/<seconds>/<topic>")
         return delayed
     return None
 

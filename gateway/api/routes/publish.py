@@ -40,7 +40,7 @@ from broker_core.retained import is_broker_own, retained_size
 from gateway.api.components import GatewayView
 from gateway.api.deps import Caller, Gw, Responses
 from gateway.api.durable import written
-from gateway.api.messages import PayloadError, check_topic, context_of
+from gateway.api.messages import PayloadError, TopicDenied, check_topic, context_of
 from gateway.api.schemas import PublishRequest, PublishResult
 
 __all__ = ["MAX_BATCH", "router"]
@@ -71,6 +71,13 @@ def _prepare(
     try:
         delayed = check_topic(request.topic, limits.max_topic_levels)
         context = context_of(request, origin, None if delayed is None else delayed[1])
+    except TopicDenied as exc:
+        # Counted as Broker.publish counts the same refusal from an MQTT client.
+        counters = gateway.broker.counters
+        if exc.limit is not None:
+            counters.hit(exc.limit)
+        counters.publish_denied += 1
+        raise HTTPException(status.HTTP_400_BAD_REQUEST, f"{where}{exc}") from None
     except PayloadError as exc:
         raise HTTPException(status.HTTP_400_BAD_REQUEST, f"{where}{exc}") from None
     if request.qos > limits.max_qos:

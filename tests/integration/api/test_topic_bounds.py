@@ -2,6 +2,9 @@
 
 - ``POST /publish`` (and each message of ``/publish/batch``) to a topic deeper than
   ``mqtt.max_topic_levels`` is 400, nothing published;
+- such a refusal, and one of a ``$SYS`` or ``$share/`` topic or an invalid ``$delayed/``,
+  counts in ``edgebus_publish_denied_total`` (and ``limit_hits{limit="topic_levels"}``)
+  as the same publish from an MQTT client does;
 - ``GET /topics`` reads only the levels it shows: with a filter of 128 levels,
   ``depth=1`` answers one node (the whole tree was built before, for any depth).
 """
@@ -10,6 +13,7 @@ from __future__ import annotations
 
 from tests.helpers.gateway import RunningGateway
 from tests.integration.api.support import Http
+from tests.integration.api.test_metrics import prometheus
 from tests.integration.broker.support import Clients
 
 LEVELS = 128  # the default of mqtt.max_topic_levels
@@ -38,6 +42,36 @@ def test_an_api_publish_deeper_than_max_topic_levels_is_400(
     assert (received.topic, received.payload) == (deep("c", LEVELS), b"fits")
     assert gw.call(lambda: len(gw.broker.retained)) == 0
     assert gw.call(lambda: len(gw.broker.delayed)) == 0
+
+
+DENIED = ("edgebus_publish_denied_total", ())
+TOPIC_LEVELS = ("edgebus_limit_hits_total", (("limit", "topic_levels"),))
+
+
+def _counts(http: Http) -> tuple[float, float]:
+    samples = prometheus(http)
+    return samples[DENIED], samples[TOPIC_LEVELS]
+
+
+def test_an_api_publish_refused_by_topic_counts_as_from_mqtt(http: Http, clients: Clients) -> None:
+    publisher = clients.raw_connect(5, "publisher")
+    assert _counts(http) == (0, 0)
+    too_deep = deep("a", LEVELS + 1)
+    for topic in (too_deep, "$SYS/x", "$share/g/x", "$delayed/x/y"):
+        ack = publisher.publish(topic, b"x", qos=1)
+        assert ack is not None and (ack.reason_code or 0) >= 0x80, topic
+    from_mqtt = _counts(http)
+    assert from_mqtt == (4, 1)
+
+    for topic in (too_deep, "$SYS/x", "$share/g/x", "$delayed/x/y"):
+        reply = http.post("/api/v1/publish", {"topic": topic, "payload": "x"})
+        assert reply.status == 400, topic
+    reply = http.post("/api/v1/publish/batch", [{"topic": "ok"}, {"topic": too_deep}])
+    assert reply.status == 400
+    assert _counts(http) == (4 + 5, 1 + 2)
+    # A topic no client can send (empty, a wildcard) is not a publish refused: not counted.
+    assert http.post("/api/v1/publish", {"topic": "a/+"}).status == 400
+    assert _counts(http) == (9, 3)
 
 
 def test_the_topic_tree_reads_only_the_levels_it_shows(
