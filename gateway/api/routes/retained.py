@@ -32,6 +32,7 @@ router = APIRouter(tags=["retained"])
 _NOT_FOUND: Responses = {404: {"description": "No retained message for this topic"}}
 _DELETE: Responses = {
     **_NOT_FOUND,
+    400: {"description": "A `$SYS` topic: the broker's own, as for a publish"},
     503: {"description": "The store could not write the deletion; the message stays retained"},
 }
 
@@ -88,6 +89,8 @@ async def get_retained(gateway: Gw, topic: str) -> Message:
     responses=_DELETE,
 )
 async def delete_retained(gateway: Gw, caller: Caller, topic: str) -> Response:
+    if topic.startswith("$SYS"):  # as POST /publish refuses it (an empty retained publish)
+        raise HTTPException(status.HTTP_400_BAD_REQUEST, "topic: $SYS topics belong to the broker")
     broker = gateway.broker
     context = broker.retained.get(topic) if topic else None
     if context is None or not broker.retained.clear(topic):

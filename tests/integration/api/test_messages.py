@@ -349,6 +349,20 @@ def test_retained_list_get_and_delete(gw: RunningGateway, http: Http, clients: C
     late.expect_no_message()
 
 
+def test_a_sys_retained_message_cannot_be_deleted(tmp_path: Path) -> None:
+    """``$SYS`` topics belong to the broker: DELETE is 400 as a publish there is, and the
+    message stays (it answered 204 and deleted it)."""
+    with running_gateway(tmp_path, API_CONFIG + "sys: {interval: 60}\n") as gw:
+        http = http_of(gw)
+        items = http.get("/api/v1/retained?topic=%24SYS/%23&limit=1").json()["items"]
+        assert items, "the broker retains its $SYS messages"
+        path = "/api/v1/retained/" + items[0]["topic"].replace("$", "%24")
+        reply = http.delete(path)
+        assert reply.status == 400
+        assert reply.json() == {"detail": "topic: $SYS topics belong to the broker"}
+        assert http.get(path).status == 200
+
+
 def test_publishing_an_empty_retained_message_clears_it(http: Http) -> None:
     http.post("/api/v1/publish", {"topic": "gone/soon", "payload": "x", "retain": True})
     assert http.get("/api/v1/retained/gone/soon").status == 200
