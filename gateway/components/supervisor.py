@@ -270,7 +270,10 @@ class Supervisor:
     def reconcile(self, specs: Iterable[Spec]) -> list[str]:
         """Applies a new set of instances (a configuration reload): removed ones stop,
         new ones start, changed ones restart, unchanged ones keep running. Returns what
-        changed, e.g. ``["adapter: started units", "adapter: restarted echo"]``."""
+        changed, e.g. ``["adapter: started units", "adapter: restarted echo"]``; one
+        with ``enabled: false`` is ``added <name> (disabled)``, ``stopped <name>
+        (disabled)`` (it was enabled) or ``changed <name> (disabled)``; one enabled
+        again is ``started``."""
         changes: list[str] = []
         wanted = {(spec.kind, spec.name): spec for spec in specs}
         for key in list(self._instances):
@@ -282,11 +285,21 @@ class Supervisor:
             if instance is not None and instance.spec == spec:
                 continue
             if instance is not None:
+                was_enabled = instance.spec.enabled
                 self.update(spec)
-                changes.append(f"{key[0]}: restarted {key[1]}")
+                if spec.enabled:
+                    again = "restarted" if was_enabled else "started"
+                    changes.append(f"{key[0]}: {again} {key[1]}")
+                elif was_enabled:
+                    changes.append(f"{key[0]}: stopped {key[1]} (disabled)")
+                else:
+                    changes.append(f"{key[0]}: changed {key[1]} (disabled)")
             else:
                 self.add(spec)
-                changes.append(f"{key[0]}: started {key[1]}")
+                if spec.enabled:
+                    changes.append(f"{key[0]}: started {key[1]}")
+                else:
+                    changes.append(f"{key[0]}: added {key[1]} (disabled)")
         return changes
 
     def rejudge(self) -> list[str]:

@@ -149,3 +149,26 @@ def test_a_rule_naming_a_running_webhook_is_added(tmp_path: Path) -> None:
         _use(gw, config_file(tmp_path, gw, webhooks=webhooks, rules=[WEBHOOK_RULE]))
         assert _reloaded(http) == ["rule: added r2"]
         assert [rule["name"] for rule in http.get("/api/v1/rules").json()] == ["r2"]
+
+
+LOOPBACK = {
+    "type": "loopback",
+    "name": "second",
+    "mappings": [{"source": "x/{a}", "target": "y/{a}"}],
+}
+
+
+def test_a_reload_names_a_disabled_component_disabled(tmp_path: Path, gw: RunningGateway) -> None:
+    """An adapter added, or changed, with ``enabled: false`` is reported so, not as
+    ``started``/``restarted`` (it is stopped); enabled again, it is ``started``."""
+    http = http_of(gw)
+    disabled = {**LOOPBACK, "enabled": False}
+    _use(gw, config_file(tmp_path, gw, adapters=[disabled]))
+    assert _reloaded(http) == ["adapter: added second (disabled)"]
+    assert http.get("/api/v1/adapters/second").json()["state"] == "stopped"
+    _use(gw, config_file(tmp_path, gw, adapters=[{**disabled, "restart_backoff": "2s"}]))
+    assert _reloaded(http) == ["adapter: changed second (disabled)"]
+    _use(gw, config_file(tmp_path, gw, adapters=[LOOPBACK]))
+    assert _reloaded(http) == ["adapter: started second"]
+    _use(gw, config_file(tmp_path, gw, adapters=[disabled]))
+    assert _reloaded(http) == ["adapter: stopped second (disabled)"]
