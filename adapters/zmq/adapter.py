@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import socket
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -203,6 +204,11 @@ class ZmqAdapter(SocketAdapter):
             sock.setsockopt(zmq.REQ_CORRELATE, 1)  # and its late reply is discarded
         connect, bind = config.urls()
         for url in bind:
+            if url.startswith("ipc://") and _served(Path(url[len("ipc://") :])):
+                raise AdapterConnectionError(
+                    f"{name}: cannot bind {url}: another process is serving it (its socket"
+                    " file accepts connections); ZeroMQ would take the path over"
+                )
             try:
                 sock.bind(url)
             except zmq.ZMQError as exc:
@@ -652,6 +658,29 @@ async def _close_unused(unused: list[_Socket]) -> None:
     if unused:
         unused.clear()
         await asyncio.sleep(0)
+
+
+def _served(path: Path) -> bool:
+    """Whether a live process serves the ipc socket file at ``path``: it accepts a
+    connection. libzmq's bind unlinks whatever is at the path and binds its own, so a
+    live service's address would be taken over (and its file removed at stop); a stale
+    file (connection refused) is replaced as before."""
+    try:
+        if not path.is_socket():
+            return False
+    except OSError:
+        return False
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.settimeout(1.0)
+        probe.connect(str(path))
+    except (TimeoutError, BlockingIOError):  # its backlog is full: alive, and busy
+        return True
+    except OSError:  # refused (stale), gone meanwhile, no permission to tell
+        return False
+    finally:
+        probe.close()
+    return True
 
 
 def _binds(config: Any, path: Path) -> bool:

@@ -497,3 +497,31 @@ adapters:
     finally:
         dealer.close(linger=0)
         context.term()
+
+
+def test_an_ipc_path_a_live_process_serves_is_not_taken_over(
+    tmp_path: Path, ipc_dir: Path
+) -> None:
+    # libzmq's bind unlinks whatever socket file is at the path and binds its own: the
+    # other service's messages would come here, and its file be removed at stop.
+    url = f"ipc://{ipc_dir}/svc"
+    config = f"""
+adapters:
+  - type: zmq
+    name: clash
+    restart_backoff: 30s
+    zmq_to_mqtt:
+      - socket: pull
+        bind: {url}
+        to_mqtt: x/{{zmq.topic}}
+"""
+    with zmq_peer("pull", "--bind", url, "--count", "1", "--print") as service:
+        service.expect("ready")
+        with running_gateway(tmp_path, config) as gw:
+            status = wait_state(gw, "clash", "backing_off")
+            assert f"zmq_to_mqtt[0]: cannot bind {url}" in status["last_error"]
+            assert "another process is serving it" in status["last_error"]
+            with zmq_peer("push", "--connect", url, "--topic", "jobs", "--count", "1") as client:
+                client.expect("sent", timeout=unit(30))
+                assert service.expect("message", timeout=unit(30)) == ["jobs", "0"]
+        assert Path(f"{ipc_dir}/svc").is_socket()  # the gateway's stop left it alone
