@@ -16,7 +16,7 @@ from fastapi import APIRouter, HTTPException, Query, Response, status
 
 from broker_core.clock import now as clock_now
 from broker_core.context import Context
-from broker_core.mqtt.topics import topic_filter_problem
+from broker_core.mqtt.topics import too_deep, topic_filter_problem
 from broker_core.retained import as_of
 from gateway.api.deps import MAX_QUERY, Caller, Gw, Limit, Offset, Responses, page
 from gateway.api.durable import written
@@ -63,6 +63,13 @@ async def list_retained(
         problem = topic_filter_problem(topic)
         if problem is not None:
             raise HTTPException(status.HTTP_400_BAD_REQUEST, f"topic: {problem}")
+        max_levels = gateway.broker.limits.max_topic_levels
+        if too_deep(topic, max_levels):  # as a SUBSCRIBE's filter is refused
+            raise HTTPException(
+                status.HTTP_400_BAD_REQUEST,
+                f"topic: {topic.count('/') + 1} levels, more than mqtt.max_topic_levels"
+                f" ({max_levels})",
+            )
         found = store.match(topic, now)
     found.sort(key=lambda context: context.topic)
     return RetainedPage(

@@ -5,6 +5,8 @@
 - such a refusal, and one of a ``$SYS`` or ``$share/`` topic or an invalid ``$delayed/``,
   counts in ``edgebus_publish_denied_total`` (and ``limit_hits{limit="topic_levels"}``)
   as the same publish from an MQTT client does;
+- ``GET /retained?topic=`` with a filter deeper than the bound is 400, as a SUBSCRIBE
+  of it is refused;
 - ``GET /topics`` reads only the levels it shows: with a filter of 128 levels,
   ``depth=1`` answers one node (the whole tree was built before, for any depth).
 """
@@ -107,3 +109,15 @@ def test_the_topic_tree_reads_only_the_levels_it_shows(
     retained = http.get("/api/v1/topics?root=x/r/" + "q/" * 49 + "q").json()
     assert [(n["name"], n["retained"]) for n in retained["children"]] == [("s", True)]
     assert http.get("/api/v1/topics?root=nothing").status == 404
+
+
+def test_a_retained_filter_deeper_than_max_topic_levels_is_400(http: Http) -> None:
+    reply = http.post("/api/v1/publish", {"topic": "r/x", "payload": "1", "retain": True})
+    assert reply.status == 200
+    for depth, status in ((LEVELS, 200), (LEVELS + 1, 400)):
+        query = deep("r", depth - 1) + "/%23"  # r/.../# : ``depth`` levels
+        reply = http.get(f"/api/v1/retained?topic={query}")
+        assert reply.status == status, depth
+    assert reply.json() == {
+        "detail": f"topic: {LEVELS + 1} levels, more than mqtt.max_topic_levels ({LEVELS})"
+    }
