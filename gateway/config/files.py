@@ -15,6 +15,7 @@ report them at their YAML path, with every other problem of the file.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -177,7 +178,9 @@ def log_file_problem(path: Path) -> str | None:
 def ipc_bind_problem(path: Path) -> str | None:
     """Why a socket file could not be created at ``path`` (an ``ipc://`` URL to bind), or
     None. ZeroMQ and NNG create the file, not its directory: a missing directory fails
-    every bind, so it is an error here rather than a retry loop at run time."""
+    every bind, so it is an error here rather than a retry loop at run time. They unlink
+    whatever is at the path before binding: a file there that is not a socket (a path
+    mistyped onto a user's file) would be lost, so it is an error too."""
     directory = path.absolute().parent
     if not directory.exists():
         return (
@@ -188,4 +191,10 @@ def ipc_bind_problem(path: Path) -> str | None:
         return f"{str(directory)!r} is not a directory"
     if not os.access(directory, os.W_OK | os.X_OK):
         return f"no permission to create a socket file in {str(directory)!r}"
+    try:
+        mode = path.lstat().st_mode
+    except OSError:  # nothing there (or not to be told): the bind creates it
+        return None
+    if not stat.S_ISSOCK(mode):  # ZeroMQ and NNG would unlink it: a user's file lost
+        return f"{str(path.absolute())!r} exists and is not a socket; refusing to replace it"
     return None

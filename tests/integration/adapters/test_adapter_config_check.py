@@ -188,6 +188,43 @@ adapters:
     assert (status, lines) == (0, ["edgebus.yaml: OK"])
 
 
+def test_an_ipc_bind_path_on_a_regular_file_is_refused_and_the_file_kept(
+    tmp_path: Path,
+) -> None:
+    # ZeroMQ and NNG unlink whatever is at an ipc path before binding: a mistyped path
+    # would delete the user's file.
+    notes, todo = tmp_path / "notes.txt", tmp_path / "todo.txt"
+    notes.write_text("keep me\n")
+    todo.write_text("and me\n")
+    status, lines = _check(
+        tmp_path,
+        """\
+data_dir: data
+listeners: [{type: tcp, bind: "127.0.0.1:0"}]
+api: {enabled: false}
+adapters:
+  - type: zmq
+    name: z
+    zmq_to_mqtt:
+      - {socket: pull, bind: "ipc://notes.txt", to_mqtt: jobs}
+  - type: nng
+    name: n
+    nng_to_mqtt:
+      - {socket: pull0, bind: "ipc://todo.txt", to_mqtt: jobs}
+""",
+    )
+    assert status == 2, lines
+    problem = "exists and is not a socket; refusing to replace it"
+    assert lines == [
+        f"edgebus.yaml:8 adapters[0].zmq_to_mqtt[0].bind: cannot bind ipc://notes.txt:"
+        f" '{notes}' {problem}",
+        f"edgebus.yaml:12 adapters[1].nng_to_mqtt[0].bind: cannot bind ipc://todo.txt:"
+        f" '{todo}' {problem}",
+    ]
+    assert notes.read_text() == "keep me\n"
+    assert todo.read_text() == "and me\n"
+
+
 def test_the_zmq_docs_example_checks_as_printed(tmp_path: Path) -> None:
     text = (DOCS / "zmq.md").read_text()
     (example,) = [b for b in re.findall(r"```yaml\n(.*?)```", text, re.DOTALL)
