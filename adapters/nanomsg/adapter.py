@@ -205,10 +205,10 @@ class NngAdapter(SocketAdapter):
         NNG's receive and hands the messages to the loop through this run's inbox
         (``block``: a full inbox makes the thread wait, and NNG's buffers, then the
         peers, wait with it: nothing is dropped)."""
-        take, decode, publish, origin = mapping.take, codec.decode, hub.publish, hub.origin
+        take, decode = mapping.take, codec.decode
 
         def handle(body: bytes) -> None:
-            take(body, decode, publish, origin)
+            take(body, decode, hub)
 
         inbox: Inbox[bytes] = host.inbox(mapping.config.high_water_mark, BLOCK, callback=handle)
         if entry.reader is None:
@@ -482,9 +482,9 @@ class _Socket:
         if reader is not None:
             left = [*reader.stop(), *left]  # the thread took its message first
         if hub is not None and left and isinstance(mapping, Inbound):
-            take, decode, publish, origin = mapping.take, codec.decode, hub.publish, hub.origin
+            take, decode = mapping.take, codec.decode
             for body in left:
-                take(body, decode, publish, origin)
+                take(body, decode, hub)
         for path in self.ipc_files:
             with contextlib.suppress(OSError):
                 if path.is_socket():

@@ -21,7 +21,7 @@ from adapters.sockets.config import InboundMapping, OutboundMapping
 from adapters.sockets.frames import prefix_order
 from broker_core.context import EMPTY_META, Context, Origin, new_context, next_message_id
 from broker_core.mqtt.properties import Properties
-from gateway.hub import HubSubscription
+from gateway.hub import HubClient, HubSubscription
 from gateway.mapping import FilterTemplate, MappingError, TopicTemplate, codec
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "Inbound",
     "Outbound",
     "batches",
+    "count_refusal",
     "mapping_names",
     "note_error",
     "note_failure",
@@ -36,6 +37,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 _unexpected = Unexpected(log)
+
+#: how ``HubClient.refusal`` starts for a publish refused for its size (``_too_large``)
+_TOO_LARGE = "packet too large"
 
 MQTT_TOPIC = "mqtt.topic"
 
@@ -172,15 +176,13 @@ class Inbound:
             time.time_ns(),
         )
 
-    def take(
-        self, message: Any, decode: Decode, publish: Callable[[Context], bool], origin: Origin
-    ) -> None:
+    def take(self, message: Any, decode: Decode, hub: HubClient) -> None:
         """Publishes one native message (``decode`` splits it), counted; never raises."""
         counters = self.counters
         counters.received += 1
         try:
             topic, payload = decode(message, self.config.frames, self.delimiter, self.prefixes)
-            accepted = publish(self.context(topic, payload, origin))
+            accepted = hub.publish(self.context(topic, payload, hub.origin))
         except MappingError as exc:
             note_failure(self, exc)
             return
@@ -190,7 +192,17 @@ class Inbound:
         if accepted:
             counters.published += 1
         else:
-            counters.denied += 1
+            count_refusal(counters, hub)
+
+
+def count_refusal(counters: Counters, hub: HubClient) -> None:
+    """Counts a publish the hub refused: one too large for ``mqtt.max_packet_size`` in
+    ``dropped`` (as the hub counts it), any other (the ACL, ``$SYS``, an invalid topic
+    name) in ``denied``."""
+    if hub.refusal.startswith(_TOO_LARGE):
+        counters.dropped += 1
+    else:
+        counters.denied += 1
 
 
 class Outbound:

@@ -21,7 +21,14 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from adapters.sockets.mapping import Decode, Inbound, Outbound, note_error, note_failure
+from adapters.sockets.mapping import (
+    Decode,
+    Inbound,
+    Outbound,
+    count_refusal,
+    note_error,
+    note_failure,
+)
 from broker_core.context import Context, Origin, new_context, next_message_id
 from broker_core.mqtt.properties import Properties
 from gateway.hub import HubClient, HubSubscription
@@ -133,7 +140,7 @@ def publish_reply(hub: HubClient, mapping: Outbound, request: Context, payload: 
     if accepted:
         mapping.counters.published += 1
     else:
-        mapping.counters.denied += 1
+        count_refusal(mapping.counters, hub)
 
 
 async def collect_replies(subscription: HubSubscription, pending: PendingReplies) -> None:
@@ -173,7 +180,7 @@ async def ask_responder(
         properties = request_properties(mapping.properties, response_topic, correlation)
         context = mapping.context(topic, payload, hub.origin, properties)
         if not hub.publish(context):
-            counters.denied += 1
+            count_refusal(counters, hub)
             return b""
         counters.published += 1
         try:

@@ -278,7 +278,7 @@ class ZmqAdapter(SocketAdapter):
     async def _receive(self, hub: HubClient, mapping: Inbound, sock: zmq.asyncio.Socket) -> None:
         """``sub`` / ``pull``: every message published to MQTT."""
         sync: zmq.Socket[bytes] = zmq.Socket.shadow(sock.underlying)
-        take, decode, publish, origin = mapping.take, codec.decode, hub.publish, hub.origin
+        take, decode = mapping.take, codec.decode
         try:
             while True:
                 drained = 0
@@ -288,7 +288,7 @@ class ZmqAdapter(SocketAdapter):
                     except zmq.Again:
                         break
                     drained += 1
-                    take(frames, decode, publish, origin)
+                    take(frames, decode, hub)
                 if drained < _BATCH:
                     await sock.poll(None, zmq.POLLIN)  # type: ignore[call-arg]
                 else:
@@ -690,13 +690,13 @@ def _binds(config: Any, path: Path) -> bool:
 def _drain_received(sync: zmq.Socket[bytes], mapping: Inbound, hub: HubClient) -> None:
     """Publishes every whole message the socket holds now, without waiting (as the run
     ends, before the socket closes); at most its high-water mark of them."""
-    take, decode, publish, origin = mapping.take, codec.decode, hub.publish, hub.origin
+    take, decode = mapping.take, codec.decode
     for _ in range(max(1, mapping.config.high_water_mark)):
         try:
             frames = _recv_frames(sync)
         except (zmq.Again, zmq.ZMQError):  # none left, or the socket is closed already
             return
-        take(frames, decode, publish, origin)
+        take(frames, decode, hub)
 
 
 def _recv_frames(sock: zmq.Socket[bytes]) -> list[bytes]:

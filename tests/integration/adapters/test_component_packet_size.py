@@ -83,6 +83,11 @@ adapters:
         assert got == [("big/b", 15_000), ("big/c", 5)]
         stats = wait_until_dropped(gw)
         assert (stats["too_large"], stats["dropped"], stats["published"]) == (1, 0, 3)
+        # The mapping counts it dropped too, as docs/adapters/zmq.md's "Counters" says:
+        # `denied` is for the ACL and $SYS.
+        mapping = state_of(gw, "cell")["component_stats"]
+        assert (mapping["nng_to_mqtt[0].dropped"], mapping["nng_to_mqtt[0].denied"],
+                mapping["nng_to_mqtt[0].published"]) == (1, 0, 2)
         metrics = http_of(gw).get("/metrics").text
         assert metric(metrics, "edgebus_component_messages_dropped_total", name="cell",
                       queue="too_large") == 1
@@ -95,6 +100,54 @@ adapters:
     assert found is not None
     assert int(found.group(1)) > 30_000
     assert f"more than mqtt.max_packet_size ({LIMIT})" in lines[0]
+
+
+# The same three messages from a pyzmq PUSH, connected to the adapter's PULL.
+ZMQ_SENDER = """
+import sys, time, zmq
+sock = zmq.Context().socket(zmq.PUSH)
+sock.connect(sys.argv[1])
+for body in (b"a:" + b"A" * 30_000, b"b:" + b"B" * 15_000, b"c:small"):
+    sock.send(body)
+print('{"sent": 3}', flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_zmq_message_over_max_packet_size_is_counted_dropped_not_denied(
+    tmp_path: Path, ipc_dir: Path
+) -> None:
+    config = f"""
+mqtt:
+  max_packet_size: {LIMIT}
+{API.strip()}
+adapters:
+  - type: zmq
+    name: cell
+    zmq_to_mqtt:
+      - socket: pull
+        bind: ipc://{ipc_dir}/in
+        frames: prefix
+        delimiter: ":"
+        to_mqtt: big/{{zmq.topic}}
+"""
+    with contextlib.ExitStack() as stack:
+        gw = stack.enter_context(running_gateway(tmp_path, config))
+        wait_state(gw, "cell", "running")
+        watcher = stack.enter_context(mqtt_client(gw, "watcher"))
+        assert watcher.subscribe("big/#", 1) == [1]
+        sender = PeerProcess([sys.executable, "-c", ZMQ_SENDER, f"ipc://{ipc_dir}/in"])
+        stack.callback(sender.close)
+        got: list[tuple[str, int]] = []
+        while not got or got[-1][0] != "big/c":
+            message = watcher.expect_message(unit(10))
+            got.append((message.topic, len(message.payload)))
+        assert got == [("big/b", 15_000), ("big/c", 5)]
+        wait_until_dropped(gw)
+        mapping = state_of(gw, "cell")["component_stats"]
+        assert (mapping["zmq_to_mqtt[0].received"], mapping["zmq_to_mqtt[0].published"],
+                mapping["zmq_to_mqtt[0].dropped"], mapping["zmq_to_mqtt[0].denied"]) == (
+                    3, 2, 1, 0)
 
 
 def wait_until_dropped(gw: object) -> dict[str, int]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+from types import SimpleNamespace
 
 import pytest
 
@@ -60,8 +61,9 @@ def test_a_message_that_fails_unexpectedly_is_counted_and_the_next_one_published
         published.append(context.topic)
         return True
 
+    hub = SimpleNamespace(publish=publish, origin=ORIGIN, refusal="")  # a HubClient's face
     for topic in (b"boom", b"ok"):
-        mapping.take([topic, b"x"], codec.decode, publish, ORIGIN)
+        mapping.take([topic, b"x"], codec.decode, hub)  # type: ignore[arg-type]
     assert published == ["in/ok"]
     counters = mapping.counters
     assert (counters.received, counters.published, counters.failed) == (2, 1, 1)
