@@ -119,6 +119,37 @@ adapters:
         assert_still_running(gw, "floor")
 
 
+def test_a_multipart_message_of_one_or_three_frames_does_not_fit(
+    tmp_path: Path, ipc_dir: Path
+) -> None:
+    # docs/adapters/zmq.md, "Frame layouts": `multipart` is exactly [topic, payload].
+    config = f"""
+adapters:
+  - type: zmq
+    name: frames
+    zmq_to_mqtt:
+      - name: parts
+        socket: pull
+        bind: ipc://{ipc_dir}/parts
+        to_mqtt: in/{{zmq.topic}}
+"""
+    with (
+        running_gateway(tmp_path, config) as gw,
+        mqtt_client(gw, "watcher") as watcher,
+        zmq_socket(zmq.PUSH, f"ipc://{ipc_dir}/parts") as parts,
+    ):
+        watcher.subscribe("in/#", 1)
+        wait_state(gw, "frames", "running")
+        parts.send_multipart([b"three", b"x", b"y"])
+        parts.send_multipart([b"one"])
+        parts.send_multipart([b"two", b"z"])  # push/pull keeps the order: it comes last
+        assert watcher.expect_message(unit(10)).topic == "in/two"
+        stats = counters(gw, "frames")
+        assert (stats["parts.received"], stats["parts.failed"], stats["parts.published"]) == (
+            3, 2, 1)
+        assert_still_running(gw, "frames")
+
+
 def test_xpub_subscriptions_no_mqtt_topic_can_match_ask_for_nothing(
     tmp_path: Path, ipc_dir: Path
 ) -> None:
