@@ -13,9 +13,9 @@ reading; a client that then reads nothing for ``mqtt.write_timeout`` is aborted
 
 A connection the broker closes with a DISCONNECT or a refusing CONNACK ends with a FIN
 rather than a reset, whatever the client still sends (``listeners.linger``), so the
-client reads what was written last. After a client's DISCONNECT the close waits for the
-acknowledgements of what it sent before (``Session.acks_due``: a SUBACK, a PUBACK held
-for the store's commit).
+client reads what was written last. After a client's DISCONNECT, or a protocol error of a
+connected client, the close (and the DISCONNECT) waits for the acknowledgements of what it
+sent before (``Session.acks_due``: a SUBACK, a PUBACK held for the store's commit).
 
 Exceptions raised while handling a client's packets map to DISCONNECT reason codes
 through one table (mosquitto's handle__packet); unknown ones are logged with
@@ -561,15 +561,22 @@ class MqttConnection(asyncio.Protocol):
         if transport.is_closing():
             self.session.data_to_send()  # nowhere to go any more
             return
-        data = self.session.data_to_send()
+        session = self.session
+        if session.closed and session.acks_due:
+            # After the client's DISCONNECT or a protocol error, acknowledgements of what
+            # it sent before wait for the store: what goes before them is written, the
+            # rest (the DISCONNECT) and the close wait for them (each wakes this up; a
+            # failed commit too).
+            data = session.data_before_acks()
+            if data:
+                self.broker.counters.bytes_sent += len(data)
+                transport.write(data)
+            return
+        data = session.data_to_send()
         if data:
             self.broker.counters.bytes_sent += len(data)
             transport.write(data)
-        if self.session.closed:
-            if self.session.acks_due:
-                # After the client's DISCONNECT, acknowledgements of what it sent before
-                # wait for the store: the close waits for them (each wakes this up).
-                return
+        if session.closed:
             # The broker ends the connection with something written (a DISCONNECT, a
             # refusing CONNACK): the client may still be sending, and input arriving
             # at a closed socket is answered with a reset that can discard what was

@@ -347,10 +347,27 @@ class Session:
 
     @property
     def acks_due(self) -> bool:
-        """Closed by the client's DISCONNECT, acknowledgements of packets it sent before
-        wait for the store's commit (``acks_held``): the driver closes once they are
-        written (each wakes it)."""
-        return self._late_acks == _AFTER_DISCONNECT and self.acks_held > 0
+        """Closed by the client's DISCONNECT or for a protocol error of a connected
+        client, acknowledgements of packets it sent before wait for the store's commit
+        (``acks_held``): the driver writes what goes before them
+        (``data_before_acks``) and closes once they are written (each wakes it; a
+        failed commit too, ``disconnect``)."""
+        return self._late_acks >= 0 and self.acks_held > 0
+
+    def data_before_acks(self) -> bytes:
+        """While ``acks_due``: the output that goes before the acknowledgements due (not
+        the DISCONNECT after them), which then go at the start of what is left."""
+        out = self._out
+        at = self._late_acks
+        if at >= len(out):
+            data = b"".join(out)
+            out.clear()
+        else:
+            data = b"".join(out[:at])
+            del out[:at]
+        if at != _AFTER_DISCONNECT:
+            self._late_acks = 0
+        return data
 
     @property
     def has_output(self) -> bool:
@@ -610,7 +627,8 @@ class Session:
             if completing is not None:
                 completing.discard(pid)
             self._send(pubcomp)
-        # else: closed meanwhile, the record written back then (``_enter_closed``)
+        else:  # closed meanwhile, the record written back then (``_enter_closed``)
+            self._wake_if_acks_were_due()
 
     def suback(
         self, packet_id: int, reason_codes: list[int], reason_string: str | None = None
@@ -670,21 +688,24 @@ class Session:
     def _send_before_close(self, data: bytes) -> None:
         """An acknowledgement after closing for a protocol error: before the DISCONNECT
         still waiting in ``_out`` (none once written: the transport is closing); after
-        the client's DISCONNECT: sent (the driver waits for those due, ``acks_due``)."""
+        the client's DISCONNECT: sent. The driver's close waits for those held for a
+        commit (``acks_due``)."""
         out = self._out
         at = self._late_acks
         if at == _AFTER_DISCONNECT:
             out.append(data)
-            if self.waker is not None:
-                self.waker.wakeup()
         elif at <= len(out):
             out.insert(at, data)
             self._late_acks = at + 1
+        else:
+            return
+        if self.waker is not None:
+            self.waker.wakeup()
 
     def _wake_if_acks_were_due(self) -> None:
         """An acknowledgement the driver's close may wait for (``acks_due``) will not
         come: it looks again."""
-        if self._late_acks == _AFTER_DISCONNECT and self.waker is not None:
+        if self._late_acks >= 0 and self.waker is not None:
             self.waker.wakeup()
 
     def _event(self, event: Event) -> None:
