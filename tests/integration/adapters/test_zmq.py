@@ -525,3 +525,32 @@ adapters:
                 client.expect("sent", timeout=unit(30))
                 assert service.expect("message", timeout=unit(30)) == ["jobs", "0"]
         assert Path(f"{ipc_dir}/svc").is_socket()  # the gateway's stop left it alone
+
+
+def test_a_stale_ipc_socket_file_is_replaced(tmp_path: Path, ipc_dir: Path) -> None:
+    # Left by a process that is gone (kill -9): nothing accepts on it, so binding it is
+    # not taking anyone's address.
+    import socket as unix
+
+    path = ipc_dir / "stale"
+    left = unix.socket(unix.AF_UNIX, unix.SOCK_STREAM)
+    left.bind(str(path))
+    left.listen()
+    left.close()
+    assert path.is_socket()
+    config = f"""
+{API.strip()}
+adapters:
+  - type: zmq
+    name: again
+    zmq_to_mqtt:
+      - socket: pull
+        bind: ipc://{path}
+        to_mqtt: x/{{zmq.topic}}
+"""
+    with running_gateway(tmp_path, config) as gw, mqtt_client(gw, "watcher") as watcher:
+        assert watcher.subscribe("x/#", 1) == [1]
+        wait_state(gw, "again", "running")
+        with zmq_peer("push", "--connect", f"ipc://{path}", "--topic", "jobs") as client:
+            client.expect("sent", timeout=unit(30))
+            assert watcher.expect_message(unit(10)).topic == "x/jobs"
