@@ -34,9 +34,10 @@ CONNECTED       1.5 x keep alive of silence      v5 DISCONNECT 0x8D; close      
 any             malformed packet, violation      v5: CONNACK/DISCONNECT with the        CLOSED
                                                  reason code (4.13); close
 CONNECTING      a packet behind the CONNECT      kept until the CONNECT is decided:     CONNECTING
-                fails to decode                  accepted, it closes the connection
-                                                 as above after the held packets
-                                                 (v5: CONNACK 0x00, DISCONNECT 0x81)
+                fails to decode, a second        accepted, it closes the connection
+                CONNECT, an AUTH with no         as above after the held packets
+                authentication method            (v5: CONNACK 0x00, DISCONNECT 0x81,
+                                                 0x82)
 ==============  ===============================  =====================================  ============
 
 Entering CLOSED, the session state stops sending through this connection
@@ -804,10 +805,17 @@ class Session:
             if type(packet) is not Connect:
                 raise ProtocolViolation("the first packet must be CONNECT")  # [MQTT-3.1.0-1]
             self._on_connect(packet)
+        elif self._error_after_connect is not None:
+            return  # behind a protocol error kept for after the CONNECT: never handled
         elif type(packet) is Connect:
-            raise ProtocolViolation("second CONNECT")  # [MQTT-3.1.0-2]
+            self._behind_connect(ProtocolViolation("second CONNECT"))  # [MQTT-3.1.0-2]
         elif type(packet) is Auth and self._v5:
-            self._on_auth(packet, now)
+            if self._connect_without_exchange():
+                self._behind_connect(
+                    ProtocolViolation("AUTH without an authentication method in CONNECT")
+                )
+            else:
+                self._on_auth(packet, now)
         else:
             held = self._held
             if held is None:
@@ -985,6 +993,16 @@ class Session:
             raise ProtocolViolation("AUTH without an authentication method in CONNECT")
         self._event(AuthReceived(packet))
 
+    def _behind_connect(self, exc: ProtocolError) -> None:
+        """A protocol error in a packet behind the CONNECT being decided (a second
+        CONNECT, an AUTH with no exchange begun): kept for after it, as a packet that
+        fails to decode there (``_fail``); during an AUTH exchange the CONNACK tells it."""
+        if self._connect_without_exchange():
+            if self._error_after_connect is None:
+                self._error_after_connect = exc
+            return
+        raise exc
+
     def _fail(self, exc: ProtocolError) -> None:
         """Reports a protocol error to the peer where the spec allows, then closes."""
         if (
@@ -994,10 +1012,12 @@ class Session:
         ):
             # An error in a packet behind the CONNECT, not in the CONNECT: a CONNACK
             # must not carry it (MQTT 5.0 4.13.1). The CONNECT gets its own answer
-            # first; accepted, the error then closes the connection (``handle_held``).
-            # During an AUTH exchange the packet may be the AUTH the CONNECT waits for:
-            # the CONNACK tells the error, as before.
-            self._error_after_connect = exc
+            # first; accepted, the error then closes the connection (``handle_held``),
+            # after the packets before it (a second CONNECT's or an AUTH's too,
+            # ``_behind_connect``). During an AUTH exchange the packet may be the AUTH
+            # the CONNECT waits for: the CONNACK tells the error, as before.
+            if self._error_after_connect is None:
+                self._error_after_connect = exc
             return
         code = exc.reason_code
         limit = "packet_properties" if isinstance(exc, PropertyLimitExceeded) else _LIMITS.get(code)

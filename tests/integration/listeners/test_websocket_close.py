@@ -90,7 +90,8 @@ def _frames_until_eof(sock: socket.socket) -> list[tuple[int, bytes]]:
     ("sent", "last"),
     [
         (mb.gen_connect("c1", proto_ver=5, reserved_flag=True), (0x20, 0x81)),  # CONNACK
-        (mb.gen_connect("c2", proto_ver=5) * 2, (0x20, 0x82)),
+        # Accepted (CONNACK 0x00), then the second CONNECT's DISCONNECT 0x82 (4.13.1).
+        (mb.gen_connect("c2", proto_ver=5) * 2, (0xE0, 0x82)),
         (mb.gen_connect("c3", proto_ver=5) + b"\x36\x02\x00\x00", (0xE0, 0x81)),  # DISCONNECT
     ],
     ids=["malformed-connect", "second-connect", "malformed-publish"],
