@@ -82,22 +82,30 @@ def test_a_publish_resent_after_its_pubrel_is_not_routed_again_after_a_kill(
         try:
             # M5 (a store write waiting), the PUBRELs of M1..M4 (their PUBCOMPs wait for
             # the commit), then M6..M10: M10 is one more than Receive Maximum unanswered.
+            # The PINGREQ before M10, in the same write: its PINGRESP, not held for the
+            # commit, goes out once the connection is closed.
             pubrels = b"".join(mb.gen_pubrel(mid, proto_ver=5) for mid in range(1, 5))
+            last = mb.gen_pingreq() + _publish(10)
             if pubrel_first:
                 pub.send(pubrels)
-                pub.send(b"".join(_publish(mid) for mid in range(5, 11)))
+                pub.send(b"".join(_publish(mid) for mid in range(5, 10)) + last)
             else:
-                pub.send(_publish(5) + pubrels + b"".join(_publish(mid) for mid in range(6, 11)))
-            answered = []
-            while True:
-                packet = pub.recv_packet(unit(10))
-                answered.append(packet)
-                if packet.type == mb.PacketType.DISCONNECT:
-                    break
-            assert answered[-1].reason_code == 0x93, answered
-            assert not [p for p in answered if p.type == mb.PacketType.PUBCOMP], answered
+                pub.send(
+                    _publish(5) + pubrels + b"".join(_publish(mid) for mid in range(6, 10)) + last
+                )
+            pub.wait_for(lambda p: p.type == mb.PacketType.PINGRESP, unit(10), "PINGRESP")
         finally:
+            # The acknowledgements held for the commit, then DISCONNECT 0x93, go out once
+            # it is committed: the PUBCOMPs found the connection closed.
             db.execute("ROLLBACK")
+        answered = []
+        while True:
+            packet = pub.recv_packet(unit(10))
+            answered.append(packet)
+            if packet.type == mb.PacketType.DISCONNECT:
+                break
+        assert answered[-1].reason_code == 0x93, answered
+        assert not [p for p in answered if p.type == mb.PacketType.PUBCOMP], answered
         pub.close()
         # M5..M9 committed with their packet ids (and whatever came before them).
         _wait_until(db, incoming + " AND packet_id BETWEEN 5 AND 9", 5, "M5..M9 not committed")
