@@ -220,8 +220,10 @@ class HubClient:
         hub.broker.counters.received_from.setdefault(origin.protocol, 0)
         self.published = 0
         self.denied = 0
-        #: why the last refused publish was refused ("" until one is)
+        #: why the last refused publish was refused ("" until one is), and whether that
+        #: was its size (``mqtt.max_packet_size``: a drop, not a denial)
         self.refusal = ""
+        self.refused_too_large = False
         self._dropped_before = 0  # by subscriptions already closed
         #: publishes refused because their PUBLISH would exceed mqtt.max_packet_size
         self.too_large = 0
@@ -293,6 +295,7 @@ class HubClient:
             )  # fmt: skip
         if code >= 0x80:
             self.denied += 1
+            self.refused_too_large = False
             self.refusal = (
                 _REFUSALS.get(code, f"reason code 0x{code:02x}")
                 if problem is None
@@ -316,6 +319,7 @@ class HubClient:
         if size <= limit:
             return False
         self.too_large += 1
+        self.refused_too_large = True
         self.refusal = f"packet too large: {size} bytes, mqtt.max_packet_size is {limit}"
         counters = self.hub.broker.counters
         counters.hit("packet_size")

@@ -38,9 +38,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 _unexpected = Unexpected(log)
 
-#: how ``HubClient.refusal`` starts for a publish refused for its size (``_too_large``)
-_TOO_LARGE = "packet too large"
-
 MQTT_TOPIC = "mqtt.topic"
 
 
@@ -199,7 +196,7 @@ def count_refusal(counters: Counters, hub: HubClient) -> None:
     """Counts a publish the hub refused: one too large for ``mqtt.max_packet_size`` in
     ``dropped`` (as the hub counts it), any other (the ACL, ``$SYS``, an invalid topic
     name) in ``denied``."""
-    if hub.refusal.startswith(_TOO_LARGE):
+    if hub.refused_too_large:
         counters.dropped += 1
     else:
         counters.denied += 1
