@@ -28,6 +28,10 @@ pytest.importorskip("pynng")
 DOCS = REPO_ROOT / "docs" / "adapters"
 
 
+#: The start of a configuration file: a data directory, one listener, no HTTP API.
+BASE = 'data_dir: data\nlisteners: [{type: tcp, bind: "127.0.0.1:0"}]\napi: {enabled: false}\n'
+
+
 def _check(tmp_path: Path, text: str) -> tuple[int, list[str]]:
     config = tmp_path / "edgebus.yaml"
     config.write_text(text)
@@ -165,10 +169,8 @@ adapters:
 def test_an_ipc_path_in_a_missing_directory(tmp_path: Path) -> None:
     status, lines = _check(
         tmp_path,
-        """\
-data_dir: data
-listeners: [{type: tcp, bind: "127.0.0.1:0"}]
-api: {enabled: false}
+        BASE
+        + """\
 adapters:
   - type: zmq
     name: z
@@ -198,10 +200,8 @@ def test_an_ipc_bind_path_on_a_regular_file_is_refused_and_the_file_kept(
     todo.write_text("and me\n")
     status, lines = _check(
         tmp_path,
-        """\
-data_dir: data
-listeners: [{type: tcp, bind: "127.0.0.1:0"}]
-api: {enabled: false}
+        BASE
+        + """\
 adapters:
   - type: zmq
     name: z
@@ -231,8 +231,7 @@ def test_the_zmq_docs_example_checks_as_printed(tmp_path: Path) -> None:
                   if b.startswith("adapters:")]  # fmt: skip
     status, lines = _check(
         tmp_path,
-        'data_dir: data\nlisteners: [{type: tcp, bind: "127.0.0.1:0"}]\napi: {enabled: false}\n'
-        + example,
+        BASE + example,
     )
     assert (status, lines) == (0, ["edgebus.yaml: OK"])
 
@@ -292,10 +291,8 @@ adapters:
 def test_mapping_names_are_checked_when_a_mapping_has_a_problem(tmp_path: Path) -> None:
     status, lines = _check(
         tmp_path,
-        """\
-data_dir: data
-listeners: [{type: tcp, bind: "127.0.0.1:0"}]
-api: {enabled: false}
+        BASE
+        + """\
 adapters:
   - type: zmq
     name: z
@@ -322,10 +319,8 @@ adapters:
 def test_dds_and_ros2_profiles_and_namespace_in_one_run(tmp_path: Path) -> None:
     status, lines = _check(
         tmp_path,
-        """\
-data_dir: data
-listeners: [{type: tcp, bind: "127.0.0.1:0"}]
-api: {enabled: false}
+        BASE
+        + """\
 adapters:
   - type: dds
     name: d
